@@ -1,1 +1,47 @@
-//! keel-model
+//! Talking to model APIs.
+//!
+//! [`Model`] is what the engine calls: send one request, get a stream of SSE events (or, as a
+//! last resort after streaming kept failing, one complete reply). [`AnthropicClient`] speaks the
+//! Messages API. There is deliberately no retry loop here: the engine wraps every provider in
+//! the same retry policy so they all behave, and report, alike. Every failure is an
+//! [`ApiError`] that knows whether it is worth retrying.
+
+mod anthropic;
+mod error;
+mod request;
+
+use std::pin::Pin;
+
+use futures_util::Stream;
+use keel_protocol::content::AssistantMessage;
+use keel_protocol::StreamEvent;
+use serde_json::Value;
+
+pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL};
+pub use error::{ApiError, ApiErrorKind, ErrorClass};
+pub use request::{ModelRequest, ToolSpec};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// One event of a streamed reply: the typed event and the raw JSON the API sent (forwarded as
+/// `stream_event` frames with `--include-partial-messages`).
+#[derive(Clone, Debug)]
+pub struct SseEvent {
+    /// The typed event.
+    pub event: StreamEvent,
+    /// The event exactly as received.
+    pub raw: Value,
+}
+
+/// A streamed reply. Ends with `Ok(MessageStop)`, or with an error; a stream that ends without
+/// `message_stop` yields [`ApiErrorKind::StreamDropped`] as its last item.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<SseEvent, ApiError>> + Send>>;
+
+/// A model API.
+pub trait Model: Send + Sync {
+    /// Send a streaming request; resolves once the response headers arrived.
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, ApiError>>;
+    /// Send a non-streaming request and wait for the whole reply.
+    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>>;
+}

@@ -3,17 +3,36 @@
 //! The engine (`keel-core`) owns turns, permissions and what the model is told; this crate only
 //! knows how to run one tool call and report honestly how it went ([`ToolOutcome`]).
 
+pub mod bash;
 pub mod cancel;
+pub mod edit;
+mod fsutil;
+pub mod glob;
+pub mod grep;
+mod input;
+pub mod output;
+pub mod process;
+pub mod read;
+pub mod shell;
+pub mod write;
 
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use bash::BashTool;
 pub use cancel::CancelToken;
+pub use edit::EditTool;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
 pub use keel_protocol::CancelReason;
+pub use process::ProcessRegistry;
+pub use read::ReadTool;
 use serde_json::Value;
+pub use shell::{is_read_only_command, parse_commands, split_commands, SimpleCommand};
+pub use write::WriteTool;
 
 /// A boxed, sendable future: what [`Tool::call`] returns, so tools can live behind `dyn Tool`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -43,6 +62,74 @@ pub struct ToolContext {
     pub limits: Arc<ToolLimits>,
     /// The id of the tool_use block this call answers.
     pub tool_use_id: String,
+    /// The session's registry of process groups left running in the background (killed at the
+    /// end of the session). Share one registry per session: dropping the last handle kills them.
+    pub processes: Arc<ProcessRegistry>,
+}
+
+impl ToolContext {
+    /// A context with default limits, an empty tool_use id and a fresh process registry.
+    pub fn new(cwd: impl Into<PathBuf>, cancel: CancelToken) -> Self {
+        Self {
+            cwd: cwd.into(),
+            cancel,
+            limits: Arc::new(ToolLimits::default()),
+            tool_use_id: String::new(),
+            processes: Arc::new(ProcessRegistry::new()),
+        }
+    }
+
+    /// Replace the limits.
+    pub fn with_limits(mut self, limits: Arc<ToolLimits>) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Set the id of the tool_use block this call answers.
+    pub fn with_tool_use_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_use_id = id.into();
+        self
+    }
+
+    /// Use the session's process registry.
+    pub fn with_processes(mut self, processes: Arc<ProcessRegistry>) -> Self {
+        self.processes = processes;
+        self
+    }
+
+    /// Resolve a path from tool input: `~/` expands to `$HOME`, relative paths join `cwd`.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let p = match (path.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ if path == "~" => std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(path)),
+            _ => PathBuf::from(path),
+        };
+        if p.is_absolute() {
+            p
+        } else {
+            self.cwd.join(p)
+        }
+    }
+
+    /// The outcome for a call stopped by `self.cancel` (its reason, or `Shutdown` if none).
+    pub fn stopped(
+        &self,
+        started: bool,
+        partial: String,
+        elapsed: Duration,
+        processes_killed: usize,
+    ) -> ToolOutcome {
+        ToolOutcome::Stopped {
+            reason: self.cancel.reason().unwrap_or(CancelReason::Shutdown),
+            started,
+            partial,
+            elapsed,
+            processes_killed,
+        }
+    }
 }
 
 /// Bounds on what a tool may produce and how long it may run.
@@ -111,7 +198,46 @@ pub enum ToolOutcome {
     },
 }
 
+impl ToolOutcome {
+    /// `Ok` with content and no meta.
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutcome::Ok {
+            content: content.into(),
+            meta: None,
+        }
+    }
+
+    /// `Failed` with a message and no meta.
+    pub fn failed(message: impl Into<String>) -> Self {
+        ToolOutcome::Failed {
+            message: message.into(),
+            meta: None,
+        }
+    }
+
+    /// The text the model would read for `Ok`/`Failed`, or the partial output for `Stopped`.
+    pub fn text(&self) -> &str {
+        match self {
+            ToolOutcome::Ok { content, .. } => content,
+            ToolOutcome::Failed { message, .. } => message,
+            ToolOutcome::Stopped { partial, .. } => partial,
+        }
+    }
+}
+
 /// The built-in tools, in the order they are offered to the model.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    Vec::new()
+    vec![
+        Arc::new(BashTool),
+        Arc::new(ReadTool),
+        Arc::new(WriteTool),
+        Arc::new(EditTool),
+        Arc::new(GlobTool),
+        Arc::new(GrepTool),
+    ]
+}
+
+/// Display form of a path in replies.
+pub(crate) fn show(path: &Path) -> String {
+    path.display().to_string()
 }

@@ -1,0 +1,148 @@
+//! Prices, usage and cost. The price table lives here and nowhere else.
+
+use keel_protocol::Usage;
+use serde_json::{json, Map, Value};
+
+/// Dollars per million tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Price {
+    /// Input tokens.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+}
+
+/// Prices by model family: the first entry whose prefix the model id starts with wins, so
+/// more specific prefixes come first. Cache writes cost 1.25× input, cache reads 0.1× input.
+const PRICES: &[(&str, Price)] = &[
+    ("claude-opus-5", Price { input: 4.0, output: 20.0 }),
+    ("claude-opus-4-5", Price { input: 5.0, output: 25.0 }),
+    ("claude-opus-4-6", Price { input: 5.0, output: 25.0 }),
+    ("claude-opus-4", Price { input: 15.0, output: 75.0 }),
+    ("claude-3-opus", Price { input: 15.0, output: 75.0 }),
+    ("claude-sonnet", Price { input: 3.0, output: 15.0 }),
+    ("claude-3-7-sonnet", Price { input: 3.0, output: 15.0 }),
+    ("claude-3-5-sonnet", Price { input: 3.0, output: 15.0 }),
+    ("claude-haiku-4", Price { input: 1.0, output: 5.0 }),
+    ("claude-3-5-haiku", Price { input: 0.8, output: 4.0 }),
+    ("claude-3-haiku", Price { input: 0.25, output: 1.25 }),
+];
+
+/// What an unknown model is charged: the highest known rate, so a budget always binds.
+pub const UNKNOWN_MODEL_PRICE: Price = Price { input: 15.0, output: 75.0 };
+
+/// The price of `model`, and whether it was found in the table.
+pub fn price_of(model: &str) -> (Price, bool) {
+    PRICES
+        .iter()
+        .find(|(prefix, _)| model.starts_with(prefix))
+        .map(|(_, p)| (*p, true))
+        .unwrap_or((UNKNOWN_MODEL_PRICE, false))
+}
+
+/// The cost in dollars of `usage` on `model`.
+pub fn cost_of(model: &str, usage: &Usage) -> f64 {
+    let (p, _) = price_of(model);
+    let m = 1_000_000.0;
+    usage.input_tokens as f64 * p.input / m
+        + usage.cache_creation_input_tokens as f64 * p.input * 1.25 / m
+        + usage.cache_read_input_tokens as f64 * p.input * 0.1 / m
+        + usage.output_tokens as f64 * p.output / m
+}
+
+/// Usage and cost accumulated per model over a session.
+#[derive(Clone, Debug, Default)]
+pub struct CostTracker {
+    per_model: Vec<(String, Usage, f64)>,
+    unknown_models: Vec<String>,
+}
+
+impl CostTracker {
+    /// Record one reply's usage.
+    pub fn add(&mut self, model: &str, usage: &Usage) {
+        let cost = cost_of(model, usage);
+        if !price_of(model).1 && !self.unknown_models.iter().any(|m| m == model) {
+            self.unknown_models.push(model.to_owned());
+        }
+        match self.per_model.iter_mut().find(|(m, _, _)| m == model) {
+            Some((_, u, c)) => {
+                u.add(usage);
+                *c += cost;
+            }
+            None => self.per_model.push((model.to_owned(), usage.clone(), cost)),
+        }
+    }
+
+    /// Total dollars so far.
+    pub fn total_usd(&self) -> f64 {
+        self.per_model.iter().fold(0.0, |acc, (_, _, c)| acc + c)
+    }
+
+    /// Models priced at the fallback rate because the table does not know them.
+    pub fn unknown_models(&self) -> &[String] {
+        &self.unknown_models
+    }
+
+    /// Summed usage, shaped like the result frame's `usage`.
+    pub fn usage_json(&self) -> Value {
+        let mut total = Usage::default();
+        for (_, u, _) in &self.per_model {
+            total.add(u);
+        }
+        json!({
+            "input_tokens": total.input_tokens,
+            "cache_creation_input_tokens": total.cache_creation_input_tokens,
+            "cache_read_input_tokens": total.cache_read_input_tokens,
+            "output_tokens": total.output_tokens,
+        })
+    }
+
+    /// Per-model usage and cost, shaped like the result frame's `modelUsage`.
+    pub fn model_usage_json(&self) -> Value {
+        let mut out = Map::new();
+        for (model, u, cost) in &self.per_model {
+            let (_, known) = price_of(model);
+            out.insert(
+                model.clone(),
+                json!({
+                    "inputTokens": u.input_tokens,
+                    "outputTokens": u.output_tokens,
+                    "cacheReadInputTokens": u.cache_read_input_tokens,
+                    "cacheCreationInputTokens": u.cache_creation_input_tokens,
+                    "webSearchRequests": 0,
+                    "costUSD": cost,
+                    "priceKnown": known,
+                }),
+            );
+        }
+        Value::Object(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(i: u64, o: u64) -> Usage {
+        Usage { input_tokens: i, output_tokens: o, ..Usage::default() }
+    }
+
+    #[test]
+    fn matches_reference_pricing() {
+        // The reference CLI charged 5238 in + 59 out on claude-opus-5-5 at $0.022132.
+        let c = cost_of("claude-opus-5-5", &usage(5238, 59));
+        assert!((c - 0.022132).abs() < 1e-9, "{c}");
+    }
+
+    #[test]
+    fn unknown_models_are_never_free() {
+        let (p, known) = price_of("some-new-model");
+        assert!(!known);
+        assert_eq!(p, UNKNOWN_MODEL_PRICE);
+        let mut t = CostTracker::default();
+        t.add("some-new-model", &usage(1000, 0));
+        assert!(t.total_usd() > 0.0);
+        assert_eq!(t.unknown_models(), ["some-new-model"]);
+        assert_eq!(t.model_usage_json()["some-new-model"]["priceKnown"], false);
+    }
+}

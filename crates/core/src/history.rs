@@ -1,0 +1,232 @@
+//! The conversation, with the pairing invariant enforced: every `tool_use` gets exactly one
+//! `tool_result` in the very next message, on every path.
+//!
+//! Appending an assistant message that calls tools hands out a [`PendingResults`] obligation;
+//! until it is closed with [`History::close`] nothing else can be appended. Closing fills any
+//! call that got no result with a synthetic one that says why, so an early exit (an interrupt,
+//! a budget stop) cannot leave a dangling call behind.
+
+use keel_protocol::{ApiMessage, ContentBlock, MessageContent, Role, ToolUseBlock};
+
+/// A history operation that would break the invariant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryError {
+    /// Something was appended while tool calls still wait for results.
+    #[error("tool calls {0:?} are still waiting for results")]
+    OpenToolUse(Vec<String>),
+    /// A result was given for a call that is not pending.
+    #[error("no pending tool call has id {0}")]
+    UnknownToolUse(String),
+}
+
+/// The results owed for one assistant message's tool calls.
+#[derive(Debug)]
+#[must_use = "pending tool results must be closed with History::close"]
+pub struct PendingResults {
+    calls: Vec<ToolUseBlock>,
+    results: Vec<Option<ContentBlock>>,
+}
+
+impl PendingResults {
+    /// The calls, in the order the model made them.
+    pub fn calls(&self) -> &[ToolUseBlock] {
+        &self.calls
+    }
+
+    /// Record the result of one call. A second result for the same call replaces the first.
+    pub fn resolve(&mut self, result: ContentBlock) -> Result<(), HistoryError> {
+        let id = match &result {
+            ContentBlock::ToolResult(r) => r.tool_use_id.clone(),
+            other => return Err(HistoryError::UnknownToolUse(format!("(not a tool_result: {})", other.kind()))),
+        };
+        let i = self.calls.iter().position(|c| c.id == id).ok_or(HistoryError::UnknownToolUse(id))?;
+        self.results[i] = Some(result);
+        Ok(())
+    }
+
+    /// Whether the call with `id` already has a result.
+    pub fn is_resolved(&self, id: &str) -> bool {
+        self.calls.iter().position(|c| c.id == id).is_some_and(|i| self.results[i].is_some())
+    }
+
+    /// Ids of the calls that have no result yet.
+    pub fn unresolved(&self) -> Vec<String> {
+        self.calls.iter().zip(&self.results).filter(|(_, r)| r.is_none()).map(|(c, _)| c.id.clone()).collect()
+    }
+}
+
+/// The conversation sent to the model.
+#[derive(Debug, Default, Clone)]
+pub struct History {
+    messages: Vec<ApiMessage>,
+    open: Vec<String>,
+}
+
+impl History {
+    /// An empty conversation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The messages, ready to send.
+    pub fn messages(&self) -> &[ApiMessage] {
+        &self.messages
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether there are no messages.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Append user content (a prompt). Merged into the previous message when that is a user
+    /// message too (after tool results), so roles keep alternating.
+    pub fn push_user(&mut self, blocks: Vec<ContentBlock>) -> Result<(), HistoryError> {
+        if !self.open.is_empty() {
+            return Err(HistoryError::OpenToolUse(self.open.clone()));
+        }
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        if let Some(last) = self.messages.last_mut() {
+            if last.role == Role::User {
+                let mut merged = std::mem::replace(&mut last.content, MessageContent::Blocks(Vec::new())).into_blocks();
+                merged.extend(blocks);
+                last.content = MessageContent::Blocks(merged);
+                return Ok(());
+            }
+        }
+        self.messages.push(ApiMessage { role: Role::User, content: MessageContent::Blocks(blocks) });
+        Ok(())
+    }
+
+    /// Append an assistant reply. Returns the obligation for its tool calls, if it made any.
+    /// Empty text blocks are dropped (the API refuses them); an empty reply appends nothing.
+    pub fn push_assistant(&mut self, blocks: Vec<ContentBlock>) -> Result<Option<PendingResults>, HistoryError> {
+        if !self.open.is_empty() {
+            return Err(HistoryError::OpenToolUse(self.open.clone()));
+        }
+        let blocks: Vec<ContentBlock> =
+            blocks.into_iter().filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty())).collect();
+        if blocks.is_empty() {
+            return Ok(None);
+        }
+        let calls: Vec<ToolUseBlock> = blocks
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolUse(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect();
+        self.messages.push(ApiMessage { role: Role::Assistant, content: MessageContent::Blocks(blocks) });
+        if calls.is_empty() {
+            return Ok(None);
+        }
+        self.open = calls.iter().map(|c| c.id.clone()).collect();
+        let n = calls.len();
+        Ok(Some(PendingResults { calls, results: vec![None; n] }))
+    }
+
+    /// Close an obligation: append one user message with a result for every call, in call
+    /// order. Calls without a result get a synthetic error result made by `missing`.
+    pub fn close(&mut self, pending: PendingResults, missing: impl Fn(&ToolUseBlock) -> String) -> Vec<ContentBlock> {
+        let blocks: Vec<ContentBlock> = pending
+            .calls
+            .iter()
+            .zip(pending.results)
+            .map(|(call, r)| r.unwrap_or_else(|| ContentBlock::tool_result(&call.id, missing(call), true)))
+            .collect();
+        self.open.clear();
+        self.messages.push(ApiMessage { role: Role::User, content: MessageContent::Blocks(blocks.clone()) });
+        blocks
+    }
+
+    /// Ids of tool calls still waiting for results.
+    pub fn open_calls(&self) -> &[String] {
+        &self.open
+    }
+
+    /// Rebuild from stored messages, repairing anything that breaks the invariant: a `tool_use`
+    /// without a result gets a synthetic one made by `missing`. Returns the ids repaired.
+    pub fn rebuild(messages: Vec<ApiMessage>, missing: impl Fn(&ToolUseBlock) -> String) -> (Self, Vec<String>) {
+        let mut h = History::new();
+        let mut repaired = Vec::new();
+        let mut pending: Option<PendingResults> = None;
+        for m in messages {
+            match m.role {
+                Role::Assistant => {
+                    if let Some(p) = pending.take() {
+                        repaired.extend(p.unresolved());
+                        h.close(p, &missing);
+                    }
+                    // push_assistant cannot fail here: nothing is open.
+                    pending = h.push_assistant(m.content.into_blocks()).unwrap_or(None);
+                }
+                Role::User => {
+                    let blocks = m.content.into_blocks();
+                    let (results, rest): (Vec<_>, Vec<_>) =
+                        blocks.into_iter().partition(|b| matches!(b, ContentBlock::ToolResult(_)));
+                    if let Some(mut p) = pending.take() {
+                        for r in results {
+                            // A result for an unknown call is dropped: the API would refuse it.
+                            let _ = p.resolve(r);
+                        }
+                        repaired.extend(p.unresolved());
+                        h.close(p, &missing);
+                    }
+                    let _ = h.push_user(rest);
+                }
+            }
+        }
+        if let Some(p) = pending.take() {
+            repaired.extend(p.unresolved());
+            h.close(p, &missing);
+        }
+        (h, repaired)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> ContentBlock {
+        ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: "Bash".into(), input: json!({}), extra: Default::default() })
+    }
+
+    #[test]
+    fn obligation_blocks_appends_until_closed() {
+        let mut h = History::new();
+        h.push_user(vec![ContentBlock::text("go")]).unwrap();
+        let mut p = h.push_assistant(vec![ContentBlock::text("ok"), call("a"), call("b")]).unwrap().unwrap();
+        assert_eq!(h.push_user(vec![ContentBlock::text("x")]), Err(HistoryError::OpenToolUse(vec!["a".into(), "b".into()])));
+        p.resolve(ContentBlock::tool_result("b", "done", false)).unwrap();
+        assert!(p.resolve(ContentBlock::tool_result("zzz", "?", false)).is_err());
+        let blocks = h.close(p, |c| format!("{} never ran", c.id));
+        assert_eq!(blocks[0], ContentBlock::tool_result("a", "a never ran", true));
+        assert_eq!(blocks[1], ContentBlock::tool_result("b", "done", false));
+        // The next prompt merges into the tool-result message, keeping roles alternating.
+        h.push_user(vec![ContentBlock::text("next")]).unwrap();
+        assert_eq!(h.len(), 3);
+        assert_eq!(h.messages()[2].content.blocks().len(), 3);
+    }
+
+    #[test]
+    fn rebuild_repairs_dangling_calls() {
+        let msgs = vec![
+            ApiMessage { role: Role::User, content: MessageContent::Text("go".into()) },
+            ApiMessage { role: Role::Assistant, content: MessageContent::Blocks(vec![call("a"), call("b")]) },
+            ApiMessage { role: Role::User, content: MessageContent::Blocks(vec![ContentBlock::tool_result("a", "ok", false)]) },
+            ApiMessage { role: Role::Assistant, content: MessageContent::Blocks(vec![call("c")]) },
+        ];
+        let (h, repaired) = History::rebuild(msgs, |_| "lost in a crash".into());
+        assert_eq!(repaired, vec!["b".to_string(), "c".to_string()]);
+        assert_eq!(h.len(), 5);
+        assert!(h.open_calls().is_empty());
+    }
+}

@@ -1,0 +1,319 @@
+//! The Anthropic Messages API client (streaming SSE and non-streaming).
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use keel_protocol::content::AssistantMessage;
+use keel_protocol::sse::ErrorEvent;
+use keel_protocol::StreamEvent;
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use crate::error::{ApiError, ApiErrorKind};
+use crate::request::ModelRequest;
+use crate::{BoxFuture, EventStream, Model, SseEvent};
+
+/// The public API, used when `ANTHROPIC_BASE_URL` is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+const API_VERSION: &str = "2023-06-01";
+/// Error bodies are read up to this size; the rest is not needed to explain the error.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// How to reach the API.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Base URL without the `/v1/messages` path.
+    pub base_url: String,
+    /// Sent as `x-api-key`.
+    pub api_key: Option<String>,
+    /// Sent as `Authorization: Bearer` (for gateways that want it).
+    pub auth_token: Option<String>,
+    /// How long a TCP/TLS connect may take.
+    pub connect_timeout: Duration,
+    /// How long the stream (or the wait for response headers) may stay silent.
+    pub idle_timeout: Duration,
+    /// How long a non-streaming request may take in all.
+    pub request_timeout: Duration,
+    /// Sent as `user-agent`.
+    pub user_agent: String,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            api_key: None,
+            auth_token: None,
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(45),
+            request_timeout: Duration::from_secs(600),
+            user_agent: concat!("keel/", env!("CARGO_PKG_VERSION")).to_owned(),
+        }
+    }
+}
+
+/// A Messages API client.
+#[derive(Clone, Debug)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    cfg: ClientConfig,
+    url: String,
+}
+
+impl AnthropicClient {
+    /// Build a client. Fails only if the TLS stack cannot start or a header value is invalid.
+    pub fn new(cfg: ClientConfig) -> Result<Self, ApiError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        if let Some(key) = &cfg.api_key {
+            let v = HeaderValue::from_str(key)
+                .map_err(|_| ApiError::new(ApiErrorKind::Config, "the API key contains characters that cannot be sent in an HTTP header"))?;
+            headers.insert("x-api-key", v);
+        }
+        if let Some(tok) = &cfg.auth_token {
+            let v = HeaderValue::from_str(&format!("Bearer {tok}"))
+                .map_err(|_| ApiError::new(ApiErrorKind::Config, "the auth token contains characters that cannot be sent in an HTTP header"))?;
+            headers.insert("authorization", v);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(cfg.user_agent.clone())
+            .connect_timeout(cfg.connect_timeout)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| ApiError::new(ApiErrorKind::Config, format!("could not start the HTTP client: {e}")))?;
+        let url = format!("{}/v1/messages", cfg.base_url.trim_end_matches('/'));
+        Ok(Self { http, cfg, url })
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn send(&self, req: &ModelRequest, stream: bool) -> Result<reqwest::Response, ApiError> {
+        let mut body = req.clone();
+        body.stream = stream;
+        let json = serde_json::to_vec(&body)
+            .map_err(|e| ApiError::new(ApiErrorKind::Config, format!("could not encode the request: {e}")))?;
+        let send = self.http.post(&self.url).header("content-type", "application/json").body(json).send();
+        // A server that accepts the connection and then says nothing must not hang us: the wait
+        // for the response headers is bounded by the idle timeout too.
+        let resp = match tokio::time::timeout(self.cfg.idle_timeout, send).await {
+            Err(_) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::StreamIdle,
+                    format!("no response headers within {} ms", self.cfg.idle_timeout.as_millis()),
+                ))
+            }
+            Ok(Err(e)) => return Err(transport_error(&e)),
+            Ok(Ok(r)) => r,
+        };
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        Err(http_error(resp).await)
+    }
+}
+
+impl Model for AnthropicClient {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, ApiError>> {
+        Box::pin(async move {
+            let resp = self.send(req, true).await?;
+            let request_id = header_str(resp.headers(), "request-id");
+            Ok(sse_stream(resp, self.cfg.idle_timeout, request_id))
+        })
+    }
+
+    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>> {
+        Box::pin(async move {
+            let fut = async {
+                let resp = self.send(req, false).await?;
+                let request_id = header_str(resp.headers(), "request-id");
+                let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
+                let msg: AssistantMessage = serde_json::from_slice(&bytes).map_err(|e| {
+                    ApiError::new(ApiErrorKind::Decode, format!("the reply is not a Messages API message: {e}"))
+                })?;
+                Ok((msg, request_id))
+            };
+            match tokio::time::timeout(self.cfg.request_timeout, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(ApiError::new(
+                    ApiErrorKind::StreamIdle,
+                    format!("no complete reply within {} s", self.cfg.request_timeout.as_secs()),
+                )),
+            }
+        })
+    }
+}
+
+fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// Turn a streaming HTTP response into typed events, watching for silence and early ends.
+fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String>) -> EventStream {
+    let mut events = resp.bytes_stream().eventsource();
+    let stream = async_stream(move |tx| async move {
+        let mut saw_stop = false;
+        loop {
+            let next = match tokio::time::timeout(idle, events.next()).await {
+                Err(_) => {
+                    let _ = tx.send(Err(ApiError::new(
+                        ApiErrorKind::StreamIdle,
+                        format!("the stream sent nothing for {} ms", idle.as_millis()),
+                    )));
+                    return;
+                }
+                Ok(n) => n,
+            };
+            let ev = match next {
+                None => break,
+                Some(Err(e)) => {
+                    let _ = tx.send(Err(ApiError::new(ApiErrorKind::ConnectionLost, format!("the stream broke: {e}"))));
+                    return;
+                }
+                Some(Ok(ev)) => ev,
+            };
+            if ev.data.is_empty() {
+                continue;
+            }
+            let raw: Value = match serde_json::from_str(&ev.data) {
+                Ok(v) => v,
+                Err(e) => {
+                    let _ = tx.send(Err(ApiError::new(ApiErrorKind::Decode, format!("an SSE event is not JSON ({e}): {}", truncate(&ev.data, 200)))));
+                    return;
+                }
+            };
+            let event: StreamEvent = match serde_json::from_value(raw.clone()) {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = tx.send(Err(ApiError::new(ApiErrorKind::Decode, format!("an SSE event has an unexpected shape: {e}"))));
+                    return;
+                }
+            };
+            if let StreamEvent::Error(ErrorEvent { error }) = &event {
+                let _ = tx.send(Err(ApiError {
+                    kind: ApiErrorKind::StreamError,
+                    status: None,
+                    error_type: Some(error.kind.clone()),
+                    message: error.message.clone(),
+                    retry_after: None,
+                    request_id: request_id.clone(),
+                }));
+                return;
+            }
+            saw_stop |= matches!(event, StreamEvent::MessageStop(_));
+            if tx.send(Ok(SseEvent { event, raw })).is_err() {
+                return; // the consumer went away
+            }
+            if saw_stop {
+                return;
+            }
+        }
+        if !saw_stop {
+            let _ = tx.send(Err(ApiError::new(ApiErrorKind::StreamDropped, "the stream ended before message_stop")));
+        }
+    });
+    Box::pin(stream)
+}
+
+/// A minimal generator: runs `f` in a task and yields what it sends. The task is aborted when
+/// the stream is dropped, which also drops (and so closes) the HTTP response.
+fn async_stream<F, Fut>(f: F) -> impl futures_util::Stream<Item = Result<SseEvent, ApiError>> + Send
+where
+    F: FnOnce(tokio::sync::mpsc::UnboundedSender<Result<SseEvent, ApiError>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(f(tx));
+    let guard = AbortOnDrop(task);
+    futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        rx.recv().await.map(|item| (item, (rx, guard)))
+    })
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn transport_error(e: &reqwest::Error) -> ApiError {
+    let mut detail = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        src = s.source();
+    }
+    let kind = if e.is_connect() { ApiErrorKind::Connect } else if e.is_builder() { ApiErrorKind::Config } else { ApiErrorKind::ConnectionLost };
+    ApiError::new(kind, detail)
+}
+
+async fn http_error(resp: reqwest::Response) -> ApiError {
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let request_id = header_str(&headers, "request-id");
+    let retry_after = retry_after(&headers);
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_ERROR_BODY {
+            break;
+        }
+    }
+    let parsed: Option<ErrorEvent> = serde_json::from_slice(&body).ok();
+    let (error_type, message) = match parsed {
+        Some(ErrorEvent { error }) => (Some(error.kind), error.message),
+        None => {
+            let text = String::from_utf8_lossy(&body);
+            let text = truncate(text.trim(), 300).to_owned();
+            (None, if text.is_empty() { reason_phrase(status).to_owned() } else { text })
+        }
+    };
+    ApiError { kind: ApiErrorKind::Http, status: Some(status), error_type, message, retry_after, request_id }
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("error")
+}
+
+/// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, possibly fractional).
+fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = header_str(h, "retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    let secs = header_str(h, "retry-after").and_then(|v| v.trim().parse::<f64>().ok())?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_headers() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", HeaderValue::from_static("2"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        h.insert("retry-after-ms", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+    }
+}

@@ -1,0 +1,428 @@
+//! The Bash tool: run one shell command under supervision (own process group, deadline, bounded
+//! output, drain deadline) and report honestly how it ended.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+
+use crate::input::{self, Field, Kind};
+use crate::output::HeadTail;
+use crate::process::{group_alive, spawn_shell, stop_group, GroupGuard};
+use crate::shell::is_read_only_command;
+use crate::{BoxFuture, CancelReason, Tool, ToolContext, ToolLimits, ToolOutcome};
+
+/// Runs a shell command.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BashTool;
+
+const DESCRIPTION: &str = "Run a shell command with bash in the session's working directory and \
+return what it printed (stdout, then stderr) and how it exited. The command has no terminal and \
+its stdin is closed, so interactive programs and prompts will not work. Each call starts a fresh \
+shell: `cd` and variables do not carry over to the next call, so use absolute paths or \
+`cd dir && ...`. Long output is cut to its beginning and end. The command is stopped after \
+`timeout` milliseconds (default 2 minutes, at most 10). Processes left running in the background \
+(`server &`) keep running until the session ends. For reading, editing and searching files \
+prefer the Read, Edit, Write, Glob and Grep tools.";
+
+const FIELDS: &[Field] = &[
+    Field::req(
+        "command",
+        Kind::Str,
+        "the command line to run with `bash -c`",
+    ),
+    Field::opt(
+        "timeout",
+        Kind::Num,
+        "how long the command may run, in milliseconds (default 120000, at most 600000)",
+    ),
+    Field::opt(
+        "description",
+        Kind::Str,
+        "a few words saying what the command does, shown to the user",
+    ),
+];
+
+#[derive(Deserialize)]
+struct Input {
+    command: String,
+    timeout: Option<i64>,
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &'static str {
+        "Bash"
+    }
+
+    fn description(&self) -> &'static str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        input::schema(FIELDS)
+    }
+
+    fn is_read_only(&self, input: &Value) -> bool {
+        input
+            .get("command")
+            .and_then(Value::as_str)
+            .is_some_and(is_read_only_command)
+    }
+
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(run(input, cx))
+    }
+}
+
+/// The timeout to use and, when the request was changed, a note saying so.
+fn effective_timeout(requested: Option<i64>, limits: &ToolLimits) -> (Duration, Option<String>) {
+    let max = limits.max_timeout;
+    let default = limits.default_timeout.min(max);
+    match requested {
+        None => (default, None),
+        Some(ms) if ms <= 0 => (
+            default,
+            Some(format!(
+                "[timeout {ms} ms is not positive; the default of {} ms was used]",
+                default.as_millis()
+            )),
+        ),
+        Some(ms) if u128::from(ms.unsigned_abs()) > max.as_millis() => (
+            max,
+            Some(format!(
+                "[timeout {ms} ms is above the maximum; {} ms was used]",
+                max.as_millis()
+            )),
+        ),
+        Some(ms) => (Duration::from_millis(ms.unsigned_abs()), None),
+    }
+}
+
+/// One output stream being captured by a reader task.
+#[derive(Clone)]
+struct Capture(Arc<Mutex<CaptureState>>);
+
+struct CaptureState {
+    buf: HeadTail,
+    /// Reading was cut short: the reader keeps draining the pipe (so a background writer is not
+    /// blocked or killed by SIGPIPE) but throws the bytes away.
+    detached: bool,
+}
+
+impl Capture {
+    fn new(limits: &ToolLimits, spill: Option<PathBuf>) -> Self {
+        let mut buf = HeadTail::new(limits.head_bytes, limits.tail_bytes);
+        if let Some(path) = spill {
+            buf = buf.with_spill(path);
+        }
+        Capture(Arc::new(Mutex::new(CaptureState {
+            buf,
+            detached: false,
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CaptureState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stop keeping bytes and return the text kept so far.
+    fn finish(&self) -> String {
+        let mut st = self.lock();
+        st.detached = true;
+        st.buf.flush();
+        st.buf.render()
+    }
+}
+
+async fn pump(mut pipe: impl AsyncRead + Unpin, capture: Capture) {
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut st = capture.lock();
+                if !st.detached {
+                    st.buf.push(&chunk[..n]);
+                }
+            }
+        }
+    }
+}
+
+/// Wait for both readers to reach end of file, at most `deadline`. `false` when cut short.
+async fn drain(readers: &mut [JoinHandle<()>], deadline: Duration) -> bool {
+    let all = async {
+        for r in readers.iter_mut() {
+            let _ = r.await;
+        }
+    };
+    tokio::time::timeout(deadline, all).await.is_ok()
+}
+
+fn spill_path(limits: &ToolLimits, tool_use_id: &str, pid: u32, stream: &str) -> Option<PathBuf> {
+    let dir = limits.spill_dir.as_ref()?;
+    let id: String = tool_use_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = if id.is_empty() {
+        format!("bash-{pid}")
+    } else {
+        id
+    };
+    Some(dir.join(format!("{stem}.{stream}.txt")))
+}
+
+/// stdout, then stderr, without trailing newlines.
+fn combine(stdout: &str, stderr: &str) -> String {
+    let so = stdout.trim_end_matches('\n');
+    let se = stderr.trim_end_matches('\n');
+    match (so.is_empty(), se.is_empty()) {
+        (_, true) => so.to_string(),
+        (true, false) => se.to_string(),
+        (false, false) => format!("{so}\n{se}"),
+    }
+}
+
+fn push_line(text: &mut String, line: &str) {
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(line);
+}
+
+fn describe_exit(status: &ExitStatus) -> (Option<i32>, Option<String>) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => (Some(code), None),
+        (None, Some(sig)) => {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {sig}"));
+            (None, Some(name))
+        }
+        (None, None) => (None, None),
+    }
+}
+
+async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
+    let begun = Instant::now();
+    let inp: Input = match input::parse("Bash", &input, FIELDS) {
+        Ok(i) => i,
+        Err(message) => return ToolOutcome::failed(message),
+    };
+    if inp.command.trim().is_empty() {
+        return ToolOutcome::failed(
+            "Invalid input for Bash: `command` is empty; give the command line to run.",
+        );
+    }
+    let (timeout, timeout_note) = effective_timeout(inp.timeout, &cx.limits);
+    if cx.cancel.is_cancelled() {
+        return cx.stopped(false, String::new(), begun.elapsed(), 0);
+    }
+    if !cx.cwd.is_dir() {
+        return ToolOutcome::failed(format!(
+            "Cannot run the command: the working directory {} does not exist or is not a directory.",
+            cx.cwd.display()
+        ));
+    }
+    let shell = if Path::new("/bin/bash").exists() {
+        Path::new("/bin/bash")
+    } else {
+        Path::new("/bin/sh")
+    };
+    let mut child = match spawn_shell(shell, &inp.command, &cx.cwd) {
+        Ok(c) => c,
+        Err(e) => {
+            return ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()));
+        }
+    };
+    let Some(pid) = child.id() else {
+        return ToolOutcome::failed("The command's process vanished before it could be tracked.");
+    };
+    let pgid = pid as i32;
+    let mut guard = GroupGuard::new(pgid);
+
+    let out = Capture::new(
+        &cx.limits,
+        spill_path(&cx.limits, &cx.tool_use_id, pid, "stdout"),
+    );
+    let err = Capture::new(
+        &cx.limits,
+        spill_path(&cx.limits, &cx.tool_use_id, pid, "stderr"),
+    );
+    let mut readers = Vec::with_capacity(2);
+    if let Some(pipe) = child.stdout.take() {
+        readers.push(tokio::spawn(pump(pipe, out.clone())));
+    }
+    if let Some(pipe) = child.stderr.take() {
+        readers.push(tokio::spawn(pump(pipe, err.clone())));
+    }
+
+    enum End {
+        Exited(io::Result<ExitStatus>),
+        Stopped(CancelReason),
+    }
+    let end = tokio::select! {
+        status = child.wait() => End::Exited(status),
+        _ = tokio::time::sleep(timeout) => End::Stopped(CancelReason::Timeout),
+        _ = cx.cancel.cancelled() => {
+            End::Stopped(cx.cancel.reason().unwrap_or(CancelReason::Shutdown))
+        }
+    };
+
+    match end {
+        End::Stopped(reason) => {
+            let killed = stop_group(pgid, cx.limits.kill_grace).await;
+            // Reap the shell; after SIGKILL this is immediate.
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            let complete = drain(&mut readers, cx.limits.drain_deadline).await;
+            let mut partial = combine(&out.finish(), &err.finish());
+            if !complete {
+                push_line(
+                    &mut partial,
+                    "[stopped reading output: a process outside the command's group still holds it open]",
+                );
+            }
+            ToolOutcome::Stopped {
+                reason,
+                started: true,
+                partial,
+                elapsed: begun.elapsed(),
+                processes_killed: killed,
+            }
+        }
+        End::Exited(status) => {
+            let complete = drain(&mut readers, cx.limits.drain_deadline).await;
+            // Whatever is still running in the group was started in the background on purpose
+            // (or holds our pipe): leave it running, but make sure the session can stop it.
+            let background = group_alive(pgid);
+            if background {
+                cx.processes.register(pgid, inp.command.clone());
+            }
+            guard.disarm();
+            let stdout = out.finish();
+            let stderr = err.finish();
+            let mut text = combine(&stdout, &stderr);
+            if !complete {
+                push_line(
+                    &mut text,
+                    &format!(
+                        "[stopped reading output after {} ms: a background process still holds \
+                         it open; that process was left running]",
+                        cx.limits.drain_deadline.as_millis()
+                    ),
+                );
+            }
+            if let Some(note) = timeout_note {
+                push_line(&mut text, &note);
+            }
+            finish_exited(status, text, stdout, stderr)
+        }
+    }
+}
+
+fn finish_exited(
+    status: io::Result<ExitStatus>,
+    text: String,
+    stdout: String,
+    stderr: String,
+) -> ToolOutcome {
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            return ToolOutcome::failed(format!("Could not wait for the command to finish: {e}"))
+        }
+    };
+    let (code, signal) = describe_exit(&status);
+    let mut meta = json!({
+        "stdout": stdout,
+        "stderr": stderr,
+        "interrupted": false,
+        "exit_code": code,
+    });
+    if let Some(sig) = &signal {
+        meta["signal"] = json!(sig);
+    }
+    if code == Some(0) {
+        let content = if text.is_empty() {
+            "(no output)".to_string()
+        } else {
+            text
+        };
+        return ToolOutcome::Ok {
+            content,
+            meta: Some(meta),
+        };
+    }
+    let mut message = text;
+    match (code, signal) {
+        (Some(code), _) => push_line(&mut message, &format!("Exit code {code}")),
+        (None, Some(sig)) => push_line(&mut message, &format!("Killed by signal {sig}")),
+        (None, None) => push_line(&mut message, "The command ended without an exit code"),
+    }
+    ToolOutcome::Failed {
+        message,
+        meta: Some(meta),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_clamping() {
+        let l = ToolLimits::default();
+        assert_eq!(
+            effective_timeout(None, &l),
+            (Duration::from_secs(120), None)
+        );
+        assert_eq!(
+            effective_timeout(Some(5000), &l),
+            (Duration::from_secs(5), None)
+        );
+        let (d, note) = effective_timeout(Some(0), &l);
+        assert_eq!(d, Duration::from_secs(120));
+        assert!(note.unwrap().contains("not positive"));
+        let (d, note) = effective_timeout(Some(900_000), &l);
+        assert_eq!(d, Duration::from_secs(600));
+        assert!(note.unwrap().contains("above the maximum"));
+    }
+
+    #[test]
+    fn combine_streams() {
+        assert_eq!(combine("a\n", "b\n"), "a\nb");
+        assert_eq!(combine("", "b\n"), "b");
+        assert_eq!(combine("a\n", ""), "a");
+        assert_eq!(combine("", ""), "");
+    }
+
+    #[test]
+    fn spill_names_are_safe() {
+        let l = ToolLimits {
+            spill_dir: Some(PathBuf::from("/s")),
+            ..ToolLimits::default()
+        };
+        assert_eq!(
+            spill_path(&l, "toolu_01/../x", 7, "stdout"),
+            Some(PathBuf::from("/s/toolu_01____x.stdout.txt"))
+        );
+        assert_eq!(
+            spill_path(&l, "", 7, "stderr"),
+            Some(PathBuf::from("/s/bash-7.stderr.txt"))
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! File helpers shared by the file tools: atomic writes, binary detection, numbered lines, and
+//! running blocking work raced against the cancel token.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::{CancelToken, ToolContext, ToolOutcome};
+
+/// How many bytes at the start of a file decide whether it is binary.
+pub(crate) const SNIFF_BYTES: usize = 8 * 1024;
+
+/// Write `data` to `path` atomically: a temporary file in the same directory, fsync, rename.
+/// A crash leaves either the old file or the new one, never half of one. Keeps the permissions
+/// of a file being replaced. A symlink is followed (its target is replaced, not the link).
+pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+    let target = match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path)?,
+        _ => path.to_path_buf(),
+    };
+    let dir = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = temp_name(&target, dir);
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        if let Ok(meta) = fs::metadata(&target) {
+            f.set_permissions(meta.permissions())?;
+        }
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, &target)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn temp_name(target: &Path, dir: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    dir.join(format!(
+        ".{name}.keel-tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Whether the first bytes of a file look binary: a NUL byte, or mostly invalid UTF-8.
+pub(crate) fn looks_binary(sample: &[u8]) -> bool {
+    if sample.contains(&0) {
+        return true;
+    }
+    let mut invalid = 0usize;
+    let mut rest = sample;
+    while !rest.is_empty() {
+        match std::str::from_utf8(rest) {
+            Ok(_) => break,
+            Err(e) => match e.error_len() {
+                Some(len) => {
+                    invalid += len;
+                    rest = &rest[e.valid_up_to() + len..];
+                }
+                // An incomplete sequence at the end of the sample: the sample cut it.
+                None => break,
+            },
+        }
+    }
+    invalid * 10 > sample.len() * 3
+}
+
+/// One line in `cat -n` style: the number right-aligned in 6 columns, a tab, the text.
+pub(crate) fn numbered(n: usize, text: &str) -> String {
+    format!("{n:>6}\t{text}")
+}
+
+/// A byte count for people.
+pub(crate) fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
+}
+
+/// Run `work` on the blocking pool, raced against the cancel token. `work` gets a clone of the
+/// token and should check it between units of work (files, lines) so the thread stops soon
+/// after a cancel. On cancel the result is `Stopped` (started: true, no partial output).
+pub(crate) async fn run_blocking<F>(cx: &ToolContext, work: F) -> ToolOutcome
+where
+    F: FnOnce(CancelToken) -> ToolOutcome + Send + 'static,
+{
+    let begun = Instant::now();
+    if cx.cancel.is_cancelled() {
+        return cx.stopped(false, String::new(), begun.elapsed(), 0);
+    }
+    let token = cx.cancel.clone();
+    let handle = tokio::task::spawn_blocking(move || work(token));
+    tokio::select! {
+        res = handle => match res {
+            Ok(outcome) => outcome,
+            Err(e) => ToolOutcome::failed(format!("Internal error in the tool: {e}")),
+        },
+        _ = cx.cancel.cancelled() => cx.stopped(true, String::new(), begun.elapsed(), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_detection() {
+        assert!(!looks_binary(b"hello\nworld\n"));
+        assert!(!looks_binary("héllo wörld".as_bytes()));
+        assert!(looks_binary(b"abc\0def"));
+        assert!(looks_binary(&[0xff, 0xfe, 0xfa, 0x80, 0x81, b'a']));
+        // A UTF-8 sequence cut by the end of the sample is not counted.
+        let mut s = b"abc".to_vec();
+        s.extend_from_slice(&"é".as_bytes()[..1]);
+        assert!(!looks_binary(&s));
+        // A few Latin-1 bytes in text are fine.
+        assert!(!looks_binary(
+            b"caf\xe9 au lait, une tasse de caf\xe9 chaud"
+        ));
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_keeps_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.sh");
+        fs::write(&p, "old").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        write_atomic(&p, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        // No temp files left behind.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn atomic_write_follows_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.txt");
+        let link = dir.path().join("link.txt");
+        fs::write(&real, "old").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_atomic(&link, b"new").unwrap();
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[tokio::test]
+    async fn blocking_work_is_stopped_by_cancel() {
+        use crate::CancelReason;
+        let cx = ToolContext::new(".", CancelToken::new());
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let token = cx.cancel.clone();
+        let call = tokio::spawn(async move {
+            run_blocking(&cx, move |cancel| {
+                let _ = started_tx.send(());
+                while !cancel.is_cancelled() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let _ = done_tx.send(());
+                ToolOutcome::ok("finished")
+            })
+            .await
+        });
+        started_rx.await.unwrap();
+        token.cancel(CancelReason::UserInterrupted);
+        let out = call.await.unwrap();
+        assert!(matches!(
+            out,
+            ToolOutcome::Stopped {
+                reason: CancelReason::UserInterrupted,
+                started: true,
+                ..
+            }
+        ));
+        // The blocking thread noticed the token and stopped too.
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap();
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_size(10), "10 bytes");
+        assert_eq!(human_size(2048), "2.0 KB");
+        assert_eq!(human_size(5 * 1024 * 1024), "5.0 MB");
+    }
+}

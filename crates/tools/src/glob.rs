@@ -1,0 +1,241 @@
+//! The Glob tool: find files by name pattern, newest first.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::fsutil::run_blocking;
+use crate::input::{self, Field, Kind};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+
+/// Finds files by glob pattern.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GlobTool;
+
+/// The most paths one call lists.
+pub const MAX_RESULTS: usize = 200;
+
+const DESCRIPTION: &str = "Find files whose path matches a glob pattern, such as `**/*.rs` or \
+`src/**/*.{ts,tsx}`, under a directory (default: the working directory). `*` stays within one \
+directory level, `**` crosses any number. Files ignored by .gitignore or .ignore and hidden \
+directories are skipped. Returns absolute paths, most recently modified first, at most 200. To \
+search file contents, use Grep.";
+
+const FIELDS: &[Field] = &[
+    Field::req(
+        "pattern",
+        Kind::Str,
+        "the glob to match against paths relative to `path`, e.g. `**/*.rs`",
+    ),
+    Field::opt(
+        "path",
+        Kind::Str,
+        "the directory to search in (default: the working directory)",
+    ),
+];
+
+#[derive(Deserialize)]
+struct Input {
+    pattern: String,
+    path: Option<String>,
+}
+
+impl Tool for GlobTool {
+    fn name(&self) -> &'static str {
+        "Glob"
+    }
+
+    fn description(&self) -> &'static str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        input::schema(FIELDS)
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let inp: Input = match input::parse("Glob", &input, FIELDS) {
+                Ok(i) => i,
+                Err(m) => return ToolOutcome::failed(m),
+            };
+            if inp.pattern.trim().is_empty() {
+                return ToolOutcome::failed(
+                    "Invalid input for Glob: `pattern` is empty; give a glob such as `**/*.rs`.",
+                );
+            }
+            let base = match inp.path.as_deref().filter(|p| !p.is_empty()) {
+                Some(p) => cx.resolve(p),
+                None => cx.cwd.clone(),
+            };
+            let (base, pattern) = split_absolute(base, &inp.pattern);
+            if !base.is_dir() {
+                let what = if base.exists() {
+                    "is not a directory"
+                } else {
+                    "does not exist"
+                };
+                return ToolOutcome::failed(format!(
+                    "The search directory {} {what}. Give `path` as an existing directory.",
+                    show(&base)
+                ));
+            }
+            let matcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
+                Ok(g) => g.compile_matcher(),
+                Err(e) => {
+                    return ToolOutcome::failed(format!(
+                        "Invalid glob pattern `{}`: {e}",
+                        inp.pattern
+                    ))
+                }
+            };
+            let hidden_ok = mentions_hidden(&pattern);
+            let shown_pattern = inp.pattern.clone();
+            run_blocking(&cx, move |cancel| {
+                find(&base, &matcher, hidden_ok, &cancel, &shown_pattern)
+            })
+            .await
+        })
+    }
+}
+
+/// An absolute pattern (`/src/**/*.rs`) searches from its literal leading directories, whatever
+/// `path` says. Otherwise the pattern is used as given, minus a leading `./`.
+fn split_absolute(base: PathBuf, pattern: &str) -> (PathBuf, String) {
+    let is_meta = |s: &str| s.contains(['*', '?', '[', '{']);
+    if !pattern.starts_with('/') {
+        let p = pattern.trim_start_matches("./");
+        return (base, p.to_string());
+    }
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let literal = parts.iter().take_while(|p| !is_meta(p)).count();
+    // Keep at least the last part as the pattern.
+    let literal = literal.min(parts.len() - 1);
+    let dir = parts[..literal].join("/");
+    let dir = if dir.is_empty() { "/".to_string() } else { dir };
+    (PathBuf::from(dir), parts[literal..].join("/"))
+}
+
+/// Whether the pattern asks for hidden entries itself (a part starting with `.`).
+fn mentions_hidden(pattern: &str) -> bool {
+    pattern
+        .split('/')
+        .any(|p| p.starts_with('.') && p != "." && p != "..")
+}
+
+type Key = (SystemTime, Reverse<PathBuf>);
+
+fn find(
+    base: &Path,
+    matcher: &GlobMatcher,
+    hidden_ok: bool,
+    cancel: &CancelToken,
+    pattern: &str,
+) -> ToolOutcome {
+    let walker = ignore::WalkBuilder::new(base)
+        .hidden(!hidden_ok)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    // The newest MAX_RESULTS matches, in a min-heap.
+    let mut best: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
+    let mut total = 0usize;
+    for entry in walker {
+        if cancel.is_cancelled() {
+            return ToolOutcome::failed("cancelled");
+        }
+        let Ok(entry) = entry else { continue };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(rel) = path.strip_prefix(base) else {
+            continue;
+        };
+        if !matcher.is_match(rel) {
+            continue;
+        }
+        total += 1;
+        let mtime = entry
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        best.push(Reverse((mtime, Reverse(absolute(path)))));
+        if best.len() > MAX_RESULTS {
+            best.pop();
+        }
+    }
+    if total == 0 {
+        return ToolOutcome::Ok {
+            content: format!("No files matched {pattern} under {}", show(base)),
+            meta: Some(json!({ "num_files": 0, "truncated": false })),
+        };
+    }
+    let shown: Vec<String> = best
+        .into_sorted_vec()
+        .into_iter()
+        .map(|Reverse((_, Reverse(p)))| show(&p))
+        .collect();
+    let mut text = shown.join("\n");
+    if total > shown.len() {
+        text.push_str(&format!(
+            "\n[{} more files not shown; narrow the pattern or the path]",
+            total - shown.len()
+        ));
+    }
+    ToolOutcome::Ok {
+        content: text,
+        meta: Some(json!({ "num_files": total, "truncated": total > shown.len() })),
+    }
+}
+
+/// `path` without `.` components (the walk root may be relative to nothing if cwd was).
+fn absolute(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_patterns_split() {
+        let b = PathBuf::from("/cwd");
+        assert_eq!(
+            split_absolute(b.clone(), "/a/b/**/*.rs"),
+            (PathBuf::from("/a/b"), "**/*.rs".into())
+        );
+        assert_eq!(
+            split_absolute(b.clone(), "/a/b/c.txt"),
+            (PathBuf::from("/a/b"), "c.txt".into())
+        );
+        assert_eq!(
+            split_absolute(b.clone(), "./src/*.rs"),
+            (b.clone(), "src/*.rs".into())
+        );
+        assert_eq!(
+            split_absolute(b.clone(), "/*.rs"),
+            (PathBuf::from("/"), "*.rs".into())
+        );
+    }
+
+    #[test]
+    fn hidden_patterns() {
+        assert!(mentions_hidden(".github/**/*.yml"));
+        assert!(!mentions_hidden("**/*.rs"));
+        assert!(!mentions_hidden("../x/*.rs"));
+    }
+}

@@ -1,0 +1,529 @@
+//! The Grep tool: regex search over files, gitignore-aware, without an `rg` binary.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::fsutil::run_blocking;
+use crate::input::{self, Field, Kind};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+
+/// Searches file contents with a regular expression.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GrepTool;
+
+/// Characters of one matching line shown before it is cut.
+pub const MAX_LINE_CHARS: usize = 1000;
+
+const DESCRIPTION: &str = "Search file contents with a regular expression (Rust regex syntax, \
+like ripgrep) under a directory or in one file (default: the working directory). Files ignored \
+by .gitignore or .ignore, hidden directories and binary files are skipped. Narrow the search \
+with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (e.g. rust, py, js). `output_mode` is \
+\"files_with_matches\" (default: matching file paths, most recently modified first), \"content\" \
+(matching lines as path:line:text, with optional context lines) or \"count\" (path:count). \
+Use this instead of running grep or rg through Bash.";
+
+const MODES: &[&str] = &["content", "files_with_matches", "count"];
+
+const FIELDS: &[Field] = &[
+    Field::req("pattern", Kind::Str, "the regular expression to search for"),
+    Field::opt(
+        "path",
+        Kind::Str,
+        "the file or directory to search (default: the working directory)",
+    ),
+    Field::opt(
+        "glob",
+        Kind::Str,
+        "only search files matching this glob, e.g. `*.rs` or `src/**/*.{ts,tsx}`",
+    ),
+    Field::opt(
+        "type",
+        Kind::Str,
+        "only search files of this type, e.g. rust, py, js, ts, go, java, md",
+    ),
+    Field::opt(
+        "output_mode",
+        Kind::Str,
+        "what to return: \"files_with_matches\" (default), \"content\" or \"count\"",
+    )
+    .one_of(MODES),
+    Field::opt("-i", Kind::Bool, "ignore case"),
+    Field::opt(
+        "-n",
+        Kind::Bool,
+        "show line numbers in content mode (default true)",
+    ),
+    Field::opt(
+        "-A",
+        Kind::Int,
+        "lines of context to show after each match (content mode)",
+    ),
+    Field::opt(
+        "-B",
+        Kind::Int,
+        "lines of context to show before each match (content mode)",
+    ),
+    Field::opt(
+        "-C",
+        Kind::Int,
+        "lines of context to show before and after each match (content mode)",
+    ),
+    Field::opt(
+        "multiline",
+        Kind::Bool,
+        "let `.` match newlines and patterns span lines (default false)",
+    ),
+    Field::opt(
+        "head_limit",
+        Kind::Int,
+        "return at most this many lines (content) or entries (other modes)",
+    ),
+];
+
+#[derive(Deserialize)]
+struct Input {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+    #[serde(rename = "type")]
+    file_type: Option<String>,
+    output_mode: Option<String>,
+    #[serde(rename = "-i")]
+    ignore_case: Option<bool>,
+    #[serde(rename = "-n")]
+    line_numbers: Option<bool>,
+    #[serde(rename = "-A")]
+    after: Option<i64>,
+    #[serde(rename = "-B")]
+    before: Option<i64>,
+    #[serde(rename = "-C")]
+    context: Option<i64>,
+    multiline: Option<bool>,
+    head_limit: Option<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Content,
+    Files,
+    Count,
+}
+
+/// Everything a search needs, checked and built before the walk starts.
+struct Search {
+    root: PathBuf,
+    pattern: String,
+    mode: Mode,
+    matcher: RegexMatcher,
+    searcher: Searcher,
+    globs: Option<Globs>,
+    types: Option<ignore::types::Types>,
+    line_numbers: bool,
+    context: bool,
+    head_limit: Option<usize>,
+    max_bytes: usize,
+}
+
+impl Tool for GrepTool {
+    fn name(&self) -> &'static str {
+        "Grep"
+    }
+
+    fn description(&self) -> &'static str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        input::schema(FIELDS)
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let search = match prepare(&input, &cx) {
+                Ok(s) => s,
+                Err(message) => return ToolOutcome::failed(message),
+            };
+            run_blocking(&cx, move |cancel| search.run(&cancel)).await
+        })
+    }
+}
+
+fn nonneg(name: &str, v: Option<i64>) -> Result<Option<usize>, String> {
+    match v {
+        Some(n) if n < 0 => Err(format!(
+            "Invalid input for Grep: `{name}` must be 0 or more, not {n}."
+        )),
+        Some(n) => Ok(Some(n as usize)),
+        None => Ok(None),
+    }
+}
+
+fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
+    let inp: Input = input::parse("Grep", input, FIELDS)?;
+    if inp.pattern.is_empty() {
+        return Err(
+            "Invalid input for Grep: `pattern` is empty; give a regular expression.".into(),
+        );
+    }
+    let mode = match inp.output_mode.as_deref() {
+        Some("content") => Mode::Content,
+        Some("count") => Mode::Count,
+        _ => Mode::Files,
+    };
+    let root = match inp.path.as_deref().filter(|p| !p.is_empty()) {
+        Some(p) => cx.resolve(p),
+        None => cx.cwd.clone(),
+    };
+    if !root.exists() {
+        return Err(format!(
+            "The search path {} does not exist. Give `path` as an existing file or directory.",
+            show(&root)
+        ));
+    }
+    let multiline = inp.multiline.unwrap_or(false);
+    let mut mb = RegexMatcherBuilder::new();
+    mb.case_insensitive(inp.ignore_case.unwrap_or(false))
+        .multi_line(true);
+    if multiline {
+        mb.dot_matches_new_line(true);
+    } else {
+        mb.line_terminator(Some(b'\n'));
+    }
+    let matcher = mb.build(&inp.pattern).map_err(|e| {
+        let hint = if !multiline && inp.pattern.contains("\\n") {
+            " (set `multiline` to true to match across lines)"
+        } else {
+            ""
+        };
+        format!("Invalid regex `{}`: {e}{hint}", inp.pattern)
+    })?;
+    let context = nonneg("-C", inp.context)?;
+    let before = nonneg("-B", inp.before)?.or(context).unwrap_or(0);
+    let after = nonneg("-A", inp.after)?.or(context).unwrap_or(0);
+    let head_limit = nonneg("head_limit", inp.head_limit)?.filter(|&n| n > 0);
+    let mut sb = SearcherBuilder::new();
+    sb.binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .multi_line(multiline);
+    if mode == Mode::Content {
+        sb.before_context(before).after_context(after);
+    }
+    let globs = match inp.glob.as_deref().map(str::trim).filter(|g| !g.is_empty()) {
+        Some(g) => Some(Globs::new(g)?),
+        None => None,
+    };
+    let types = match inp
+        .file_type
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        Some(t) => {
+            let mut tb = ignore::types::TypesBuilder::new();
+            tb.add_defaults();
+            tb.select(t);
+            Some(tb.build().map_err(|_| {
+                format!(
+                    "Invalid input for Grep: unknown file `type` \"{t}\". Use a name such as \
+                     rust, py, js, ts, go, java, c, cpp, md, json, yaml, or use `glob` instead."
+                )
+            })?)
+        }
+        None => None,
+    };
+    Ok(Search {
+        root,
+        pattern: inp.pattern,
+        mode,
+        matcher,
+        searcher: sb.build(),
+        globs,
+        types,
+        line_numbers: inp.line_numbers.unwrap_or(true),
+        context: mode == Mode::Content && (before > 0 || after > 0),
+        head_limit,
+        max_bytes: cx.limits.head_bytes + cx.limits.tail_bytes,
+    })
+}
+
+/// `glob` filters: a glob without `/` matches a file's name at any depth, one with `/` matches
+/// its path relative to the search root. Several globs may be separated by spaces.
+struct Globs {
+    names: GlobSet,
+    paths: GlobSet,
+}
+
+impl Globs {
+    fn new(spec: &str) -> Result<Self, String> {
+        let mut names = GlobSetBuilder::new();
+        let mut paths = GlobSetBuilder::new();
+        for g in spec.split_whitespace() {
+            let g = g.trim_start_matches("./");
+            let glob = Glob::new(g)
+                .map_err(|e| format!("Invalid input for Grep: bad `glob` \"{g}\": {e}"))?;
+            if g.contains('/') {
+                paths.add(glob);
+            } else {
+                names.add(glob);
+            }
+        }
+        let build = |b: GlobSetBuilder| {
+            b.build()
+                .map_err(|e| format!("Invalid input for Grep: bad `glob`: {e}"))
+        };
+        Ok(Globs {
+            names: build(names)?,
+            paths: build(paths)?,
+        })
+    }
+
+    fn is_match(&self, root: &Path, path: &Path) -> bool {
+        let name_hit = path.file_name().is_some_and(|n| self.names.is_match(n));
+        let rel = path.strip_prefix(root).unwrap_or(path);
+        name_hit || self.paths.is_match(rel)
+    }
+}
+
+/// The output collected so far, with the bounds that stop it.
+struct Out {
+    lines: Vec<String>,
+    bytes: usize,
+    max_bytes: usize,
+    limit: Option<usize>,
+    /// Why collection stopped early, if it did.
+    stopped: Option<String>,
+}
+
+impl Out {
+    fn full(&self) -> bool {
+        self.stopped.is_some()
+    }
+
+    /// Add a line; `false` once a bound is reached (the line is then dropped).
+    fn push(&mut self, line: String) -> bool {
+        if self.full() {
+            return false;
+        }
+        if self.limit.is_some_and(|l| self.lines.len() >= l) {
+            self.stopped = Some(format!(
+                "[output limited to {} by head_limit]",
+                self.lines.len()
+            ));
+            return false;
+        }
+        if self.bytes + line.len() + 1 > self.max_bytes && !self.lines.is_empty() {
+            self.stopped = Some(format!(
+                "[output cut at about {} bytes; narrow the search with `path`, `glob`, `type` \
+                 or `head_limit`]",
+                self.max_bytes
+            ));
+            return false;
+        }
+        self.bytes += line.len() + 1;
+        self.lines.push(line);
+        true
+    }
+}
+
+impl Search {
+    fn run(mut self, cancel: &CancelToken) -> ToolOutcome {
+        let mut out = Out {
+            lines: Vec::new(),
+            bytes: 0,
+            max_bytes: self.max_bytes,
+            limit: self.head_limit,
+            stopped: None,
+        };
+        let mut files: Vec<(SystemTime, String)> = Vec::new();
+        let mut matched_files = 0usize;
+        for path in self.files() {
+            if cancel.is_cancelled() {
+                return ToolOutcome::failed("cancelled");
+            }
+            let shown = show(&path);
+            let mut sink = FileSink {
+                mode: self.mode,
+                path: &shown,
+                line_numbers: self.line_numbers,
+                lines: Vec::new(),
+                bytes: 0,
+                max_bytes: self.max_bytes,
+                count: 0,
+                binary: false,
+                cancel,
+            };
+            let searched = self.searcher.search_path(&self.matcher, &path, &mut sink);
+            if searched.is_err() || sink.binary || (sink.count == 0 && sink.lines.is_empty()) {
+                continue;
+            }
+            matched_files += 1;
+            let count = sink.count;
+            let lines = std::mem::take(&mut sink.lines);
+            match self.mode {
+                Mode::Files => {
+                    let mtime = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    files.push((mtime, shown));
+                }
+                Mode::Count => {
+                    out.push(format!("{shown}:{count}"));
+                }
+                Mode::Content => {
+                    if self.context && matched_files > 1 {
+                        out.push("--".into());
+                    }
+                    for l in lines {
+                        if !out.push(l) {
+                            break;
+                        }
+                    }
+                }
+            }
+            if out.full() {
+                break;
+            }
+        }
+        if self.mode == Mode::Files {
+            files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            for (_, p) in files {
+                if !out.push(p) {
+                    break;
+                }
+            }
+        }
+        if out.lines.is_empty() {
+            return ToolOutcome::Ok {
+                content: format!("No matches for {} in {}", self.pattern, show(&self.root)),
+                meta: Some(json!({ "num_files": 0, "num_lines": 0 })),
+            };
+        }
+        let num_lines = out.lines.len();
+        let mut text = out.lines.join("\n");
+        if let Some(note) = out.stopped {
+            text.push('\n');
+            text.push_str(&note);
+        }
+        ToolOutcome::Ok {
+            content: text,
+            meta: Some(json!({ "num_files": matched_files, "num_lines": num_lines })),
+        }
+    }
+
+    /// The files to search: `root` itself if it is a file, else a gitignore-aware walk.
+    fn files(&mut self) -> Box<dyn Iterator<Item = PathBuf>> {
+        if !self.root.is_dir() {
+            return Box::new(std::iter::once(self.root.clone()));
+        }
+        let mut wb = ignore::WalkBuilder::new(&self.root);
+        wb.hidden(true)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .sort_by_file_name(|a, b| a.cmp(b));
+        if let Some(t) = self.types.take() {
+            wb.types(t);
+        }
+        let globs = self.globs.take();
+        let root = self.root.clone();
+        Box::new(wb.build().filter_map(move |e| {
+            let e = e.ok()?;
+            if !e.file_type()?.is_file() {
+                return None;
+            }
+            if let Some(g) = &globs {
+                if !g.is_match(&root, e.path()) {
+                    return None;
+                }
+            }
+            Some(e.into_path())
+        }))
+    }
+}
+
+/// Collects one file's results; they are kept only if the file turns out not to be binary.
+struct FileSink<'a> {
+    mode: Mode,
+    path: &'a str,
+    line_numbers: bool,
+    lines: Vec<String>,
+    /// Bytes in `lines`; past `max_bytes` the file's search stops (the output would be cut anyway).
+    bytes: usize,
+    max_bytes: usize,
+    count: u64,
+    binary: bool,
+    cancel: &'a CancelToken,
+}
+
+impl FileSink<'_> {
+    fn line(&mut self, sep: char, number: Option<u64>, bytes: &[u8]) {
+        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let text = String::from_utf8_lossy(bytes);
+        let text = match text.char_indices().nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => format!("{}... [line cut]", &text[..cut]),
+            None => text.into_owned(),
+        };
+        let line = match (self.line_numbers, number) {
+            (true, Some(n)) => format!("{}{sep}{n}{sep}{text}", self.path),
+            _ => format!("{}{sep}{text}", self.path),
+        };
+        self.bytes += line.len() + 1;
+        self.lines.push(line);
+    }
+
+    fn go_on(&self) -> bool {
+        self.bytes <= self.max_bytes && !self.cancel.is_cancelled()
+    }
+}
+
+impl Sink for FileSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        match self.mode {
+            Mode::Files => {
+                self.count = 1;
+                return Ok(false);
+            }
+            Mode::Count => self.count += m.lines().count() as u64,
+            Mode::Content => {
+                let first = m.line_number();
+                for (k, l) in m.lines().enumerate() {
+                    self.line(':', first.map(|n| n + k as u64), l);
+                }
+                self.count += 1;
+            }
+        }
+        Ok(self.go_on())
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        if self.mode == Mode::Content {
+            self.line('-', c.line_number(), c.bytes());
+        }
+        Ok(self.go_on())
+    }
+
+    fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
+        if self.mode == Mode::Content {
+            self.lines.push("--".into());
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}

@@ -1,0 +1,339 @@
+//! Process supervision: every command keel runs gets its own session (and so its own process
+//! group), stdin from /dev/null, and dies with keel. Stopping a command means SIGTERM to its whole
+//! group, a grace period, then SIGKILL to the group — never a signal to ourselves.
+//!
+//! [`ProcessRegistry`] remembers groups a command left running in the background (a dev server
+//! started with `&`), so the session can stop them when it ends.
+
+use std::io;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+
+/// How often we look at /proc while waiting for a group to die.
+const POLL: Duration = Duration::from_millis(10);
+/// How long we wait for the kernel to finish off a group after SIGKILL.
+const AFTER_KILL: Duration = Duration::from_secs(2);
+
+/// Spawn `<shell> -c <command>` in `cwd`: its own session, stdin /dev/null, stdout and stderr
+/// piped, `KEEL=1` added to the inherited environment.
+///
+/// Must be called from a tokio worker thread (or any long-lived thread), never from
+/// `spawn_blocking`: see [`own_session_and_die_with_parent`].
+pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result<Child> {
+    let mut cmd = Command::new(shell);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env("KEEL", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false);
+    own_session_and_die_with_parent(&mut cmd);
+    cmd.spawn()
+}
+
+/// Put the child in a new session (so it leads a fresh process group whose id is its pid) and,
+/// on Linux, ask the kernel to SIGKILL it when its parent goes away.
+///
+/// Caveats of `PR_SET_PDEATHSIG`: it fires when the *thread* that forked the child exits, not the
+/// process — so spawn from a tokio worker, never from a `spawn_blocking` thread (those exit when
+/// idle); and it reaches only the direct child: grandchildren are covered by the group kill and
+/// by [`ProcessRegistry`].
+#[allow(unsafe_code)]
+fn own_session_and_die_with_parent(cmd: &mut Command) {
+    // Captured before fork: in the child, `getppid()` must still be this pid, else keel died
+    // between fork and prctl (the race PDEATHSIG has) and the child must not run.
+    #[cfg(target_os = "linux")]
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed. It calls only setsid, prctl, getppid and _exit (all async-signal-safe),
+    // allocates nothing, and builds io::Error from a raw errno (no allocation).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) == -1
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The live (not zombie) processes whose process group is `pgid`, from /proc.
+/// `None` when /proc cannot be read.
+pub fn group_members(pgid: i32) -> Option<Vec<i32>> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ..." — comm may contain spaces and parens.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|s| s.parse::<i32>().ok());
+        if pgrp == Some(pgid) && state != Some("Z") && state != Some("X") {
+            out.push(pid);
+        }
+    }
+    Some(out)
+}
+
+/// How many live processes are in group `pgid` (best effort).
+pub fn group_size(pgid: i32) -> usize {
+    match group_members(pgid) {
+        Some(m) => m.len(),
+        None => usize::from(group_alive(pgid)),
+    }
+}
+
+/// Whether any live process is left in group `pgid`.
+pub fn group_alive(pgid: i32) -> bool {
+    match group_members(pgid) {
+        Some(m) => !m.is_empty(),
+        None => is_signallable(pgid) && killpg(Pid::from_raw(pgid), None).is_ok(),
+    }
+}
+
+/// A group we may signal: a real group that is not our own (and not "every process").
+fn is_signallable(pgid: i32) -> bool {
+    pgid > 1 && pgid != nix::unistd::getpgrp().as_raw() && pgid != std::process::id() as i32
+}
+
+/// Send `sig` to group `pgid`, refusing anything that could hit keel itself.
+pub fn signal_group(pgid: i32, sig: Signal) -> bool {
+    is_signallable(pgid) && killpg(Pid::from_raw(pgid), sig).is_ok()
+}
+
+/// Stop group `pgid`: SIGTERM, wait up to `grace` for it to empty, then SIGKILL.
+/// Returns how many processes were alive in the group when it was stopped.
+pub async fn stop_group(pgid: i32, grace: Duration) -> usize {
+    stop_groups(&[pgid], grace).await
+}
+
+/// [`stop_group`] for several groups at once (one shared grace period).
+pub async fn stop_groups(pgids: &[i32], grace: Duration) -> usize {
+    let (count, live) = terminate(pgids);
+    if live.is_empty() {
+        return count;
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && live.iter().any(|&g| group_alive(g)) {
+        tokio::time::sleep(POLL).await;
+    }
+    let killed = kill(&live);
+    let deadline = Instant::now() + AFTER_KILL;
+    while !killed.is_empty() && Instant::now() < deadline && killed.iter().any(|&g| group_alive(g))
+    {
+        tokio::time::sleep(POLL).await;
+    }
+    count
+}
+
+/// [`stop_groups`] for threads that may block (e.g. a `Drop` or a shutdown path without a runtime).
+pub fn stop_groups_blocking(pgids: &[i32], grace: Duration) -> usize {
+    let (count, live) = terminate(pgids);
+    if live.is_empty() {
+        return count;
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && live.iter().any(|&g| group_alive(g)) {
+        std::thread::sleep(POLL);
+    }
+    kill(&live);
+    count
+}
+
+/// Count the live members, then SIGTERM (and SIGCONT, so stopped processes see it) every live
+/// group. Returns the count and the groups that were signalled.
+fn terminate(pgids: &[i32]) -> (usize, Vec<i32>) {
+    let mut count = 0;
+    let mut live = Vec::new();
+    for &g in pgids {
+        if !is_signallable(g) {
+            continue;
+        }
+        let n = group_size(g);
+        if n == 0 {
+            continue;
+        }
+        count += n;
+        if signal_group(g, Signal::SIGTERM) {
+            signal_group(g, Signal::SIGCONT);
+            live.push(g);
+        }
+    }
+    (count, live)
+}
+
+fn kill(live: &[i32]) -> Vec<i32> {
+    live.iter()
+        .copied()
+        .filter(|&g| group_alive(g) && signal_group(g, Signal::SIGKILL))
+        .collect()
+}
+
+/// A process group keel started that was still running when its command returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackedGroup {
+    /// The process group id (the pid of the shell that led it).
+    pub pgid: i32,
+    /// The command that started it.
+    pub command: String,
+}
+
+/// The process groups a session's commands left running. Session-scoped: share one `Arc` per
+/// session. `kill_all` stops them (end of session, shutdown); dropping the registry SIGKILLs
+/// whatever is still alive, since nobody could stop those processes afterwards.
+#[derive(Debug, Default)]
+pub struct ProcessRegistry {
+    groups: Mutex<Vec<TrackedGroup>>,
+}
+
+impl ProcessRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Remember group `pgid` (started by `command`) so it is stopped at the end of the session.
+    pub fn register(&self, pgid: i32, command: impl Into<String>) {
+        if !is_signallable(pgid) {
+            return;
+        }
+        let mut groups = self.lock();
+        groups.retain(|g| g.pgid != pgid && group_alive(g.pgid));
+        groups.push(TrackedGroup {
+            pgid,
+            command: command.into(),
+        });
+    }
+
+    /// The tracked groups that are still alive (dead ones are forgotten).
+    pub fn live(&self) -> Vec<TrackedGroup> {
+        let mut groups = self.lock();
+        groups.retain(|g| group_alive(g.pgid));
+        groups.clone()
+    }
+
+    /// Stop every tracked group still alive (SIGTERM, `grace`, SIGKILL). Returns how many
+    /// processes were alive in them.
+    pub async fn kill_all(&self, grace: Duration) -> usize {
+        let pgids = self.take();
+        stop_groups(&pgids, grace).await
+    }
+
+    /// [`kill_all`](Self::kill_all) for code that may block (no async runtime at hand).
+    pub fn kill_all_blocking(&self, grace: Duration) -> usize {
+        let pgids = self.take();
+        stop_groups_blocking(&pgids, grace)
+    }
+
+    fn take(&self) -> Vec<i32> {
+        let groups = std::mem::take(&mut *self.lock());
+        groups.into_iter().map(|g| g.pgid).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<TrackedGroup>> {
+        self.groups.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for ProcessRegistry {
+    fn drop(&mut self) {
+        for g in self.take() {
+            if group_alive(g) {
+                signal_group(g, Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Kills a command's group if the future running it is dropped before it finished.
+pub(crate) struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    pub(crate) fn new(pgid: i32) -> Self {
+        Self { pgid, armed: true }
+    }
+
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed && group_alive(self.pgid) {
+            signal_group(self.pgid, Signal::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_signals_ourselves() {
+        assert!(!is_signallable(0));
+        assert!(!is_signallable(1));
+        assert!(!is_signallable(-5));
+        assert!(!is_signallable(nix::unistd::getpgrp().as_raw()));
+        assert!(!is_signallable(std::process::id() as i32));
+    }
+
+    #[test]
+    fn our_own_group_is_visible() {
+        let me = nix::unistd::getpgrp().as_raw();
+        let members = group_members(me).expect("/proc readable");
+        assert!(members.contains(&(std::process::id() as i32)) || members.is_empty());
+    }
+
+    #[tokio::test]
+    async fn registry_kills_background_group() {
+        let mut child = spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/")).unwrap();
+        let pgid = child.id().unwrap() as i32;
+        let reg = ProcessRegistry::new();
+        reg.register(pgid, "sleep 1000");
+        assert_eq!(reg.live().len(), 1);
+        // The shell, and the sleep if the shell forked it rather than exec'ing it.
+        let n = reg.kill_all(Duration::from_millis(200)).await;
+        assert!((1..=2).contains(&n), "{n}");
+        child.wait().await.unwrap();
+        assert!(!group_alive(pgid));
+        assert!(reg.live().is_empty());
+    }
+}

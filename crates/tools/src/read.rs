@@ -1,0 +1,318 @@
+//! The Read tool: a text file with line numbers, a window at a time.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read as _};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::fsutil::{human_size, looks_binary, numbered, run_blocking, SNIFF_BYTES};
+use crate::input::{self, Field, Kind};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+
+/// Reads a text file with line numbers.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadTool;
+
+/// Lines shown when the call gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 2000;
+/// Characters of one line shown before it is cut.
+pub const MAX_LINE_CHARS: usize = 2000;
+/// Bytes of numbered text one call returns at most (the rest: use `offset`).
+pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
+const DESCRIPTION: &str = "Read a text file and return its lines numbered like `cat -n` \
+(number, tab, text). Reads up to 2000 lines from the start by default; for longer files pass \
+`offset` (the first line, counting from 1) and `limit` to read another part. Very long lines are \
+cut. Binary files are refused. Read a file before editing it, so your edit matches its exact text.";
+
+const FIELDS: &[Field] = &[
+    Field::req(
+        "file_path",
+        Kind::Str,
+        "the file to read: an absolute path, or one relative to the working directory",
+    ),
+    Field::opt(
+        "offset",
+        Kind::Int,
+        "the line to start at, counting from 1 (default 1)",
+    ),
+    Field::opt("limit", Kind::Int, "how many lines to read (default 2000)"),
+];
+
+#[derive(Deserialize)]
+struct Input {
+    file_path: String,
+    offset: Option<i64>,
+    limit: Option<i64>,
+}
+
+impl Tool for ReadTool {
+    fn name(&self) -> &'static str {
+        "Read"
+    }
+
+    fn description(&self) -> &'static str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        input::schema(FIELDS)
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let inp: Input = match input::parse("Read", &input, FIELDS) {
+                Ok(i) => i,
+                Err(m) => return ToolOutcome::failed(m),
+            };
+            let start = match inp.offset {
+                None | Some(0) => 1,
+                Some(n) if n < 0 => {
+                    return ToolOutcome::failed(format!(
+                        "Invalid input for Read: `offset` must be a line number from 1 up, not {n}."
+                    ))
+                }
+                Some(n) => n as usize,
+            };
+            let limit = match inp.limit {
+                None => DEFAULT_LIMIT,
+                Some(n) if n <= 0 => {
+                    return ToolOutcome::failed(format!(
+                        "Invalid input for Read: `limit` must be at least 1, not {n}."
+                    ))
+                }
+                Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+            };
+            let path = cx.resolve(&inp.file_path);
+            run_blocking(&cx, move |cancel| read_file(&path, start, limit, &cancel)).await
+        })
+    }
+}
+
+fn read_file(path: &Path, start: usize, limit: usize, cancel: &CancelToken) -> ToolOutcome {
+    let shown = show(path);
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return ToolOutcome::failed(format!(
+            "File does not exist: {shown}. Check the path, or use Glob to find the file by name."
+        ))
+        }
+        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+    };
+    if meta.is_dir() {
+        return ToolOutcome::failed(format!(
+            "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
+        ));
+    }
+    if meta.len() == 0 {
+        return ToolOutcome::ok(format!("The file {shown} is empty (0 bytes)."));
+    }
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+    };
+    let mut sample = Vec::with_capacity(SNIFF_BYTES);
+    if let Err(e) = (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut sample)
+    {
+        return ToolOutcome::failed(format!("Cannot read {shown}: {e}"));
+    }
+    if looks_binary(&sample) {
+        return ToolOutcome::failed(format!(
+            "{shown} is a binary file ({}); Read only shows text files.",
+            human_size(meta.len())
+        ));
+    }
+    let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
+    match number_lines(reader, start, limit, cancel) {
+        Ok(w) => render(path, start, w),
+        Err(e) => ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+    }
+}
+
+/// The lines of one window, and how many lines the file has.
+struct Window {
+    text: String,
+    /// The last line shown (0 if none).
+    last: usize,
+    total: usize,
+    /// The window was cut by [`MAX_OUTPUT_BYTES`] before reaching `limit`.
+    cut_by_size: bool,
+}
+
+fn number_lines(
+    mut reader: impl BufRead,
+    start: usize,
+    limit: usize,
+    cancel: &CancelToken,
+) -> io::Result<Window> {
+    let end = start.saturating_add(limit); // exclusive
+    let mut w = Window {
+        text: String::new(),
+        last: 0,
+        total: 0,
+        cut_by_size: false,
+    };
+    let mut buf = Vec::new();
+    let keep = MAX_LINE_CHARS * 4;
+    while let Some(len) = read_line_bounded(&mut reader, &mut buf, keep)? {
+        w.total += 1;
+        if w.total & 0xfff == 0 && cancel.is_cancelled() {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
+        }
+        if w.total < start || w.total >= end || w.cut_by_size {
+            continue;
+        }
+        let line = render_line(&buf, len);
+        let entry = numbered(w.total, &line);
+        if w.text.len() + entry.len() + 1 > MAX_OUTPUT_BYTES && w.last > 0 {
+            w.cut_by_size = true;
+            continue;
+        }
+        if !w.text.is_empty() {
+            w.text.push('\n');
+        }
+        w.text.push_str(&entry);
+        w.last = w.total;
+    }
+    Ok(w)
+}
+
+/// One line as text: `\r` of CRLF dropped, lossy UTF-8, cut at [`MAX_LINE_CHARS`] characters.
+fn render_line(bytes: &[u8], full_len: usize) -> String {
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    let text = String::from_utf8_lossy(bytes);
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!(
+            "{}... [line cut at {MAX_LINE_CHARS} characters; it is {full_len} bytes long]",
+            &text[..cut]
+        ),
+        None if full_len > bytes.len() + 1 => {
+            format!("{text}... [line cut; it is {full_len} bytes long]")
+        }
+        None => text.into_owned(),
+    }
+}
+
+/// Read one line (without its `\n`) keeping at most `keep` bytes of it in `out`.
+/// Returns the full length of the line, or `None` at end of file.
+fn read_line_bounded(
+    reader: &mut impl BufRead,
+    out: &mut Vec<u8>,
+    keep: usize,
+) -> io::Result<Option<usize>> {
+    out.clear();
+    let mut total = 0usize;
+    let mut any = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(any.then_some(total));
+        }
+        any = true;
+        let (piece, used, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1, true),
+            None => (buf, buf.len(), false),
+        };
+        let room = keep.saturating_sub(out.len());
+        out.extend_from_slice(&piece[..piece.len().min(room)]);
+        total += piece.len();
+        reader.consume(used);
+        if done {
+            return Ok(Some(total));
+        }
+    }
+}
+
+fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
+    let shown = show(path);
+    if w.last == 0 {
+        return ToolOutcome::failed(format!(
+            "{shown} has {} line{}; offset {start} is past the end. Use an offset from 1 to {}.",
+            w.total,
+            if w.total == 1 { "" } else { "s" },
+            w.total
+        ));
+    }
+    let mut text = w.text;
+    if w.last < w.total {
+        let why = if w.cut_by_size {
+            " (the output size limit was reached)"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "\n\n[{shown} has {} lines; showing lines {start}-{}{why}. Use `offset` {} to read on.]",
+            w.total,
+            w.last,
+            w.last + 1
+        ));
+    }
+    ToolOutcome::Ok {
+        content: text,
+        meta: Some(json!({
+            "file_path": PathBuf::from(path),
+            "start_line": start,
+            "num_lines": w.last + 1 - start,
+            "total_lines": w.total,
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str, start: usize, limit: usize) -> Window {
+        number_lines(
+            io::Cursor::new(text.as_bytes().to_vec()),
+            start,
+            limit,
+            &CancelToken::new(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn numbering_and_window() {
+        let w = lines("a\nb\r\nc\n", 1, 10);
+        assert_eq!(w.text, "     1\ta\n     2\tb\n     3\tc");
+        assert_eq!((w.last, w.total), (3, 3));
+        let w = lines("a\nb\nc\nd", 2, 2);
+        assert_eq!(w.text, "     2\tb\n     3\tc");
+        assert_eq!((w.last, w.total), (3, 4));
+    }
+
+    #[test]
+    fn long_lines_are_cut() {
+        let long = "x".repeat(MAX_LINE_CHARS * 10);
+        let w = lines(&long, 1, 10);
+        assert!(w.text.len() < MAX_LINE_CHARS + 200);
+        assert!(w
+            .text
+            .contains("line cut at 2000 characters; it is 20000 bytes long"));
+    }
+
+    #[test]
+    fn bounded_reader() {
+        let mut r = io::Cursor::new(b"hello world\nhi".to_vec());
+        let mut buf = Vec::new();
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), Some(11));
+        assert_eq!(buf, b"hello");
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), Some(2));
+        assert_eq!(buf, b"hi");
+        assert_eq!(read_line_bounded(&mut r, &mut buf, 5).unwrap(), None);
+    }
+}

@@ -1,0 +1,106 @@
+//! The Write tool: create or replace a whole file, atomically.
+
+use std::io;
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::fsutil::write_atomic;
+use crate::input::{self, Field, Kind};
+use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
+
+/// Creates or overwrites a file.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteTool;
+
+const DESCRIPTION: &str = "Write a file with the given content, creating it (and any missing \
+parent directories) or replacing it entirely. The write is atomic: the file holds either its old \
+content or the new one, never a mix. To change part of an existing file, prefer Edit; before \
+overwriting a file, Read it so nothing is lost by accident.";
+
+const FIELDS: &[Field] = &[
+    Field::req(
+        "file_path",
+        Kind::Str,
+        "the file to write: an absolute path, or one relative to the working directory",
+    ),
+    Field::req("content", Kind::Str, "the full new content of the file"),
+];
+
+#[derive(Deserialize)]
+struct Input {
+    file_path: String,
+    content: String,
+}
+
+impl Tool for WriteTool {
+    fn name(&self) -> &'static str {
+        "Write"
+    }
+
+    fn description(&self) -> &'static str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> Value {
+        input::schema(FIELDS)
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let begun = Instant::now();
+            let inp: Input = match input::parse("Write", &input, FIELDS) {
+                Ok(i) => i,
+                Err(m) => return ToolOutcome::failed(m),
+            };
+            if cx.cancel.is_cancelled() {
+                return cx.stopped(false, String::new(), begun.elapsed(), 0);
+            }
+            let path = cx.resolve(&inp.file_path);
+            // Not raced against the cancel token: the write is short and atomic, and reporting
+            // "stopped" while it completes anyway would not be truthful.
+            let outcome =
+                tokio::task::spawn_blocking(move || write_file(&path, &inp.content)).await;
+            outcome.unwrap_or_else(|e| ToolOutcome::failed(format!("Internal error in Write: {e}")))
+        })
+    }
+}
+
+fn write_file(path: &std::path::Path, content: &str) -> ToolOutcome {
+    let shown = show(path);
+    let existed = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return ToolOutcome::failed(format!(
+                "{shown} is a directory; give the path of a file inside it."
+            ))
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+        Err(e) => return ToolOutcome::failed(format!("Cannot write {shown}: {e}")),
+    };
+    if let Some(parent) = path.parent() {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            return ToolOutcome::failed(format!(
+                "Cannot create the directory {} for {shown}: {e}",
+                parent.display()
+            ));
+        }
+    }
+    if let Err(e) = write_atomic(path, content.as_bytes()) {
+        return ToolOutcome::failed(format!("Cannot write {shown}: {e}"));
+    }
+    let verb = if existed { "Overwrote" } else { "Created" };
+    ToolOutcome::Ok {
+        content: format!("{verb} {shown} ({} bytes)", content.len()),
+        meta: Some(json!({
+            "file_path": shown,
+            "type": if existed { "update" } else { "create" },
+            "bytes": content.len(),
+        })),
+    }
+}

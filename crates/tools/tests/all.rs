@@ -1,0 +1,3 @@
+//! keel-tools integration tests, compiled as one binary.
+
+mod suite;
