@@ -1,0 +1,388 @@
+//! Answering one HTTP request: read it, validate it, record it, pick a step, play the step.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use serde_json::{json, Value};
+
+use crate::body::{CutConnection, Piece, ScriptBody};
+use crate::record::{RecordedRequest, Recorder};
+use crate::reply::{self, Counters, ReplyCtx};
+use crate::scenario::{
+    status_for_error_type, Scenario, StallPhase, Step, StepKind, DEFAULT_DROP_TEXT,
+    DEFAULT_STALL_TEXT,
+};
+use crate::select::{Cursor, Pick};
+use crate::validate::validate_request;
+
+/// Largest request body accepted, like the real API's 32 MB limit.
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Text of the reply an `sse_error` step streams the start of when it has no `reply`.
+const DEFAULT_SSE_ERROR_TEXT: &str = "keel-mock reply interrupted by an error event";
+
+/// Everything the request handlers share.
+pub(crate) struct Shared {
+    pub(crate) scenario: Scenario,
+    pub(crate) cursor: Mutex<Cursor>,
+    pub(crate) recorder: Recorder,
+    pub(crate) ids: Counters,
+}
+
+/// What to send, decided before anything is sent.
+enum Plan {
+    /// A response with this status, headers and body.
+    Respond {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: ScriptBody,
+    },
+    /// Close the connection without a response.
+    Close,
+}
+
+/// A plan and how long to stay silent before carrying it out.
+struct Answer {
+    wait: Duration,
+    plan: Plan,
+}
+
+/// The request facts a plan depends on.
+struct Req<'a> {
+    body: &'a Value,
+    bytes: usize,
+    stream: bool,
+    request_id: String,
+}
+
+/// Handle one request; `Err` makes hyper drop the connection without a response.
+pub(crate) async fn handle(
+    shared: &Shared,
+    req: Request<Incoming>,
+) -> Result<Response<ScriptBody>, CutConnection> {
+    let received_at_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let elapsed_ms = shared.recorder.elapsed_ms();
+    let method = req.method().as_str().to_string();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    let route = req.uri().path().to_string();
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in req.headers() {
+        let v = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers
+            .entry(name.as_str().to_string())
+            .and_modify(|old| {
+                old.push_str(", ");
+                old.push_str(&v);
+            })
+            .or_insert(v);
+    }
+    let collected = Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await;
+    let (raw, too_large) = match collected {
+        Ok(c) => (c.to_bytes(), false),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => (Bytes::new(), true),
+        // The client went away or sent a broken body: nothing to answer.
+        Err(_) => return Err(CutConnection),
+    };
+    let json: Option<Value> = serde_json::from_slice(&raw).ok();
+    let body = json.clone().unwrap_or(Value::Null);
+    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+
+    let answer = shared.recorder.record_with(|seq| {
+        let request_id = format!("req_mock_{}", seq + 1);
+        let (step, validation_error, answer) = if too_large {
+            let msg =
+                format!("request body is larger than the {MAX_BODY_BYTES} bytes keel-mock accepts");
+            (
+                None,
+                Some(msg.clone()),
+                error_answer(413, "request_too_large", &msg, &request_id),
+            )
+        } else {
+            let r = Req {
+                body: &body,
+                bytes: raw.len(),
+                stream,
+                request_id,
+            };
+            decide(shared, &method, &route, json.is_some(), &r)
+        };
+        let status = match &answer.plan {
+            Plan::Respond { status, .. } => *status,
+            Plan::Close => 0,
+        };
+        let rec = RecordedRequest {
+            seq,
+            received_at_ms,
+            elapsed_ms,
+            method: method.clone(),
+            path: path.clone(),
+            headers: headers.clone(),
+            body: body.clone(),
+            stream,
+            step,
+            status,
+            validation_error,
+        };
+        (rec, answer)
+    });
+
+    if !answer.wait.is_zero() {
+        // Dropped with the connection if the client leaves or the server shuts down.
+        tokio::time::sleep(answer.wait).await;
+    }
+    match answer.plan {
+        Plan::Close => Err(CutConnection),
+        Plan::Respond {
+            status,
+            headers,
+            body,
+        } => {
+            let mut res = Response::builder().status(status);
+            for (name, value) in headers {
+                res = res.header(name, value);
+            }
+            Ok(res
+                .body(body)
+                .unwrap_or_else(|_| Response::new(ScriptBody::empty())))
+        }
+    }
+}
+
+/// Route and decide; returns (step that answers, validation error, answer).
+fn decide(
+    shared: &Shared,
+    method: &str,
+    route: &str,
+    is_json: bool,
+    r: &Req<'_>,
+) -> (Option<usize>, Option<String>, Answer) {
+    let known = route == "/v1/messages" || route == "/v1/messages/count_tokens";
+    if !known || method != "POST" {
+        let msg = format!(
+            "keel-mock: nothing is served at {method} {route}; it answers POST /v1/messages \
+             and POST /v1/messages/count_tokens"
+        );
+        return (
+            None,
+            None,
+            error_answer(404, "not_found_error", &msg, &r.request_id),
+        );
+    }
+    if !is_json {
+        let msg = "the request body is not valid JSON".to_string();
+        let a = error_answer(400, "invalid_request_error", &msg, &r.request_id);
+        return (None, Some(msg), a);
+    }
+    if route == "/v1/messages/count_tokens" {
+        let body = json!({"input_tokens": (r.bytes as u64 + 2) / 4});
+        return (None, None, json_answer(200, &body, &r.request_id));
+    }
+    if let Err(msg) = validate_request(r.body) {
+        let a = error_answer(400, "invalid_request_error", &msg, &r.request_id);
+        return (None, Some(msg), a);
+    }
+    let pick = shared
+        .cursor
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pick(&shared.scenario, r.body);
+    match pick {
+        Pick::Step(i) => (
+            Some(i),
+            None,
+            plan_step(shared, &shared.scenario.steps[i], r),
+        ),
+        Pick::Nothing(msg) => (
+            None,
+            None,
+            error_answer(400, "invalid_request_error", &msg, &r.request_id),
+        ),
+    }
+}
+
+/// Turn a step into an answer for this request.
+fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
+    let model = shared
+        .scenario
+        .model
+        .clone()
+        .or_else(|| r.body["model"].as_str().map(str::to_string))
+        .unwrap_or_else(|| "keel-mock".to_string());
+    let ctx = ReplyCtx {
+        model: &model,
+        request_bytes: r.bytes,
+        ids: &shared.ids,
+    };
+    let wait = Duration::from_millis(step.delay_ms);
+    let reply_of = |nested: Option<&Step>, default_text: &str| match nested {
+        Some(n) => reply::build(n, Some(step), &ctx),
+        None => reply::build(&Step::text(default_text), Some(step), &ctx),
+    };
+    let plan = match &step.kind {
+        StepKind::Text { .. } | StepKind::ToolUse { .. } => {
+            complete(reply::build(step, None, &ctx), r)
+        }
+        StepKind::Error {
+            status,
+            error_type,
+            message,
+            headers,
+        } => {
+            let mut a = error_answer(*status, error_type, message, &r.request_id);
+            if let Plan::Respond { headers: h, .. } = &mut a.plan {
+                for (name, value) in headers {
+                    h.push((name.clone(), value.clone()));
+                }
+            }
+            a.plan
+        }
+        StepKind::SseError {
+            error_type,
+            message,
+            after_events,
+            reply,
+        } => {
+            if r.stream {
+                let events = reply_of(reply.as_deref(), DEFAULT_SSE_ERROR_TEXT).sse_events();
+                let mut pieces: Vec<Piece> = events
+                    .into_iter()
+                    .take(*after_events)
+                    .map(Piece::Data)
+                    .collect();
+                let err = reply::error_body(error_type, message, None);
+                pieces.push(Piece::Data(reply::sse_event("error", &err)));
+                sse(pieces, r)
+            } else {
+                let status = status_for_error_type(error_type);
+                error_answer(status, error_type, message, &r.request_id).plan
+            }
+        }
+        StepKind::Drop {
+            after_events,
+            reply,
+        } => {
+            let reply = reply_of(reply.as_deref(), DEFAULT_DROP_TEXT);
+            if r.stream {
+                let mut pieces: Vec<Piece> = reply
+                    .sse_events()
+                    .into_iter()
+                    .take(*after_events)
+                    .map(Piece::Data)
+                    .collect();
+                pieces.push(Piece::Cut);
+                sse(pieces, r)
+            } else {
+                let full = Bytes::from(reply.message_json().to_string());
+                let half = full.slice(..full.len() / 2);
+                Plan::Respond {
+                    status: 200,
+                    headers: vec![
+                        ("content-type".into(), "application/json".into()),
+                        ("content-length".into(), full.len().to_string()),
+                        ("request-id".into(), r.request_id.clone()),
+                    ],
+                    body: ScriptBody::script(vec![Piece::Data(half), Piece::Cut]),
+                }
+            }
+        }
+        StepKind::Stall {
+            phase: StallPhase::BeforeHeaders,
+            ms,
+            then,
+        } => {
+            let wait = wait + Duration::from_millis(*ms);
+            return match then {
+                None => Answer {
+                    wait,
+                    plan: Plan::Close,
+                },
+                Some(t) => {
+                    let inner = match &t.kind {
+                        StepKind::Error { .. } => plan_step(shared, t, r).plan,
+                        _ => complete(reply::build(t, Some(step), &ctx), r),
+                    };
+                    Answer { wait, plan: inner }
+                }
+            };
+        }
+        StepKind::Stall {
+            phase: StallPhase::AfterMessageStart,
+            ms,
+            then,
+        } => {
+            let reply = reply_of(then.as_deref(), DEFAULT_STALL_TEXT);
+            let pause = Duration::from_millis(*ms);
+            if r.stream {
+                let mut pieces = Vec::new();
+                for (i, event) in reply.sse_events().into_iter().enumerate() {
+                    if i == 2 {
+                        pieces.push(Piece::Pause(pause));
+                    }
+                    pieces.push(Piece::Data(event));
+                }
+                sse(pieces, r)
+            } else {
+                // No events to stall between: the whole message is simply late.
+                return Answer {
+                    wait: wait + pause,
+                    plan: complete(reply, r),
+                };
+            }
+        }
+    };
+    Answer { wait, plan }
+}
+
+/// The full reply: a stream of events or one JSON message.
+fn complete(reply: reply::Reply, r: &Req<'_>) -> Plan {
+    if r.stream {
+        sse(reply.sse_events().into_iter().map(Piece::Data).collect(), r)
+    } else {
+        json_answer(200, &reply.message_json(), &r.request_id).plan
+    }
+}
+
+fn sse(pieces: Vec<Piece>, r: &Req<'_>) -> Plan {
+    Plan::Respond {
+        status: 200,
+        headers: vec![
+            (
+                "content-type".into(),
+                "text/event-stream; charset=utf-8".into(),
+            ),
+            ("cache-control".into(), "no-cache".into()),
+            ("request-id".into(), r.request_id.clone()),
+        ],
+        body: ScriptBody::script(pieces),
+    }
+}
+
+fn json_answer(status: u16, body: &Value, request_id: &str) -> Answer {
+    Answer {
+        wait: Duration::ZERO,
+        plan: Plan::Respond {
+            status,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                ("request-id".into(), request_id.to_string()),
+            ],
+            body: ScriptBody::full(body.to_string()),
+        },
+    }
+}
+
+fn error_answer(status: u16, error_type: &str, message: &str, request_id: &str) -> Answer {
+    let body = reply::error_body(error_type, message, Some(request_id));
+    json_answer(status, &body, request_id)
+}

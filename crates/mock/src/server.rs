@@ -1,0 +1,214 @@
+//! The server: one accept loop, one task per connection, all stopped by one token.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::handler::{handle, Shared};
+use crate::record::{RecordedRequest, Recorder};
+use crate::reply::Counters;
+use crate::scenario::Scenario;
+use crate::select::Cursor;
+
+/// How to run a server.
+#[derive(Clone, Debug)]
+pub struct MockConfig {
+    /// The scenario to replay.
+    pub scenario: Scenario,
+    /// Address to listen on (default 127.0.0.1).
+    pub host: IpAddr,
+    /// Port to listen on; 0 picks a free one.
+    pub port: u16,
+    /// Append every request as one JSON line to this file.
+    pub log_path: Option<PathBuf>,
+}
+
+impl MockConfig {
+    /// Loopback, any free port, no log file.
+    pub fn new(scenario: Scenario) -> MockConfig {
+        MockConfig {
+            scenario,
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            log_path: None,
+        }
+    }
+}
+
+/// A running mock server; dropping it or calling [`MockServer::shutdown`] stops it.
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    connections: watch::Receiver<usize>,
+    token: CancellationToken,
+    accept: JoinHandle<()>,
+}
+
+impl MockServer {
+    /// Serve `scenario` on 127.0.0.1 at a free port.
+    pub async fn start(scenario: Scenario) -> io::Result<MockServer> {
+        MockServer::start_with(MockConfig::new(scenario)).await
+    }
+
+    /// Serve as configured. An invalid scenario is an `InvalidInput` error.
+    pub async fn start_with(cfg: MockConfig) -> io::Result<MockServer> {
+        cfg.scenario
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let recorder = Recorder::new(cfg.log_path.as_deref()).map_err(|e| {
+            let path = cfg.log_path.as_deref().unwrap_or(std::path::Path::new(""));
+            io::Error::new(
+                e.kind(),
+                format!("cannot open the request log {}: {e}", path.display()),
+            )
+        })?;
+        let listener = TcpListener::bind(SocketAddr::new(cfg.host, cfg.port)).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            cursor: Mutex::new(Cursor::new(&cfg.scenario)),
+            scenario: cfg.scenario,
+            recorder,
+            ids: Counters::default(),
+        });
+        let token = CancellationToken::new();
+        let (conn_tx, connections) = watch::channel(0usize);
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            shared.clone(),
+            token.clone(),
+            Arc::new(conn_tx),
+        ));
+        Ok(MockServer {
+            addr,
+            shared,
+            connections,
+            token,
+            accept,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`, ready for `ANTHROPIC_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.recorder.snapshot()
+    }
+
+    /// Wait until at least `n` requests have been recorded; false if `timeout` passes first.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        self.shared.recorder.wait_for(n, timeout).await
+    }
+
+    /// How many client connections are open right now.
+    pub fn open_connections(&self) -> usize {
+        *self.connections.borrow()
+    }
+
+    /// Wait until no client connection is open (every handler has ended); false on timeout.
+    pub async fn wait_idle(&self, timeout: Duration) -> bool {
+        let mut rx = self.connections.clone();
+        tokio::time::timeout(timeout, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Stop accepting and close every connection.
+    pub fn shutdown(self) {
+        // Drop does the work.
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.token.cancel();
+        self.accept.abort();
+    }
+}
+
+/// Counts a connection as open for as long as it lives.
+struct ConnGuard(Arc<watch::Sender<usize>>);
+
+impl ConnGuard {
+    fn new(tx: Arc<watch::Sender<usize>>) -> ConnGuard {
+        tx.send_modify(|n| *n += 1);
+        ConnGuard(tx)
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    token: CancellationToken,
+    conns: Arc<watch::Sender<usize>>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = token.cancelled() => return,
+            r = listener.accept() => r,
+        };
+        match accepted {
+            Ok((socket, _)) => {
+                let guard = ConnGuard::new(conns.clone());
+                tokio::spawn(serve(socket, shared.clone(), token.clone(), guard));
+            }
+            Err(_) => {
+                // Out of file descriptors and the like: back off briefly instead of spinning.
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn serve(socket: TcpStream, shared: Arc<Shared>, token: CancellationToken, guard: ConnGuard) {
+    let _guard = guard;
+    let _ = socket.set_nodelay(true);
+    let service = service_fn(move |req| {
+        let shared = shared.clone();
+        async move { handle(&shared, req).await }
+    });
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(socket), service);
+    // Dropping the connection future drops any handler and body with it, stalls included.
+    tokio::select! {
+        _ = conn => {}
+        () = token.cancelled() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn handle_can_be_shared_across_tasks() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<super::MockServer>();
+        send_sync::<super::MockConfig>();
+    }
+}

@@ -1,0 +1,3 @@
+//! keel-mock integration tests, compiled as one binary.
+
+mod suite;
