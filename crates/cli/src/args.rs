@@ -108,6 +108,9 @@ pub struct Cli {
 impl Cli {
     /// Every rule of a repeatable rule flag, split.
     pub fn rules(values: &[String]) -> Vec<String> {
-        values.iter().flat_map(|v| keel_core::permissions::split_rule_list(v)).collect()
+        values
+            .iter()
+            .flat_map(|v| keel_core::permissions::split_rule_list(v))
+            .collect()
     }
 }

@@ -1,1 +1,3 @@
-pub async fn run(_a: &[String]) -> i32 { 0 }
+pub async fn run(_a: &[String]) -> i32 {
+    0
+}

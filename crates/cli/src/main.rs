@@ -12,7 +12,11 @@ use clap::Parser;
 fn main() {
     init_tracing();
     let argv: Vec<String> = std::env::args().collect();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("keel: could not start the async runtime: {e}");
@@ -49,7 +53,11 @@ async fn dispatch(argv: Vec<String>) -> i32 {
             return 1;
         }
     };
-    let inputs = run::RunInputs { env: Arc::new(|k: &str| std::env::var(k).ok()), cwd, model: None };
+    let inputs = run::RunInputs {
+        env: Arc::new(|k: &str| std::env::var(k).ok()),
+        cwd,
+        model: None,
+    };
     match run::run(cli, inputs).await {
         Ok(code) => code,
         Err(run::UsageError(msg)) => {
@@ -62,5 +70,9 @@ async fn dispatch(argv: Vec<String>) -> i32 {
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
 }

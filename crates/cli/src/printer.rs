@@ -47,13 +47,20 @@ pub async fn print(mut rx: mpsc::Receiver<Frame>, format: OutputFormat, verbose:
         }
     }
     let res = match (format, &out.result) {
-        (OutputFormat::Json, _) if verbose => write_line(&serde_json::to_string(&all).unwrap_or_default()),
-        (OutputFormat::Json, Some(r)) => write_line(&serde_json::to_string(r).unwrap_or_default()),
-        (OutputFormat::Text, Some(r)) if !r.is_error => write_line(r.result.as_deref().unwrap_or("")),
+        (OutputFormat::Json, _) if verbose => {
+            write_line(&serde_json::to_string(&all).unwrap_or_default())
+        }
+        (OutputFormat::Json, Some(r)) => {
+            write_line(&serde_json::to_string(&Frame::Result(r.clone())).unwrap_or_default())
+        }
+        (OutputFormat::Text, Some(r)) if !r.is_error => {
+            write_line(r.result.as_deref().unwrap_or(""))
+        }
         _ => Ok(()),
     };
     if let Err(e) = res {
-        out.write_error.get_or_insert(format!("writing to stdout failed: {e}"));
+        out.write_error
+            .get_or_insert(format!("writing to stdout failed: {e}"));
     }
     out
 }

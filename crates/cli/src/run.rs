@@ -44,7 +44,9 @@ pub struct Prepared {
 pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, UsageError> {
     let env = inputs.env.clone();
     if cli.output_format == OutputFormat::StreamJson && !cli.verbose {
-        return Err(UsageError("Error: When using --print, --output-format=stream-json requires --verbose".into()));
+        return Err(UsageError(
+            "Error: When using --print, --output-format=stream-json requires --verbose".into(),
+        ));
     }
     let cfg = build_config(cli, &inputs)?;
     let model: Arc<dyn Model> = match inputs.model {
@@ -63,7 +65,10 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, UsageError> {
 pub fn spawn_signal_handler(handle: keel_core::SessionHandle) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
             return;
         };
         let reason = tokio::select! {
@@ -78,7 +83,9 @@ pub fn spawn_signal_handler(handle: keel_core::SessionHandle) -> tokio::task::Jo
 /// Validate flags, run one prompt headless, and return the exit code. Usage errors return `Err`.
 pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     if cli.input_format == InputFormat::StreamJson {
-        return Err(UsageError("Error: --input-format stream-json is not supported by this keel build yet".into()));
+        return Err(UsageError(
+            "Error: --input-format stream-json is not supported by this keel build yet".into(),
+        ));
     }
     let Prepared { mut session, rx } = prepare(&cli, inputs)?;
     let prompt = read_prompt(&cli)?;
@@ -106,7 +113,11 @@ fn finish(end: &TurnEnd, printed: &printer::Printed, format: OutputFormat) -> i3
         let text = end.result_text();
         match format {
             OutputFormat::Text => eprintln!("{text}"),
-            _ => eprintln!("keel: {} ({}, exit {code})", first_line(&text), end.terminal_reason().as_str()),
+            _ => eprintln!(
+                "keel: {} ({}, exit {code})",
+                first_line(&text),
+                end.terminal_reason().as_str()
+            ),
         }
     }
     code
@@ -117,7 +128,9 @@ fn first_line(s: &str) -> &str {
 }
 
 fn read_prompt(cli: &Cli) -> Result<String, UsageError> {
-    let missing = || UsageError("Error: Input must be provided either through stdin or as a prompt argument when using --print".into());
+    let missing = || {
+        UsageError("Error: Input must be provided either through stdin or as a prompt argument when using --print".into())
+    };
     if let Some(p) = &cli.prompt {
         if !p.trim().is_empty() {
             return Ok(p.clone());
@@ -128,7 +141,10 @@ fn read_prompt(cli: &Cli) -> Result<String, UsageError> {
         return Err(missing());
     }
     let mut s = String::new();
-    stdin.lock().read_to_string(&mut s).map_err(|e| UsageError(format!("Error: could not read the prompt from stdin: {e}")))?;
+    stdin
+        .lock()
+        .read_to_string(&mut s)
+        .map_err(|e| UsageError(format!("Error: could not read the prompt from stdin: {e}")))?;
     if s.trim().is_empty() {
         return Err(missing());
     }
@@ -143,23 +159,39 @@ fn build_config(cli: &Cli, inputs: &RunInputs) -> Result<SessionConfig, UsageErr
     let env = &*inputs.env;
     let mut cfg = SessionConfig::new(inputs.cwd.clone());
     cfg.home = env("HOME").map(PathBuf::from);
-    if let Some(m) = cli.model.clone().or_else(|| env("ANTHROPIC_MODEL")).filter(|m| !m.trim().is_empty()) {
+    if let Some(m) = cli
+        .model
+        .clone()
+        .or_else(|| env("ANTHROPIC_MODEL"))
+        .filter(|m| !m.trim().is_empty())
+    {
         cfg.model = m;
     }
     cfg.fallback_model = cli.fallback_model.clone();
     cfg.max_turns = cli.max_turns;
     if let Some(b) = cli.max_budget_usd {
         if !(b.is_finite() && b > 0.0) {
-            return Err(UsageError(format!("Error: --max-budget-usd must be a positive number of dollars, got {b}")));
+            return Err(UsageError(format!(
+                "Error: --max-budget-usd must be a positive number of dollars, got {b}"
+            )));
         }
         cfg.max_budget_usd = Some(b);
     }
     cfg.include_partial_messages = cli.include_partial_messages;
     cfg.append_system_prompt = cli.append_system_prompt.clone();
     cfg.system_prompt = match (&cli.system_prompt, &cli.system_prompt_file) {
-        (Some(_), Some(_)) => return Err(UsageError("Error: use either --system-prompt or --system-prompt-file, not both".into())),
+        (Some(_), Some(_)) => {
+            return Err(UsageError(
+                "Error: use either --system-prompt or --system-prompt-file, not both".into(),
+            ))
+        }
         (Some(s), None) => Some(s.clone()),
-        (None, Some(p)) => Some(std::fs::read_to_string(p).map_err(|e| UsageError(format!("Error: cannot read --system-prompt-file {}: {e}", p.display())))?),
+        (None, Some(p)) => Some(std::fs::read_to_string(p).map_err(|e| {
+            UsageError(format!(
+                "Error: cannot read --system-prompt-file {}: {e}",
+                p.display()
+            ))
+        })?),
         (None, None) => None,
     };
     cfg.permissions = permissions(cli)?;
@@ -170,7 +202,11 @@ fn build_config(cli: &Cli, inputs: &RunInputs) -> Result<SessionConfig, UsageErr
         limits.default_timeout = d;
     }
     cfg.tool_limits = Arc::new(limits);
-    cfg.api_key_source = if env("ANTHROPIC_API_KEY").is_some() { "ANTHROPIC_API_KEY".into() } else { "none".into() };
+    cfg.api_key_source = if env("ANTHROPIC_API_KEY").is_some() {
+        "ANTHROPIC_API_KEY".into()
+    } else {
+        "none".into()
+    };
     Ok(cfg)
 }
 
@@ -179,26 +215,43 @@ fn permissions(cli: &Cli) -> Result<PermissionConfig, UsageError> {
         None => PermissionMode::Default,
         Some(m) => PermissionMode::parse(m).ok_or_else(|| {
             let all: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.as_str()).collect();
-            UsageError(format!("Error: --permission-mode {m:?} is not a mode; use one of {}", all.join(", ")))
+            UsageError(format!(
+                "Error: --permission-mode {m:?} is not a mode; use one of {}",
+                all.join(", ")
+            ))
         })?,
     };
     if cli.dangerously_skip_permissions {
         mode = PermissionMode::BypassPermissions;
     }
-    if mode == PermissionMode::BypassPermissions && is_root() && std::env::var_os("IS_SANDBOX").is_none() {
+    if mode == PermissionMode::BypassPermissions
+        && is_root()
+        && std::env::var_os("IS_SANDBOX").is_none()
+    {
         return Err(UsageError(
             "Error: bypassPermissions cannot be used as root, where a command could change anything on the machine. Run as a normal user, or set IS_SANDBOX=1 if this is a disposable sandbox.".into(),
         ));
     }
     let parse = |values: &[String]| -> Result<Vec<Rule>, UsageError> {
-        Cli::rules(values).iter().map(|r| Rule::parse(r, RuleSource::Flag).map_err(|e| UsageError(format!("Error: {e}")))).collect()
+        Cli::rules(values)
+            .iter()
+            .map(|r| {
+                Rule::parse(r, RuleSource::Flag).map_err(|e| UsageError(format!("Error: {e}")))
+            })
+            .collect()
     };
-    Ok(PermissionConfig { mode, allow: parse(&cli.allowed_tools)?, deny: parse(&cli.disallowed_tools)? })
+    Ok(PermissionConfig {
+        mode,
+        allow: parse(&cli.allowed_tools)?,
+        deny: parse(&cli.disallowed_tools)?,
+    })
 }
 
 fn select_tools(cli: &Cli) -> Result<Vec<Arc<dyn Tool>>, UsageError> {
     let all = keel_tools::builtin_tools();
-    let Some(spec) = cli.tools.as_deref() else { return Ok(all) };
+    let Some(spec) = cli.tools.as_deref() else {
+        return Ok(all);
+    };
     if spec.trim() == "default" {
         return Ok(all);
     }
@@ -206,14 +259,22 @@ fn select_tools(cli: &Cli) -> Result<Vec<Arc<dyn Tool>>, UsageError> {
     for w in &wanted {
         if !all.iter().any(|t| t.name() == w) {
             let names: Vec<&str> = all.iter().map(|t| t.name()).collect();
-            return Err(UsageError(format!("Error: --tools names {w:?}, which is not a keel tool; the tools are {}", names.join(", "))));
+            return Err(UsageError(format!(
+                "Error: --tools names {w:?}, which is not a keel tool; the tools are {}",
+                names.join(", ")
+            )));
         }
     }
-    Ok(all.into_iter().filter(|t| wanted.iter().any(|w| w == t.name())).collect())
+    Ok(all
+        .into_iter()
+        .filter(|t| wanted.iter().any(|w| w == t.name()))
+        .collect())
 }
 
 fn build_client(env: &Env) -> Result<AnthropicClient, UsageError> {
-    let base_url = env("ANTHROPIC_BASE_URL").filter(|s| !s.trim().is_empty()).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+    let base_url = env("ANTHROPIC_BASE_URL")
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
     let api_key = env("ANTHROPIC_API_KEY").filter(|s| !s.trim().is_empty());
     let auth_token = env("ANTHROPIC_AUTH_TOKEN").filter(|s| !s.trim().is_empty());
     if api_key.is_none() && auth_token.is_none() && base_url == DEFAULT_BASE_URL {
@@ -222,7 +283,12 @@ fn build_client(env: &Env) -> Result<AnthropicClient, UsageError> {
         ));
     }
     let ms = |var| env_ms(&|k: &str| env(k), var).map_err(|e| UsageError(format!("Error: {e}")));
-    let mut cfg = ClientConfig { base_url, api_key, auth_token, ..ClientConfig::default() };
+    let mut cfg = ClientConfig {
+        base_url,
+        api_key,
+        auth_token,
+        ..ClientConfig::default()
+    };
     if let Some(d) = ms("KEEL_STREAM_IDLE_TIMEOUT_MS")? {
         cfg.idle_timeout = d.max(Duration::from_millis(50));
     }

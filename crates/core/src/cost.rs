@@ -15,21 +15,90 @@ pub struct Price {
 /// Prices by model family: the first entry whose prefix the model id starts with wins, so
 /// more specific prefixes come first. Cache writes cost 1.25× input, cache reads 0.1× input.
 const PRICES: &[(&str, Price)] = &[
-    ("claude-opus-5", Price { input: 4.0, output: 20.0 }),
-    ("claude-opus-4-5", Price { input: 5.0, output: 25.0 }),
-    ("claude-opus-4-6", Price { input: 5.0, output: 25.0 }),
-    ("claude-opus-4", Price { input: 15.0, output: 75.0 }),
-    ("claude-3-opus", Price { input: 15.0, output: 75.0 }),
-    ("claude-sonnet", Price { input: 3.0, output: 15.0 }),
-    ("claude-3-7-sonnet", Price { input: 3.0, output: 15.0 }),
-    ("claude-3-5-sonnet", Price { input: 3.0, output: 15.0 }),
-    ("claude-haiku-4", Price { input: 1.0, output: 5.0 }),
-    ("claude-3-5-haiku", Price { input: 0.8, output: 4.0 }),
-    ("claude-3-haiku", Price { input: 0.25, output: 1.25 }),
+    (
+        "claude-opus-5",
+        Price {
+            input: 4.0,
+            output: 20.0,
+        },
+    ),
+    (
+        "claude-opus-4-5",
+        Price {
+            input: 5.0,
+            output: 25.0,
+        },
+    ),
+    (
+        "claude-opus-4-6",
+        Price {
+            input: 5.0,
+            output: 25.0,
+        },
+    ),
+    (
+        "claude-opus-4",
+        Price {
+            input: 15.0,
+            output: 75.0,
+        },
+    ),
+    (
+        "claude-3-opus",
+        Price {
+            input: 15.0,
+            output: 75.0,
+        },
+    ),
+    (
+        "claude-sonnet",
+        Price {
+            input: 3.0,
+            output: 15.0,
+        },
+    ),
+    (
+        "claude-3-7-sonnet",
+        Price {
+            input: 3.0,
+            output: 15.0,
+        },
+    ),
+    (
+        "claude-3-5-sonnet",
+        Price {
+            input: 3.0,
+            output: 15.0,
+        },
+    ),
+    (
+        "claude-haiku-4",
+        Price {
+            input: 1.0,
+            output: 5.0,
+        },
+    ),
+    (
+        "claude-3-5-haiku",
+        Price {
+            input: 0.8,
+            output: 4.0,
+        },
+    ),
+    (
+        "claude-3-haiku",
+        Price {
+            input: 0.25,
+            output: 1.25,
+        },
+    ),
 ];
 
 /// What an unknown model is charged: the highest known rate, so a budget always binds.
-pub const UNKNOWN_MODEL_PRICE: Price = Price { input: 15.0, output: 75.0 };
+pub const UNKNOWN_MODEL_PRICE: Price = Price {
+    input: 15.0,
+    output: 75.0,
+};
 
 /// The price of `model`, and whether it was found in the table.
 pub fn price_of(model: &str) -> (Price, bool) {
@@ -124,7 +193,11 @@ mod tests {
     use super::*;
 
     fn usage(i: u64, o: u64) -> Usage {
-        Usage { input_tokens: i, output_tokens: o, ..Usage::default() }
+        Usage {
+            input_tokens: i,
+            output_tokens: o,
+            ..Usage::default()
+        }
     }
 
     #[test]

@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_protocol::frames::{PermissionDeniedFrame, UserMessage};
-use keel_protocol::{CancelReason, ContentBlock, Extra, Frame, MessageContent, PermissionDenial, Role, SystemFrame, ToolUseBlock, UserFrame};
+use keel_protocol::{
+    CancelReason, ContentBlock, Extra, Frame, MessageContent, PermissionDenial, Role, SystemFrame,
+    ToolUseBlock, UserFrame,
+};
 use keel_tools::{CancelToken, ProcessRegistry, Tool, ToolContext, ToolLimits, ToolOutcome};
 use serde_json::{json, Value};
 
@@ -55,7 +58,10 @@ struct Finished {
 }
 
 /// Run every call of `pending`, resolving each. On return every call has a result.
-pub(crate) async fn run_calls(cx: &DispatchCx<'_>, pending: &mut PendingResults) -> Result<Dispatched, EmitError> {
+pub(crate) async fn run_calls(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+) -> Result<Dispatched, EmitError> {
     let mut out = Dispatched::default();
     let calls: Vec<ToolUseBlock> = pending.calls().to_vec();
     cx.shared.set_queued(&calls);
@@ -64,14 +70,26 @@ pub(crate) async fn run_calls(cx: &DispatchCx<'_>, pending: &mut PendingResults)
         if cx.turn.is_cancelled() {
             break;
         }
-        let Some(tool) = cx.tools.iter().find(|t| t.name() == call.name || (call.name == "Agent" && t.name() == "Task")).cloned() else {
+        let Some(tool) = cx
+            .tools
+            .iter()
+            .find(|t| t.name() == call.name || (call.name == "Agent" && t.name() == "Task"))
+            .cloned()
+        else {
             let names: Vec<&str> = cx.tools.iter().map(|t| t.name()).collect();
             let text = format!(
                 "There is no tool named `{}`; it was not run. The tools you can call are: {}.",
                 call.name,
                 names.join(", ")
             );
-            finish(cx, pending, &call, plain(&call, text, true, None), "unknown-tool").await?;
+            finish(
+                cx,
+                pending,
+                &call,
+                plain(&call, text, true, None),
+                "unknown-tool",
+            )
+            .await?;
             continue;
         };
         let read_only = tool.is_read_only(&call.input);
@@ -88,7 +106,12 @@ pub(crate) async fn run_calls(cx: &DispatchCx<'_>, pending: &mut PendingResults)
                 continue;
             }
         };
-        let r = Runnable { call, tool, read_only, allowed_by };
+        let r = Runnable {
+            call,
+            tool,
+            read_only,
+            allowed_by,
+        };
         if r.read_only {
             batch.push(r);
             continue;
@@ -99,34 +122,61 @@ pub(crate) async fn run_calls(cx: &DispatchCx<'_>, pending: &mut PendingResults)
     run_batch(cx, pending, batch).await?;
     // Anything not resolved now never started: the turn was cancelled before its turn came.
     for id in pending.unresolved() {
-        let call = pending.calls().iter().find(|c| c.id == id).cloned().expect("unresolved ids come from the calls");
+        let call = pending
+            .calls()
+            .iter()
+            .find(|c| c.id == id)
+            .cloned()
+            .expect("unresolved ids come from the calls");
         let reason = cx.turn.reason().unwrap_or(CancelReason::UserInterrupted);
-        let f = plain(&call, rejected_text(&call.name, reason), true, Some("rejected"));
+        let f = plain(
+            &call,
+            rejected_text(&call.name, reason),
+            true,
+            Some("rejected"),
+        );
         finish(cx, pending, &call, f, "rejected").await?;
     }
     out.cancelled = cx.turn.reason();
     Ok(out)
 }
 
-async fn deny(cx: &DispatchCx<'_>, pending: &mut PendingResults, call: &ToolUseBlock, message: String, out: &mut Dispatched) -> Result<(), EmitError> {
+async fn deny(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    call: &ToolUseBlock,
+    message: String,
+    out: &mut Dispatched,
+) -> Result<(), EmitError> {
     cx.emitter
-        .emit(Frame::System(SystemFrame::PermissionDenied(PermissionDeniedFrame {
-            tool_name: call.name.clone(),
-            tool_use_id: call.id.clone(),
-            message: message.clone(),
-            session_id: cx.emitter.session_id().to_owned(),
-            uuid: new_uuid(),
-            extra: Extra::new(),
-        })))
+        .emit(Frame::System(SystemFrame::PermissionDenied(
+            PermissionDeniedFrame {
+                tool_name: call.name.clone(),
+                tool_use_id: call.id.clone(),
+                message: message.clone(),
+                session_id: cx.emitter.session_id().to_owned(),
+                uuid: new_uuid(),
+                extra: Extra::new(),
+            },
+        )))
         .await?;
-    out.denials.push(PermissionDenial { tool_name: call.name.clone(), tool_use_id: call.id.clone(), tool_input: call.input.clone() });
+    out.denials.push(PermissionDenial {
+        tool_name: call.name.clone(),
+        tool_use_id: call.id.clone(),
+        tool_input: call.input.clone(),
+    });
     let mut f = plain(call, message.clone(), true, Some("user-rejected"));
     f.tool_use_result = Some(Value::String(format!("Error: {message}")));
     f.meta = json!([{ "id": call.id, "non_execution_kind": "user-rejected", "permission_decision": { "decision": "reject", "source": "config" } }]);
     finish(cx, pending, call, f, "denied").await
 }
 
-fn plain(call: &ToolUseBlock, text: String, is_error: bool, non_execution_kind: Option<&str>) -> Finished {
+fn plain(
+    call: &ToolUseBlock,
+    text: String,
+    is_error: bool,
+    non_execution_kind: Option<&str>,
+) -> Finished {
     let mut meta = json!({ "id": call.id });
     if let Some(k) = non_execution_kind {
         meta["non_execution_kind"] = json!(k);
@@ -138,13 +188,23 @@ fn plain(call: &ToolUseBlock, text: String, is_error: bool, non_execution_kind: 
     }
 }
 
-async fn finish(cx: &DispatchCx<'_>, pending: &mut PendingResults, call: &ToolUseBlock, f: Finished, _why: &str) -> Result<(), EmitError> {
+async fn finish(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    call: &ToolUseBlock,
+    f: Finished,
+    _why: &str,
+) -> Result<(), EmitError> {
     cx.shared.set_done(&call.id);
     // Resolving cannot fail: the block answers one of this reply's calls.
     let _ = pending.resolve(f.block.clone());
     cx.emitter
         .emit(Frame::User(UserFrame {
-            message: UserMessage { role: Role::User, content: MessageContent::Blocks(vec![f.block]), extra: Extra::new() },
+            message: UserMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(vec![f.block]),
+                extra: Extra::new(),
+            },
             parent_tool_use_id: cx.emitter.parent_tool_use_id().map(str::to_owned),
             session_id: cx.emitter.session_id().to_owned(),
             uuid: Some(new_uuid()),
@@ -157,7 +217,11 @@ async fn finish(cx: &DispatchCx<'_>, pending: &mut PendingResults, call: &ToolUs
 }
 
 /// Run calls side by side; when a Bash call fails, its running Bash siblings are cancelled.
-async fn run_batch(cx: &DispatchCx<'_>, pending: &mut PendingResults, batch: Vec<Runnable>) -> Result<(), EmitError> {
+async fn run_batch(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    batch: Vec<Runnable>,
+) -> Result<(), EmitError> {
     if batch.is_empty() {
         return Ok(());
     }
@@ -177,14 +241,18 @@ async fn run_batch(cx: &DispatchCx<'_>, pending: &mut PendingResults, batch: Vec
         let grace = cx.limits.kill_grace + cx.limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();
-            let outcome = call_guarded(r.tool.clone(), r.call.input.clone(), ctx, token, grace).await;
+            let outcome =
+                call_guarded(r.tool.clone(), r.call.input.clone(), ctx, token, grace).await;
             (r, outcome, started.elapsed())
         });
     }
     let mut failed_sibling: Option<(String, String)> = None;
     use futures_util::StreamExt;
     while let Some((r, outcome, elapsed)) = running.next().await {
-        if r.call.name == "Bash" && matches!(outcome, ToolOutcome::Failed { .. }) && failed_sibling.is_none() {
+        if r.call.name == "Bash"
+            && matches!(outcome, ToolOutcome::Failed { .. })
+            && failed_sibling.is_none()
+        {
             failed_sibling = Some((r.call.name.clone(), r.call.id.clone()));
             for (id, name, token) in &tokens {
                 if *id != r.call.id && name == "Bash" && !pending.is_resolved(id) {
@@ -192,7 +260,10 @@ async fn run_batch(cx: &DispatchCx<'_>, pending: &mut PendingResults, batch: Vec
                 }
             }
         }
-        if let ToolOutcome::Stopped { processes_killed, .. } = &outcome {
+        if let ToolOutcome::Stopped {
+            processes_killed, ..
+        } = &outcome
+        {
             cx.shared.add_killed(*processes_killed);
         }
         let f = describe(&r, outcome, elapsed, failed_sibling.as_ref(), cx.limits);
@@ -203,7 +274,13 @@ async fn run_batch(cx: &DispatchCx<'_>, pending: &mut PendingResults, batch: Vec
 
 /// Run one call in its own task so a panic becomes a result, and so a tool that ignores its
 /// token cannot hold the turn hostage: after `grace` past a cancel the task is abandoned.
-async fn call_guarded(tool: Arc<dyn Tool>, input: Value, ctx: ToolContext, token: CancelToken, grace: Duration) -> ToolOutcome {
+async fn call_guarded(
+    tool: Arc<dyn Tool>,
+    input: Value,
+    ctx: ToolContext,
+    token: CancelToken,
+    grace: Duration,
+) -> ToolOutcome {
     let started = Instant::now();
     let name = tool.name();
     let mut handle = tokio::spawn(async move { tool.call(input, ctx).await });
@@ -229,12 +306,22 @@ async fn call_guarded(tool: Arc<dyn Tool>, input: Value, ctx: ToolContext, token
         Ok(outcome) => outcome,
         Err(e) if e.is_panic() => {
             let p = e.into_panic();
-            let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "no message".into());
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
             ToolOutcome::failed(format!(
                 "The {name} tool crashed inside keel ({msg}). This is a keel bug, not a problem with your input; the call may have partly run. Try a different approach."
             ))
         }
-        Err(_) => ToolOutcome::Stopped { reason: CancelReason::Shutdown, started: true, partial: String::new(), elapsed: started.elapsed(), processes_killed: 0 },
+        Err(_) => ToolOutcome::Stopped {
+            reason: CancelReason::Shutdown,
+            started: true,
+            partial: String::new(),
+            elapsed: started.elapsed(),
+            processes_killed: 0,
+        },
     }
 }
 
@@ -247,21 +334,42 @@ fn allowed_meta(call: &ToolUseBlock, by: &AllowedBy) -> Value {
     json!({ "id": call.id, "permission_decision": { "decision": "accept", "source": source, "reason_type": reason } })
 }
 
-fn describe(r: &Runnable, outcome: ToolOutcome, elapsed: Duration, sibling: Option<&(String, String)>, limits: &ToolLimits) -> Finished {
+fn describe(
+    r: &Runnable,
+    outcome: ToolOutcome,
+    elapsed: Duration,
+    sibling: Option<&(String, String)>,
+    limits: &ToolLimits,
+) -> Finished {
     let call = &r.call;
     let mut meta = allowed_meta(call, &r.allowed_by);
     let (text, is_error, tool_use_result) = match outcome {
         ToolOutcome::Ok { content, meta } => (content, false, meta),
         ToolOutcome::Failed { message, meta } => (message, true, meta),
-        ToolOutcome::Stopped { reason, started, partial, elapsed: ran, processes_killed: _ } => {
+        ToolOutcome::Stopped {
+            reason,
+            started,
+            partial,
+            elapsed: ran,
+            processes_killed: _,
+        } => {
             let ran = if ran.is_zero() { elapsed } else { ran };
             let (kind, text) = if !started {
                 ("rejected", rejected_text(&call.name, reason))
             } else {
                 match reason {
-                    CancelReason::UserInterrupted | CancelReason::Shutdown => ("interrupted", interrupted_text(&call.name, reason, ran, &partial)),
-                    CancelReason::Timeout => ("timed-out", timed_out_text(&call.name, ran, &partial, limits)),
-                    CancelReason::SiblingError => ("sibling-cancelled", sibling_text(&call.name, ran, &partial, sibling)),
+                    CancelReason::UserInterrupted | CancelReason::Shutdown => (
+                        "interrupted",
+                        interrupted_text(&call.name, reason, ran, &partial),
+                    ),
+                    CancelReason::Timeout => (
+                        "timed-out",
+                        timed_out_text(&call.name, ran, &partial, limits),
+                    ),
+                    CancelReason::SiblingError => (
+                        "sibling-cancelled",
+                        sibling_text(&call.name, ran, &partial, sibling),
+                    ),
                 }
             };
             meta["non_execution_kind"] = json!(kind);
@@ -269,7 +377,11 @@ fn describe(r: &Runnable, outcome: ToolOutcome, elapsed: Duration, sibling: Opti
             (text, true, Some(tur))
         }
     };
-    Finished { block: ContentBlock::tool_result(&call.id, text, is_error), tool_use_result, meta: json!([meta]) }
+    Finished {
+        block: ContentBlock::tool_result(&call.id, text, is_error),
+        tool_use_result,
+        meta: json!([meta]),
+    }
 }
 
 /// The call never started.
@@ -293,7 +405,11 @@ fn partial_block(partial: &str) -> String {
 }
 
 fn interrupted_text(tool: &str, reason: CancelReason, ran: Duration, partial: &str) -> String {
-    let who = if reason == CancelReason::Shutdown { "keel was shutting down and stopped" } else { "The user interrupted" };
+    let who = if reason == CancelReason::Shutdown {
+        "keel was shutting down and stopped"
+    } else {
+        "The user interrupted"
+    };
     format!(
         "{who} this {tool} call after it had run for {:.1} s. It did not finish, and it may already have changed files or other state. {}\nStop and wait for the user's next instruction.",
         ran.as_secs_f64(),
@@ -310,8 +426,15 @@ fn timed_out_text(tool: &str, ran: Duration, partial: &str, limits: &ToolLimits)
     )
 }
 
-fn sibling_text(tool: &str, ran: Duration, partial: &str, sibling: Option<&(String, String)>) -> String {
-    let which = sibling.map(|(n, id)| format!("the {n} call {id}")).unwrap_or_else(|| "another call".into());
+fn sibling_text(
+    tool: &str,
+    ran: Duration,
+    partial: &str,
+    sibling: Option<&(String, String)>,
+) -> String {
+    let which = sibling
+        .map(|(n, id)| format!("the {n} call {id}"))
+        .unwrap_or_else(|| "another call".into());
     format!(
         "This {tool} call was cancelled after {:.1} s because {which}, running beside it, failed. The user did not interrupt anything. It may have partly run. {}\nLook at the failed call, fix it, then rerun what is still needed.",
         ran.as_secs_f64(),

@@ -36,14 +36,21 @@ pub struct Emitter {
 
 impl std::fmt::Debug for Emitter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Emitter").field("session_id", &self.session_id).finish_non_exhaustive()
+        f.debug_struct("Emitter")
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
     }
 }
 
 impl Emitter {
     /// An emitter that sends to `tx`.
     pub fn new(session_id: impl Into<String>, tx: mpsc::Sender<Frame>) -> Self {
-        Self { session_id: session_id.into(), tx, persist: None, parent_tool_use_id: None }
+        Self {
+            session_id: session_id.into(),
+            tx,
+            persist: None,
+            parent_tool_use_id: None,
+        }
     }
 
     /// Persist every frame to `persist` before sending it.
@@ -72,6 +79,14 @@ impl Emitter {
     pub async fn emit(&self, frame: Frame) -> Result<(), EmitError> {
         self.record(&frame)?;
         self.tx.send(frame).await.map_err(|_| EmitError::Closed)
+    }
+
+    /// Persist, then send even if persisting failed: for the `result` frame, which must reach
+    /// the consumer whatever else broke. Returns the persistence error, if any.
+    pub async fn emit_final(&self, frame: Frame) -> Result<(), EmitError> {
+        let persisted = self.record(&frame);
+        self.tx.send(frame).await.map_err(|_| EmitError::Closed)?;
+        persisted
     }
 
     /// Persist only (the prompt, which front ends do not echo).

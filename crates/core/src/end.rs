@@ -84,8 +84,14 @@ impl TurnEnd {
             TurnEnd::ApiFailed { .. } => TerminalReason::ApiError,
             TurnEnd::MaxTurns { .. } => TerminalReason::MaxTurns,
             TurnEnd::Budget { .. } => TerminalReason::BudgetExhausted,
-            TurnEnd::Interrupted { phase: Phase::Streaming, .. } => TerminalReason::AbortedStreaming,
-            TurnEnd::Interrupted { phase: Phase::Tools, .. } => TerminalReason::AbortedTools,
+            TurnEnd::Interrupted {
+                phase: Phase::Streaming,
+                ..
+            } => TerminalReason::AbortedStreaming,
+            TurnEnd::Interrupted {
+                phase: Phase::Tools,
+                ..
+            } => TerminalReason::AbortedTools,
             TurnEnd::Internal { .. } => TerminalReason::ModelError,
         }
     }
@@ -116,8 +122,12 @@ impl TurnEnd {
     pub fn errors(&self) -> Option<Vec<String>> {
         match self {
             TurnEnd::Completed { .. } => None,
-            TurnEnd::MaxTurns { limit } => Some(vec![format!("Reached maximum number of turns ({limit})")]),
-            TurnEnd::Budget { limit_usd, .. } => Some(vec![format!("Reached maximum budget (${limit_usd})")]),
+            TurnEnd::MaxTurns { limit } => {
+                Some(vec![format!("Reached maximum number of turns ({limit})")])
+            }
+            TurnEnd::Budget { limit_usd, .. } => {
+                Some(vec![format!("Reached maximum budget (${limit_usd})")])
+            }
             other => Some(vec![other.result_text()]),
         }
     }
@@ -185,20 +195,92 @@ mod tests {
     use keel_model::ApiErrorKind;
 
     fn http(status: u16) -> ApiError {
-        ApiError { status: Some(status), ..ApiError::new(ApiErrorKind::Http, "nope") }
+        ApiError {
+            status: Some(status),
+            ..ApiError::new(ApiErrorKind::Http, "nope")
+        }
     }
 
     #[test]
     fn fields_and_exit_codes_agree() {
         let cases = [
-            (TurnEnd::Completed { text: "hi".into() }, "success", false, "completed", 0),
-            (TurnEnd::ApiFailed { error: http(401), attempts: 1, elapsed: Duration::ZERO, gave_up: String::new() }, "error_during_execution", true, "api_error", 1),
-            (TurnEnd::ApiFailed { error: http(529), attempts: 2, elapsed: Duration::ZERO, gave_up: "x".into() }, "error_during_execution", true, "api_error", 4),
-            (TurnEnd::MaxTurns { limit: 1 }, "error_max_turns", true, "max_turns", 3),
-            (TurnEnd::Budget { limit_usd: 0.01, spent_usd: 0.02 }, "error_max_budget_usd", true, "budget_exhausted", 3),
-            (TurnEnd::Interrupted { phase: Phase::Tools, reason: CancelReason::UserInterrupted }, "error_during_execution", true, "aborted_tools", 130),
-            (TurnEnd::Interrupted { phase: Phase::Streaming, reason: CancelReason::UserInterrupted }, "error_during_execution", true, "aborted_streaming", 130),
-            (TurnEnd::Internal { message: "disk".into() }, "error_during_execution", true, "model_error", 1),
+            (
+                TurnEnd::Completed { text: "hi".into() },
+                "success",
+                false,
+                "completed",
+                0,
+            ),
+            (
+                TurnEnd::ApiFailed {
+                    error: http(401),
+                    attempts: 1,
+                    elapsed: Duration::ZERO,
+                    gave_up: String::new(),
+                },
+                "error_during_execution",
+                true,
+                "api_error",
+                1,
+            ),
+            (
+                TurnEnd::ApiFailed {
+                    error: http(529),
+                    attempts: 2,
+                    elapsed: Duration::ZERO,
+                    gave_up: "x".into(),
+                },
+                "error_during_execution",
+                true,
+                "api_error",
+                4,
+            ),
+            (
+                TurnEnd::MaxTurns { limit: 1 },
+                "error_max_turns",
+                true,
+                "max_turns",
+                3,
+            ),
+            (
+                TurnEnd::Budget {
+                    limit_usd: 0.01,
+                    spent_usd: 0.02,
+                },
+                "error_max_budget_usd",
+                true,
+                "budget_exhausted",
+                3,
+            ),
+            (
+                TurnEnd::Interrupted {
+                    phase: Phase::Tools,
+                    reason: CancelReason::UserInterrupted,
+                },
+                "error_during_execution",
+                true,
+                "aborted_tools",
+                130,
+            ),
+            (
+                TurnEnd::Interrupted {
+                    phase: Phase::Streaming,
+                    reason: CancelReason::UserInterrupted,
+                },
+                "error_during_execution",
+                true,
+                "aborted_streaming",
+                130,
+            ),
+            (
+                TurnEnd::Internal {
+                    message: "disk".into(),
+                },
+                "error_during_execution",
+                true,
+                "model_error",
+                1,
+            ),
         ];
         for (end, subtype, is_error, reason, code) in cases {
             assert_eq!(end.subtype().as_str(), subtype, "{end:?}");
@@ -210,8 +292,20 @@ mod tests {
 
     #[test]
     fn limit_messages() {
-        assert_eq!(TurnEnd::MaxTurns { limit: 1 }.errors().unwrap(), vec!["Reached maximum number of turns (1)"]);
-        let t = TurnEnd::ApiFailed { error: http(529), attempts: 2, elapsed: Duration::from_millis(1500), gave_up: "retry cap 1 reached".into() }.result_text();
-        assert!(t.contains("529") && t.contains("2 attempts") && t.contains("1.5 s"), "{t}");
+        assert_eq!(
+            TurnEnd::MaxTurns { limit: 1 }.errors().unwrap(),
+            vec!["Reached maximum number of turns (1)"]
+        );
+        let t = TurnEnd::ApiFailed {
+            error: http(529),
+            attempts: 2,
+            elapsed: Duration::from_millis(1500),
+            gave_up: "retry cap 1 reached".into(),
+        }
+        .result_text();
+        assert!(
+            t.contains("529") && t.contains("2 attempts") && t.contains("1.5 s"),
+            "{t}"
+        );
     }
 }

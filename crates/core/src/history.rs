@@ -37,21 +37,38 @@ impl PendingResults {
     pub fn resolve(&mut self, result: ContentBlock) -> Result<(), HistoryError> {
         let id = match &result {
             ContentBlock::ToolResult(r) => r.tool_use_id.clone(),
-            other => return Err(HistoryError::UnknownToolUse(format!("(not a tool_result: {})", other.kind()))),
+            other => {
+                return Err(HistoryError::UnknownToolUse(format!(
+                    "(not a tool_result: {})",
+                    other.kind()
+                )))
+            }
         };
-        let i = self.calls.iter().position(|c| c.id == id).ok_or(HistoryError::UnknownToolUse(id))?;
+        let i = self
+            .calls
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or(HistoryError::UnknownToolUse(id))?;
         self.results[i] = Some(result);
         Ok(())
     }
 
     /// Whether the call with `id` already has a result.
     pub fn is_resolved(&self, id: &str) -> bool {
-        self.calls.iter().position(|c| c.id == id).is_some_and(|i| self.results[i].is_some())
+        self.calls
+            .iter()
+            .position(|c| c.id == id)
+            .is_some_and(|i| self.results[i].is_some())
     }
 
     /// Ids of the calls that have no result yet.
     pub fn unresolved(&self) -> Vec<String> {
-        self.calls.iter().zip(&self.results).filter(|(_, r)| r.is_none()).map(|(c, _)| c.id.clone()).collect()
+        self.calls
+            .iter()
+            .zip(&self.results)
+            .filter(|(_, r)| r.is_none())
+            .map(|(c, _)| c.id.clone())
+            .collect()
     }
 }
 
@@ -94,24 +111,34 @@ impl History {
         }
         if let Some(last) = self.messages.last_mut() {
             if last.role == Role::User {
-                let mut merged = std::mem::replace(&mut last.content, MessageContent::Blocks(Vec::new())).into_blocks();
+                let mut merged =
+                    std::mem::replace(&mut last.content, MessageContent::Blocks(Vec::new()))
+                        .into_blocks();
                 merged.extend(blocks);
                 last.content = MessageContent::Blocks(merged);
                 return Ok(());
             }
         }
-        self.messages.push(ApiMessage { role: Role::User, content: MessageContent::Blocks(blocks) });
+        self.messages.push(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(blocks),
+        });
         Ok(())
     }
 
     /// Append an assistant reply. Returns the obligation for its tool calls, if it made any.
     /// Empty text blocks are dropped (the API refuses them); an empty reply appends nothing.
-    pub fn push_assistant(&mut self, blocks: Vec<ContentBlock>) -> Result<Option<PendingResults>, HistoryError> {
+    pub fn push_assistant(
+        &mut self,
+        blocks: Vec<ContentBlock>,
+    ) -> Result<Option<PendingResults>, HistoryError> {
         if !self.open.is_empty() {
             return Err(HistoryError::OpenToolUse(self.open.clone()));
         }
-        let blocks: Vec<ContentBlock> =
-            blocks.into_iter().filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty())).collect();
+        let blocks: Vec<ContentBlock> = blocks
+            .into_iter()
+            .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()))
+            .collect();
         if blocks.is_empty() {
             return Ok(None);
         }
@@ -122,26 +149,41 @@ impl History {
                 _ => None,
             })
             .collect();
-        self.messages.push(ApiMessage { role: Role::Assistant, content: MessageContent::Blocks(blocks) });
+        self.messages.push(ApiMessage {
+            role: Role::Assistant,
+            content: MessageContent::Blocks(blocks),
+        });
         if calls.is_empty() {
             return Ok(None);
         }
         self.open = calls.iter().map(|c| c.id.clone()).collect();
         let n = calls.len();
-        Ok(Some(PendingResults { calls, results: vec![None; n] }))
+        Ok(Some(PendingResults {
+            calls,
+            results: vec![None; n],
+        }))
     }
 
     /// Close an obligation: append one user message with a result for every call, in call
     /// order. Calls without a result get a synthetic error result made by `missing`.
-    pub fn close(&mut self, pending: PendingResults, missing: impl Fn(&ToolUseBlock) -> String) -> Vec<ContentBlock> {
+    pub fn close(
+        &mut self,
+        pending: PendingResults,
+        missing: impl Fn(&ToolUseBlock) -> String,
+    ) -> Vec<ContentBlock> {
         let blocks: Vec<ContentBlock> = pending
             .calls
             .iter()
             .zip(pending.results)
-            .map(|(call, r)| r.unwrap_or_else(|| ContentBlock::tool_result(&call.id, missing(call), true)))
+            .map(|(call, r)| {
+                r.unwrap_or_else(|| ContentBlock::tool_result(&call.id, missing(call), true))
+            })
             .collect();
         self.open.clear();
-        self.messages.push(ApiMessage { role: Role::User, content: MessageContent::Blocks(blocks.clone()) });
+        self.messages.push(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(blocks.clone()),
+        });
         blocks
     }
 
@@ -152,7 +194,10 @@ impl History {
 
     /// Rebuild from stored messages, repairing anything that breaks the invariant: a `tool_use`
     /// without a result gets a synthetic one made by `missing`. Returns the ids repaired.
-    pub fn rebuild(messages: Vec<ApiMessage>, missing: impl Fn(&ToolUseBlock) -> String) -> (Self, Vec<String>) {
+    pub fn rebuild(
+        messages: Vec<ApiMessage>,
+        missing: impl Fn(&ToolUseBlock) -> String,
+    ) -> (Self, Vec<String>) {
         let mut h = History::new();
         let mut repaired = Vec::new();
         let mut pending: Option<PendingResults> = None;
@@ -168,8 +213,9 @@ impl History {
                 }
                 Role::User => {
                     let blocks = m.content.into_blocks();
-                    let (results, rest): (Vec<_>, Vec<_>) =
-                        blocks.into_iter().partition(|b| matches!(b, ContentBlock::ToolResult(_)));
+                    let (results, rest): (Vec<_>, Vec<_>) = blocks
+                        .into_iter()
+                        .partition(|b| matches!(b, ContentBlock::ToolResult(_)));
                     if let Some(mut p) = pending.take() {
                         for r in results {
                             // A result for an unknown call is dropped: the API would refuse it.
@@ -196,19 +242,36 @@ mod tests {
     use serde_json::json;
 
     fn call(id: &str) -> ContentBlock {
-        ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: "Bash".into(), input: json!({}), extra: Default::default() })
+        ContentBlock::ToolUse(ToolUseBlock {
+            id: id.into(),
+            name: "Bash".into(),
+            input: json!({}),
+            extra: Default::default(),
+        })
     }
 
     #[test]
     fn obligation_blocks_appends_until_closed() {
         let mut h = History::new();
         h.push_user(vec![ContentBlock::text("go")]).unwrap();
-        let mut p = h.push_assistant(vec![ContentBlock::text("ok"), call("a"), call("b")]).unwrap().unwrap();
-        assert_eq!(h.push_user(vec![ContentBlock::text("x")]), Err(HistoryError::OpenToolUse(vec!["a".into(), "b".into()])));
-        p.resolve(ContentBlock::tool_result("b", "done", false)).unwrap();
-        assert!(p.resolve(ContentBlock::tool_result("zzz", "?", false)).is_err());
+        let mut p = h
+            .push_assistant(vec![ContentBlock::text("ok"), call("a"), call("b")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            h.push_user(vec![ContentBlock::text("x")]),
+            Err(HistoryError::OpenToolUse(vec!["a".into(), "b".into()]))
+        );
+        p.resolve(ContentBlock::tool_result("b", "done", false))
+            .unwrap();
+        assert!(p
+            .resolve(ContentBlock::tool_result("zzz", "?", false))
+            .is_err());
         let blocks = h.close(p, |c| format!("{} never ran", c.id));
-        assert_eq!(blocks[0], ContentBlock::tool_result("a", "a never ran", true));
+        assert_eq!(
+            blocks[0],
+            ContentBlock::tool_result("a", "a never ran", true)
+        );
         assert_eq!(blocks[1], ContentBlock::tool_result("b", "done", false));
         // The next prompt merges into the tool-result message, keeping roles alternating.
         h.push_user(vec![ContentBlock::text("next")]).unwrap();
@@ -219,10 +282,22 @@ mod tests {
     #[test]
     fn rebuild_repairs_dangling_calls() {
         let msgs = vec![
-            ApiMessage { role: Role::User, content: MessageContent::Text("go".into()) },
-            ApiMessage { role: Role::Assistant, content: MessageContent::Blocks(vec![call("a"), call("b")]) },
-            ApiMessage { role: Role::User, content: MessageContent::Blocks(vec![ContentBlock::tool_result("a", "ok", false)]) },
-            ApiMessage { role: Role::Assistant, content: MessageContent::Blocks(vec![call("c")]) },
+            ApiMessage {
+                role: Role::User,
+                content: MessageContent::Text("go".into()),
+            },
+            ApiMessage {
+                role: Role::Assistant,
+                content: MessageContent::Blocks(vec![call("a"), call("b")]),
+            },
+            ApiMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(vec![ContentBlock::tool_result("a", "ok", false)]),
+            },
+            ApiMessage {
+                role: Role::Assistant,
+                content: MessageContent::Blocks(vec![call("c")]),
+            },
         ];
         let (h, repaired) = History::rebuild(msgs, |_| "lost in a crash".into());
         assert_eq!(repaired, vec!["b".to_string(), "c".to_string()]);

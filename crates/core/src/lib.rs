@@ -14,8 +14,8 @@ pub mod end;
 pub mod history;
 pub mod permissions;
 pub mod prompt;
-pub mod retry;
 mod reply;
+pub mod retry;
 pub mod session;
 
 pub use config::SessionConfig;

@@ -89,14 +89,31 @@ impl Rule {
                 if !text.ends_with(')') {
                     return Err(format!("permission rule {text:?} has an opening parenthesis but does not end with ')'"));
                 }
-                (&text[..i], Some(text[i + 1..text.len() - 1].trim().to_owned()))
+                (
+                    &text[..i],
+                    Some(text[i + 1..text.len() - 1].trim().to_owned()),
+                )
             }
         };
-        if tool.is_empty() || !tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-            return Err(format!("permission rule {text:?} does not start with a tool name"));
+        if tool.is_empty()
+            || !tool
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "permission rule {text:?} does not start with a tool name"
+            ));
         }
-        let tool = if tool == "Agent" { "Task".to_owned() } else { tool.to_owned() };
-        Ok(Rule { tool, pattern: pattern.filter(|p| !p.is_empty() && p != "*"), source })
+        let tool = if tool == "Agent" {
+            "Task".to_owned()
+        } else {
+            tool.to_owned()
+        };
+        Ok(Rule {
+            tool,
+            pattern: pattern.filter(|p| !p.is_empty() && p != "*"),
+            source,
+        })
     }
 
     /// The rule as written.
@@ -225,8 +242,12 @@ impl PermissionConfig {
         if rule.tool != tool {
             return false;
         }
-        let Some(pattern) = &rule.pattern else { return true };
-        let Some(subj) = subject(tool, input) else { return false };
+        let Some(pattern) = &rule.pattern else {
+            return true;
+        };
+        let Some(subj) = subject(tool, input) else {
+            return false;
+        };
         if tool != "Bash" {
             return wildcard(pattern, &subj);
         }
@@ -238,7 +259,8 @@ impl PermissionConfig {
                 if all_parts {
                     joined.iter().all(|c| bash_pattern_matches(pattern, c))
                 } else {
-                    joined.iter().any(|c| bash_pattern_matches(pattern, c)) || bash_pattern_matches(pattern, subj.trim())
+                    joined.iter().any(|c| bash_pattern_matches(pattern, c))
+                        || bash_pattern_matches(pattern, subj.trim())
                 }
             }
             _ => !all_parts && bash_pattern_matches(pattern, subj.trim()),
@@ -247,14 +269,20 @@ impl PermissionConfig {
 
     /// The deny rule that matches this call, if any.
     pub fn denied_by(&self, tool: &str, input: &Value) -> Option<&Rule> {
-        self.deny.iter().find(|r| Self::rule_matches(r, tool, input, false))
+        self.deny
+            .iter()
+            .find(|r| Self::rule_matches(r, tool, input, false))
     }
 
     /// Decide one call. `read_only` is the tool's own judgement of this input.
     pub fn decide(&self, tool: &str, input: &Value, read_only: bool) -> Decision {
         if let Some(rule) = self.denied_by(tool, input) {
             return Decision::Deny {
-                message: format!("{tool} was not run: it is denied by the rule `{}` from {}.", rule.text(), rule.source),
+                message: format!(
+                    "{tool} was not run: it is denied by the rule `{}` from {}.",
+                    rule.text(),
+                    rule.source
+                ),
             };
         }
         if self.mode == PermissionMode::Plan && !read_only {
@@ -267,13 +295,19 @@ impl PermissionConfig {
         if self.mode == PermissionMode::BypassPermissions {
             return Decision::Allow(AllowedBy::Mode(self.mode));
         }
-        if let Some(rule) = self.allow.iter().find(|r| Self::rule_matches(r, tool, input, true)) {
+        if let Some(rule) = self
+            .allow
+            .iter()
+            .find(|r| Self::rule_matches(r, tool, input, true))
+        {
             return Decision::Allow(AllowedBy::Rule(rule.text()));
         }
         if read_only {
             return Decision::Allow(AllowedBy::ReadOnly);
         }
-        if self.mode == PermissionMode::AcceptEdits && matches!(tool, "Write" | "Edit" | "NotebookEdit") {
+        if self.mode == PermissionMode::AcceptEdits
+            && matches!(tool, "Write" | "Edit" | "NotebookEdit")
+        {
             return Decision::Allow(AllowedBy::Mode(self.mode));
         }
         Decision::Ask
@@ -289,7 +323,9 @@ impl PermissionConfig {
                     .unwrap_or_else(|| "command".to_owned());
                 format!("--allowedTools \"Bash({first}:*)\" (or \"Bash\" to allow every command)")
             }
-            ("Write" | "Edit", _) => format!("--allowedTools {tool} or --permission-mode acceptEdits"),
+            ("Write" | "Edit", _) => {
+                format!("--allowedTools {tool} or --permission-mode acceptEdits")
+            }
             _ => format!("--allowedTools {tool}"),
         };
         let what = match (tool, subject(tool, input)) {
@@ -320,8 +356,14 @@ mod tests {
     fn cfg(mode: PermissionMode, allow: &[&str], deny: &[&str]) -> PermissionConfig {
         PermissionConfig {
             mode,
-            allow: allow.iter().map(|r| Rule::parse(r, RuleSource::Flag).unwrap()).collect(),
-            deny: deny.iter().map(|r| Rule::parse(r, RuleSource::Flag).unwrap()).collect(),
+            allow: allow
+                .iter()
+                .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
+                .collect(),
+            deny: deny
+                .iter()
+                .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
+                .collect(),
         }
     }
 
@@ -331,33 +373,66 @@ mod tests {
 
     #[test]
     fn rule_lists_split_outside_parentheses() {
-        assert_eq!(split_rule_list("Bash(git status:*), Edit Read"), vec!["Bash(git status:*)", "Edit", "Read"]);
+        assert_eq!(
+            split_rule_list("Bash(git status:*), Edit Read"),
+            vec!["Bash(git status:*)", "Edit", "Read"]
+        );
         assert!(Rule::parse("Bash(git", RuleSource::Flag).is_err());
-        assert_eq!(Rule::parse("Agent(Explore)", RuleSource::Flag).unwrap().tool, "Task");
+        assert_eq!(
+            Rule::parse("Agent(Explore)", RuleSource::Flag)
+                .unwrap()
+                .tool,
+            "Task"
+        );
     }
 
     #[test]
     fn bash_prefix_rules_cover_every_part() {
         let c = cfg(PermissionMode::Default, &["Bash(git status:*)"], &[]);
-        assert!(matches!(c.decide("Bash", &bash("git status --short"), false), Decision::Allow(_)));
+        assert!(matches!(
+            c.decide("Bash", &bash("git status --short"), false),
+            Decision::Allow(_)
+        ));
         assert_eq!(c.decide("Bash", &bash("git statusx"), false), Decision::Ask);
-        assert_eq!(c.decide("Bash", &bash("git status && rm -rf x"), false), Decision::Ask);
+        assert_eq!(
+            c.decide("Bash", &bash("git status && rm -rf x"), false),
+            Decision::Ask
+        );
     }
 
     #[test]
     fn deny_wins_everywhere() {
-        let c = cfg(PermissionMode::BypassPermissions, &["Bash"], &["Bash(rm:*)"]);
-        assert!(matches!(c.decide("Bash", &bash("ls && rm -rf /tmp/x"), false), Decision::Deny { .. }));
-        assert!(matches!(c.decide("Bash", &bash("touch x"), false), Decision::Allow(_)));
+        let c = cfg(
+            PermissionMode::BypassPermissions,
+            &["Bash"],
+            &["Bash(rm:*)"],
+        );
+        assert!(matches!(
+            c.decide("Bash", &bash("ls && rm -rf /tmp/x"), false),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            c.decide("Bash", &bash("touch x"), false),
+            Decision::Allow(_)
+        ));
     }
 
     #[test]
     fn modes() {
         let plan = cfg(PermissionMode::Plan, &["Write"], &[]);
-        assert!(matches!(plan.decide("Write", &json!({"file_path": "a"}), false), Decision::Deny { .. }));
-        assert!(matches!(plan.decide("Read", &json!({"file_path": "a"}), true), Decision::Allow(AllowedBy::ReadOnly)));
+        assert!(matches!(
+            plan.decide("Write", &json!({"file_path": "a"}), false),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            plan.decide("Read", &json!({"file_path": "a"}), true),
+            Decision::Allow(AllowedBy::ReadOnly)
+        ));
         let edits = cfg(PermissionMode::AcceptEdits, &[], &[]);
-        assert!(matches!(edits.decide("Edit", &json!({}), false), Decision::Allow(_)));
+        assert!(matches!(
+            edits.decide("Edit", &json!({}), false),
+            Decision::Allow(_)
+        ));
         assert_eq!(edits.decide("Bash", &bash("touch x"), false), Decision::Ask);
         let msg = edits.headless_denial("Bash", &bash("touch x"));
         assert!(msg.contains("Bash(touch:*)"), "{msg}");

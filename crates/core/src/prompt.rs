@@ -65,7 +65,9 @@ You act through tools; what you write between tool calls is read by the user.\n\
     );
     let memory = memory_files(cx.cwd, cx.home);
     if !memory.is_empty() {
-        s.push_str("\n# Project and user instructions\nThe user keeps these notes for you; follow them.\n");
+        s.push_str(
+            "\n# Project and user instructions\nThe user keeps these notes for you; follow them.\n",
+        );
         for p in memory {
             match std::fs::read_to_string(&p) {
                 Ok(text) => {
@@ -92,11 +94,27 @@ mod tests {
         std::fs::create_dir_all(&proj).unwrap();
         std::fs::write(dir.path().join("CLAUDE.md"), "parent rule").unwrap();
         std::fs::write(proj.join("CLAUDE.md"), "project rule").unwrap();
-        let tools = [ToolSpec { name: "Bash".into(), description: String::new(), input_schema: serde_json::json!({}) }];
-        let p = default_prompt(&PromptContext { cwd: &proj, tools: &tools, date: "2026-11-22", home: Some(home.path()) });
+        let tools = [ToolSpec {
+            name: "Bash".into(),
+            description: String::new(),
+            input_schema: serde_json::json!({}),
+        }];
+        let p = default_prompt(&PromptContext {
+            cwd: &proj,
+            tools: &tools,
+            date: "2026-11-22",
+            home: Some(home.path()),
+        });
         assert!(p.contains(&proj.display().to_string()));
         assert!(p.contains("2026-11-22") && p.contains("Bash"));
-        let (u, a, b) = (p.find("user rule").unwrap(), p.find("parent rule").unwrap(), p.find("project rule").unwrap());
-        assert!(u < a && a < b, "user memory, then outer directories, then the project");
+        let (u, a, b) = (
+            p.find("user rule").unwrap(),
+            p.find("parent rule").unwrap(),
+            p.find("project rule").unwrap(),
+        );
+        assert!(
+            u < a && a < b,
+            "user memory, then outer directories, then the project"
+        );
     }
 }

@@ -6,7 +6,9 @@ use futures_util::StreamExt;
 use keel_model::{ApiError, ApiErrorKind, Model, ModelRequest};
 use keel_protocol::content::AssistantMessage;
 use keel_protocol::frames::{ApiRetryFrame, ModelFallbackFrame, StreamEventFrame};
-use keel_protocol::sse::{ContentBlockDelta, ContentBlockStart, Delta, IndexOnly, MessageDelta, MessageStart};
+use keel_protocol::sse::{
+    ContentBlockDelta, ContentBlockStart, Delta, IndexOnly, MessageDelta, MessageStart,
+};
 use keel_protocol::{ContentBlock, Extra, Frame, StreamEvent, SystemFrame, ToolUseBlock, Usage};
 use keel_tools::CancelToken;
 use serde_json::Value;
@@ -25,9 +27,17 @@ pub(crate) struct Reply {
 #[derive(Debug)]
 pub(crate) enum CallFailure {
     /// The API failed for good.
-    Api { error: ApiError, attempts: u32, elapsed: Duration, gave_up: String },
+    Api {
+        error: ApiError,
+        attempts: u32,
+        elapsed: Duration,
+        gave_up: String,
+    },
     /// The turn was cancelled; `partial` holds the blocks that had completed.
-    Cancelled { partial: Option<AssistantMessage>, request_id: Option<String> },
+    Cancelled {
+        partial: Option<AssistantMessage>,
+        request_id: Option<String>,
+    },
     /// Emitting a frame failed.
     Emit(EmitError),
 }
@@ -51,7 +61,10 @@ pub(crate) struct CallCx<'a> {
 }
 
 /// Call the model, retrying transient failures. May switch `req.model` to the fallback model.
-pub(crate) async fn call_with_retry(cx: &mut CallCx<'_>, req: &mut ModelRequest) -> Result<Reply, CallFailure> {
+pub(crate) async fn call_with_retry(
+    cx: &mut CallCx<'_>,
+    req: &mut ModelRequest,
+) -> Result<Reply, CallFailure> {
     let started = Instant::now();
     let mut attempts = 0u32;
     let mut retries = 0u32;
@@ -63,12 +76,22 @@ pub(crate) async fn call_with_retry(cx: &mut CallCx<'_>, req: &mut ModelRequest)
         *cx.api_time += t0.elapsed();
         let error = match result {
             Ok(reply) => return Ok(reply),
-            Err(AttemptError::Cancelled(partial, request_id)) => return Err(CallFailure::Cancelled { partial, request_id }),
+            Err(AttemptError::Cancelled(partial, request_id)) => {
+                return Err(CallFailure::Cancelled {
+                    partial,
+                    request_id,
+                })
+            }
             Err(AttemptError::Emit(e)) => return Err(CallFailure::Emit(e)),
             Err(AttemptError::Api(e)) => e,
         };
         if !error.retryable() {
-            return Err(CallFailure::Api { error, attempts, elapsed: started.elapsed(), gave_up: String::new() });
+            return Err(CallFailure::Api {
+                error,
+                attempts,
+                elapsed: started.elapsed(),
+                gave_up: String::new(),
+            });
         }
         if error.is_overloaded() {
             overload_streak += 1;
@@ -94,7 +117,10 @@ pub(crate) async fn call_with_retry(cx: &mut CallCx<'_>, req: &mut ModelRequest)
                 continue;
             }
         }
-        let stream_failure = matches!(error.kind, ApiErrorKind::StreamDropped | ApiErrorKind::StreamIdle | ApiErrorKind::ConnectionLost);
+        let stream_failure = matches!(
+            error.kind,
+            ApiErrorKind::StreamDropped | ApiErrorKind::StreamIdle | ApiErrorKind::ConnectionLost
+        );
         let gave_up = if retries >= cx.policy.max_retries {
             Some(format!("retry limit of {} reached", cx.policy.max_retries))
         } else {
@@ -103,7 +129,11 @@ pub(crate) async fn call_with_retry(cx: &mut CallCx<'_>, req: &mut ModelRequest)
         let delay = cx.policy.delay(retries + 1, error.retry_after);
         let gave_up = gave_up.or_else(|| {
             (started.elapsed() + delay > cx.policy.budget).then(|| {
-                format!("the next wait of {:.1} s would pass the retry budget of {:.1} s", delay.as_secs_f64(), cx.policy.budget.as_secs_f64())
+                format!(
+                    "the next wait of {:.1} s would pass the retry budget of {:.1} s",
+                    delay.as_secs_f64(),
+                    cx.policy.budget.as_secs_f64()
+                )
             })
         });
         if let Some(gave_up) = gave_up {
@@ -111,23 +141,49 @@ pub(crate) async fn call_with_retry(cx: &mut CallCx<'_>, req: &mut ModelRequest)
                 // Streaming kept breaking: one plain request before giving up.
                 attempts += 1;
                 let t0 = Instant::now();
-                let remaining = cx.policy.budget.saturating_sub(started.elapsed()).max(Duration::from_secs(5));
+                let remaining = cx
+                    .policy
+                    .budget
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_secs(5));
                 let r = tokio::select! {
                     _ = cx.cancel.cancelled() => return Err(CallFailure::Cancelled { partial: None, request_id: None }),
                     r = tokio::time::timeout(remaining, cx.model.complete(req)) => r,
                 };
                 *cx.api_time += t0.elapsed();
                 match r {
-                    Ok(Ok((message, request_id))) => return Ok(Reply { message, request_id }),
+                    Ok(Ok((message, request_id))) => {
+                        return Ok(Reply {
+                            message,
+                            request_id,
+                        })
+                    }
                     Ok(Err(e)) => {
-                        return Err(CallFailure::Api { error: e, attempts, elapsed: started.elapsed(), gave_up: format!("{gave_up}; a final non-streaming attempt failed too") })
+                        return Err(CallFailure::Api {
+                            error: e,
+                            attempts,
+                            elapsed: started.elapsed(),
+                            gave_up: format!("{gave_up}; a final non-streaming attempt failed too"),
+                        })
                     }
                     Err(_) => {
-                        return Err(CallFailure::Api { error, attempts, elapsed: started.elapsed(), gave_up: format!("{gave_up}; a final non-streaming attempt got no reply in time") })
+                        return Err(CallFailure::Api {
+                            error,
+                            attempts,
+                            elapsed: started.elapsed(),
+                            gave_up: format!(
+                                "{gave_up}; a final non-streaming attempt got no reply in time"
+                            ),
+                        })
                     }
                 }
             }
-            return Err(CallFailure::Api { error, attempts, elapsed: started.elapsed(), gave_up });
+            return Err(CallFailure::Api {
+                error,
+                attempts,
+                elapsed: started.elapsed(),
+                gave_up,
+            });
         }
         retries += 1;
         cx.emitter
@@ -143,7 +199,11 @@ pub(crate) async fn call_with_retry(cx: &mut CallCx<'_>, req: &mut ModelRequest)
                 extra: Extra::new(),
             })))
             .await?;
-        tracing::info!("model request failed ({error}); retry {retries}/{} in {} ms", cx.policy.max_retries, delay.as_millis());
+        tracing::info!(
+            "model request failed ({error}); retry {retries}/{} in {} ms",
+            cx.policy.max_retries,
+            delay.as_millis()
+        );
         tokio::select! {
             _ = cx.cancel.cancelled() => return Err(CallFailure::Cancelled { partial: None, request_id: None }),
             _ = tokio::time::sleep(delay) => {}
@@ -168,8 +228,17 @@ enum AttemptError {
 /// A content block being streamed.
 enum Building {
     Text(String, Extra),
-    ToolUse { id: String, name: String, json: String, extra: Extra },
-    Thinking { thinking: String, signature: String, extra: Extra },
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+        extra: Extra,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+        extra: Extra,
+    },
     Verbatim(ContentBlock),
 }
 
@@ -177,8 +246,17 @@ impl Building {
     fn start(block: ContentBlock) -> Self {
         match block {
             ContentBlock::Text(t) => Building::Text(t.text, t.extra),
-            ContentBlock::ToolUse(t) => Building::ToolUse { id: t.id, name: t.name, json: String::new(), extra: t.extra },
-            ContentBlock::Thinking(t) => Building::Thinking { thinking: t.thinking, signature: t.signature, extra: t.extra },
+            ContentBlock::ToolUse(t) => Building::ToolUse {
+                id: t.id,
+                name: t.name,
+                json: String::new(),
+                extra: t.extra,
+            },
+            ContentBlock::Thinking(t) => Building::Thinking {
+                thinking: t.thinking,
+                signature: t.signature,
+                extra: t.extra,
+            },
             other => Building::Verbatim(other),
         }
     }
@@ -186,28 +264,52 @@ impl Building {
     fn apply(&mut self, delta: Delta) {
         match (self, delta) {
             (Building::Text(s, _), Delta::TextDelta(d)) => s.push_str(&d.text),
-            (Building::ToolUse { json, .. }, Delta::InputJsonDelta(d)) => json.push_str(&d.partial_json),
-            (Building::Thinking { thinking, .. }, Delta::ThinkingDelta(d)) => thinking.push_str(&d.thinking),
-            (Building::Thinking { signature, .. }, Delta::SignatureDelta(d)) => signature.push_str(&d.signature),
+            (Building::ToolUse { json, .. }, Delta::InputJsonDelta(d)) => {
+                json.push_str(&d.partial_json)
+            }
+            (Building::Thinking { thinking, .. }, Delta::ThinkingDelta(d)) => {
+                thinking.push_str(&d.thinking)
+            }
+            (Building::Thinking { signature, .. }, Delta::SignatureDelta(d)) => {
+                signature.push_str(&d.signature)
+            }
             _ => {}
         }
     }
 
     fn finish(self) -> ContentBlock {
         match self {
-            Building::Text(text, extra) => ContentBlock::Text(keel_protocol::TextBlock { text, extra }),
-            Building::ToolUse { id, name, json, extra } => {
+            Building::Text(text, extra) => {
+                ContentBlock::Text(keel_protocol::TextBlock { text, extra })
+            }
+            Building::ToolUse {
+                id,
+                name,
+                json,
+                extra,
+            } => {
                 let input = if json.trim().is_empty() {
                     Value::Object(Default::default())
                 } else {
                     // Invalid JSON reaches the tool as an input it will refuse with a clear message.
                     serde_json::from_str(&json).unwrap_or_else(|e| serde_json::json!({ "__invalid_json__": json, "__error__": e.to_string() }))
                 };
-                ContentBlock::ToolUse(ToolUseBlock { id, name, input, extra })
+                ContentBlock::ToolUse(ToolUseBlock {
+                    id,
+                    name,
+                    input,
+                    extra,
+                })
             }
-            Building::Thinking { thinking, signature, extra } => {
-                ContentBlock::Thinking(keel_protocol::ThinkingBlock { thinking, signature, extra })
-            }
+            Building::Thinking {
+                thinking,
+                signature,
+                extra,
+            } => ContentBlock::Thinking(keel_protocol::ThinkingBlock {
+                thinking,
+                signature,
+                extra,
+            }),
             Building::Verbatim(b) => b,
         }
     }
@@ -231,7 +333,12 @@ async fn stream_once(cx: &mut CallCx<'_>, req: &ModelRequest) -> Result<Reply, A
             n = stream.next() => n,
         };
         let ev = match next {
-            None => return Err(AttemptError::Api(ApiError::new(ApiErrorKind::StreamDropped, "the stream ended before message_stop"))),
+            None => {
+                return Err(AttemptError::Api(ApiError::new(
+                    ApiErrorKind::StreamDropped,
+                    "the stream ended before message_stop",
+                )))
+            }
             Some(Err(e)) => return Err(AttemptError::Api(e)),
             Some(Ok(ev)) => ev,
         };
@@ -253,10 +360,18 @@ async fn stream_once(cx: &mut CallCx<'_>, req: &ModelRequest) -> Result<Reply, A
         }
         match ev.event {
             StreamEvent::MessageStart(MessageStart { message: m }) => {
-                request_id = m.extra.get("request_id").and_then(Value::as_str).map(str::to_owned).or(request_id);
+                request_id = m
+                    .extra
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or(request_id);
                 message = Some(m);
             }
-            StreamEvent::ContentBlockStart(ContentBlockStart { index, content_block }) => {
+            StreamEvent::ContentBlockStart(ContentBlockStart {
+                index,
+                content_block,
+            }) => {
                 if building.len() <= index {
                     building.resize_with(index + 1, || None);
                 }
@@ -281,10 +396,16 @@ async fn stream_once(cx: &mut CallCx<'_>, req: &ModelRequest) -> Result<Reply, A
             }
             StreamEvent::MessageStop(_) => {
                 let Some(mut m) = message else {
-                    return Err(AttemptError::Api(ApiError::new(ApiErrorKind::Decode, "the stream ended without message_start")));
+                    return Err(AttemptError::Api(ApiError::new(
+                        ApiErrorKind::Decode,
+                        "the stream ended without message_start",
+                    )));
                 };
                 m.content = ordered(done);
-                return Ok(Reply { message: m, request_id });
+                return Ok(Reply {
+                    message: m,
+                    request_id,
+                });
             }
             StreamEvent::Ping(_) | StreamEvent::Error(_) | StreamEvent::Other(_) => {}
         }

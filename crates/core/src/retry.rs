@@ -44,7 +44,11 @@ pub struct EnvError {
 
 impl std::fmt::Display for EnvError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}={:?} is not valid: expected {}", self.var, self.value, self.expected)
+        write!(
+            f,
+            "{}={:?} is not valid: expected {}",
+            self.var, self.value, self.expected
+        )
     }
 }
 
@@ -55,7 +59,11 @@ impl RetryPolicy {
         for var in ["KEEL_MAX_RETRIES", "CLAUDE_CODE_MAX_RETRIES"] {
             if let Some(v) = get(var) {
                 p.max_retries = v.trim().parse().map_err(|_| EnvError {
-                    var: if var == "KEEL_MAX_RETRIES" { "KEEL_MAX_RETRIES" } else { "CLAUDE_CODE_MAX_RETRIES" },
+                    var: if var == "KEEL_MAX_RETRIES" {
+                        "KEEL_MAX_RETRIES"
+                    } else {
+                        "CLAUDE_CODE_MAX_RETRIES"
+                    },
                     value: v.clone(),
                     expected: "a whole number of retries (0 = no retry)",
                 })?;
@@ -76,7 +84,9 @@ impl RetryPolicy {
     /// The wait before retry number `retry` (1-based): exponential with up to 25 % jitter,
     /// capped; the API's `retry-after` wins when it asks for longer.
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        let exp = self.base_delay.saturating_mul(1u32 << retry.saturating_sub(1).min(20));
+        let exp = self
+            .base_delay
+            .saturating_mul(1u32 << retry.saturating_sub(1).min(20));
         let capped = exp.min(self.max_delay);
         let jitter = rand::thread_rng().gen_range(0.0..0.25);
         let backoff = capped.mul_f64(1.0 + jitter);
@@ -88,14 +98,21 @@ impl RetryPolicy {
 }
 
 /// Read a millisecond duration from the environment.
-pub fn env_ms(get: &impl Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<Duration>, EnvError> {
+pub fn env_ms(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<Duration>, EnvError> {
     match get(var) {
         None => Ok(None),
         Some(v) => v
             .trim()
             .parse::<u64>()
             .map(|ms| Some(Duration::from_millis(ms)))
-            .map_err(|_| EnvError { var, value: v.clone(), expected: "milliseconds" }),
+            .map_err(|_| EnvError {
+                var,
+                value: v.clone(),
+                expected: "milliseconds",
+            }),
     }
 }
 
@@ -106,11 +123,21 @@ mod tests {
     #[test]
     fn backoff_doubles_with_bounded_jitter_and_cap() {
         let p = RetryPolicy::default();
-        for (retry, base) in [(1, 500), (2, 1000), (3, 2000), (4, 4000), (10, 30_000), (40, 30_000)] {
+        for (retry, base) in [
+            (1, 500),
+            (2, 1000),
+            (3, 2000),
+            (4, 4000),
+            (10, 30_000),
+            (40, 30_000),
+        ] {
             let d = p.delay(retry, None).as_millis() as u64;
             assert!(d >= base && d <= base + base / 4, "retry {retry}: {d}");
         }
-        assert_eq!(p.delay(1, Some(Duration::from_secs(2))), Duration::from_secs(2));
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
     }
 
     #[test]
@@ -129,6 +156,9 @@ mod tests {
         };
         assert_eq!(RetryPolicy::from_env(both).unwrap().max_retries, 0);
         let bad = |k: &str| (k == "KEEL_MAX_RETRIES").then(|| "lots".to_owned());
-        assert!(RetryPolicy::from_env(bad).unwrap_err().to_string().contains("KEEL_MAX_RETRIES"));
+        assert!(RetryPolicy::from_env(bad)
+            .unwrap_err()
+            .to_string()
+            .contains("KEEL_MAX_RETRIES"));
     }
 }

@@ -6,7 +6,10 @@ use std::time::{Duration, Instant};
 use keel_model::{Model, ModelRequest, ToolSpec};
 use keel_protocol::content::AssistantMessage;
 use keel_protocol::frames::{AssistantFrame, InitFrame, ResultFrame, UserMessage};
-use keel_protocol::{CancelReason, ContentBlock, Extra, Frame, MessageContent, PermissionDenial, Role, SystemFrame, ToolUseBlock, UserFrame};
+use keel_protocol::{
+    CancelReason, ContentBlock, Extra, Frame, MessageContent, PermissionDenial, Role, SystemFrame,
+    ToolUseBlock, UserFrame,
+};
 use keel_tools::{CancelToken, ProcessRegistry, Tool};
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -48,7 +51,10 @@ impl Shared {
     }
     pub(crate) fn set_queued(&self, calls: &[ToolUseBlock]) {
         let mut g = self.lock();
-        g.calls = calls.iter().map(|c| (c.id.clone(), c.name.clone(), CallState::Queued)).collect();
+        g.calls = calls
+            .iter()
+            .map(|c| (c.id.clone(), c.name.clone(), CallState::Queued))
+            .collect();
     }
     fn set_state(&self, id: &str, state: CallState) {
         if let Some(c) = self.lock().calls.iter_mut().find(|c| c.0 == id) {
@@ -96,7 +102,9 @@ impl SessionHandle {
         let mut receipt = InterruptReceipt::default();
         {
             let g = self.shared.lock();
-            let Some(token) = g.turn.clone() else { return receipt };
+            let Some(token) = g.turn.clone() else {
+                return receipt;
+            };
             receipt.was_running = true;
             for (id, _, state) in &g.calls {
                 match state {
@@ -156,7 +164,12 @@ pub struct Session {
 
 impl Session {
     /// A session with an empty history.
-    pub fn new(cfg: SessionConfig, model: Arc<dyn Model>, tools: Vec<Arc<dyn Tool>>, emitter: Emitter) -> Self {
+    pub fn new(
+        cfg: SessionConfig,
+        model: Arc<dyn Model>,
+        tools: Vec<Arc<dyn Tool>>,
+        emitter: Emitter,
+    ) -> Self {
         let (turns_done, _) = watch::channel(0);
         let mut s = Self {
             cfg,
@@ -165,7 +178,10 @@ impl Session {
             history: History::new(),
             cost: CostTracker::default(),
             emitter,
-            shared: Arc::new(Shared { inner: Mutex::new(SharedInner::default()), turns_done }),
+            shared: Arc::new(Shared {
+                inner: Mutex::new(SharedInner::default()),
+                turns_done,
+            }),
             processes: Arc::new(ProcessRegistry::new()),
             results_emitted: 0,
             system: Vec::new(),
@@ -182,7 +198,9 @@ impl Session {
 
     /// A handle for interrupting from elsewhere.
     pub fn handle(&self) -> SessionHandle {
-        SessionHandle { shared: self.shared.clone() }
+        SessionHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     /// The configuration.
@@ -214,7 +232,11 @@ impl Session {
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
         self.tools
             .iter()
-            .map(|t| ToolSpec { name: t.name().to_owned(), description: t.description().to_owned(), input_schema: t.input_schema() })
+            .map(|t| ToolSpec {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                input_schema: t.input_schema(),
+            })
             .collect()
     }
 
@@ -224,7 +246,12 @@ impl Session {
             None => {
                 let date = chrono::Local::now().format("%Y-%m-%d").to_string();
                 let specs = self.tool_specs();
-                default_prompt(&PromptContext { cwd: &self.cfg.cwd, tools: &specs, date: &date, home: self.cfg.home.as_deref() })
+                default_prompt(&PromptContext {
+                    cwd: &self.cfg.cwd,
+                    tools: &specs,
+                    date: &date,
+                    home: self.cfg.home.as_deref(),
+                })
             }
         };
         if let Some(a) = &self.cfg.append_system_prompt {
@@ -247,7 +274,9 @@ impl Session {
         }
         let procs = self.processes.clone();
         let grace = self.cfg.tool_limits.kill_grace;
-        tokio::task::spawn_blocking(move || procs.kill_all_blocking(grace)).await.unwrap_or(0)
+        tokio::task::spawn_blocking(move || procs.kill_all_blocking(grace))
+            .await
+            .unwrap_or(0)
     }
 
     /// Run one turn: `prompt` in, frames out, exactly one `result` frame at the end.
@@ -263,14 +292,19 @@ impl Session {
         let mut stats = TurnStats::default();
         let end = match self.turn_inner(prompt, &turn, &mut stats).await {
             Ok(end) => end,
-            Err(e) => TurnEnd::Internal { message: e.to_string() },
+            Err(e) => TurnEnd::Internal {
+                message: e.to_string(),
+            },
         };
-        debug_assert!(self.history.open_calls().is_empty(), "a turn ended with open tool calls");
+        debug_assert!(
+            self.history.open_calls().is_empty(),
+            "a turn ended with open tool calls"
+        );
         let result = self.result_frame(&end, &stats, started.elapsed());
         if let Err(e) = self.emitter.sync() {
             tracing::error!("could not make the transcript durable: {e}");
         }
-        if let Err(e) = self.emitter.emit(Frame::Result(result)).await {
+        if let Err(e) = self.emitter.emit_final(Frame::Result(result)).await {
             tracing::error!("could not emit the result: {e}");
         }
         if let Err(e) = self.emitter.sync() {
@@ -303,14 +337,25 @@ impl Session {
             uuid: new_uuid(),
             extra,
         };
-        self.emitter.emit(Frame::System(SystemFrame::Init(frame))).await
+        self.emitter
+            .emit(Frame::System(SystemFrame::Init(frame)))
+            .await
     }
 
-    async fn turn_inner(&mut self, prompt: Vec<ContentBlock>, turn: &CancelToken, stats: &mut TurnStats) -> Result<TurnEnd, EmitError> {
+    async fn turn_inner(
+        &mut self,
+        prompt: Vec<ContentBlock>,
+        turn: &CancelToken,
+        stats: &mut TurnStats,
+    ) -> Result<TurnEnd, EmitError> {
         self.emit_init().await?;
         // The prompt is persisted (for resume) but not echoed to the front end.
         self.emitter.record(&Frame::User(UserFrame {
-            message: UserMessage { role: Role::User, content: MessageContent::Blocks(prompt.clone()), extra: Extra::new() },
+            message: UserMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(prompt.clone()),
+                extra: Extra::new(),
+            },
             parent_tool_use_id: self.emitter.parent_tool_use_id().map(str::to_owned),
             session_id: self.emitter.session_id().to_owned(),
             uuid: Some(new_uuid()),
@@ -320,7 +365,9 @@ impl Session {
             extra: Extra::new(),
         }))?;
         if let Err(e) = self.history.push_user(prompt) {
-            return Ok(TurnEnd::Internal { message: format!("the conversation could not take the prompt: {e}") });
+            return Ok(TurnEnd::Internal {
+                message: format!("the conversation could not take the prompt: {e}"),
+            });
         }
         loop {
             stats.num_turns += 1;
@@ -330,7 +377,10 @@ impl Session {
                 }
             }
             if turn.is_cancelled() {
-                return Ok(TurnEnd::Interrupted { phase: Phase::Streaming, reason: turn.reason().unwrap_or(CancelReason::UserInterrupted) });
+                return Ok(TurnEnd::Interrupted {
+                    phase: Phase::Streaming,
+                    reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
+                });
             }
             let mut req = ModelRequest {
                 model: self.cfg.model.clone(),
@@ -353,18 +403,39 @@ impl Session {
             let reply = match call_with_retry(&mut cx, &mut req).await {
                 Ok(r) => r,
                 Err(CallFailure::Emit(e)) => return Err(e),
-                Err(CallFailure::Api { error, attempts, elapsed, gave_up }) => {
-                    return Ok(TurnEnd::ApiFailed { error, attempts, elapsed, gave_up });
+                Err(CallFailure::Api {
+                    error,
+                    attempts,
+                    elapsed,
+                    gave_up,
+                }) => {
+                    return Ok(TurnEnd::ApiFailed {
+                        error,
+                        attempts,
+                        elapsed,
+                        gave_up,
+                    });
                 }
-                Err(CallFailure::Cancelled { partial, request_id }) => {
+                Err(CallFailure::Cancelled {
+                    partial,
+                    request_id,
+                }) => {
                     if let Some(m) = partial {
                         self.cost.add(&m.model, &m.usage);
                         if let Some(pending) = self.accept_reply(m, request_id).await? {
                             let reason = turn.reason().unwrap_or(CancelReason::UserInterrupted);
-                            self.close_unrun(pending, |c| rejected_text(&c.name, reason), "rejected").await?;
+                            self.close_unrun(
+                                pending,
+                                |c| rejected_text(&c.name, reason),
+                                "rejected",
+                            )
+                            .await?;
                         }
                     }
-                    return Ok(TurnEnd::Interrupted { phase: Phase::Streaming, reason: turn.reason().unwrap_or(CancelReason::UserInterrupted) });
+                    return Ok(TurnEnd::Interrupted {
+                        phase: Phase::Streaming,
+                        reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
+                    });
                 }
             };
             if req.model != self.cfg.model {
@@ -386,7 +457,10 @@ impl Session {
                         )
                         .await?;
                     }
-                    return Ok(TurnEnd::Budget { limit_usd: limit, spent_usd: spent });
+                    return Ok(TurnEnd::Budget {
+                        limit_usd: limit,
+                        spent_usd: spent,
+                    });
                 }
             }
             let Some(mut pending) = pending else {
@@ -404,18 +478,27 @@ impl Session {
             };
             let dispatched = run_calls(&dcx, &mut pending).await;
             // Close the obligation before anything else, even if emitting failed.
-            self.history.close(pending, |c| rejected_text(&c.name, turn.reason().unwrap_or(CancelReason::Shutdown)));
+            self.history.close(pending, |c| {
+                rejected_text(&c.name, turn.reason().unwrap_or(CancelReason::Shutdown))
+            });
             let dispatched = dispatched?;
             stats.denials.extend(dispatched.denials);
             self.emitter.sync()?;
             if let Some(reason) = dispatched.cancelled {
-                return Ok(TurnEnd::Interrupted { phase: Phase::Tools, reason });
+                return Ok(TurnEnd::Interrupted {
+                    phase: Phase::Tools,
+                    reason,
+                });
             }
         }
     }
 
     /// Emit one `assistant` frame per content block and append the reply to the history.
-    async fn accept_reply(&mut self, message: AssistantMessage, request_id: Option<String>) -> Result<Option<PendingResults>, EmitError> {
+    async fn accept_reply(
+        &mut self,
+        message: AssistantMessage,
+        request_id: Option<String>,
+    ) -> Result<Option<PendingResults>, EmitError> {
         for block in &message.content {
             if matches!(block, ContentBlock::Text(t) if t.text.is_empty()) {
                 continue;
@@ -442,7 +525,12 @@ impl Session {
     }
 
     /// Close an obligation whose calls will not run, telling the model why (and the front end).
-    async fn close_unrun(&mut self, pending: PendingResults, text: impl Fn(&ToolUseBlock) -> String, kind: &str) -> Result<(), EmitError> {
+    async fn close_unrun(
+        &mut self,
+        pending: PendingResults,
+        text: impl Fn(&ToolUseBlock) -> String,
+        kind: &str,
+    ) -> Result<(), EmitError> {
         let blocks = self.history.close(pending, text);
         for b in blocks {
             let id = match &b {
@@ -451,7 +539,11 @@ impl Session {
             };
             self.emitter
                 .emit(Frame::User(UserFrame {
-                    message: UserMessage { role: Role::User, content: MessageContent::Blocks(vec![b]), extra: Extra::new() },
+                    message: UserMessage {
+                        role: Role::User,
+                        content: MessageContent::Blocks(vec![b]),
+                        extra: Extra::new(),
+                    },
                     parent_tool_use_id: self.emitter.parent_tool_use_id().map(str::to_owned),
                     session_id: self.emitter.session_id().to_owned(),
                     uuid: Some(new_uuid()),

@@ -67,13 +67,21 @@ impl AnthropicClient {
         let mut headers = HeaderMap::new();
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
         if let Some(key) = &cfg.api_key {
-            let v = HeaderValue::from_str(key)
-                .map_err(|_| ApiError::new(ApiErrorKind::Config, "the API key contains characters that cannot be sent in an HTTP header"))?;
+            let v = HeaderValue::from_str(key).map_err(|_| {
+                ApiError::new(
+                    ApiErrorKind::Config,
+                    "the API key contains characters that cannot be sent in an HTTP header",
+                )
+            })?;
             headers.insert("x-api-key", v);
         }
         if let Some(tok) = &cfg.auth_token {
-            let v = HeaderValue::from_str(&format!("Bearer {tok}"))
-                .map_err(|_| ApiError::new(ApiErrorKind::Config, "the auth token contains characters that cannot be sent in an HTTP header"))?;
+            let v = HeaderValue::from_str(&format!("Bearer {tok}")).map_err(|_| {
+                ApiError::new(
+                    ApiErrorKind::Config,
+                    "the auth token contains characters that cannot be sent in an HTTP header",
+                )
+            })?;
             headers.insert("authorization", v);
         }
         let http = reqwest::Client::builder()
@@ -82,7 +90,12 @@ impl AnthropicClient {
             .connect_timeout(cfg.connect_timeout)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| ApiError::new(ApiErrorKind::Config, format!("could not start the HTTP client: {e}")))?;
+            .map_err(|e| {
+                ApiError::new(
+                    ApiErrorKind::Config,
+                    format!("could not start the HTTP client: {e}"),
+                )
+            })?;
         let url = format!("{}/v1/messages", cfg.base_url.trim_end_matches('/'));
         Ok(Self { http, cfg, url })
     }
@@ -95,16 +108,28 @@ impl AnthropicClient {
     async fn send(&self, req: &ModelRequest, stream: bool) -> Result<reqwest::Response, ApiError> {
         let mut body = req.clone();
         body.stream = stream;
-        let json = serde_json::to_vec(&body)
-            .map_err(|e| ApiError::new(ApiErrorKind::Config, format!("could not encode the request: {e}")))?;
-        let send = self.http.post(&self.url).header("content-type", "application/json").body(json).send();
+        let json = serde_json::to_vec(&body).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Config,
+                format!("could not encode the request: {e}"),
+            )
+        })?;
+        let send = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(json)
+            .send();
         // A server that accepts the connection and then says nothing must not hang us: the wait
         // for the response headers is bounded by the idle timeout too.
         let resp = match tokio::time::timeout(self.cfg.idle_timeout, send).await {
             Err(_) => {
                 return Err(ApiError::new(
                     ApiErrorKind::StreamIdle,
-                    format!("no response headers within {} ms", self.cfg.idle_timeout.as_millis()),
+                    format!(
+                        "no response headers within {} ms",
+                        self.cfg.idle_timeout.as_millis()
+                    ),
                 ))
             }
             Ok(Err(e)) => return Err(transport_error(&e)),
@@ -126,14 +151,20 @@ impl Model for AnthropicClient {
         })
     }
 
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>> {
         Box::pin(async move {
             let fut = async {
                 let resp = self.send(req, false).await?;
                 let request_id = header_str(resp.headers(), "request-id");
                 let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
                 let msg: AssistantMessage = serde_json::from_slice(&bytes).map_err(|e| {
-                    ApiError::new(ApiErrorKind::Decode, format!("the reply is not a Messages API message: {e}"))
+                    ApiError::new(
+                        ApiErrorKind::Decode,
+                        format!("the reply is not a Messages API message: {e}"),
+                    )
                 })?;
                 Ok((msg, request_id))
             };
@@ -141,7 +172,10 @@ impl Model for AnthropicClient {
                 Ok(r) => r,
                 Err(_) => Err(ApiError::new(
                     ApiErrorKind::StreamIdle,
-                    format!("no complete reply within {} s", self.cfg.request_timeout.as_secs()),
+                    format!(
+                        "no complete reply within {} s",
+                        self.cfg.request_timeout.as_secs()
+                    ),
                 )),
             }
         })
@@ -171,7 +205,10 @@ fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String
             let ev = match next {
                 None => break,
                 Some(Err(e)) => {
-                    let _ = tx.send(Err(ApiError::new(ApiErrorKind::ConnectionLost, format!("the stream broke: {e}"))));
+                    let _ = tx.send(Err(ApiError::new(
+                        ApiErrorKind::ConnectionLost,
+                        format!("the stream broke: {e}"),
+                    )));
                     return;
                 }
                 Some(Ok(ev)) => ev,
@@ -182,14 +219,23 @@ fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String
             let raw: Value = match serde_json::from_str(&ev.data) {
                 Ok(v) => v,
                 Err(e) => {
-                    let _ = tx.send(Err(ApiError::new(ApiErrorKind::Decode, format!("an SSE event is not JSON ({e}): {}", truncate(&ev.data, 200)))));
+                    let _ = tx.send(Err(ApiError::new(
+                        ApiErrorKind::Decode,
+                        format!(
+                            "an SSE event is not JSON ({e}): {}",
+                            truncate(&ev.data, 200)
+                        ),
+                    )));
                     return;
                 }
             };
             let event: StreamEvent = match serde_json::from_value(raw.clone()) {
                 Ok(e) => e,
                 Err(e) => {
-                    let _ = tx.send(Err(ApiError::new(ApiErrorKind::Decode, format!("an SSE event has an unexpected shape: {e}"))));
+                    let _ = tx.send(Err(ApiError::new(
+                        ApiErrorKind::Decode,
+                        format!("an SSE event has an unexpected shape: {e}"),
+                    )));
                     return;
                 }
             };
@@ -213,7 +259,10 @@ fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String
             }
         }
         if !saw_stop {
-            let _ = tx.send(Err(ApiError::new(ApiErrorKind::StreamDropped, "the stream ended before message_stop")));
+            let _ = tx.send(Err(ApiError::new(
+                ApiErrorKind::StreamDropped,
+                "the stream ended before message_stop",
+            )));
         }
     });
     Box::pin(stream)
@@ -257,7 +306,13 @@ fn transport_error(e: &reqwest::Error) -> ApiError {
         detail.push_str(&s.to_string());
         src = s.source();
     }
-    let kind = if e.is_connect() { ApiErrorKind::Connect } else if e.is_builder() { ApiErrorKind::Config } else { ApiErrorKind::ConnectionLost };
+    let kind = if e.is_connect() {
+        ApiErrorKind::Connect
+    } else if e.is_builder() {
+        ApiErrorKind::Config
+    } else {
+        ApiErrorKind::ConnectionLost
+    };
     ApiError::new(kind, detail)
 }
 
@@ -280,14 +335,31 @@ async fn http_error(resp: reqwest::Response) -> ApiError {
         None => {
             let text = String::from_utf8_lossy(&body);
             let text = truncate(text.trim(), 300).to_owned();
-            (None, if text.is_empty() { reason_phrase(status).to_owned() } else { text })
+            (
+                None,
+                if text.is_empty() {
+                    reason_phrase(status).to_owned()
+                } else {
+                    text
+                },
+            )
         }
     };
-    ApiError { kind: ApiErrorKind::Http, status: Some(status), error_type, message, retry_after, request_id }
+    ApiError {
+        kind: ApiErrorKind::Http,
+        status: Some(status),
+        error_type,
+        message,
+        retry_after,
+        request_id,
+    }
 }
 
 fn reason_phrase(status: u16) -> &'static str {
-    reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("error")
+    reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("error")
 }
 
 /// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, possibly fractional).

@@ -53,7 +53,14 @@ pub struct ApiError {
 impl ApiError {
     /// An error of `kind` with a message and nothing else.
     pub fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, status: None, error_type: None, message: message.into(), retry_after: None, request_id: None }
+        Self {
+            kind,
+            status: None,
+            error_type: None,
+            message: message.into(),
+            retry_after: None,
+            request_id: None,
+        }
     }
 
     /// Transient or permanent. One exhaustive match: a new kind forces a decision here.
@@ -68,7 +75,8 @@ impl ApiError {
                 Some(_) | None => Permanent,
             },
             ApiErrorKind::StreamError => match self.error_type.as_deref() {
-                Some("overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error") | None => Transient,
+                Some("overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error")
+                | None => Transient,
                 Some(_) => Permanent,
             },
             ApiErrorKind::Connect
@@ -120,7 +128,10 @@ mod tests {
     use super::*;
 
     fn http(status: u16) -> ApiError {
-        ApiError { status: Some(status), ..ApiError::new(ApiErrorKind::Http, "x") }
+        ApiError {
+            status: Some(status),
+            ..ApiError::new(ApiErrorKind::Http, "x")
+        }
     }
 
     #[test]
@@ -131,10 +142,18 @@ mod tests {
         for s in [408, 409, 429, 500, 502, 503, 504, 529, 599] {
             assert_eq!(http(s).class(), ErrorClass::Transient, "{s}");
         }
-        for k in [ApiErrorKind::Connect, ApiErrorKind::ConnectionLost, ApiErrorKind::StreamDropped, ApiErrorKind::StreamIdle] {
+        for k in [
+            ApiErrorKind::Connect,
+            ApiErrorKind::ConnectionLost,
+            ApiErrorKind::StreamDropped,
+            ApiErrorKind::StreamIdle,
+        ] {
             assert!(ApiError::new(k, "x").retryable(), "{k:?}");
         }
-        let sse = |t: &str| ApiError { error_type: Some(t.into()), ..ApiError::new(ApiErrorKind::StreamError, "x") };
+        let sse = |t: &str| ApiError {
+            error_type: Some(t.into()),
+            ..ApiError::new(ApiErrorKind::StreamError, "x")
+        };
         assert!(sse("overloaded_error").retryable());
         assert!(sse("api_error").retryable());
         assert!(!sse("invalid_request_error").retryable());
@@ -146,6 +165,9 @@ mod tests {
         assert_eq!(http(529).retry_label(), "overloaded");
         assert_eq!(http(429).retry_label(), "rate_limit");
         assert_eq!(http(500).retry_label(), "server_error");
-        assert_eq!(ApiError::new(ApiErrorKind::StreamDropped, "x").retry_label(), "unknown");
+        assert_eq!(
+            ApiError::new(ApiErrorKind::StreamDropped, "x").retry_label(),
+            "unknown"
+        );
     }
 }

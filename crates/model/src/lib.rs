@@ -43,5 +43,8 @@ pub trait Model: Send + Sync {
     /// Send a streaming request; resolves once the response headers arrived.
     fn stream<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, ApiError>>;
     /// Send a non-streaming request and wait for the whole reply.
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>>;
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>>;
 }

@@ -111,7 +111,8 @@ fn read_file(path: &Path, start: usize, limit: usize, cancel: &CancelToken) -> T
             "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
         ));
     }
-    if meta.len() == 0 {
+    // Only a regular file's size is meaningful; a pipe or device reports 0 and must be read.
+    if meta.is_file() && meta.len() == 0 {
         return ToolOutcome::ok(format!("The file {shown} is empty (0 bytes)."));
     }
     let mut file = match File::open(path) {

@@ -1,0 +1,331 @@
+//! Shared test harness: a keel-mock server, a scratch working directory and home, and helpers
+//! to run `keel` and read its frames.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use keel_mock::{MockServer, RecordedRequest, Scenario};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The keel binary under test.
+pub fn keel_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_keel"))
+}
+
+/// A mock server plus scratch directories.
+pub struct Harness {
+    pub mock: MockServer,
+    pub dir: tempfile::TempDir,
+    pub home: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn new(scenario: Scenario) -> Self {
+        let mock = MockServer::start(scenario).await.expect("keel-mock starts");
+        Self {
+            mock,
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub async fn from_json(json: &str) -> Self {
+        Self::new(Scenario::from_json(json).expect("scenario parses")).await
+    }
+
+    /// The scratch working directory.
+    pub fn cwd(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `KEEL_HOME` of the runs.
+    pub fn keel_home(&self) -> PathBuf {
+        self.home.path().join("keel")
+    }
+
+    /// A command for keel with the test environment (mock URL, fake key, scratch home).
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new(keel_bin());
+        c.args(args)
+            .current_dir(self.cwd())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("KEEL_HOME", self.keel_home())
+            .env("ANTHROPIC_BASE_URL", self.mock.base_url())
+            .env("ANTHROPIC_API_KEY", "sk-test-keel")
+            .env("IS_SANDBOX", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    /// Run keel to completion (bounded: a hung keel fails the test instead of hanging it).
+    pub async fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let child = self.command(args, env).spawn().expect("keel starts");
+        let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+            .await
+            .expect("keel finished within 120 s")
+            .expect("keel ran");
+        Run::new(
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    /// `keel -p PROMPT --output-format stream-json --verbose` plus `extra` flags.
+    pub async fn run_stream(&self, prompt: &str, extra: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut args = vec!["-p", prompt, "--output-format", "stream-json", "--verbose"];
+        args.extend_from_slice(extra);
+        self.run(&args, env).await
+    }
+
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.mock
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens"))
+            .collect()
+    }
+}
+
+/// A finished keel run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub frames: Vec<Value>,
+}
+
+impl Run {
+    pub fn new(code: i32, stdout: String, stderr: String) -> Self {
+        let frames = stdout
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        Self {
+            code,
+            stdout,
+            stderr,
+            frames,
+        }
+    }
+
+    /// Frames of a `type` (and `subtype`, for system frames: "system/api_retry").
+    pub fn of(&self, kind: &str) -> Vec<&Value> {
+        let (t, sub) = kind
+            .split_once('/')
+            .map(|(a, b)| (a, Some(b)))
+            .unwrap_or((kind, None));
+        self.frames
+            .iter()
+            .filter(|f| f["type"] == t && sub.is_none_or(|s| f["subtype"] == s))
+            .collect()
+    }
+
+    /// The one result frame (fails unless there is exactly one, and it is last).
+    pub fn result(&self) -> &Value {
+        let results = self.of("result");
+        assert_eq!(
+            results.len(),
+            1,
+            "exactly one result frame expected\nstdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        assert_eq!(
+            self.frames.last().unwrap()["type"],
+            "result",
+            "the result must be the last frame"
+        );
+        results[0]
+    }
+
+    /// Every tool_result block keel emitted, in order.
+    pub fn tool_results(&self) -> Vec<&Value> {
+        self.of("user")
+            .into_iter()
+            .flat_map(|f| f["message"]["content"].as_array().into_iter().flatten())
+            .filter(|b| b["type"] == "tool_result")
+            .collect()
+    }
+
+    /// Assert subtype, is_error, terminal_reason and exit code together.
+    pub fn assert_end(&self, subtype: &str, is_error: bool, terminal_reason: &str, code: i32) {
+        let r = self.result();
+        assert_eq!(
+            (
+                r["subtype"].as_str().unwrap(),
+                r["is_error"].as_bool().unwrap(),
+                r["terminal_reason"].as_str().unwrap(),
+                self.code
+            ),
+            (subtype, is_error, terminal_reason, code),
+            "result/exit mismatch\nresult: {r}\nstderr: {}",
+            self.stderr
+        );
+    }
+}
+
+/// A running keel whose stdout frames are read as they come.
+pub struct Live {
+    pub child: Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    pub frames: Vec<Value>,
+}
+
+impl Live {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd.spawn().expect("keel starts");
+        let stdout = child.stdout.take().unwrap();
+        Self {
+            child,
+            lines: BufReader::new(stdout).lines(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// Read frames until one satisfies `pred` (bounded by `timeout`). Returns that frame.
+    pub async fn wait_for(&mut self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let fut = async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read stdout")
+                    .expect("keel exited before the awaited frame");
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                self.frames.push(v.clone());
+                if pred(&v) {
+                    return v;
+                }
+            }
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .expect("awaited frame did not arrive in time")
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id().expect("running") as i32
+    }
+
+    /// Send a signal to keel.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY-free: `kill` via the command line keeps the test crate free of unsafe code.
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Read the rest of stdout and wait for exit; returns the full run.
+    pub async fn finish(mut self, timeout: Duration) -> Run {
+        let fut = async {
+            while let Some(line) = self.lines.next_line().await.unwrap_or(None) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    self.frames.push(v);
+                }
+            }
+            let mut stderr = String::new();
+            if let Some(mut e) = self.child.stderr.take() {
+                use tokio::io::AsyncReadExt;
+                let _ = e.read_to_string(&mut stderr).await;
+            }
+            let status = self.child.wait().await.unwrap();
+            (status, stderr)
+        };
+        let (status, stderr) = tokio::time::timeout(timeout, fut)
+            .await
+            .expect("keel exited in time");
+        let stdout = self
+            .frames
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut run = Run::new(status.code().unwrap_or(-1), stdout, stderr);
+        run.frames = self.frames;
+        run
+    }
+}
+
+/// Processes whose process group is `pgid` (zombies excluded).
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 2 && f[0] != "Z" && f[2].parse::<i32>().ok() == Some(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Processes whose command line contains `needle` (zombies excluded).
+pub fn processes_matching(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true);
+        if !zombie && cmd.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Poll (bounded) until `f` holds — for process-table checks where no event exists to wait on.
+pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,3 @@
+pub mod common;
+
+mod basic;
