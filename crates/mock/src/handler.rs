@@ -300,6 +300,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             phase: StallPhase::BeforeHeaders,
             ms,
             then,
+            ..
         } => {
             let wait = wait + Duration::from_millis(*ms);
             return match then {
@@ -320,13 +321,14 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             phase: StallPhase::AfterMessageStart,
             ms,
             then,
+            after_events,
         } => {
             let reply = reply_of(then.as_deref(), DEFAULT_STALL_TEXT);
             let pause = Duration::from_millis(*ms);
             if r.stream {
                 let mut pieces = Vec::new();
                 for (i, event) in reply.sse_events().into_iter().enumerate() {
-                    if i == 2 {
+                    if i == *after_events {
                         pieces.push(Piece::Pause(pause));
                     }
                     pieces.push(Piece::Data(event));

@@ -17,6 +17,8 @@ pub const DEFAULT_DROP_AFTER_EVENTS: usize = 4;
 pub const DEFAULT_SSE_ERROR_AFTER_EVENTS: usize = 1;
 /// Text of the reply a `drop` step streams when it has no `reply` of its own.
 pub const DEFAULT_DROP_TEXT: &str = "keel-mock partial reply that will be cut off";
+/// Events streamed before an `after_message_start` stall: message_start and ping.
+pub const DEFAULT_STALL_AFTER_EVENTS: usize = 2;
 /// Text of the reply a `stall` step sends when it has no `then`.
 pub const DEFAULT_STALL_TEXT: &str = "keel-mock reply after a stall";
 
@@ -114,6 +116,9 @@ pub enum StepKind {
         ms: u64,
         /// What follows the silence (see the README for the defaults of each phase).
         then: Option<Box<Step>>,
+        /// For `after_message_start`: how many events of `then` are streamed before the
+        /// silence (default 2: message_start and ping).
+        after_events: usize,
     },
 }
 
@@ -408,6 +413,7 @@ impl Step {
             phase: StallPhase::BeforeHeaders,
             ms,
             then: then.map(Box::new),
+            after_events: DEFAULT_STALL_AFTER_EVENTS,
         })
     }
 
@@ -417,6 +423,7 @@ impl Step {
             phase: StallPhase::AfterMessageStart,
             ms,
             then: then.map(Box::new),
+            after_events: DEFAULT_STALL_AFTER_EVENTS,
         })
     }
 

@@ -270,7 +270,7 @@ fn step_body(f: &Fields<'_>, kind: &str, common: &[&str]) -> Result<Step> {
         "error" => &["status", "error_type", "message", "headers"],
         "sse_error" => &["error_type", "message", "after_events", "reply"],
         "drop" => &["after_events", "reply"],
-        _ => &["phase", "ms", "then"],
+        _ => &["phase", "ms", "then", "after_events"],
     };
     let allowed: Vec<&str> = common.iter().chain(own).copied().collect();
     f.only(&allowed)?;
@@ -462,10 +462,27 @@ fn stall_kind(f: &Fields<'_>) -> Result<StepKind> {
         StallPhase::BeforeHeaders => &["text", "tool_use", "error"],
         StallPhase::AfterMessageStart => &["text", "tool_use"],
     };
+    let after_events = match f.opt_u64("after_events")? {
+        None => crate::scenario::DEFAULT_STALL_AFTER_EVENTS,
+        Some(_) if phase == StallPhase::BeforeHeaders => {
+            return Err(f.at.err(
+                "after_events",
+                "only applies to phase \"after_message_start\"",
+            ))
+        }
+        Some(0) => {
+            return Err(f.at.err(
+                "after_events",
+                "must be at least 1 (message_start comes first)",
+            ))
+        }
+        Some(n) => n as usize,
+    };
     Ok(StepKind::Stall {
         phase,
         ms,
         then: nested_step(f, "then", kinds)?,
+        after_events,
     })
 }
 

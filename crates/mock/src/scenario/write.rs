@@ -76,7 +76,15 @@ fn step(s: &Step) -> Value {
                 o.insert("reply".into(), step(r));
             }
         }
-        StepKind::Stall { phase, ms, then } => {
+        StepKind::Stall {
+            phase,
+            ms,
+            then,
+            after_events,
+        } => {
+            if *after_events != crate::scenario::DEFAULT_STALL_AFTER_EVENTS {
+                o.insert("after_events".into(), json!(after_events));
+            }
             let phase = match phase {
                 StallPhase::BeforeHeaders => "before_headers",
                 StallPhase::AfterMessageStart => "after_message_start",

@@ -32,7 +32,8 @@ fn the_documented_example_parses() {
         StepKind::Stall {
             phase: StallPhase::AfterMessageStart,
             ms: 3000,
-            then: None
+            then: None,
+            after_events: keel_mock::DEFAULT_STALL_AFTER_EVENTS
         }
     ));
     assert_eq!(s.steps[7].times, 2);
