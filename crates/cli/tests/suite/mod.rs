@@ -1,3 +1,4 @@
 pub mod common;
 
 mod basic;
+mod failures;
