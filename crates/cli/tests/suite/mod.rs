@@ -1,4 +1,5 @@
 pub mod common;
 
 mod basic;
+mod cancel;
 mod failures;
