@@ -1,0 +1,3 @@
+//! keel-core's in-process tests: a real Session against keel-mock on loopback.
+
+mod suite;

@@ -1,0 +1,4 @@
+pub mod harness;
+
+mod engine;
+mod torture;
