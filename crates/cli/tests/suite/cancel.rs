@@ -24,7 +24,18 @@ fn is_tool_use(f: &Value) -> bool {
 /// Start keel on a one-Bash-call scenario, wait until the command's shell is running, and
 /// return it with the shell's pid (= its process group: keel starts every command in its own).
 async fn running_command(h: &Harness, marker: &str) -> (Live, i32) {
-    let mut live = Live::spawn(h.command(&["-p", "run it", "--output-format", "stream-json", "--verbose", "--allowedTools", "Bash"], &[]));
+    let mut live = Live::spawn(h.command(
+        &[
+            "-p",
+            "run it",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash",
+        ],
+        &[],
+    ));
     live.wait_for(Duration::from_secs(30), is_tool_use).await;
     let mut pid = 0;
     assert!(
@@ -47,19 +58,38 @@ async fn sigint_during_a_long_command_exits_130_and_kills_the_group() {
     live.signal(SIGINT);
     let t0 = Instant::now();
     let run = live.finish(Duration::from_secs(20)).await;
-    assert!(t0.elapsed() < Duration::from_secs(2), "keel took {:?} to exit after SIGINT", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "keel took {:?} to exit after SIGINT",
+        t0.elapsed()
+    );
     run.assert_end("error_during_execution", true, "aborted_tools", 130);
-    assert!(group_members(pgid).is_empty(), "processes of the command's group survived: {:?}", group_members(pgid));
+    assert!(
+        group_members(pgid).is_empty(),
+        "processes of the command's group survived: {:?}",
+        group_members(pgid)
+    );
     let results = run.tool_results();
     assert_eq!(results.len(), 1, "the running call got its result");
     let text = results[0]["content"].as_str().unwrap();
-    assert!(text.contains("interrupted") && text.contains("may already have changed") && text.contains("wait for the user"), "{text}");
+    assert!(
+        text.contains("interrupted")
+            && text.contains("may already have changed")
+            && text.contains("wait for the user"),
+        "{text}"
+    );
     assert_eq!(h.requests().len(), 1, "no model call after the interrupt");
 }
 
 #[tokio::test]
 async fn background_jobs_and_term_ignoring_commands_die_with_the_interrupt() {
-    for (i, cmd) in ["sleep 1000 & sleep 1000", "bash -c 'trap \"\" TERM; sleep 1000'"].iter().enumerate() {
+    for (i, cmd) in [
+        "sleep 1000 & sleep 1000",
+        "bash -c 'trap \"\" TERM; sleep 1000'",
+    ]
+    .iter()
+    .enumerate()
+    {
         let marker = format!("keel-test-marker-tree-{i}");
         let h = Harness::from_json(&bash_step(&format!("{cmd}; : {marker}"))).await;
         let (live, pgid) = running_command(&h, &marker).await;
@@ -68,20 +98,39 @@ async fn background_jobs_and_term_ignoring_commands_die_with_the_interrupt() {
         live.signal(SIGINT);
         let run = live.finish(Duration::from_secs(20)).await;
         run.assert_end("error_during_execution", true, "aborted_tools", 130);
-        assert!(group_members(pgid).is_empty(), "{cmd}: survivors {:?}", group_members(pgid));
+        assert!(
+            group_members(pgid).is_empty(),
+            "{cmd}: survivors {:?}",
+            group_members(pgid)
+        );
     }
 }
 
 #[tokio::test]
 async fn a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit() {
     let marker = "keel-test-marker-grandchild";
-    let h = Harness::from_json(&bash_step(&format!("(sleep 30; : {marker}) & echo started"))).await;
+    let h = Harness::from_json(&bash_step(&format!(
+        "(sleep 30; : {marker}) & echo started"
+    )))
+    .await;
     let t0 = Instant::now();
     let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
-    assert!(t0.elapsed() < Duration::from_secs(15), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        t0.elapsed()
+    );
     run.assert_end("success", false, "completed", 0);
-    assert!(run.tool_results()[0]["content"].as_str().unwrap().contains("started"));
-    assert!(eventually(Duration::from_secs(5), || processes_matching(marker).is_empty()).await, "keel left the background process behind");
+    assert!(run.tool_results()[0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("started"));
+    assert!(
+        eventually(Duration::from_secs(5), || processes_matching(marker)
+            .is_empty())
+        .await,
+        "keel left the background process behind"
+    );
 }
 
 #[tokio::test]
@@ -100,16 +149,34 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads() {
     run.assert_end("success", false, "completed", 0);
     let sent = &h.requests()[1].body;
     let result = |id: &str| -> Value {
-        sent["messages"].as_array().unwrap().iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).find(|b| b["tool_use_id"] == id).unwrap()
+        sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .find(|b| b["tool_use_id"] == id)
+            .unwrap()
     };
     let long = result("toolu_long");
     let text = long["content"].as_str().unwrap();
     assert_eq!(long["is_error"], true);
-    assert!(text.contains("cancelled") && text.contains("toolu_fails") && text.contains("did not interrupt"), "{text}");
+    assert!(
+        text.contains("cancelled")
+            && text.contains("toolu_fails")
+            && text.contains("did not interrupt"),
+        "{text}"
+    );
     assert_eq!(result("toolu_fails")["is_error"], true);
     let read = result("toolu_read");
-    assert!(read["is_error"] != true && read["content"].as_str().unwrap().contains("read me"), "{read}");
-    let meta: Vec<Value> = run.of("user").iter().filter_map(|f| f["tool_result_meta"][0].get("non_execution_kind").cloned()).collect();
+    assert!(
+        read["is_error"] != true && read["content"].as_str().unwrap().contains("read me"),
+        "{read}"
+    );
+    let meta: Vec<Value> = run
+        .of("user")
+        .iter()
+        .filter_map(|f| f["tool_result_meta"][0].get("non_execution_kind").cloned())
+        .collect();
     assert_eq!(meta, [Value::from("sibling-cancelled")]);
 }
 
@@ -124,29 +191,57 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all() {
     )
     .await;
     let mut live = Live::spawn(h.command(
-        &["-p", "go", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--allowedTools", "Bash"],
+        &[
+            "-p",
+            "go",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+            "--allowedTools",
+            "Bash",
+        ],
         &[("KEEL_STREAM_IDLE_TIMEOUT_MS", "120000")],
     ));
-    live.wait_for(Duration::from_secs(30), |f| f["type"] == "stream_event" && f["event"]["type"] == "content_block_stop" && f["event"]["index"] == 1).await;
+    live.wait_for(Duration::from_secs(30), |f| {
+        f["type"] == "stream_event"
+            && f["event"]["type"] == "content_block_stop"
+            && f["event"]["index"] == 1
+    })
+    .await;
     live.signal(SIGINT);
     let run = live.finish(Duration::from_secs(20)).await;
     run.assert_end("error_during_execution", true, "aborted_streaming", 130);
-    assert!(!h.cwd().join("first.txt").exists() && !h.cwd().join("second.txt").exists(), "nothing streamed before the interrupt ran");
-    let calls: Vec<&Value> = run.of("assistant").into_iter().filter(|f| is_tool_use(f)).collect();
+    assert!(
+        !h.cwd().join("first.txt").exists() && !h.cwd().join("second.txt").exists(),
+        "nothing streamed before the interrupt ran"
+    );
+    let calls: Vec<&Value> = run
+        .of("assistant")
+        .into_iter()
+        .filter(|f| is_tool_use(f))
+        .collect();
     assert_eq!(calls.len(), 2, "the completed blocks are kept");
     let results = run.tool_results();
     assert_eq!(results.len(), 2, "every kept tool_use has its result");
     for r in results {
         let t = r["content"].as_str().unwrap();
-        assert!(r["is_error"] == true && t.contains("did not run") && t.contains("wait for the user"), "{t}");
+        assert!(
+            r["is_error"] == true && t.contains("did not run") && t.contains("wait for the user"),
+            "{t}"
+        );
     }
 }
 
 #[tokio::test]
 async fn interrupt_during_a_retry_wait_ends_at_once() {
     let h = Harness::from_json(r#"{"steps":[{"kind":"error","status":429,"headers":{"retry-after":"600"}},{"kind":"text","text":"never"}]}"#).await;
-    let mut live = Live::spawn(h.command(&["-p", "hi", "--output-format", "stream-json", "--verbose"], &[("KEEL_RETRY_BUDGET_MS", "3600000")]));
-    live.wait_for(Duration::from_secs(30), |f| f["subtype"] == "api_retry").await;
+    let mut live = Live::spawn(h.command(
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+        &[("KEEL_RETRY_BUDGET_MS", "3600000")],
+    ));
+    live.wait_for(Duration::from_secs(30), |f| f["subtype"] == "api_retry")
+        .await;
     live.signal(SIGINT);
     let t0 = Instant::now();
     let run = live.finish(Duration::from_secs(20)).await;
@@ -169,6 +264,22 @@ async fn a_bash_timeout_is_reported_as_a_timeout_and_the_loop_goes_on() {
     assert_eq!(reqs.len(), 2, "the loop continued to the next model call");
     let r = run.tool_results()[0];
     let text = r["content"].as_str().unwrap();
-    assert!(r["is_error"] == true && text.contains("timed out") && text.contains("partial-out"), "{text}");
-    assert!(!text.contains("wait for the user"), "a timeout does not tell the model to stop: {text}");
+    assert!(
+        r["is_error"] == true && text.contains("timed out") && text.contains("partial-out"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("wait for the user"),
+        "a timeout does not tell the model to stop: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_command_that_signals_its_own_group_cannot_take_keel_down() {
+    let h = Harness::from_json(&bash_step("kill -TERM 0; echo not-reached")).await;
+    let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(h.requests().len(), 2, "keel survived and went on to the next model call");
+    let r = run.tool_results()[0];
+    assert_eq!(r["is_error"], true, "the command itself was killed: {r}");
 }
