@@ -308,6 +308,12 @@ mod tests {
     }
 
     #[test]
+    fn a_parsed_block_equals_the_one_built_in_memory() {
+        let parsed: ContentBlock = serde_json::from_value(json!({"type": "text", "text": "hi"})).unwrap();
+        assert_eq!(parsed, ContentBlock::text("hi"));
+    }
+
+    #[test]
     fn known_block_with_bad_shape_is_an_error_naming_it() {
         let err = serde_json::from_value::<ContentBlock>(json!({"type": "tool_use", "id": 3}))
             .unwrap_err()

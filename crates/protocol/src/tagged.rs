@@ -56,10 +56,16 @@ macro_rules! tagged_enum {
         }
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let v = serde_json::Value::deserialize(d)?;
+                let mut v = serde_json::Value::deserialize(d)?;
                 let tag = v.get($key).and_then(|t| t.as_str()).map(str::to_owned);
                 match tag.as_deref() {
-                    $( Some($tag) => Ok($ty::$variant($crate::tagged::from_object::<D, _>(v, concat!($key, " ", $tag))?)), )*
+                    $( Some($tag) => {
+                        // The tag is the variant; it must not also land in the struct's `extra`.
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove($key);
+                        }
+                        Ok($ty::$variant($crate::tagged::from_object::<D, _>(v, concat!($key, " ", $tag))?))
+                    } )*
                     _ => Ok($ty::Other(v)),
                 }
             }
