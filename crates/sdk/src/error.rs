@@ -16,6 +16,9 @@ const STDERR_IN_MESSAGE: usize = 2000;
 /// Errors that **end** a message stream: [`CliNotFound`](Error::CliNotFound),
 /// [`Spawn`](Error::Spawn), [`InvalidOptions`](Error::InvalidOptions),
 /// [`Process`](Error::Process) and [`Result`](Error::Result) (always the last item).
+///
+/// The enum stays small (the details of `Result` are boxed), so `Result<T, Error>` is cheap to
+/// return.
 /// Errors that are **items** of a stream, after which it goes on: [`JsonDecode`](Error::JsonDecode),
 /// [`MessageParse`](Error::MessageParse), [`LineTooLong`](Error::LineTooLong).
 /// Control requests fail with [`ControlTimeout`](Error::ControlTimeout),
@@ -58,29 +61,15 @@ pub enum Error {
     },
 
     /// The CLI exited non-zero right after a `result` with `is_error: true`. Raised after that
-    /// `result` message was yielded. The message is the result's own text.
-    #[error("{}", result_message(errors, result.as_deref(), subtype))]
-    Result {
-        /// The result's `subtype` (`error_max_turns`, `success` for API errors, ...).
-        subtype: String,
-        /// The result's `errors` (empty when absent).
-        errors: Vec<String>,
-        /// The result's `result` text.
-        result: Option<String>,
-        /// The result's `terminal_reason`.
-        terminal_reason: Option<String>,
-        /// The result's `api_error_status` (HTTP status of the API error), when set.
-        api_error_status: Option<u16>,
-        /// The result's `session_id`.
-        session_id: String,
-        /// The process exit code.
-        exit_code: i32,
-        /// The tail of the CLI's stderr.
-        stderr: String,
-    },
+    /// `result` message was yielded. The message is the result's own text (see [`ResultError`]).
+    #[error("{0}")]
+    Result(Box<ResultError>),
 
     /// A stdout line that starts with `{` is not valid JSON. The stream goes on.
-    #[error("the CLI wrote a line that is not valid JSON ({error}): {}", preview(line))]
+    #[error(
+        "the CLI wrote a line that is not valid JSON ({error}): {}",
+        preview(line)
+    )]
     JsonDecode {
         /// The line as written.
         line: String,
@@ -135,11 +124,55 @@ pub enum Error {
     },
 }
 
+/// The details of [`Error::Result`]: the error `result` the CLI ended with, and its exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResultError {
+    /// The result's `subtype` (`error_max_turns`, `error_max_budget_usd`; `success` for API errors).
+    pub subtype: String,
+    /// The result's `errors` (empty when absent).
+    pub errors: Vec<String>,
+    /// The result's `result` text.
+    pub result: Option<String>,
+    /// The result's `terminal_reason` (`max_turns`, `api_error`, ...).
+    pub terminal_reason: Option<String>,
+    /// The result's `api_error_status` (HTTP status of the API error), when set.
+    pub api_error_status: Option<u16>,
+    /// The result's `session_id`.
+    pub session_id: String,
+    /// The process exit code.
+    pub exit_code: i32,
+    /// The tail of the CLI's stderr.
+    pub stderr: String,
+}
+
+impl ResultError {
+    /// The result's own text: the `errors` joined with "; ", else the `result` text, else the
+    /// subtype.
+    pub fn message(&self) -> String {
+        result_message(&self.errors, self.result.as_deref(), &self.subtype)
+    }
+}
+
+impl std::fmt::Display for ResultError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
 impl Error {
+    /// The details of an [`Error::Result`].
+    pub fn as_result_error(&self) -> Option<&ResultError> {
+        match self {
+            Error::Result(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// The CLI's exit code, for the errors that carry one.
     pub fn exit_code(&self) -> Option<i32> {
         match self {
-            Error::Process { exit_code, .. } | Error::Result { exit_code, .. } => Some(*exit_code),
+            Error::Process { exit_code, .. } => Some(*exit_code),
+            Error::Result(r) => Some(r.exit_code),
             _ => None,
         }
     }
@@ -147,7 +180,8 @@ impl Error {
     /// The tail of the CLI's stderr, for the errors that carry it.
     pub fn stderr(&self) -> Option<&str> {
         match self {
-            Error::Process { stderr, .. } | Error::Result { stderr, .. } => Some(stderr),
+            Error::Process { stderr, .. } => Some(stderr),
+            Error::Result(r) => Some(&r.stderr),
             _ => None,
         }
     }
@@ -157,13 +191,9 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Process { exit_code, .. } => *exit_code == 4,
-            Error::Result {
-                exit_code,
-                api_error_status,
-                ..
-            } => {
-                *exit_code == 4
-                    || matches!(api_error_status, Some(s) if *s == 429 || *s == 529 || (500..600).contains(s))
+            Error::Result(r) => {
+                r.exit_code == 4
+                    || matches!(r.api_error_status, Some(s) if s == 429 || s == 529 || (500..600).contains(&s))
             }
             Error::ControlTimeout { .. } => true,
             Error::CliNotFound { .. }
@@ -184,7 +214,7 @@ impl Error {
             | Error::Spawn { .. }
             | Error::InvalidOptions { .. }
             | Error::Process { .. }
-            | Error::Result { .. }
+            | Error::Result(_)
             | Error::Connection { .. }
             | Error::ControlTimeout { .. }
             | Error::ControlError { .. } => true,
@@ -267,7 +297,10 @@ mod tests {
             exit_code: 1,
             stderr: String::new(),
         };
-        assert_eq!(e.to_string(), "the CLI exited with code 1 (stderr was empty)");
+        assert_eq!(
+            e.to_string(),
+            "the CLI exited with code 1 (stderr was empty)"
+        );
         let long = "x".repeat(5000);
         let e = Error::Process {
             exit_code: 1,
@@ -278,15 +311,17 @@ mod tests {
 
     #[test]
     fn retryable_follows_exit_code_and_status() {
-        let r = |status, code| Error::Result {
-            subtype: "success".into(),
-            errors: vec![],
-            result: Some("API Error".into()),
-            terminal_reason: Some("api_error".into()),
-            api_error_status: status,
-            session_id: String::new(),
-            exit_code: code,
-            stderr: String::new(),
+        let r = |status, code| {
+            Error::Result(Box::new(ResultError {
+                subtype: "success".into(),
+                errors: vec![],
+                result: Some("API Error".into()),
+                terminal_reason: Some("api_error".into()),
+                api_error_status: status,
+                session_id: String::new(),
+                exit_code: code,
+                stderr: String::new(),
+            }))
         };
         assert!(r(Some(529), 1).is_retryable());
         assert!(r(None, 4).is_retryable());

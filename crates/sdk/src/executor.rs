@@ -1,0 +1,488 @@
+//! The executor API: run a prompt from a script or a tool and get a plain verdict.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures_util::Stream;
+use keel_protocol::{Frame, MessageContent};
+use nix::sys::signal::Signal;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::argv::{build_args, render_command, resolve_cli};
+use crate::error::{result_message, tail_chars, Error};
+use crate::message::Message;
+use crate::options::{Options, PromptMode};
+use crate::process::wait_exit;
+use crate::session::{self, Session};
+
+/// How much stderr a diagnostic quotes.
+const STDERR_IN_DIAGNOSTIC: usize = 4000;
+
+/// The verdict of [`execute_prompt`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptResult {
+    /// The CLI exited 0 with a `result` that is not an error, after at least one turn.
+    pub success: bool,
+    /// The result text (else the assistant's text).
+    pub output: String,
+    /// Why it failed: the CLI's stderr (trimmed), else the result's error text, else
+    /// "exit code N" (or the timeout / start failure). `None` on success.
+    pub error: Option<String>,
+    /// The session id, when the CLI reported one.
+    pub session_id: Option<String>,
+    /// The result's `num_turns` (0 without a result).
+    pub num_turns: u32,
+    /// The exit code; `None` if the CLI never started.
+    pub exit_code: Option<i32>,
+    /// Wall time, start to exit.
+    pub duration: Duration,
+}
+
+/// An event of [`execute_streaming`]. The order: `Started`, `Message`s, at most one of
+/// `NoTurns`, then at most one of `Error` / `NoOutput` / `ProcessError`, and always `Finished` last.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+#[allow(clippy::large_enum_variant)] // each event is moved once, through a channel
+pub enum ExecEvent {
+    /// The CLI started.
+    Started {
+        /// The full command line.
+        command: String,
+        /// Its process id.
+        pid: u32,
+    },
+    /// A message from the CLI.
+    Message(Message),
+    /// A stdout line the SDK could not read (bad JSON, a malformed known message, too long);
+    /// the run goes on.
+    Warning {
+        /// What was wrong.
+        message: String,
+    },
+    /// The CLI exited non-zero: the command, the exit code, how many lines it wrote, its stderr.
+    Error {
+        /// The explanation.
+        message: String,
+    },
+    /// The CLI exited 0 without producing a result: exit code, working directory, stderr.
+    NoOutput {
+        /// The explanation.
+        diagnostic: String,
+    },
+    /// The run ended with `num_turns` 0: the prompt never reached the model (usually a hook
+    /// blocked it).
+    NoTurns {
+        /// The explanation, and how to see the hook's message.
+        diagnostic: String,
+    },
+    /// The CLI could not be started, or it timed out and its process group was killed: the
+    /// full command line and the OS error.
+    ProcessError {
+        /// The explanation.
+        message: String,
+    },
+    /// The run is over; always the last event.
+    Finished(PromptResult),
+}
+
+/// Runs `prompt` and returns the verdict. Uses [`PromptMode::Argv`] unless
+/// `options.prompt_mode` says otherwise, and honours `options.timeout`.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let r = keel_sdk::execute_prompt("Summarize README.md", keel_sdk::Options::default()).await;
+/// if r.success { println!("{}", r.output) } else { eprintln!("failed: {:?}", r.error) }
+/// # }
+/// ```
+pub async fn execute_prompt(prompt: impl Into<String>, options: Options) -> PromptResult {
+    use futures_util::StreamExt;
+    let mut events = execute_streaming(prompt, options);
+    while let Some(ev) = events.next().await {
+        if let ExecEvent::Finished(r) = ev {
+            return r;
+        }
+    }
+    // The task always ends with Finished; reaching here means it panicked.
+    PromptResult {
+        success: false,
+        output: String::new(),
+        error: Some("keel-sdk: the executor task ended without a verdict".into()),
+        session_id: None,
+        num_turns: 0,
+        exit_code: None,
+        duration: Duration::ZERO,
+    }
+}
+
+/// Runs `prompt` and streams [`ExecEvent`]s. Dropping the stream kills the CLI.
+pub fn execute_streaming(prompt: impl Into<String>, options: Options) -> ExecStream {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(run(prompt.into(), options, tx));
+    ExecStream { rx, task }
+}
+
+/// The events of [`execute_streaming`].
+#[must_use = "streams do nothing unless polled"]
+pub struct ExecStream {
+    rx: mpsc::UnboundedReceiver<ExecEvent>,
+    task: JoinHandle<()>,
+}
+
+impl Stream for ExecStream {
+    type Item = ExecEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ExecEvent>> {
+        self.get_mut().rx.poll_recv(cx)
+    }
+}
+
+impl Drop for ExecStream {
+    fn drop(&mut self) {
+        // Dropping the task drops its session, whose guard kills the CLI's process group.
+        self.task.abort();
+    }
+}
+
+/// What the run has produced so far.
+#[derive(Default)]
+struct Seen {
+    result: Option<keel_protocol::ResultFrame>,
+    /// A result that failed typed parsing, kept raw.
+    raw_result: Option<serde_json::Value>,
+    assistant_text: String,
+    session_id: Option<String>,
+}
+
+async fn run(prompt: String, options: Options, tx: mpsc::UnboundedSender<ExecEvent>) {
+    let started = Instant::now();
+    let deadline = options.timeout.map(|t| tokio::time::Instant::now() + t);
+    let send = |ev: ExecEvent| {
+        let _ = tx.send(ev);
+    };
+    let mode = options.prompt_mode.unwrap_or(PromptMode::Argv);
+    let command_line = planned_command(&options, mode, &prompt);
+
+    let start = start(&prompt, &options, mode);
+    let started_session = match deadline {
+        Some(d) => tokio::time::timeout_at(d, start).await.ok(),
+        None => Some(start.await),
+    };
+    let mut session = match started_session {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            let message = start_failure(&command_line, &e);
+            send(ExecEvent::ProcessError {
+                message: message.clone(),
+            });
+            send(ExecEvent::Finished(PromptResult {
+                success: false,
+                output: String::new(),
+                error: Some(message),
+                session_id: None,
+                num_turns: 0,
+                exit_code: e.exit_code(),
+                duration: started.elapsed(),
+            }));
+            return;
+        }
+        None => {
+            // Timed out while starting (initialize never answered): the session was dropped
+            // with its guard, which killed the process group.
+            let message = format!(
+                "timed out after {:?} while starting `{command_line}`; its process group was killed",
+                options.timeout.unwrap_or_default()
+            );
+            send(ExecEvent::ProcessError {
+                message: message.clone(),
+            });
+            send(ExecEvent::Finished(PromptResult {
+                success: false,
+                output: String::new(),
+                error: Some(message),
+                session_id: None,
+                num_turns: 0,
+                exit_code: None,
+                duration: started.elapsed(),
+            }));
+            return;
+        }
+    };
+    send(ExecEvent::Started {
+        command: session.command.clone(),
+        pid: session.pid,
+    });
+
+    let mut seen = Seen::default();
+    let mut terminal: Option<Error> = None;
+    let mut timed_out = false;
+    loop {
+        let item = match deadline {
+            Some(d) => tokio::select! {
+                item = session.rx.recv() => item,
+                () = tokio::time::sleep_until(d), if !timed_out => {
+                    timed_out = true;
+                    // Kill the whole group now; keep reading to collect what it wrote.
+                    session.killer.signal(Signal::SIGKILL);
+                    continue;
+                }
+            },
+            None => session.rx.recv().await,
+        };
+        match item {
+            None => break,
+            Some(Ok(m)) => {
+                seen.record(&m);
+                send(ExecEvent::Message(m));
+            }
+            Some(Err(e)) if e.is_terminal() => terminal = Some(e),
+            Some(Err(e)) => {
+                if let Error::MessageParse { raw, .. } = &e {
+                    if raw.get("type").and_then(|t| t.as_str()) == Some("result") {
+                        seen.raw_result = Some(raw.clone());
+                    }
+                }
+                send(ExecEvent::Warning {
+                    message: e.to_string(),
+                });
+            }
+        }
+    }
+    let exit_code = wait_exit(&mut session.exit, Duration::from_secs(5)).await;
+    let verdict = Verdict {
+        command: &session.command,
+        exit_code,
+        stderr: session.shared.stderr_tail(),
+        stats: session.shared.stats(),
+        cwd: &session.shared.cwd,
+        seen: &seen,
+        terminal: terminal.as_ref(),
+        timed_out: timed_out.then(|| options.timeout.unwrap_or_default()),
+        duration: started.elapsed(),
+    };
+    for ev in verdict.events() {
+        send(ev);
+    }
+}
+
+async fn start(prompt: &str, options: &Options, mode: PromptMode) -> crate::Result<Session> {
+    let session = session::start(options, mode, Some(prompt))?;
+    if mode == PromptMode::StreamJson {
+        let callbacks = options.has_callbacks();
+        session.shared.set_close_after_result(callbacks);
+        session.shared.initialize().await?;
+        session
+            .shared
+            .send_user(MessageContent::Text(prompt.to_owned()))
+            .await?;
+        if !callbacks {
+            session.shared.close_stdin();
+        }
+    }
+    Ok(session)
+}
+
+/// The command line the run will use, for messages about a start that failed.
+fn planned_command(options: &Options, mode: PromptMode, prompt: &str) -> String {
+    let program = resolve_cli(options).unwrap_or_else(|_| {
+        options
+            .cli_path
+            .clone()
+            .unwrap_or_else(|| crate::argv::DEFAULT_CLI.into())
+    });
+    let prompt = (mode == PromptMode::Argv).then_some(prompt);
+    render_command(&program, &build_args(options, mode, prompt))
+}
+
+fn start_failure(command: &str, e: &Error) -> String {
+    match e {
+        Error::CliNotFound { path } => format!(
+            "could not start `{command}`: {}: {} (set Options::cli_path, or put the CLI on PATH)",
+            path.display(),
+            std::io::Error::from_raw_os_error(libc::ENOENT)
+        ),
+        Error::Spawn { source, .. } => format!("could not start `{command}`: {source}"),
+        other => format!("could not start `{command}`: {other}"),
+    }
+}
+
+impl Seen {
+    fn record(&mut self, m: &Message) {
+        if self.session_id.is_none() {
+            self.session_id = m.session_id().map(str::to_owned);
+        }
+        match m.frame() {
+            Frame::Result(r) => {
+                self.result = Some(r.clone());
+                self.raw_result = None;
+            }
+            Frame::Assistant(_) => {
+                if let Some(t) = m.assistant_text() {
+                    self.assistant_text.push_str(&t);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn has_result(&self) -> bool {
+        self.result.is_some() || self.raw_result.is_some()
+    }
+
+    fn num_turns(&self) -> u32 {
+        match (&self.result, &self.raw_result) {
+            (Some(r), _) => r.num_turns,
+            (None, Some(v)) => v.get("num_turns").and_then(|n| n.as_u64()).unwrap_or(0) as u32,
+            (None, None) => 0,
+        }
+    }
+
+    fn is_error(&self) -> bool {
+        match (&self.result, &self.raw_result) {
+            (Some(r), _) => r.is_error,
+            (None, Some(v)) => v.get("is_error").and_then(|b| b.as_bool()).unwrap_or(true),
+            (None, None) => true,
+        }
+    }
+
+    /// The result's own error text: errors joined, else the result text, else the subtype.
+    fn result_error_text(&self) -> Option<String> {
+        if !self.is_error() || !self.has_result() {
+            return None;
+        }
+        Some(match &self.result {
+            Some(r) => result_message(
+                r.errors.as_deref().unwrap_or_default(),
+                r.result.as_deref(),
+                &r.subtype,
+            ),
+            None => "the CLI reported an error result".to_owned(),
+        })
+    }
+
+    fn output(&self) -> String {
+        match self.result.as_ref().and_then(|r| r.result.clone()) {
+            Some(text) if !self.is_error() => text,
+            _ => self.assistant_text.clone(),
+        }
+    }
+}
+
+/// Everything known at the end of a run, turned into the closing events.
+struct Verdict<'a> {
+    command: &'a str,
+    exit_code: Option<i32>,
+    stderr: String,
+    stats: session::Stats,
+    cwd: &'a std::path::Path,
+    seen: &'a Seen,
+    terminal: Option<&'a Error>,
+    timed_out: Option<Duration>,
+    duration: Duration,
+}
+
+impl Verdict<'_> {
+    fn events(&self) -> Vec<ExecEvent> {
+        let mut events = Vec::new();
+        let stderr = self.stderr.trim();
+        let stderr_quoted = if stderr.is_empty() {
+            "(stderr was empty)".to_owned()
+        } else {
+            format!("stderr:\n{}", tail_chars(stderr, STDERR_IN_DIAGNOSTIC))
+        };
+        let code = self
+            .exit_code
+            .or_else(|| self.terminal.and_then(Error::exit_code));
+        let code_text = code.map_or("unknown".to_owned(), |c| c.to_string());
+        let no_turns = self.seen.has_result() && self.seen.num_turns() == 0;
+        if no_turns {
+            let said = self
+                .seen
+                .result
+                .as_ref()
+                .and_then(|r| {
+                    r.result
+                        .clone()
+                        .or_else(|| r.errors.as_ref().map(|e| e.join("; ")))
+                })
+                .filter(|t| !t.trim().is_empty())
+                .map(|t| format!(" The result says: {t}."))
+                .unwrap_or_default();
+            events.push(ExecEvent::NoTurns {
+                diagnostic: format!(
+                    "the run ended with num_turns 0: the prompt never reached the model. This usually means a hook (UserPromptSubmit or SessionStart) blocked it.{said} To see the hook's message, read the {stderr_quoted}\nor run the command by hand: {}",
+                    self.command
+                ),
+            });
+        }
+        let mut error: Option<String> = None;
+        if let Some(limit) = self.timed_out {
+            let message = format!(
+                "timed out after {limit:?}: killed the process group of `{}` (exit code {code_text}, {} stdout lines); {stderr_quoted}",
+                self.command, self.stats.lines
+            );
+            events.push(ExecEvent::ProcessError {
+                message: message.clone(),
+            });
+            error = Some(message);
+        } else if code != Some(0) {
+            let result_text = self
+                .seen
+                .result_error_text()
+                .map(|t| format!("; the result says: {t}"))
+                .unwrap_or_default();
+            events.push(ExecEvent::Error {
+                message: format!(
+                    "`{}` exited with code {code_text} after {} stdout lines{result_text}; {stderr_quoted}",
+                    self.command, self.stats.lines
+                ),
+            });
+        } else if !self.seen.has_result() {
+            let noise = match &self.stats.first_ignored {
+                Some(l) => format!(
+                    " It wrote {} line(s) that are not JSON, the first: {l:?}.",
+                    self.stats.ignored
+                ),
+                None => String::new(),
+            };
+            let diagnostic = format!(
+                "`{}` exited with code 0 but produced no result ({} stdout lines, {} messages).{noise} Working directory: {}; {stderr_quoted}",
+                self.command,
+                self.stats.lines,
+                self.stats.messages,
+                self.cwd.display()
+            );
+            events.push(ExecEvent::NoOutput {
+                diagnostic: diagnostic.clone(),
+            });
+            error = Some(diagnostic);
+        }
+        let success = self.timed_out.is_none()
+            && code == Some(0)
+            && self.seen.has_result()
+            && !self.seen.is_error()
+            && !no_turns;
+        if !success && error.is_none() {
+            error = Some(if !stderr.is_empty() {
+                stderr.to_owned()
+            } else if let Some(t) = self.seen.result_error_text() {
+                t
+            } else if no_turns {
+                "the run ended with num_turns 0: the prompt never reached the model".to_owned()
+            } else {
+                format!("exit code {code_text}")
+            });
+        }
+        events.push(ExecEvent::Finished(PromptResult {
+            success,
+            output: self.seen.output(),
+            error,
+            session_id: self.seen.session_id.clone(),
+            num_turns: self.seen.num_turns(),
+            exit_code: code,
+            duration: self.duration,
+        }));
+        events
+    }
+}

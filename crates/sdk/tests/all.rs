@@ -1,0 +1,3 @@
+//! keel-sdk integration tests: one test binary (see suite/).
+
+mod suite;

@@ -1,0 +1,5 @@
+mod common;
+mod contract;
+mod control;
+mod executor;
+mod keel;
