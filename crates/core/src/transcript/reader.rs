@@ -1,0 +1,256 @@
+//! Reading a transcript tolerantly: every good record is kept; a damaged line in the middle is
+//! skipped and reported; an incomplete last record (a crash mid-append) is found so that the
+//! writer can cut it off before appending.
+
+use std::path::{Path, PathBuf};
+
+use keel_protocol::Frame;
+use serde_json::Value;
+
+use super::SessionHeader;
+
+/// One frame record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// The line it was read from (1-based).
+    pub line: usize,
+    /// The record's id (the frame's `uuid` when it has one).
+    pub uuid: String,
+    /// The record written just before it.
+    pub parent_uuid: Option<String>,
+    /// The session that wrote it.
+    pub session_id: String,
+    /// When it was written (RFC 3339).
+    pub timestamp: Option<String>,
+    /// The frame.
+    pub frame: Frame,
+}
+
+/// A damaged line that was skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineIssue {
+    /// The line (1-based).
+    pub line: usize,
+    /// What is wrong with it, briefly.
+    pub reason: String,
+}
+
+/// The incomplete record at the end of a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornTail {
+    /// Its line (1-based).
+    pub line: usize,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Why it is not a record.
+    pub reason: String,
+}
+
+/// A transcript as read.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// The file.
+    pub path: PathBuf,
+    /// The session header, when the first record is one.
+    pub header: Option<SessionHeader>,
+    /// Every frame record that could be read, in file order.
+    pub records: Vec<Record>,
+    /// Damaged lines that were skipped (not counting the torn tail).
+    pub issues: Vec<LineIssue>,
+    /// An incomplete last record.
+    pub torn: Option<TornTail>,
+    /// Length of the file up to the end of the last good record (its newline included, if it
+    /// has one): everything after it is cut off before the next append.
+    pub good_len: u64,
+    /// The last good record has no newline yet (the writer adds one before appending).
+    pub needs_newline: bool,
+    /// The id of the last good record, the parent of the next one.
+    pub last_uuid: Option<String>,
+    /// Total length of the file.
+    pub file_len: u64,
+}
+
+/// Read and parse a transcript file.
+pub fn read_file(path: &Path) -> std::io::Result<Loaded> {
+    let bytes = std::fs::read(path)?;
+    Ok(parse(path, &bytes))
+}
+
+/// What one line turned out to be.
+enum Parsed {
+    Header(Box<SessionHeader>),
+    Record(Box<Record>),
+    /// A well-formed record of a kind this keel does not know (kept in the file, ignored).
+    Unknown,
+    Blank,
+}
+
+/// Parse the bytes of a transcript.
+pub fn parse(path: &Path, bytes: &[u8]) -> Loaded {
+    let mut out = Loaded {
+        path: path.to_owned(),
+        file_len: bytes.len() as u64,
+        ..Loaded::default()
+    };
+    // Damaged lines after the last good record are cut with the torn tail, but still reported.
+    let mut trailing_bad: Vec<(LineIssue, u64)> = Vec::new();
+    let mut start = 0usize;
+    let mut line_no = 0usize;
+    while start < bytes.len() {
+        line_no += 1;
+        let (end, next, has_newline) = match memchr(b'\n', &bytes[start..]) {
+            Some(i) => (start + i, start + i + 1, true),
+            None => (bytes.len(), bytes.len(), false),
+        };
+        let raw = &bytes[start..end];
+        match parse_line(raw, line_no) {
+            Ok(Parsed::Blank) => {}
+            Ok(parsed) => {
+                // Everything damaged before this good line is a middle line: skipped, reported.
+                out.issues.extend(trailing_bad.drain(..).map(|(i, _)| i));
+                out.good_len = next as u64;
+                out.needs_newline = !has_newline;
+                match parsed {
+                    Parsed::Header(h) => {
+                        if out.header.is_none() && out.records.is_empty() {
+                            out.header = Some(*h);
+                        }
+                    }
+                    Parsed::Record(r) => {
+                        out.last_uuid = Some(r.uuid.clone());
+                        out.records.push(*r);
+                    }
+                    Parsed::Unknown | Parsed::Blank => {}
+                }
+            }
+            Err(reason) => trailing_bad.push((
+                LineIssue {
+                    line: line_no,
+                    reason,
+                },
+                (next - start) as u64,
+            )),
+        }
+        start = next;
+    }
+    // The last damaged line is the torn tail; damaged lines before it (after the last good
+    // record) are reported as damaged, and go with it when the file is cut.
+    if let Some((last, bytes)) = trailing_bad.pop() {
+        out.torn = Some(TornTail {
+            line: last.line,
+            bytes,
+            reason: last.reason,
+        });
+        out.issues.extend(trailing_bad.into_iter().map(|(i, _)| i));
+    }
+    out
+}
+
+fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
+    // Zero bytes are what a file system leaves where an interrupted append had reserved
+    // space; a record may follow them on the same line.
+    let zeros = raw.iter().take_while(|b| **b == 0).count();
+    let rest = trim_ascii(&raw[zeros..]);
+    if rest.is_empty() {
+        return if zeros > 0 {
+            Err(format!("{zeros} zero bytes, left by an interrupted write"))
+        } else {
+            Ok(Parsed::Blank)
+        };
+    }
+    // The fast path, for the records keel writes (`type` first): one typed parse. Anything
+    // else, or a record it cannot read, takes the general path, which words the error.
+    if rest.starts_with(br#"{"type":"frame","#) {
+        if let Ok(RecordIn {
+            uuid,
+            parent_uuid,
+            session_id,
+            timestamp,
+            frame: Some(frame),
+        }) = serde_json::from_slice::<RecordIn>(rest)
+        {
+            return Ok(Parsed::Record(Box::new(Record {
+                line,
+                uuid: uuid
+                    .or_else(|| frame.uuid().map(str::to_owned))
+                    .unwrap_or_default(),
+                parent_uuid,
+                session_id: session_id.unwrap_or_default(),
+                timestamp,
+                frame,
+            })));
+        }
+    }
+    let mut v: Value = serde_json::from_slice(rest).map_err(|e| {
+        if e.is_eof() {
+            "the record is incomplete (cut off while being written)".to_owned()
+        } else {
+            format!("not valid JSON ({e})")
+        }
+    })?;
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "session" => serde_json::from_value::<SessionHeader>(v)
+            .map(|h| Parsed::Header(Box::new(h)))
+            .map_err(|e| format!("a session header that cannot be read ({e})")),
+        "frame" => {
+            let frame_v = v
+                .get_mut("frame")
+                .map(Value::take)
+                .ok_or_else(|| "a frame record without a frame".to_owned())?;
+            let frame: Frame = serde_json::from_value(frame_v)
+                .map_err(|e| format!("a frame that cannot be read ({e})"))?;
+            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+            let uuid = s("uuid")
+                .or_else(|| frame.uuid().map(str::to_owned))
+                .unwrap_or_default();
+            Ok(Parsed::Record(Box::new(Record {
+                line,
+                uuid,
+                parent_uuid: s("parent_uuid"),
+                session_id: s("session_id").unwrap_or_default(),
+                timestamp: s("timestamp"),
+                frame,
+            })))
+        }
+        "" => Err("a JSON value that is not a keel record".to_owned()),
+        _ => Ok(Parsed::Unknown),
+    }
+}
+
+/// A frame record, as the fast path reads it.
+#[derive(serde::Deserialize)]
+struct RecordIn {
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default)]
+    parent_uuid: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    timestamp: Option<String>,
+    #[serde(default)]
+    frame: Option<Frame>,
+}
+
+fn trim_ascii(mut b: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = b {
+        if first.is_ascii_whitespace() {
+            b = rest;
+        } else {
+            break;
+        }
+    }
+    while let [rest @ .., last] = b {
+        if last.is_ascii_whitespace() {
+            b = rest;
+        } else {
+            break;
+        }
+    }
+    b
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|b| *b == needle)
+}

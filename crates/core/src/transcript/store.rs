@@ -1,0 +1,641 @@
+//! Where transcripts live, and how a run gets its session: new, resumed, continued or forked.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use keel_protocol::Frame;
+use serde_json::json;
+
+use super::writer::lock_exclusive_within;
+use super::{
+    parse, rebuild, FsyncMode, Loaded, Notice, NoticeKind, Rebuilt, RepairCause, SessionHeader,
+    TranscriptWriter, SCHEMA,
+};
+use crate::emit::new_uuid;
+use crate::history::History;
+
+/// How long a resume waits for another process to let go of the transcript.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The transcripts under one `KEEL_HOME`.
+#[derive(Clone, Debug)]
+pub struct Store {
+    home: PathBuf,
+}
+
+/// Which conversation a run starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A new, empty session.
+    New,
+    /// The session with this id (`--resume`).
+    Resume(String),
+    /// The most recently active session of the working directory (`--continue`).
+    Continue,
+}
+
+/// What a run asks of the store.
+#[derive(Clone, Debug)]
+pub struct OpenRequest<'a> {
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The model (recorded in a new session's header).
+    pub model: &'a str,
+    /// When to fsync.
+    pub fsync: FsyncMode,
+    /// Where to start from.
+    pub start: Start,
+    /// With `Resume`/`Continue`: copy the conversation into a new session instead of appending
+    /// to the old one (`--fork-session`).
+    pub fork: bool,
+    /// The id of the new session (`--session-id`), for `New` or a fork.
+    pub session_id: Option<String>,
+}
+
+/// A session ready to run.
+#[derive(Debug)]
+pub struct Opened {
+    /// Its id.
+    pub session_id: String,
+    /// Its transcript writer (hand it to the emitter).
+    pub writer: Arc<TranscriptWriter>,
+    /// The conversation so far, well-formed.
+    pub history: History,
+    /// What loading found and repaired, to report.
+    pub notices: Vec<Notice>,
+    /// The session whose conversation was loaded (the old id, for a fork).
+    pub resumed_from: Option<String>,
+}
+
+/// A session could not be opened. Each message names what was asked and where keel looked.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// `--resume` named a session that does not exist.
+    #[error("no session {id} to resume: keel looked for {}{}", looked.display(), elsewhere_hint(elsewhere))]
+    NotFound {
+        /// The id asked for.
+        id: String,
+        /// The file keel looked for.
+        looked: PathBuf,
+        /// The transcript of that id under another working directory, and that directory.
+        elsewhere: Option<(PathBuf, Option<String>)>,
+    },
+    /// `--continue` found no session.
+    #[error("no session to continue in {}: keel found no transcript in {}", cwd.display(), looked.display())]
+    NothingToContinue {
+        /// The working directory.
+        cwd: PathBuf,
+        /// The directory keel looked in.
+        looked: PathBuf,
+    },
+    /// `--session-id` named a session that exists already.
+    #[error("session {id} already exists ({}); resume it with --resume {id}, or choose another id", path.display())]
+    Exists {
+        /// The id.
+        id: String,
+        /// Its transcript.
+        path: PathBuf,
+    },
+    /// The id is not a UUID.
+    #[error("{id:?} is not a session id: session ids are UUIDs (as `keel sessions` lists them)")]
+    NotAnId {
+        /// What was given.
+        id: String,
+    },
+    /// Another keel is appending to the session.
+    #[error("session {id} is in use by another keel process (its transcript {} is locked); wait for that run to end, or add --fork-session to branch off a copy", path.display())]
+    InUse {
+        /// The id.
+        id: String,
+        /// Its transcript.
+        path: PathBuf,
+    },
+    /// The transcript could not be read.
+    #[error("could not read the transcript {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+fn elsewhere_hint(e: &Option<(PathBuf, Option<String>)>) -> String {
+    match e {
+        Some((_, Some(cwd))) => format!(
+            " (a session with this id belongs to the directory {cwd}; run keel there to resume it)"
+        ),
+        Some((p, None)) => format!(
+            " (a transcript with this id is at {}, under another directory)",
+            p.display()
+        ),
+        None => String::new(),
+    }
+}
+
+/// One session, as `keel sessions` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionSummary {
+    /// The id.
+    pub session_id: String,
+    /// The transcript.
+    pub path: PathBuf,
+    /// The working directory (from the header).
+    pub cwd: Option<String>,
+    /// When it was created (from the header).
+    pub created_at: Option<String>,
+    /// The last write to the transcript.
+    pub last_activity: SystemTime,
+    /// The first prompt.
+    pub first_prompt: Option<String>,
+    /// Messages in the conversation (as sent to the model).
+    pub messages: usize,
+    /// The last record is a `result`: the last run ended properly (whatever its outcome).
+    pub ended_cleanly: bool,
+    /// The `subtype` of the last `result`, if any.
+    pub last_result: Option<String>,
+    /// Damaged lines (a torn tail included).
+    pub damaged_lines: usize,
+    /// The session it was forked from.
+    pub forked_from: Option<String>,
+}
+
+impl Store {
+    /// The store under `home` (`$KEEL_HOME`).
+    pub fn new(home: impl Into<PathBuf>) -> Self {
+        Self { home: home.into() }
+    }
+
+    /// `$KEEL_HOME`.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// `$KEEL_HOME/projects`.
+    pub fn projects_dir(&self) -> PathBuf {
+        self.home.join("projects")
+    }
+
+    /// The directory of `cwd`'s sessions.
+    pub fn project_dir(&self, cwd: &Path) -> PathBuf {
+        self.projects_dir().join(super::slug(cwd))
+    }
+
+    /// The transcript of session `id` of `cwd`.
+    pub fn session_path(&self, cwd: &Path, id: &str) -> PathBuf {
+        self.project_dir(cwd).join(format!("{id}.jsonl"))
+    }
+
+    /// Open the session a run asks for.
+    pub fn open(&self, req: &OpenRequest<'_>) -> Result<Opened, OpenError> {
+        let source = match &req.start {
+            Start::New => None,
+            Start::Resume(id) => Some(self.find(req.cwd, id)?),
+            Start::Continue => {
+                Some(
+                    self.latest(req.cwd)
+                        .ok_or_else(|| OpenError::NothingToContinue {
+                            cwd: req.cwd.to_owned(),
+                            looked: self.project_dir(req.cwd),
+                        })?,
+                )
+            }
+        };
+        match source {
+            None => self.create(req, None, &[]),
+            Some((id, path)) if req.fork => self.fork(req, &id, &path),
+            Some((id, path)) => self.resume(req, id, path),
+        }
+    }
+
+    /// A new session (empty, or a fork's copy of `history`).
+    fn create(
+        &self,
+        req: &OpenRequest<'_>,
+        forked_from: Option<(&str, &Path)>,
+        history: &[Frame],
+    ) -> Result<Opened, OpenError> {
+        let id = match &req.session_id {
+            Some(id) => normalize_id(id)?,
+            None => new_uuid(),
+        };
+        let path = self.session_path(req.cwd, &id);
+        if path.exists() {
+            return Err(OpenError::Exists { id, path });
+        }
+        let mut header = SessionHeader::new(&id, req.cwd, req.model);
+        if let Some((old, old_path)) = forked_from {
+            header.forked_from =
+                Some(json!({ "session_id": old, "path": old_path.display().to_string() }));
+        }
+        let history: Vec<Frame> = history.iter().map(|f| with_session(f, &id)).collect();
+        let writer = TranscriptWriter::create_lazily(path.clone(), &header, &history, req.fsync)
+            .unwrap_or_else(|m| TranscriptWriter::broken(path, id.clone(), m));
+        Ok(Opened {
+            session_id: id,
+            writer: Arc::new(writer),
+            history: History::new(),
+            notices: Vec::new(),
+            resumed_from: None,
+        })
+    }
+
+    fn fork(&self, req: &OpenRequest<'_>, old: &str, path: &Path) -> Result<Opened, OpenError> {
+        let bytes = std::fs::read(path).map_err(|source| OpenError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut loaded = parse(path, &bytes);
+        let rebuilt = rebuild(std::mem::take(&mut loaded.records), old);
+        let mut opened = self.create(req, Some((old, path)), &rebuilt.frames)?;
+        opened.notices = notices(&loaded, &rebuilt, Disposition::Fork);
+        opened.history = rebuilt.history;
+        opened.resumed_from = Some(old.to_owned());
+        Ok(opened)
+    }
+
+    fn resume(
+        &self,
+        req: &OpenRequest<'_>,
+        id: String,
+        path: PathBuf,
+    ) -> Result<Opened, OpenError> {
+        let read_err = |source| OpenError::Read {
+            path: path.clone(),
+            source,
+        };
+        let file = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(OpenError::NotFound {
+                    id,
+                    looked: path,
+                    elsewhere: None,
+                })
+            }
+            Err(e) => {
+                // Readable but not writable (a read-only file system, say): load it anyway, so
+                // the run can start and end with a result that says what failed.
+                let bytes = std::fs::read(&path).map_err(read_err)?;
+                let mut loaded = parse(&path, &bytes);
+                let rebuilt = rebuild(std::mem::take(&mut loaded.records), &id);
+                let message = format!(
+                    "could not open the transcript {} for writing: {e}",
+                    path.display()
+                );
+                return Ok(Opened {
+                    notices: notices(&loaded, &rebuilt, Disposition::ReadOnly),
+                    history: rebuilt.history,
+                    writer: Arc::new(TranscriptWriter::broken(path, id.clone(), message)),
+                    session_id: id.clone(),
+                    resumed_from: Some(id),
+                });
+            }
+        };
+        let file = match lock_exclusive_within(file, LOCK_PATIENCE) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(OpenError::InUse { id, path })
+            }
+            Err(e) => return Err(read_err(e)),
+        };
+        // Read under the lock: nobody else appends between reading and cutting.
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(size as usize + 1);
+        (&*file).read_to_end(&mut bytes).map_err(read_err)?;
+        let mut loaded = parse(&path, &bytes);
+        drop(bytes);
+        let rebuilt = rebuild(std::mem::take(&mut loaded.records), &id);
+        let mut notices = notices(&loaded, &rebuilt, Disposition::Resume);
+        let mut len = loaded.good_len;
+        let mut cut = Ok(());
+        if len < loaded.file_len {
+            cut = file.set_len(len).map_err(|e| {
+                format!(
+                    "could not cut the incomplete last record off the transcript {}: {e}",
+                    path.display()
+                )
+            });
+        }
+        if cut.is_ok() && loaded.needs_newline {
+            cut = (&*file)
+                .write_all(b"\n")
+                .map(|_| len += 1)
+                .map_err(|e| format!("could not write the transcript {}: {e}", path.display()));
+        }
+        if cut.is_ok() && len == 0 {
+            // Nothing readable was left, not even the header: start the file again with one.
+            let header = SessionHeader::new(&id, req.cwd, req.model);
+            let mut line = serde_json::to_vec(&header).unwrap_or_default();
+            line.push(b'\n');
+            cut = (&*file)
+                .write_all(&line)
+                .map(|_| len = line.len() as u64)
+                .map_err(|e| format!("could not write the transcript {}: {e}", path.display()));
+        }
+        let writer = match cut {
+            Ok(()) => TranscriptWriter::continuing(
+                path.clone(),
+                id.clone(),
+                file,
+                len,
+                loaded.last_uuid.clone(),
+                req.fsync,
+            ),
+            Err(m) => TranscriptWriter::broken(path.clone(), id.clone(), m),
+        };
+        // Record the repairs at the end of the file, so the file itself is well-formed again.
+        // (Repairs in the middle stay derived: the damaged line that caused them stays too.)
+        let mut writer = Arc::new(writer);
+        for r in rebuilt
+            .repairs
+            .iter()
+            .filter(|r| r.cause == RepairCause::SessionEnded)
+        {
+            if let Err(m) = writer.append_frame(&r.frame) {
+                writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m));
+                break;
+            }
+        }
+        if let Err(m) = writer.sync_now() {
+            writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m));
+        }
+        if !writer.is_created() {
+            // Broken: the notices said "recorded"; say what really happened.
+            notices.retain(|n| n.kind != NoticeKind::RepairedToolCalls);
+            notices.extend(repair_notices(&rebuilt, &path, false));
+        }
+        Ok(Opened {
+            session_id: id.clone(),
+            writer,
+            history: rebuilt.history,
+            notices,
+            resumed_from: Some(id),
+        })
+    }
+
+    /// The transcript of session `id` of `cwd`.
+    fn find(&self, cwd: &Path, id: &str) -> Result<(String, PathBuf), OpenError> {
+        let id = normalize_id(id)?;
+        let path = self.session_path(cwd, &id);
+        if path.is_file() {
+            return Ok((id, path));
+        }
+        let elsewhere = self.project_dirs().into_iter().find_map(|d| {
+            let p = d.join(format!("{id}.jsonl"));
+            p.is_file().then(|| {
+                let cwd = read_header(&p).map(|h| h.cwd);
+                (p, cwd)
+            })
+        });
+        Err(OpenError::NotFound {
+            id,
+            looked: path,
+            elsewhere,
+        })
+    }
+
+    /// The most recently written session of `cwd` (a session of another directory whose
+    /// name maps to the same slug is skipped).
+    fn latest(&self, cwd: &Path) -> Option<(String, PathBuf)> {
+        let want = cwd.display().to_string();
+        transcripts_in(&self.project_dir(cwd))
+            .into_iter()
+            .filter(|(_, p, _)| read_header(p).is_none_or(|h| h.cwd == want))
+            .max_by_key(|(_, _, t)| *t)
+            .map(|(id, p, _)| (id, p))
+    }
+
+    fn project_dirs(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(self.projects_dir()) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        dirs
+    }
+
+    /// The sessions of `cwd` (or of every directory when `None`), most recent first.
+    pub fn list(&self, cwd: Option<&Path>) -> Vec<SessionSummary> {
+        let dirs = match cwd {
+            Some(c) => vec![self.project_dir(c)],
+            None => self.project_dirs(),
+        };
+        let want = cwd.map(|c| c.display().to_string());
+        let mut out: Vec<SessionSummary> = dirs
+            .iter()
+            .flat_map(|d| transcripts_in(d))
+            .filter_map(|(id, path, modified)| {
+                let mut loaded = super::read_file(&path).ok()?;
+                let header = loaded.header.clone();
+                if let (Some(w), Some(h)) = (&want, &header) {
+                    if &h.cwd != w {
+                        return None;
+                    }
+                }
+                let last_result = loaded.records.last().and_then(|r| match &r.frame {
+                    Frame::Result(res) => Some(res.subtype.clone()),
+                    _ => None,
+                });
+                let rebuilt = rebuild(std::mem::take(&mut loaded.records), &id);
+                Some(SessionSummary {
+                    session_id: id,
+                    path,
+                    cwd: header.as_ref().map(|h| h.cwd.clone()),
+                    created_at: header.as_ref().map(|h| h.created_at.clone()),
+                    last_activity: modified,
+                    first_prompt: rebuilt.first_prompt,
+                    messages: rebuilt.history.len(),
+                    ended_cleanly: last_result.is_some() && loaded.torn.is_none(),
+                    last_result,
+                    damaged_lines: loaded.issues.len() + usize::from(loaded.torn.is_some()),
+                    forked_from: header.and_then(|h| {
+                        h.forked_from
+                            .and_then(|f| f.get("session_id")?.as_str().map(str::to_owned))
+                    }),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.last_activity
+                .cmp(&a.last_activity)
+                .then_with(|| a.session_id.cmp(&b.session_id))
+        });
+        out
+    }
+}
+
+/// `(id, path, modified)` of every `*.jsonl` in `dir`.
+fn transcripts_in(dir: &Path) -> Vec<(String, PathBuf, SystemTime)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let id = path
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".jsonl")?
+                .to_owned();
+            let meta = e.metadata().ok()?;
+            meta.is_file()
+                .then(|| (id, path, meta.modified().unwrap_or(SystemTime::UNIX_EPOCH)))
+        })
+        .collect()
+}
+
+/// The header of a transcript (its first line), if it has a readable one.
+fn read_header(path: &Path) -> Option<SessionHeader> {
+    let f = File::open(path).ok()?;
+    let mut line = Vec::new();
+    // A header is small; a file whose first line is huge has no header worth reading.
+    BufReader::new(f.take(64 * 1024))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    serde_json::from_slice(&line).ok()
+}
+
+fn normalize_id(id: &str) -> Result<String, OpenError> {
+    uuid::Uuid::parse_str(id.trim())
+        .map(|u| u.hyphenated().to_string())
+        .map_err(|_| OpenError::NotAnId { id: id.to_owned() })
+}
+
+/// `frame` as part of session `id` (a fork's copy).
+fn with_session(frame: &Frame, id: &str) -> Frame {
+    let mut f = frame.clone();
+    match &mut f {
+        Frame::User(u) => u.session_id = id.to_owned(),
+        Frame::Assistant(a) => a.session_id = id.to_owned(),
+        _ => {}
+    }
+    f
+}
+
+/// What happens to the loaded file, which decides how notices are worded.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Disposition {
+    /// Appended to: the torn tail is cut, tail repairs are recorded.
+    Resume,
+    /// Copied into a new file; the old one is left as it was.
+    Fork,
+    /// Could not be opened for writing: nothing is changed or recorded.
+    ReadOnly,
+}
+
+fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> Vec<Notice> {
+    let path = &loaded.path;
+    let shown = path.display();
+    let mut out = Vec::new();
+    let notice = |kind, message: String, line| Notice {
+        kind,
+        message,
+        path: path.clone(),
+        line,
+        tool_use_ids: Vec::new(),
+    };
+    if let Some(h) = &loaded.header {
+        if h.schema > SCHEMA {
+            out.push(notice(
+                NoticeKind::NewerSchema,
+                format!(
+                    "the transcript {shown} was written by a newer keel ({}, record schema {}; this keel reads schema {SCHEMA}); what this keel does not know was ignored",
+                    h.keel_version, h.schema
+                ),
+                None,
+            ));
+        }
+    }
+    for i in &loaded.issues {
+        out.push(notice(
+            NoticeKind::CorruptLine,
+            format!(
+                "line {} of the transcript {shown} is damaged ({}); keel skipped it and read the rest of the session",
+                i.line, i.reason
+            ),
+            Some(i.line),
+        ));
+    }
+    if let Some(t) = &loaded.torn {
+        let after = match how {
+            Disposition::Resume => "; it was ignored and cut off the end of the file",
+            Disposition::Fork => "; it was ignored (the original file is left as it was)",
+            Disposition::ReadOnly => "; it was ignored",
+        };
+        out.push(notice(
+            NoticeKind::TornTail,
+            format!(
+                "the last record of the transcript {shown} (line {}, {} bytes) is incomplete ({}): keel was probably stopped while writing it{after}",
+                t.line, t.bytes, t.reason
+            ),
+            Some(t.line),
+        ));
+    }
+    if rebuilt.missing_prompt {
+        out.push(notice(
+            NoticeKind::MissingPrompt,
+            format!("the first prompt of the transcript {shown} could not be read; keel put a placeholder prompt first"),
+            None,
+        ));
+    }
+    out.extend(repair_notices(rebuilt, path, how != Disposition::ReadOnly));
+    out
+}
+
+fn repair_notices(rebuilt: &Rebuilt, path: &Path, recorded: bool) -> Vec<Notice> {
+    let mut out = Vec::new();
+    for cause in [RepairCause::SessionEnded, RepairCause::ResultMissing] {
+        let rs: Vec<_> = rebuilt
+            .repairs
+            .iter()
+            .filter(|r| r.cause == cause)
+            .collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let calls = rs
+            .iter()
+            .map(|r| format!("{} {}", r.tool_name, r.tool_use_id))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let n = rs.len();
+        let (s, they, each) = if n == 1 {
+            ("", "it", "it")
+        } else {
+            ("s", "they", "each")
+        };
+        let why = match cause {
+            RepairCause::SessionEnded => format!("the session ended before {they} finished"),
+            RepairCause::ResultMissing => {
+                format!(
+                    "the transcript holds no result for {}",
+                    if n == 1 { "it" } else { "them" }
+                )
+            }
+        };
+        let recorded = if cause == RepairCause::SessionEnded && recorded {
+            ", and recorded that in the transcript"
+        } else {
+            ""
+        };
+        let what = format!(
+            "; keel gave {each} a result saying it may have run and had side effects{recorded}"
+        );
+        out.push(Notice {
+            kind: NoticeKind::RepairedToolCalls,
+            message: format!("{n} tool call{s} had no result because {why} ({calls}){what}"),
+            path: path.to_owned(),
+            line: None,
+            tool_use_ids: rs.iter().map(|r| r.tool_use_id.clone()).collect(),
+        });
+    }
+    out
+}

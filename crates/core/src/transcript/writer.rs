@@ -1,0 +1,342 @@
+//! The transcript writer: the [`Persist`] behind a session's emitter.
+//!
+//! Every record is one `write` of the whole line (newline included) on a file opened with
+//! `O_APPEND`, so it is in the OS before the frame reaches any consumer, and a kill of keel
+//! cannot lose it. `sync` fsyncs; [`FsyncMode::Message`] fsyncs every record as well. A failed
+//! write is cut back off the file (so no half line is left behind) and reported with the path
+//! and the OS error; it is never swallowed. The file is locked (`flock`) while a writer holds
+//! it, so two keels cannot append to one session.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use keel_protocol::Frame;
+use nix::fcntl::{Flock, FlockArg};
+use serde::Serialize;
+
+use super::{FsyncMode, SessionHeader};
+use crate::emit::{new_uuid, now_rfc3339, Persist};
+
+/// Where the records go.
+enum Target {
+    /// Not created yet: created at the first append, starting with these lines (the header and,
+    /// for a fork, the copied history). Runs that never start leave no file behind.
+    Pending { prefix: Vec<u8> },
+    /// Open, locked, `len` bytes long (every byte a complete record).
+    Open {
+        file: Flock<File>,
+        len: u64,
+        dirty: bool,
+    },
+    /// The file cannot be written at all: every append fails with this message.
+    Broken(String),
+}
+
+struct State {
+    target: Target,
+    last_uuid: Option<String>,
+}
+
+/// Appends frame records to one session's transcript.
+pub struct TranscriptWriter {
+    path: PathBuf,
+    session_id: String,
+    mode: FsyncMode,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for TranscriptWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscriptWriter")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    uuid: &'a str,
+    parent_uuid: Option<&'a str>,
+    session_id: &'a str,
+    timestamp: String,
+    frame: &'a Frame,
+}
+
+/// One record line (newline included) for `frame`, and the record's uuid.
+fn record_line(
+    frame: &Frame,
+    session_id: &str,
+    parent: Option<&str>,
+) -> Result<(String, Vec<u8>), serde_json::Error> {
+    let uuid = frame
+        .uuid()
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(new_uuid);
+    let mut line = serde_json::to_vec(&RecordOut {
+        kind: "frame",
+        uuid: &uuid,
+        parent_uuid: parent,
+        session_id,
+        timestamp: now_rfc3339(),
+        frame,
+    })?;
+    line.push(b'\n');
+    Ok((uuid, line))
+}
+
+impl TranscriptWriter {
+    /// A writer for a new transcript at `path`, created at the first append with `header` and
+    /// then `history` (a fork's copy of the conversation) as its first records.
+    pub fn create_lazily(
+        path: PathBuf,
+        header: &SessionHeader,
+        history: &[Frame],
+        mode: FsyncMode,
+    ) -> Result<Self, String> {
+        let bad = |e: serde_json::Error| format!("could not encode a transcript record: {e}");
+        let mut prefix = serde_json::to_vec(header).map_err(bad)?;
+        prefix.push(b'\n');
+        let mut last: Option<String> = None;
+        for f in history {
+            let (uuid, line) = record_line(f, &header.session_id, last.as_deref()).map_err(bad)?;
+            prefix.extend_from_slice(&line);
+            last = Some(uuid);
+        }
+        Ok(Self {
+            path,
+            session_id: header.session_id.clone(),
+            mode,
+            state: Mutex::new(State {
+                target: Target::Pending { prefix },
+                last_uuid: last,
+            }),
+        })
+    }
+
+    /// A writer appending to an existing, already locked and cut transcript of `len` bytes.
+    pub(crate) fn continuing(
+        path: PathBuf,
+        session_id: String,
+        file: Flock<File>,
+        len: u64,
+        last_uuid: Option<String>,
+        mode: FsyncMode,
+    ) -> Self {
+        Self {
+            path,
+            session_id,
+            mode,
+            state: Mutex::new(State {
+                target: Target::Open {
+                    file,
+                    len,
+                    dirty: false,
+                },
+                last_uuid,
+            }),
+        }
+    }
+
+    /// A writer for a transcript that cannot be written: every append fails with `message`,
+    /// so the run ends with an error result that says so.
+    pub fn broken(path: PathBuf, session_id: String, message: String) -> Self {
+        Self {
+            path,
+            session_id,
+            mode: FsyncMode::Turn,
+            state: Mutex::new(State {
+                target: Target::Broken(message),
+                last_uuid: None,
+            }),
+        }
+    }
+
+    /// The transcript file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The session the records belong to.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The durability setting.
+    pub fn mode(&self) -> FsyncMode {
+        self.mode
+    }
+
+    /// Whether the file exists yet (a new session's file is created at its first record).
+    pub fn is_created(&self) -> bool {
+        matches!(self.lock().target, Target::Open { .. })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Append one frame as a record (`stream_event` frames are partial and are not kept).
+    pub fn append_frame(&self, frame: &Frame) -> Result<(), String> {
+        if matches!(frame, Frame::StreamEvent(_)) {
+            return Ok(());
+        }
+        let mut st = self.lock();
+        self.ensure_open(&mut st)?;
+        let (uuid, line) = record_line(frame, &self.session_id, st.last_uuid.as_deref())
+            .map_err(|e| format!("could not encode a transcript record: {e}"))?;
+        let Target::Open { file, len, dirty } = &mut st.target else {
+            unreachable!("ensure_open leaves the file open");
+        };
+        if let Err(e) = (&**file).write_all(&line) {
+            // Cut a partly written line back off, so the file holds only whole records.
+            let _ = file.set_len(*len);
+            return Err(format!(
+                "could not write the transcript {}: {e}",
+                self.path.display()
+            ));
+        }
+        *len += line.len() as u64;
+        *dirty = true;
+        if self.mode == FsyncMode::Message {
+            file.sync_data().map_err(|e| self.sync_error(e))?;
+            *dirty = false;
+        }
+        st.last_uuid = Some(uuid);
+        Ok(())
+    }
+
+    /// fsync what was appended since the last sync.
+    pub fn sync_now(&self) -> Result<(), String> {
+        let mut st = self.lock();
+        match &mut st.target {
+            Target::Open { file, dirty, .. } => {
+                if *dirty {
+                    file.sync_data().map_err(|e| self.sync_error(e))?;
+                    *dirty = false;
+                }
+                Ok(())
+            }
+            Target::Pending { .. } => Ok(()),
+            Target::Broken(m) => Err(m.clone()),
+        }
+    }
+
+    fn sync_error(&self, e: std::io::Error) -> String {
+        format!(
+            "could not flush the transcript {} to disk: {e}",
+            self.path.display()
+        )
+    }
+
+    fn ensure_open(&self, st: &mut State) -> Result<(), String> {
+        let prefix = match &st.target {
+            Target::Open { .. } => return Ok(()),
+            Target::Broken(m) => return Err(m.clone()),
+            Target::Pending { prefix } => prefix,
+        };
+        let (file, len) = create(&self.path, prefix)?;
+        st.target = Target::Open {
+            file,
+            len,
+            dirty: false,
+        };
+        Ok(())
+    }
+}
+
+/// Create the file (and its directories), lock it, write `prefix`, and make all of it durable.
+fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), String> {
+    let shown = path.display();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            format!(
+                "could not create the transcript directory {} (for {shown}): {e}",
+                dir.display()
+            )
+        })?;
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("could not create the transcript {shown}: {e}"))?;
+    let file =
+        lock_exclusive(file).map_err(|e| format!("could not lock the transcript {shown}: {e}"))?;
+    let written = (&*file)
+        .write_all(prefix)
+        .and_then(|_| file.sync_all())
+        // The new directory entry must be durable too, or a power loss can lose the file.
+        .and_then(|_| sync_dir(dir));
+    if let Err(e) = written {
+        let _ = file.set_len(0);
+        return Err(format!("could not write the transcript {shown}: {e}"));
+    }
+    Ok((file, prefix.len() as u64))
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    match File::open(dir).and_then(|d| d.sync_all()) {
+        // Some file systems cannot fsync a directory; the file itself is synced.
+        Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => Ok(()),
+        other => other,
+    }
+}
+
+/// Take the writer's lock on a transcript without waiting. `WouldBlock` means another keel
+/// holds it.
+pub(crate) fn lock_exclusive(file: File) -> std::io::Result<Flock<File>> {
+    try_lock(file).map_err(|(_, e)| e)
+}
+
+/// Take the writer's lock, waiting at most `patience` for it. The lock lives as long as any
+/// process holds the file open: a command keel was starting when it was killed can hold it
+/// for a moment (between its fork and its exec), so a resume right after a crash waits briefly
+/// instead of calling the session busy. `WouldBlock` means it stayed held.
+pub(crate) fn lock_exclusive_within(
+    mut file: File,
+    patience: std::time::Duration,
+) -> std::io::Result<Flock<File>> {
+    let deadline = std::time::Instant::now() + patience;
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        match try_lock(file) {
+            Ok(f) => return Ok(f),
+            Err((f, e))
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < deadline =>
+            {
+                file = f;
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            }
+            Err((_, e)) => return Err(e),
+        }
+    }
+}
+
+fn try_lock(file: File) -> Result<Flock<File>, (File, std::io::Error)> {
+    Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(f, errno)| (f, std::io::Error::from_raw_os_error(errno as i32)))
+}
+
+impl Persist for TranscriptWriter {
+    fn append(&self, frame: &Frame) -> Result<(), String> {
+        self.append_frame(frame)
+    }
+
+    fn sync(&self) -> Result<(), String> {
+        self.sync_now()
+    }
+}
