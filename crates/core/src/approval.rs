@@ -1,0 +1,211 @@
+//! Asking someone to approve a tool call the permission rules leave open.
+//!
+//! When [`PermissionConfig::decide`](crate::permissions::PermissionConfig::decide) answers
+//! `Ask`, dispatch hands the call to the session's [`Approver`] (an SDK host answering
+//! `can_use_tool`, later a terminal prompt). Without one, a headless run denies the call with a
+//! message that says how to allow it. The wait is raced against the turn's cancel token: an
+//! interrupt never waits on an approval.
+
+use std::fmt;
+
+use futures_util::future::BoxFuture;
+use serde_json::{json, Value};
+
+use crate::permissions::{PermissionMode, Rule, RuleSource};
+
+/// What an approver is asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalRequest {
+    /// The tool.
+    pub tool_name: String,
+    /// The call's id.
+    pub tool_use_id: String,
+    /// The call's input.
+    pub input: Value,
+    /// A short description of the call, when the input carries one (`description` of Bash).
+    pub description: Option<String>,
+    /// The path the call would write, for file tools.
+    pub blocked_path: Option<String>,
+    /// Permission updates that would allow this call next time (wire shape of
+    /// `permission_suggestions`).
+    pub suggestions: Vec<Value>,
+    /// Why approval is needed (e.g. a PreToolUse hook asked for it).
+    pub reason: Option<String>,
+    /// The permission mode in force.
+    pub mode: PermissionMode,
+}
+
+/// The approver's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Approval {
+    /// Run the call.
+    Allow {
+        /// Run it with this input instead of the model's.
+        updated_input: Option<Value>,
+        /// Rule or mode changes for the rest of the session.
+        updates: Vec<PermissionUpdate>,
+    },
+    /// Do not run it.
+    Deny {
+        /// Why; the model reads it as the call's error result.
+        message: String,
+        /// End the turn as interrupted, as if the user had pressed stop.
+        interrupt: bool,
+    },
+}
+
+/// How a permission update's rules behave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleBehavior {
+    /// Allow matching calls without asking.
+    Allow,
+    /// Deny matching calls.
+    Deny,
+}
+
+/// A change to the session's permissions that an approver grants along with an allow.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PermissionUpdate {
+    /// Add rules (for this session; keel never writes settings files on a host's behalf).
+    AddRules {
+        /// Allow or deny.
+        behavior: RuleBehavior,
+        /// The rules.
+        rules: Vec<Rule>,
+    },
+    /// Switch the permission mode.
+    SetMode(PermissionMode),
+}
+
+impl PermissionUpdate {
+    /// Parse one entry of `updatedPermissions`. Updates keel does not apply (directories, `ask`
+    /// rules, rule removal) are errors that say so.
+    pub fn from_wire(v: &Value) -> Result<Self, String> {
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "addRules" => {
+                let behavior = match v.get("behavior").and_then(Value::as_str) {
+                    Some("allow") => RuleBehavior::Allow,
+                    Some("deny") => RuleBehavior::Deny,
+                    Some(other) => {
+                        return Err(format!(
+                            "addRules with behavior {other:?} is not supported by keel (only allow and deny)"
+                        ))
+                    }
+                    None => return Err("addRules has no behavior".into()),
+                };
+                let rules = v
+                    .get("rules")
+                    .and_then(Value::as_array)
+                    .ok_or("addRules has no rules")?
+                    .iter()
+                    .map(|r| {
+                        let tool = r
+                            .get("toolName")
+                            .and_then(Value::as_str)
+                            .ok_or("a rule has no toolName")?;
+                        let text = match r.get("ruleContent").and_then(Value::as_str) {
+                            Some(c) if !c.is_empty() => format!("{tool}({c})"),
+                            _ => tool.to_owned(),
+                        };
+                        Rule::parse(&text, RuleSource::Session)
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                Ok(PermissionUpdate::AddRules { behavior, rules })
+            }
+            "setMode" => {
+                let m = v
+                    .get("mode")
+                    .and_then(Value::as_str)
+                    .ok_or("setMode has no mode")?;
+                PermissionMode::parse(m)
+                    .map(PermissionUpdate::SetMode)
+                    .ok_or_else(|| format!("setMode names an unknown mode {m:?}"))
+            }
+            "" => Err("a permission update has no type".into()),
+            other => Err(format!(
+                "permission updates of type {other:?} are not supported by keel yet"
+            )),
+        }
+    }
+
+    /// Parse every entry; the ones keel cannot apply are returned as messages.
+    pub fn parse_all(values: &[Value]) -> (Vec<PermissionUpdate>, Vec<String>) {
+        let mut ok = Vec::new();
+        let mut skipped = Vec::new();
+        for v in values {
+            match Self::from_wire(v) {
+                Ok(u) => ok.push(u),
+                Err(e) => skipped.push(e),
+            }
+        }
+        (ok, skipped)
+    }
+}
+
+/// Something that can approve or deny a tool call (an SDK host, a person at a terminal).
+pub trait Approver: Send + Sync + fmt::Debug {
+    /// Decide `req`. The engine drops the future if the turn is cancelled meanwhile, so an
+    /// implementation that asks someone else must withdraw its question when dropped.
+    fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval>;
+}
+
+/// The `permission_suggestions` keel offers with a request: a session rule for this exact call,
+/// and for file edits the acceptEdits mode.
+pub fn suggestions(tool: &str, input: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    let content = match tool {
+        "Bash" => input.get("command").and_then(Value::as_str),
+        "Write" | "Edit" | "NotebookEdit" | "Read" => {
+            input.get("file_path").and_then(Value::as_str)
+        }
+        _ => None,
+    };
+    let mut rule = json!({ "toolName": tool });
+    if let Some(c) = content {
+        rule["ruleContent"] = json!(c);
+    }
+    out.push(json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" }));
+    if matches!(tool, "Write" | "Edit" | "NotebookEdit") {
+        out.push(json!({ "type": "setMode", "mode": "acceptEdits", "destination": "session" }));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_parse_from_the_wire() {
+        let (ok, skipped) = PermissionUpdate::parse_all(&[
+            json!({"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"touch x"}],"behavior":"allow","destination":"session"}),
+            json!({"type":"addRules","rules":[{"toolName":"Write"}],"behavior":"deny","destination":"localSettings"}),
+            json!({"type":"setMode","mode":"acceptEdits","destination":"session"}),
+            json!({"type":"addDirectories","directories":["/tmp"],"destination":"session"}),
+            json!({"type":"addRules","rules":[{"toolName":"Bash"}],"behavior":"ask"}),
+        ]);
+        assert_eq!(ok.len(), 3, "{ok:?}");
+        match &ok[0] {
+            PermissionUpdate::AddRules { behavior, rules } => {
+                assert_eq!(*behavior, RuleBehavior::Allow);
+                assert_eq!(rules[0].text(), "Bash(touch x)");
+                assert_eq!(rules[0].source, RuleSource::Session);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            ok[2],
+            PermissionUpdate::SetMode(PermissionMode::AcceptEdits)
+        );
+        assert_eq!(skipped.len(), 2);
+        assert!(skipped[0].contains("addDirectories"), "{skipped:?}");
+    }
+
+    #[test]
+    fn suggestions_name_the_call() {
+        let s = suggestions("Bash", &json!({"command": "touch x"}));
+        assert_eq!(s[0]["rules"][0]["ruleContent"], "touch x");
+        assert_eq!(suggestions("Edit", &json!({"file_path": "a"})).len(), 2);
+    }
+}

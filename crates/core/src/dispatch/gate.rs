@@ -1,0 +1,235 @@
+//! Whether one call may run: PreToolUse hooks, the permission rules (with the changes a host
+//! made during the session), and the approver when the rules leave it open. After a call ran,
+//! PostToolUse hooks.
+
+use keel_protocol::{CancelReason, ContentBlock, ToolResultContent, ToolUseBlock};
+use keel_tools::Tool;
+use serde_json::Value;
+
+use super::{deny, DispatchCx, Dispatched, Finished, Runnable};
+use crate::approval::{suggestions, Approval, ApprovalRequest};
+use crate::emit::EmitError;
+use crate::history::PendingResults;
+use crate::hooks::{run_raced, HookEvent, HookInput, ToolHookInput};
+use crate::permissions::{AllowedBy, Decision};
+
+/// The gate's verdict on one call (returned once per call, never stored: size is no concern).
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Gate {
+    /// Run it (maybe with an input a hook or the host replaced).
+    Run {
+        call: ToolUseBlock,
+        allowed_by: AllowedBy,
+    },
+    /// It has its result already (blocked or denied); go on with the next call.
+    Resolved,
+    /// Stop dispatching: the turn was cancelled (this call stays unresolved) or a hook stopped
+    /// the turn (`out.hook_stop` is set).
+    Halt,
+}
+
+fn tool_hook_input(
+    cx: &DispatchCx<'_>,
+    event: HookEvent,
+    call: &ToolUseBlock,
+    mode: &str,
+) -> HookInput {
+    HookInput {
+        event,
+        session_id: cx.emitter.session_id().to_owned(),
+        cwd: cx.cwd.display().to_string(),
+        permission_mode: mode.to_owned(),
+        transcript_path: String::new(),
+        tool: Some(ToolHookInput {
+            name: call.name.clone(),
+            input: call.input.clone(),
+            tool_use_id: call.id.clone(),
+            response: None,
+        }),
+        prompt: None,
+        stop_hook_active: false,
+        last_assistant_message: None,
+    }
+}
+
+/// Decide one call; resolve it here when it will not run.
+pub(super) async fn gate(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    mut call: ToolUseBlock,
+    tool: &dyn Tool,
+    out: &mut Dispatched,
+) -> Result<Gate, EmitError> {
+    let perms = cx.shared.live().overlay(cx.permissions);
+    let mode = perms.mode.as_str();
+    let mut hook_allow = false;
+    let mut hook_ask: Option<String> = None;
+    if let Some(hooks) = cx
+        .hooks
+        .filter(|h| h.wants(HookEvent::PreToolUse, Some(&call.name)))
+    {
+        let input = tool_hook_input(cx, HookEvent::PreToolUse, &call, mode);
+        let Some(d) = run_raced(hooks, input, cx.turn).await else {
+            return Ok(Gate::Halt);
+        };
+        if let Some(reason) = d.stop {
+            let message = format!(
+                "{} was not run: a PreToolUse hook stopped the turn: {reason}",
+                call.name
+            );
+            deny(cx, pending, &call, message, out, "hook").await?;
+            out.hook_stop = Some((HookEvent::PreToolUse, reason));
+            return Ok(Gate::Halt);
+        }
+        if let Some(reason) = d.block {
+            let message = format!(
+                "{} was not run: a PreToolUse hook blocked it: {reason}",
+                call.name
+            );
+            deny(cx, pending, &call, message, out, "hook").await?;
+            return Ok(Gate::Resolved);
+        }
+        if let Some(input) = d.updated_input {
+            call.input = input;
+        }
+        hook_allow = d.allow;
+        hook_ask = d.ask;
+    }
+    // The mode and rules may have changed while the hook ran.
+    let perms = cx.shared.live().overlay(cx.permissions);
+    let read_only = tool.is_read_only(&call.input);
+    let mut decision = perms.decide(&call.name, &call.input, read_only);
+    if hook_ask.is_some() && matches!(decision, Decision::Allow(_)) {
+        decision = Decision::Ask;
+    }
+    if hook_allow && decision == Decision::Ask {
+        decision = Decision::Allow(AllowedBy::Hook);
+    }
+    match decision {
+        Decision::Allow(allowed_by) => Ok(Gate::Run { call, allowed_by }),
+        Decision::Deny { message } => {
+            deny(cx, pending, &call, message, out, "config").await?;
+            Ok(Gate::Resolved)
+        }
+        Decision::Ask => {
+            let Some(approver) = cx.approver else {
+                let message = perms.headless_denial(&call.name, &call.input);
+                deny(cx, pending, &call, message, out, "config").await?;
+                return Ok(Gate::Resolved);
+            };
+            let req = ApprovalRequest {
+                tool_name: call.name.clone(),
+                tool_use_id: call.id.clone(),
+                input: call.input.clone(),
+                description: call
+                    .input
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                blocked_path: matches!(call.name.as_str(), "Write" | "Edit" | "NotebookEdit")
+                    .then(|| call.input.get("file_path").and_then(Value::as_str))
+                    .flatten()
+                    .map(|p| cx.cwd.join(p).display().to_string()),
+                suggestions: suggestions(&call.name, &call.input),
+                reason: hook_ask,
+                mode: perms.mode,
+            };
+            let answer = tokio::select! {
+                a = approver.approve(req) => a,
+                _ = cx.turn.cancelled() => return Ok(Gate::Halt),
+            };
+            match answer {
+                Approval::Allow {
+                    updated_input,
+                    updates,
+                } => {
+                    cx.shared.live().apply(&updates);
+                    if let Some(input) = updated_input.filter(Value::is_object) {
+                        call.input = input;
+                    }
+                    Ok(Gate::Run {
+                        call,
+                        allowed_by: AllowedBy::Approver,
+                    })
+                }
+                Approval::Deny { message, interrupt } => {
+                    let message = if message.trim().is_empty() {
+                        format!(
+                            "The user did not allow this {} call, so it was not run.",
+                            call.name
+                        )
+                    } else {
+                        message
+                    };
+                    deny(cx, pending, &call, message, out, "user_temporary").await?;
+                    if interrupt {
+                        cx.turn.cancel(CancelReason::UserInterrupted);
+                        return Ok(Gate::Halt);
+                    }
+                    Ok(Gate::Resolved)
+                }
+            }
+        }
+    }
+}
+
+/// Run PostToolUse hooks for a call that ran; their notes are appended to its result.
+pub(super) async fn post_tool_use(
+    cx: &DispatchCx<'_>,
+    r: &Runnable,
+    f: &mut Finished,
+    out: &mut Dispatched,
+) {
+    let Some(hooks) = cx
+        .hooks
+        .filter(|h| h.wants(HookEvent::PostToolUse, Some(&r.call.name)))
+    else {
+        return;
+    };
+    if cx.turn.is_cancelled() {
+        return;
+    }
+    let mode = cx.shared.live().overlay(cx.permissions).mode;
+    let mut input = tool_hook_input(cx, HookEvent::PostToolUse, &r.call, mode.as_str());
+    if let Some(t) = input.tool.as_mut() {
+        t.response = Some(f.tool_use_result.clone().unwrap_or_else(|| {
+            Value::String(match &f.block {
+                ContentBlock::ToolResult(b) => match &b.content {
+                    ToolResultContent::Text(t) => t.clone(),
+                    ToolResultContent::Blocks(_) => String::new(),
+                },
+                _ => String::new(),
+            })
+        }));
+    }
+    let Some(d) = run_raced(hooks, input, cx.turn).await else {
+        return;
+    };
+    let mut notes: Vec<String> = d
+        .block
+        .iter()
+        .map(|b| format!("A PostToolUse hook says: {b}"))
+        .collect();
+    notes.extend(d.additional_context);
+    if let Some(reason) = d.stop {
+        notes.push(format!("A PostToolUse hook stopped the turn: {reason}"));
+        if out.hook_stop.is_none() {
+            out.hook_stop = Some((HookEvent::PostToolUse, reason));
+        }
+    }
+    if notes.is_empty() {
+        return;
+    }
+    if let ContentBlock::ToolResult(b) = &mut f.block {
+        let note = notes.join("\n");
+        match &mut b.content {
+            ToolResultContent::Text(t) => {
+                if !t.is_empty() {
+                    t.push_str("\n\n");
+                }
+                t.push_str(&note);
+            }
+            ToolResultContent::Blocks(blocks) => blocks.push(ContentBlock::text(note)),
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Hooks: code outside the engine that sees (and may veto) prompts and tool calls.
+//!
+//! The engine calls a session's [`Hooks`] at four points: before a tool call runs
+//! (`PreToolUse`, which may block any tool, Task included, or ask for approval), after it ran
+//! (`PostToolUse`, which may add a note for the model), when a prompt arrives
+//! (`UserPromptSubmit`, which may block it: the turn then ends without a model call), and when
+//! the model is about to end its turn (`Stop`, which may send it back to work). Answers use the
+//! JSON output format of Claude Code hooks, parsed by [`HookDecision::from_output`].
+//!
+//! Deadlines and failure policies (fail open, fail closed) belong to the implementation, which
+//! knows each hook's declared timeout; the engine additionally races every hook against the
+//! turn's cancel token, so an interrupt never waits on one.
+
+use std::fmt;
+
+use futures_util::future::BoxFuture;
+use keel_tools::CancelToken;
+use serde_json::{json, Map, Value};
+
+/// The hook events keel fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HookEvent {
+    /// Before a tool call runs.
+    PreToolUse,
+    /// After a tool call ran.
+    PostToolUse,
+    /// When a prompt arrives, before the model sees it.
+    UserPromptSubmit,
+    /// When the model ends its turn.
+    Stop,
+}
+
+impl HookEvent {
+    /// Every event keel fires.
+    pub const ALL: [HookEvent; 4] = [
+        HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
+        HookEvent::UserPromptSubmit,
+        HookEvent::Stop,
+    ];
+
+    /// The wire name (`hook_event_name`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+        }
+    }
+
+    /// Parse a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+
+    /// Whether hooks of this event are matched against a tool name.
+    pub fn is_tool_event(self) -> bool {
+        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The tool part of a hook's input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolHookInput {
+    /// The tool.
+    pub name: String,
+    /// The call's input.
+    pub input: Value,
+    /// The call's id.
+    pub tool_use_id: String,
+    /// What the tool returned (PostToolUse only).
+    pub response: Option<Value>,
+}
+
+/// What a hook is told (serialized by [`HookInput::to_json`] in Claude Code's hook input shape).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookInput {
+    /// The event.
+    pub event: HookEvent,
+    /// The session id.
+    pub session_id: String,
+    /// The working directory.
+    pub cwd: String,
+    /// The permission mode in force.
+    pub permission_mode: String,
+    /// The transcript file, when the session keeps one ("" otherwise).
+    pub transcript_path: String,
+    /// For tool events.
+    pub tool: Option<ToolHookInput>,
+    /// For UserPromptSubmit: the prompt's text.
+    pub prompt: Option<String>,
+    /// For Stop: whether a Stop hook already sent the model back to work in this turn.
+    pub stop_hook_active: bool,
+    /// For Stop: the text of the model's last reply.
+    pub last_assistant_message: Option<String>,
+}
+
+impl HookInput {
+    /// The tool the event is about, if any.
+    pub fn tool_name(&self) -> Option<&str> {
+        self.tool.as_ref().map(|t| t.name.as_str())
+    }
+
+    /// The call the event is about, if any.
+    pub fn tool_use_id(&self) -> Option<&str> {
+        self.tool.as_ref().map(|t| t.tool_use_id.as_str())
+    }
+
+    /// The JSON a hook receives.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("session_id".into(), json!(self.session_id));
+        m.insert("transcript_path".into(), json!(self.transcript_path));
+        m.insert("cwd".into(), json!(self.cwd));
+        m.insert("permission_mode".into(), json!(self.permission_mode));
+        m.insert("hook_event_name".into(), json!(self.event.as_str()));
+        if let Some(t) = &self.tool {
+            m.insert("tool_name".into(), json!(t.name));
+            m.insert("tool_input".into(), t.input.clone());
+            if let Some(r) = &t.response {
+                m.insert("tool_response".into(), r.clone());
+            }
+            m.insert("tool_use_id".into(), json!(t.tool_use_id));
+        }
+        if let Some(p) = &self.prompt {
+            m.insert("prompt".into(), json!(p));
+        }
+        if self.event == HookEvent::Stop {
+            m.insert("stop_hook_active".into(), json!(self.stop_hook_active));
+            if let Some(t) = &self.last_assistant_message {
+                m.insert("last_assistant_message".into(), json!(t));
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// What the hooks of one event decided, all together.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HookDecision {
+    /// Block: the tool call does not run / the prompt is not processed / the model goes on
+    /// working (Stop). The reason is what the model (or the result) is told.
+    pub block: Option<String>,
+    /// PreToolUse: run the call without asking (deny rules still win).
+    pub allow: bool,
+    /// PreToolUse: ask for approval even if the rules would allow the call; the reason.
+    pub ask: Option<String>,
+    /// `continue: false`: end the turn; the reason.
+    pub stop: Option<String>,
+    /// PreToolUse: run the call with this input instead.
+    pub updated_input: Option<Value>,
+    /// Notes for the model (PostToolUse, UserPromptSubmit, Stop).
+    pub additional_context: Vec<String>,
+    /// A message for the user (`systemMessage`).
+    pub system_message: Option<String>,
+}
+
+impl HookDecision {
+    /// No opinion: go on as if no hook were registered.
+    pub fn proceed() -> Self {
+        Self::default()
+    }
+
+    /// A block with `reason` (a fail-closed policy uses this).
+    pub fn blocked(reason: impl Into<String>) -> Self {
+        Self {
+            block: Some(reason.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Parse one hook's output. An answer that is not an object, or that uses a field wrongly
+    /// (an unknown `decision` or `permissionDecision`), is an error: the caller applies the
+    /// hook's failure policy. Unknown fields are ignored.
+    pub fn from_output(event: HookEvent, out: &Value) -> Result<Self, String> {
+        let obj = match out {
+            Value::Object(o) => o,
+            Value::Null => return Err("the hook returned nothing (null)".into()),
+            other => return Err(format!("the hook returned {other}, not a JSON object")),
+        };
+        let mut d = HookDecision::default();
+        let reason = obj.get("reason").and_then(Value::as_str).map(str::to_owned);
+        if obj.get("async").and_then(Value::as_bool) == Some(true) {
+            return Ok(d); // asynchronous hooks do not decide anything
+        }
+        if obj.get("continue").and_then(Value::as_bool) == Some(false) {
+            d.stop = Some(
+                obj.get("stopReason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| format!("a {event} hook stopped the turn")),
+            );
+        }
+        match obj.get("decision") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == "block" => {
+                d.block = Some(
+                    reason
+                        .clone()
+                        .unwrap_or_else(|| format!("a {event} hook blocked it")),
+                );
+            }
+            Some(Value::String(s)) if s == "approve" && event == HookEvent::PreToolUse => {
+                d.allow = true;
+            }
+            Some(other) => return Err(format!("the hook's decision {other} is not \"block\"")),
+        }
+        if let Some(m) = obj.get("systemMessage").and_then(Value::as_str) {
+            d.system_message = Some(m.to_owned());
+        }
+        let Some(specific) = obj.get("hookSpecificOutput") else {
+            return Ok(d);
+        };
+        let Some(specific) = specific.as_object() else {
+            if specific.is_null() {
+                return Ok(d);
+            }
+            return Err("the hook's hookSpecificOutput is not an object".into());
+        };
+        if event == HookEvent::PreToolUse {
+            let why = specific
+                .get("permissionDecisionReason")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            match specific.get("permissionDecision") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) => match s.as_str() {
+                    "allow" => d.allow = true,
+                    "deny" => {
+                        d.block = Some(
+                            why.or(reason)
+                                .unwrap_or_else(|| "a PreToolUse hook denied it".into()),
+                        )
+                    }
+                    "ask" => {
+                        d.ask = Some(
+                            why.unwrap_or_else(|| "a PreToolUse hook asked for approval".into()),
+                        )
+                    }
+                    "defer" => {}
+                    other => {
+                        return Err(format!(
+                        "the hook's permissionDecision {other:?} is not allow, deny, ask or defer"
+                    ))
+                    }
+                },
+                Some(other) => {
+                    return Err(format!(
+                        "the hook's permissionDecision {other} is not a string"
+                    ))
+                }
+            }
+            match specific.get("updatedInput") {
+                None | Some(Value::Null) => {}
+                Some(v @ Value::Object(_)) => d.updated_input = Some(v.clone()),
+                Some(other) => {
+                    return Err(format!("the hook's updatedInput {other} is not an object"))
+                }
+            }
+        }
+        if let Some(c) = specific.get("additionalContext").and_then(Value::as_str) {
+            if !c.trim().is_empty() {
+                d.additional_context.push(c.to_owned());
+            }
+        }
+        Ok(d)
+    }
+
+    /// Combine with the decision of another hook of the same event: a stop or a block wins
+    /// over an ask, an ask over an allow; notes accumulate.
+    pub fn merge(&mut self, other: HookDecision) {
+        if self.stop.is_none() {
+            self.stop = other.stop;
+        }
+        match (&mut self.block, other.block) {
+            (None, b) => self.block = b,
+            (Some(a), Some(b)) if *a != b => {
+                a.push_str("; ");
+                a.push_str(&b);
+            }
+            _ => {}
+        }
+        if self.ask.is_none() {
+            self.ask = other.ask;
+        }
+        self.allow |= other.allow;
+        if self.updated_input.is_none() {
+            self.updated_input = other.updated_input;
+        }
+        self.additional_context.extend(other.additional_context);
+        if self.system_message.is_none() {
+            self.system_message = other.system_message;
+        }
+    }
+}
+
+/// The hooks of a session.
+pub trait Hooks: Send + Sync + fmt::Debug {
+    /// Whether any hook listens for `event` (for tool events: for this tool). Lets the engine
+    /// skip the call entirely.
+    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool;
+
+    /// Run every hook that matches `input` and combine their decisions. The implementation
+    /// enforces each hook's deadline and failure policy; the engine drops the future when the
+    /// turn is cancelled, so an implementation that asks someone else must withdraw the
+    /// question when dropped.
+    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision>;
+}
+
+/// Run the hooks for `input` unless the turn is cancelled first (`None`).
+pub(crate) async fn run_raced(
+    hooks: &dyn Hooks,
+    input: HookInput,
+    cancel: &CancelToken,
+) -> Option<HookDecision> {
+    if cancel.is_cancelled() {
+        return None;
+    }
+    tokio::select! {
+        d = hooks.run(input) => Some(d),
+        _ = cancel.cancelled() => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_parse() {
+        let pre = HookEvent::PreToolUse;
+        assert_eq!(
+            HookDecision::from_output(pre, &json!({"continue": true})).unwrap(),
+            HookDecision::proceed()
+        );
+        let d = HookDecision::from_output(
+            pre,
+            &json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no rm"}}),
+        )
+        .unwrap();
+        assert_eq!(d.block.as_deref(), Some("no rm"));
+        let d = HookDecision::from_output(pre, &json!({"decision": "block", "reason": "nope"}))
+            .unwrap();
+        assert_eq!(d.block.as_deref(), Some("nope"));
+        let d = HookDecision::from_output(
+            pre,
+            &json!({"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"command": "ls"}}}),
+        )
+        .unwrap();
+        assert!(d.allow);
+        assert_eq!(d.updated_input, Some(json!({"command": "ls"})));
+        let d = HookDecision::from_output(pre, &json!({"continue": false, "stopReason": "enough"}))
+            .unwrap();
+        assert_eq!(d.stop.as_deref(), Some("enough"));
+        assert!(HookDecision::from_output(pre, &Value::Null).is_err());
+        assert!(HookDecision::from_output(
+            pre,
+            &json!({"hookSpecificOutput": {"permissionDecision": "Deny"}})
+        )
+        .is_err());
+        assert!(HookDecision::from_output(pre, &json!({"decision": "maybe"})).is_err());
+        let post = HookDecision::from_output(
+            HookEvent::PostToolUse,
+            &json!({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "checked"}}),
+        )
+        .unwrap();
+        assert_eq!(post.additional_context, vec!["checked"]);
+    }
+
+    #[test]
+    fn merging_keeps_the_strictest() {
+        let mut d = HookDecision {
+            allow: true,
+            ..HookDecision::default()
+        };
+        d.merge(HookDecision::blocked("a"));
+        d.merge(HookDecision::blocked("b"));
+        assert_eq!(d.block.as_deref(), Some("a; b"));
+    }
+
+    #[test]
+    fn inputs_have_the_wire_shape() {
+        let input = HookInput {
+            event: HookEvent::PreToolUse,
+            session_id: "s".into(),
+            cwd: "/w".into(),
+            permission_mode: "default".into(),
+            transcript_path: String::new(),
+            tool: Some(ToolHookInput {
+                name: "Bash".into(),
+                input: json!({"command": "ls"}),
+                tool_use_id: "t1".into(),
+                response: None,
+            }),
+            prompt: None,
+            stop_hook_active: false,
+            last_assistant_message: None,
+        };
+        assert_eq!(
+            input.to_json(),
+            json!({"session_id": "s", "transcript_path": "", "cwd": "/w", "permission_mode": "default",
+                   "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"})
+        );
+    }
+}

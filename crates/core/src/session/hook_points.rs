@@ -1,0 +1,142 @@
+//! Where a turn calls the session's hooks outside tool dispatch: when the prompt arrives
+//! (UserPromptSubmit) and when the model ends its turn (Stop).
+
+use keel_protocol::frames::UserMessage;
+use keel_protocol::{CancelReason, ContentBlock, Extra, Frame, MessageContent, Role, UserFrame};
+use keel_tools::CancelToken;
+
+use super::Session;
+use crate::emit::{new_uuid, now_rfc3339, EmitError};
+use crate::end::{Phase, TurnEnd};
+use crate::hooks::{run_raced, HookEvent, HookInput};
+
+/// How many times in a row Stop hooks may send the model back to work in one turn.
+const MAX_STOP_CONTINUATIONS: u32 = 8;
+
+impl Session {
+    /// A hook input for `event` with the session's fields filled in.
+    pub(crate) fn hook_input(&self, event: HookEvent) -> HookInput {
+        HookInput {
+            event,
+            session_id: self.emitter.session_id().to_owned(),
+            cwd: self.cfg.cwd.display().to_string(),
+            permission_mode: self.cfg.permissions.mode.as_str().to_owned(),
+            transcript_path: String::new(),
+            tool: None,
+            prompt: None,
+            stop_hook_active: false,
+            last_assistant_message: None,
+        }
+    }
+
+    /// Run UserPromptSubmit hooks. `Some(end)` ends the turn before the model is called;
+    /// otherwise notes the hooks added are appended to `prompt`.
+    pub(crate) async fn prompt_hooks(
+        &self,
+        prompt: &mut Vec<ContentBlock>,
+        turn: &CancelToken,
+    ) -> Option<TurnEnd> {
+        let hooks = self.cfg.hooks.clone()?;
+        if !hooks.wants(HookEvent::UserPromptSubmit, None) {
+            return None;
+        }
+        let mut input = self.hook_input(HookEvent::UserPromptSubmit);
+        input.prompt = Some(prompt_text(prompt));
+        let Some(d) = run_raced(&*hooks, input, turn).await else {
+            return Some(TurnEnd::Interrupted {
+                phase: Phase::Streaming,
+                reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
+            });
+        };
+        if let Some(reason) = d.stop.or(d.block) {
+            return Some(TurnEnd::HookStopped {
+                event: HookEvent::UserPromptSubmit.as_str().to_owned(),
+                reason,
+            });
+        }
+        for note in d.additional_context {
+            prompt.push(ContentBlock::text(note));
+        }
+        None
+    }
+
+    /// Run Stop hooks after the model ended its turn. `Ok(true)`: a hook sent the model back to
+    /// work, and its feedback is now the last user message.
+    pub(crate) async fn stop_hooks(
+        &mut self,
+        final_text: &str,
+        continuations: &mut u32,
+        turn: &CancelToken,
+    ) -> Result<bool, EmitError> {
+        let Some(hooks) = self.cfg.hooks.clone() else {
+            return Ok(false);
+        };
+        if !hooks.wants(HookEvent::Stop, None) || *continuations >= MAX_STOP_CONTINUATIONS {
+            return Ok(false);
+        }
+        let mut input = self.hook_input(HookEvent::Stop);
+        input.stop_hook_active = *continuations > 0;
+        input.last_assistant_message = Some(final_text.to_owned());
+        let Some(d) = run_raced(&*hooks, input, turn).await else {
+            return Ok(false); // the model had finished; an interrupt now changes nothing
+        };
+        if d.stop.is_some() {
+            return Ok(false);
+        }
+        let mut notes: Vec<String> = d.block.into_iter().collect();
+        notes.extend(d.additional_context);
+        if notes.is_empty() {
+            return Ok(false);
+        }
+        *continuations += 1;
+        let text = format!(
+            "A Stop hook asked you to continue before ending your turn:\n{}",
+            notes.join("\n")
+        );
+        let blocks = vec![ContentBlock::text(text)];
+        self.emitter.record(&Frame::User(UserFrame {
+            message: UserMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(blocks.clone()),
+                extra: Extra::new(),
+            },
+            parent_tool_use_id: self.emitter.parent_tool_use_id().map(str::to_owned),
+            session_id: self.emitter.session_id().to_owned(),
+            uuid: Some(new_uuid()),
+            timestamp: Some(now_rfc3339()),
+            tool_use_result: None,
+            tool_result_meta: None,
+            extra: Extra::new(),
+        }))?;
+        self.history
+            .push_user(blocks)
+            .map_err(|e| EmitError::Persist(format!("internal: {e}")))?;
+        Ok(true)
+    }
+}
+
+fn prompt_text(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Session {
+    /// Set (or clear) the approver asked about calls the rules leave open.
+    pub fn set_approver(
+        &mut self,
+        approver: Option<std::sync::Arc<dyn crate::approval::Approver>>,
+    ) {
+        self.cfg.approver = approver;
+    }
+
+    /// Set (or clear) the session's hooks.
+    pub fn set_hooks(&mut self, hooks: Option<std::sync::Arc<dyn crate::hooks::Hooks>>) {
+        self.cfg.hooks = hooks;
+    }
+}

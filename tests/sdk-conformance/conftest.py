@@ -1,0 +1,106 @@
+"""Fixtures for the SDK conformance suite: the official Python SDK drives the keel binary
+(`cli_path`) against the keel-mock binary. Every test also proves that keel — not the CLI the
+SDK bundles — answered: keel-mock logged the requests, and `system/init` carries
+`keel_version`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+KEEL = Path(os.environ.get("KEEL_BIN", REPO / "target" / "debug" / "keel"))
+KEEL_MOCK = Path(os.environ.get("KEEL_MOCK_BIN", REPO / "target" / "debug" / "keel-mock"))
+SCENARIOS = HERE / "scenarios"
+
+
+class Mock:
+    """A keel-mock process serving one scenario file, logging every request."""
+
+    def __init__(self, scenario: str, tmp: Path):
+        self.log = tmp / f"mock-{scenario}.jsonl"
+        self.proc = subprocess.Popen(
+            [str(KEEL_MOCK), "--scenario", str(SCENARIOS / f"{scenario}.json"), "--port", "0",
+             "--log", str(self.log)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http"):
+            self.proc.kill()
+            raise RuntimeError(f"keel-mock did not start: {self.url!r} {self.proc.stderr.read()}")
+
+    def requests(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                if r["path"].startswith("/v1/messages") and "count_tokens" not in r["path"]:
+                    out.append(r)
+        return out
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Env:
+    """A scratch working directory and home, and options that point the SDK at keel."""
+
+    def __init__(self, tmp: Path, mock: Mock):
+        self.tmp = tmp
+        self.mock = mock
+        self.cwd = tmp / "work"
+        self.cwd.mkdir()
+        self.home = tmp / "home"
+        self.home.mkdir()
+        self.stderr: list[str] = []
+
+    def env(self) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": self.mock.url,
+            "ANTHROPIC_API_KEY": "sk-test-keel",
+            "HOME": str(self.home),
+            "KEEL_HOME": str(self.tmp / "keel-home"),
+            "IS_SANDBOX": "1",
+        }
+
+    def options(self, **kw):
+        from claude_agent_sdk import ClaudeAgentOptions
+
+        return ClaudeAgentOptions(
+            cli_path=str(KEEL),
+            cwd=str(self.cwd),
+            env=self.env(),
+            stderr=self.stderr.append,
+            **kw,
+        )
+
+
+@pytest.fixture
+def start(tmp_path: Path):
+    """`start(scenario)` -> Env with a running keel-mock."""
+    if not KEEL.exists() or not KEEL_MOCK.exists():
+        pytest.fail(f"build keel and keel-mock first: {KEEL}, {KEEL_MOCK}")
+    mocks: list[Mock] = []
+
+    def _start(scenario: str) -> Env:
+        m = Mock(scenario, tmp_path)
+        mocks.append(m)
+        return Env(tmp_path, m)
+
+    yield _start
+    for m in mocks:
+        m.stop()

@@ -1,0 +1,241 @@
+// The official TypeScript SDK (@anthropic-ai/claude-agent-sdk from npm) drives keel against
+// keel-mock. Run with `node --test tests/sdk-conformance/ts_sdk.test.mjs` after
+// `npm install --prefix target/sdk-node @anthropic-ai/claude-agent-sdk` (run.sh does both).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { existsSync, mkdtempSync, mkdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(HERE, "..", "..");
+const KEEL = process.env.KEEL_BIN ?? join(REPO, "target", "debug", "keel");
+const KEEL_MOCK = process.env.KEEL_MOCK_BIN ?? join(REPO, "target", "debug", "keel-mock");
+const NODE_DIR = process.env.KEEL_SDK_NODE_DIR ?? join(REPO, "target", "sdk-node");
+const SDK = join(NODE_DIR, "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.mjs");
+const { query } = await import(pathToFileURL(SDK).href);
+
+/** A keel-mock serving `scenario`, a scratch directory, and SDK options pointing at keel. */
+async function start(t, scenario) {
+  const tmp = mkdtempSync(join(tmpdir(), "keel-ts-sdk-"));
+  const cwd = join(tmp, "work");
+  mkdirSync(cwd);
+  mkdirSync(join(tmp, "home"));
+  const log = join(tmp, "mock.jsonl");
+  const mock = spawn(KEEL_MOCK, ["--scenario", join(HERE, "scenarios", `${scenario}.json`), "--port", "0", "--log", log], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  t.after(() => mock.kill("SIGTERM"));
+  const url = await new Promise((ok, fail) => {
+    const rl = createInterface({ input: mock.stdout });
+    rl.once("line", (l) => ok(l.trim()));
+    mock.once("exit", (c) => fail(new Error(`keel-mock exited ${c}`)));
+  });
+  const stderr = [];
+  const options = (extra = {}) => ({
+    pathToClaudeCodeExecutable: KEEL,
+    cwd,
+    env: {
+      ...process.env,
+      ANTHROPIC_BASE_URL: url,
+      ANTHROPIC_API_KEY: "sk-test-keel",
+      HOME: join(tmp, "home"),
+      KEEL_HOME: join(tmp, "keel-home"),
+      IS_SANDBOX: "1",
+    },
+    stderr: (s) => stderr.push(s),
+    ...extra,
+  });
+  const requests = () =>
+    existsSync(log)
+      ? readFileSync(log, "utf8")
+          .split("\n")
+          .filter((l) => l.trim())
+          .map((l) => JSON.parse(l))
+          .filter((r) => r.path.startsWith("/v1/messages") && !r.path.includes("count_tokens"))
+      : [];
+  return { cwd, options, requests, stderr };
+}
+
+async function collect(q) {
+  const out = [];
+  for await (const m of q) out.push(m);
+  return out;
+}
+
+function assertKeelRan(env, messages) {
+  assert.ok(env.requests().length > 0, `keel-mock saw no request; stderr: ${env.stderr.join("")}`);
+  const init = messages.find((m) => m.type === "system" && m.subtype === "init");
+  assert.ok(init, "system/init arrived");
+  assert.ok("keel_version" in init, "system/init came from keel");
+}
+
+const texts = (messages) =>
+  messages.filter((m) => m.type === "assistant").flatMap((m) => m.message.content.filter((b) => b.type === "text").map((b) => b.text));
+
+const toolResults = (messages) =>
+  messages
+    .filter((m) => m.type === "user" && Array.isArray(m.message.content))
+    .flatMap((m) => m.message.content.filter((b) => b.type === "tool_result"));
+
+/** A prompt stream the test feeds; it stays open (as stdin does) until `close()`. */
+function channel(...first) {
+  const items = [...first];
+  let wake = null;
+  let closed = false;
+  async function* gen() {
+    for (;;) {
+      while (items.length) {
+        yield { type: "user", message: { role: "user", content: items.shift() }, parent_tool_use_id: null, session_id: "" };
+      }
+      if (closed) return;
+      await new Promise((r) => (wake = r));
+    }
+  }
+  const poke = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  return {
+    stream: gen(),
+    send: (text) => {
+      items.push(text);
+      poke();
+    },
+    close: () => {
+      closed = true;
+      poke();
+    },
+  };
+}
+
+/** Messages up to the next result. (`break` in a for-await loop would close the query.) */
+async function untilResult(q) {
+  const out = [];
+  for (;;) {
+    const { value, done } = await q.next();
+    if (done) throw new Error(`the query ended before a result; got ${JSON.stringify(out.map((m) => m.type))}`);
+    out.push(value);
+    if (value.type === "result") return out;
+  }
+}
+
+test("plain query", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "text");
+  const messages = await collect(query({ prompt: "Say hi.", options: env.options({ maxTurns: 3 }) }));
+  assertKeelRan(env, messages);
+  assert.deepEqual(texts(messages), ["Hello from keel-mock."]);
+  const result = messages.at(-1);
+  assert.equal(result.type, "result");
+  assert.equal(result.subtype, "success");
+  assert.equal(result.result, "Hello from keel-mock.");
+});
+
+test("tool round trip", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "bash_echo");
+  const messages = await collect(
+    query({ prompt: "Run echo hi.", options: env.options({ allowedTools: ["Bash"], maxTurns: 5 }) }),
+  );
+  assertKeelRan(env, messages);
+  const results = toolResults(messages);
+  assert.equal(results.length, 1);
+  assert.match(JSON.stringify(results[0].content), /hi/);
+  assert.equal(messages.at(-1).subtype, "success");
+});
+
+test("canUseTool denies", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "touch");
+  const asked = [];
+  const input = channel("Create made_by_tool.txt with the Bash tool.");
+  const q = query({
+    prompt: input.stream,
+    options: env.options({
+      canUseTool: async (toolName, toolInput, ctx) => {
+        asked.push([toolName, toolInput.command, ctx.toolUseID]);
+        return { behavior: "deny", message: "Denied by the TS test." };
+      },
+    }),
+  });
+  const messages = await untilResult(q);
+  input.close();
+  assertKeelRan(env, messages);
+  assert.deepEqual(asked.map((a) => a.slice(0, 2)), [["Bash", "touch made_by_tool.txt"]]);
+  const results = toolResults(messages);
+  assert.equal(results.length, 1);
+  assert.equal(results[0].is_error, true);
+  assert.match(JSON.stringify(results[0].content), /Denied by the TS test\./);
+  assert.ok(!existsSync(join(env.cwd, "made_by_tool.txt")), "a denied command must not run");
+});
+
+test("PreToolUse hook blocks", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "touch");
+  const input = channel("Create made_by_tool.txt with the Bash tool.");
+  const q = query({
+    prompt: input.stream,
+    options: env.options({
+      allowedTools: ["Bash"],
+      hooks: {
+        PreToolUse: [
+          {
+            matcher: "Bash",
+            hooks: [
+              async () => ({
+                hookSpecificOutput: {
+                  hookEventName: "PreToolUse",
+                  permissionDecision: "deny",
+                  permissionDecisionReason: "blocked by the TS hook",
+                },
+              }),
+            ],
+          },
+        ],
+      },
+    }),
+  });
+  const messages = await untilResult(q);
+  input.close();
+  assertKeelRan(env, messages);
+  const results = toolResults(messages);
+  assert.equal(results.length, 1);
+  assert.match(JSON.stringify(results[0].content), /blocked by the TS hook/);
+  assert.ok(!existsSync(join(env.cwd, "made_by_tool.txt")), "a blocked command must not run");
+});
+
+test("setPermissionMode and setModel", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "write_file");
+  const input = channel();
+  const q = query({ prompt: input.stream, options: env.options() });
+  await q.setPermissionMode("acceptEdits");
+  await q.setModel("claude-keel-ts-model");
+  await assert.rejects(q.setPermissionMode("no-such-mode"), /Cannot set permission mode/);
+  input.send("Write written.txt.");
+  const messages = await untilResult(q);
+  input.close();
+  assertKeelRan(env, messages);
+  const init = messages.find((m) => m.type === "system" && m.subtype === "init");
+  assert.equal(init.permissionMode, "acceptEdits");
+  assert.equal(init.model, "claude-keel-ts-model");
+  assert.equal(readFileSync(join(env.cwd, "written.txt"), "utf8"), "hello from the model\n");
+  assert.ok(env.requests().every((r) => r.body.model === "claude-keel-ts-model"));
+});
+
+test("multi-turn conversation and interrupt receipt", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "two_turns");
+  const input = channel("The first question.");
+  const q = query({ prompt: input.stream, options: env.options() });
+  const first = await untilResult(q);
+  assertKeelRan(env, first);
+  assert.deepEqual(texts(first), ["First answer."]);
+  await q.interrupt(); // idle: a truthful receipt, nothing stopped
+  input.send("And the second question.");
+  const second = await untilResult(q);
+  input.close();
+  assert.deepEqual(texts(second), ["Second answer."]);
+  assert.equal(first.at(-1).session_id, second.at(-1).session_id);
+  assert.deepEqual(env.requests()[1].body.messages.map((m) => m.role), ["user", "assistant", "user"]);
+});
