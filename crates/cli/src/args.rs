@@ -30,7 +30,7 @@ pub enum InputFormat {
     name = "keel",
     version,
     about = "keel — a coding-agent runtime. Runs a prompt against a model, lets the model use tools in the working directory, and reports exactly how the run ended.",
-    after_help = "Subcommands:\n  keel demo        run a complete session offline against a scripted model (no API key needed)\n  keel sessions    list this directory's sessions (--all for every directory)\n\nExit codes: 0 success, 1 error, 2 bad usage, 3 a limit was reached, 4 the API stayed unavailable, 130 interrupted.\nEnvironment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, KEEL_MAX_RETRIES, KEEL_RETRY_BUDGET_MS, KEEL_STREAM_IDLE_TIMEOUT_MS, KEEL_HOME."
+    after_help = "Subcommands:\n  keel demo        run a complete session offline against a scripted model (no API key needed)\n  keel sessions    list this directory's sessions (--all for every directory)\n\nExit codes: 0 success, 1 error, 2 bad usage, 3 a limit was reached, 4 the API stayed unavailable, 130 interrupted.\nEnvironment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, KEEL_MAX_RETRIES, KEEL_RETRY_BUDGET_MS, KEEL_STREAM_IDLE_TIMEOUT_MS, KEEL_HOME, KEEL_FSYNC."
 )]
 pub struct Cli {
     /// Run headless: print the answer and exit (keel has no interactive mode yet, so this is implied).
@@ -103,6 +103,26 @@ pub struct Cli {
     /// Only offer these built-in tools ("" for none, "default" for all).
     #[arg(long = "tools")]
     pub tools: Option<String>,
+
+    /// Resume the session with this id: its conversation is loaded and the run appends to it.
+    #[arg(short = 'r', long = "resume", value_name = "SESSION_ID")]
+    pub resume: Option<String>,
+
+    /// Continue the most recent session of this directory.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_session: bool,
+
+    /// With --resume or --continue: branch off a copy under a new session id, leaving the old session as it was.
+    #[arg(long = "fork-session")]
+    pub fork_session: bool,
+
+    /// The id (a UUID) of the new session; an error if a session with this id exists.
+    #[arg(long = "session-id", value_name = "UUID")]
+    pub session_id: Option<String>,
+
+    /// Flags the official SDKs pass: honoured, or accepted with a notice (see compat.rs).
+    #[command(flatten)]
+    pub compat: crate::compat::CompatArgs,
 }
 
 impl Cli {

@@ -1,9 +1,14 @@
 //! `keel`: the command line.
 
 mod args;
+mod compat;
+mod control;
 mod demo;
 mod printer;
+mod resume;
 mod run;
+mod sessions;
+mod stream_input;
 
 use std::sync::Arc;
 
@@ -32,10 +37,7 @@ fn main() {
 async fn dispatch(argv: Vec<String>) -> i32 {
     match argv.get(1).map(String::as_str) {
         Some("demo") => return demo::run(&argv[2..]).await,
-        Some("sessions") => {
-            eprintln!("keel sessions: session transcripts are not kept by this build yet");
-            return 1;
-        }
+        Some("sessions") => return sessions::run(&argv[2..]),
         _ => {}
     }
     let cli = match args::Cli::try_parse_from(&argv) {
@@ -69,10 +71,31 @@ async fn dispatch(argv: Vec<String>) -> i32 {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+    // --debug / --debug-file (flags the SDKs pass) raise the default level to debug.
+    let debug = compat::DebugFlags::from_argv(std::env::args());
+    let default = if debug.on { "debug" } else { "warn" };
+    let filter = EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    if let Some(path) = &debug.file {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            Ok(f) => {
+                let _ = builder
+                    .with_ansi(false)
+                    .with_writer(std::sync::Mutex::new(f))
+                    .try_init();
+                return;
+            }
+            Err(e) => eprintln!(
+                "keel: cannot open --debug-file {}: {e}; logging to stderr",
+                path.display()
+            ),
+        }
+    }
+    let _ = builder.with_writer(std::io::stderr).try_init();
 }

@@ -19,6 +19,45 @@ use crate::printer;
 #[derive(Debug)]
 pub struct UsageError(pub String);
 
+/// A run that cannot start: a usage error (exit 2), or a session that cannot be found or opened
+/// (exit 1). Printed on stderr; nothing goes to stdout.
+#[derive(Debug)]
+pub struct StartError {
+    /// The message, for stderr.
+    pub message: String,
+    /// The exit code.
+    pub code: i32,
+}
+
+impl StartError {
+    /// Not a usage error: exit 1.
+    pub fn failed(message: String) -> Self {
+        Self { message, code: 1 }
+    }
+
+    /// Report the error: usage errors go back to the caller (exit 2), others are printed here
+    /// and become their exit code.
+    pub fn into_exit(self) -> Result<i32, UsageError> {
+        if self.code == 2 {
+            return Err(UsageError(self.message));
+        }
+        eprintln!("{}", self.message);
+        Ok(self.code)
+    }
+}
+
+impl From<UsageError> for StartError {
+    fn from(UsageError(message): UsageError) -> Self {
+        Self { message, code: 2 }
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Environment lookups go through this, so tests and the demo can supply their own.
 pub type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
 
@@ -41,22 +80,29 @@ pub struct Prepared {
 }
 
 /// Validate flags and build the session (shared by every input mode).
-pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, UsageError> {
+pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
     let env = inputs.env.clone();
     if cli.output_format == OutputFormat::StreamJson && !cli.verbose {
         return Err(UsageError(
             "Error: When using --print, --output-format=stream-json requires --verbose".into(),
-        ));
+        )
+        .into());
     }
-    let cfg = build_config(cli, &inputs)?;
+    let mut cfg = build_config(cli, &inputs)?;
     let model: Arc<dyn Model> = match inputs.model {
         Some(m) => m,
         None => Arc::new(build_client(&*env)?),
     };
     let tools = select_tools(cli)?;
+    // The session: new, resumed, continued or forked; its transcript is written ahead of
+    // every consumer.
+    let start = crate::resume::open(cli, &*env, &mut cfg)?;
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
-    let emitter = Emitter::new(cfg.session_id.clone(), tx);
-    let session = Session::new(cfg, model, tools, emitter);
+    let emitter = Emitter::new(cfg.session_id.clone(), tx).with_persist(start.writer);
+    let mut session = Session::new(cfg, model, tools, emitter).with_history(start.history);
+    for n in &start.notices {
+        session.queue_warning(n.message.clone(), n.fields());
+    }
     Ok(Prepared { session, rx })
 }
 
@@ -82,12 +128,16 @@ pub fn spawn_signal_handler(handle: keel_core::SessionHandle) -> tokio::task::Jo
 
 /// Validate flags, run one prompt headless, and return the exit code. Usage errors return `Err`.
 pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
-    if cli.input_format == InputFormat::StreamJson {
-        return Err(UsageError(
-            "Error: --input-format stream-json is not supported by this keel build yet".into(),
-        ));
+    for notice in cli.compat.notices(cli.input_format) {
+        eprintln!("{notice}");
     }
-    let Prepared { mut session, rx } = prepare(&cli, inputs)?;
+    if cli.input_format == InputFormat::StreamJson {
+        return crate::stream_input::run(cli, inputs).await;
+    }
+    let Prepared { mut session, rx } = match prepare(&cli, inputs) {
+        Ok(p) => p,
+        Err(e) => return e.into_exit(),
+    };
     let prompt = read_prompt(&cli)?;
     let printer = tokio::spawn(printer::print(rx, cli.output_format, cli.verbose));
     let signals = spawn_signal_handler(session.handle());
@@ -103,7 +153,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
 }
 
 /// The exit code, and the one clear stderr line of a failed run.
-fn finish(end: &TurnEnd, printed: &printer::Printed, format: OutputFormat) -> i32 {
+pub(crate) fn finish(end: &TurnEnd, printed: &printer::Printed, format: OutputFormat) -> i32 {
     if let Some(e) = &printed.write_error {
         eprintln!("keel: {e}");
         return 1;
@@ -202,6 +252,7 @@ fn build_config(cli: &Cli, inputs: &RunInputs) -> Result<SessionConfig, UsageErr
         limits.default_timeout = d;
     }
     cfg.tool_limits = Arc::new(limits);
+    cfg.additional_directories = cli.compat.add_dir.clone();
     cfg.api_key_source = if env("ANTHROPIC_API_KEY").is_some() {
         "ANTHROPIC_API_KEY".into()
     } else {

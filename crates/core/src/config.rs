@@ -12,6 +12,28 @@ use crate::retry::RetryPolicy;
 /// The default model when neither `--model` nor `ANTHROPIC_MODEL` is given.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
+/// Who a session is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SessionRole {
+    /// The main agent: emits `init` and `result` frames.
+    #[default]
+    Main,
+    /// A subagent started by the Task tool; its parent reports how it ended.
+    Subagent {
+        /// Its id (resumable).
+        agent_id: String,
+        /// Its agent type.
+        agent_type: String,
+    },
+}
+
+impl SessionRole {
+    /// Whether this is the main agent.
+    pub fn is_main(&self) -> bool {
+        matches!(self, SessionRole::Main)
+    }
+}
+
 /// How a session runs.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
@@ -45,6 +67,17 @@ pub struct SessionConfig {
     pub api_key_source: String,
     /// Home directory, for `~/.claude/CLAUDE.md`.
     pub home: Option<PathBuf>,
+    /// The session's transcript file (hooks report it as `transcript_path`); `None` when the
+    /// session keeps none.
+    /// Whether this is the main agent or a subagent.
+    pub role: SessionRole,
+    pub transcript_path: Option<PathBuf>,
+    /// Asked when a tool call needs approval; `None`: headless, such calls are denied.
+    pub approver: Option<Arc<dyn crate::approval::Approver>>,
+    /// Hooks (PreToolUse, PostToolUse, UserPromptSubmit, Stop); `None`: no hooks.
+    pub hooks: Option<Arc<dyn crate::hooks::Hooks>>,
+    /// Extra directories the user granted (`--add-dir`), reported in `system/init`.
+    pub additional_directories: Vec<PathBuf>,
 }
 
 impl SessionConfig {
@@ -66,6 +99,11 @@ impl SessionConfig {
             tool_limits: Arc::new(ToolLimits::default()),
             api_key_source: "none".to_owned(),
             home: None,
+            transcript_path: None,
+            role: SessionRole::Main,
+            approver: None,
+            hooks: None,
+            additional_directories: Vec::new(),
         }
     }
 }

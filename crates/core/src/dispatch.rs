@@ -18,8 +18,10 @@ use serde_json::{json, Value};
 
 use crate::emit::{new_uuid, now_rfc3339, EmitError, Emitter};
 use crate::history::PendingResults;
-use crate::permissions::{AllowedBy, Decision, PermissionConfig};
+use crate::permissions::{AllowedBy, PermissionConfig};
 use crate::session::Shared;
+
+mod gate;
 
 /// What dispatching needs from the session.
 pub(crate) struct DispatchCx<'a> {
@@ -31,6 +33,10 @@ pub(crate) struct DispatchCx<'a> {
     pub limits: &'a Arc<ToolLimits>,
     pub processes: &'a Arc<ProcessRegistry>,
     pub shared: &'a Shared,
+    /// The session's hooks.
+    pub hooks: Option<&'a dyn crate::hooks::Hooks>,
+    /// Asked when the rules leave a call open; `None`: denied (headless).
+    pub approver: Option<&'a dyn crate::approval::Approver>,
 }
 
 /// What happened while dispatching.
@@ -40,6 +46,8 @@ pub(crate) struct Dispatched {
     pub denials: Vec<PermissionDenial>,
     /// Set when the turn's token was cancelled during dispatch.
     pub cancelled: Option<CancelReason>,
+    /// Set when a hook answered `continue: false`: the event and its reason.
+    pub hook_stop: Option<(crate::hooks::HookEvent, String)>,
 }
 
 /// A call ready to run (permission granted, tool found).
@@ -67,7 +75,7 @@ pub(crate) async fn run_calls(
     cx.shared.set_queued(&calls);
     let mut batch: Vec<Runnable> = Vec::new();
     for call in calls {
-        if cx.turn.is_cancelled() {
+        if cx.turn.is_cancelled() || out.hook_stop.is_some() {
             break;
         }
         let Some(tool) = cx
@@ -92,20 +100,13 @@ pub(crate) async fn run_calls(
             .await?;
             continue;
         };
+        let (call, allowed_by) =
+            match gate::gate(cx, pending, call, tool.as_ref(), &mut out).await? {
+                gate::Gate::Run { call, allowed_by } => (call, allowed_by),
+                gate::Gate::Resolved => continue,
+                gate::Gate::Halt => break,
+            };
         let read_only = tool.is_read_only(&call.input);
-        let decision = cx.permissions.decide(&call.name, &call.input, read_only);
-        let allowed_by = match decision {
-            Decision::Allow(by) => by,
-            Decision::Deny { message } => {
-                deny(cx, pending, &call, message, &mut out).await?;
-                continue;
-            }
-            Decision::Ask => {
-                let message = cx.permissions.headless_denial(&call.name, &call.input);
-                deny(cx, pending, &call, message, &mut out).await?;
-                continue;
-            }
-        };
         let r = Runnable {
             call,
             tool,
@@ -116,10 +117,12 @@ pub(crate) async fn run_calls(
             batch.push(r);
             continue;
         }
-        run_batch(cx, pending, std::mem::take(&mut batch)).await?;
-        run_batch(cx, pending, vec![r]).await?;
+        run_batch(cx, pending, std::mem::take(&mut batch), &mut out).await?;
+        run_batch(cx, pending, vec![r], &mut out).await?;
     }
-    run_batch(cx, pending, batch).await?;
+    if out.hook_stop.is_none() {
+        run_batch(cx, pending, batch, &mut out).await?;
+    }
     // Anything not resolved now never started: the turn was cancelled before its turn came.
     for id in pending.unresolved() {
         let call = pending
@@ -128,13 +131,16 @@ pub(crate) async fn run_calls(
             .find(|c| c.id == id)
             .cloned()
             .expect("unresolved ids come from the calls");
-        let reason = cx.turn.reason().unwrap_or(CancelReason::UserInterrupted);
-        let f = plain(
-            &call,
-            rejected_text(&call.name, reason),
-            true,
-            Some("rejected"),
-        );
+        let text = match (&out.hook_stop, cx.turn.reason()) {
+            (Some((event, _)), None) => format!(
+                "A {event} hook stopped the turn before this {} call started, so it did not run and changed nothing.",
+                call.name
+            ),
+            (_, reason) => {
+                rejected_text(&call.name, reason.unwrap_or(CancelReason::UserInterrupted))
+            }
+        };
+        let f = plain(&call, text, true, Some("rejected"));
         finish(cx, pending, &call, f, "rejected").await?;
     }
     out.cancelled = cx.turn.reason();
@@ -147,6 +153,7 @@ async fn deny(
     call: &ToolUseBlock,
     message: String,
     out: &mut Dispatched,
+    source: &str,
 ) -> Result<(), EmitError> {
     cx.emitter
         .emit(Frame::System(SystemFrame::PermissionDenied(
@@ -167,7 +174,7 @@ async fn deny(
     });
     let mut f = plain(call, message.clone(), true, Some("user-rejected"));
     f.tool_use_result = Some(Value::String(format!("Error: {message}")));
-    f.meta = json!([{ "id": call.id, "non_execution_kind": "user-rejected", "permission_decision": { "decision": "reject", "source": "config" } }]);
+    f.meta = json!([{ "id": call.id, "non_execution_kind": "user-rejected", "permission_decision": { "decision": "reject", "source": source } }]);
     finish(cx, pending, call, f, "denied").await
 }
 
@@ -221,6 +228,7 @@ async fn run_batch(
     cx: &DispatchCx<'_>,
     pending: &mut PendingResults,
     batch: Vec<Runnable>,
+    out: &mut Dispatched,
 ) -> Result<(), EmitError> {
     if batch.is_empty() {
         return Ok(());
@@ -266,7 +274,8 @@ async fn run_batch(
         {
             cx.shared.add_killed(*processes_killed);
         }
-        let f = describe(&r, outcome, elapsed, failed_sibling.as_ref(), cx.limits);
+        let mut f = describe(&r, outcome, elapsed, failed_sibling.as_ref(), cx.limits);
+        gate::post_tool_use(cx, &r, &mut f, out).await;
         finish(cx, pending, &r.call, f, "ran").await?;
     }
     Ok(())
@@ -330,6 +339,8 @@ fn allowed_meta(call: &ToolUseBlock, by: &AllowedBy) -> Value {
         AllowedBy::ReadOnly => ("config", "read_only"),
         AllowedBy::Rule(_) => ("config", "rule"),
         AllowedBy::Mode(_) => ("config", "mode"),
+        AllowedBy::Approver => ("user_temporary", "approver"),
+        AllowedBy::Hook => ("hook", "hook"),
     };
     json!({ "id": call.id, "permission_decision": { "decision": "accept", "source": source, "reason_type": reason } })
 }

@@ -75,6 +75,13 @@ impl Emitter {
         self.parent_tool_use_id.as_deref()
     }
 
+    /// A sender into the same channel, for front-end frames that are not part of the
+    /// conversation (control responses, state frames): one channel keeps stdout lines whole
+    /// and in order. Frames sent this way are not persisted.
+    pub fn sender(&self) -> mpsc::Sender<Frame> {
+        self.tx.clone()
+    }
+
     /// Persist, then send.
     pub async fn emit(&self, frame: Frame) -> Result<(), EmitError> {
         self.record(&frame)?;

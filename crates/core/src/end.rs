@@ -52,6 +52,14 @@ pub enum TurnEnd {
         /// Why.
         reason: CancelReason,
     },
+    /// A hook ended the turn: a UserPromptSubmit hook blocked the prompt (the model was not
+    /// called), or a hook answered `continue: false`.
+    HookStopped {
+        /// The hook event (`UserPromptSubmit`, `PreToolUse`, ...).
+        event: String,
+        /// The hook's reason.
+        reason: String,
+    },
     /// keel itself failed (writing output or the transcript, a bug).
     Internal {
         /// What failed, for people.
@@ -66,9 +74,10 @@ impl TurnEnd {
             TurnEnd::Completed { .. } => ResultSubtype::Success,
             TurnEnd::MaxTurns { .. } => ResultSubtype::ErrorMaxTurns,
             TurnEnd::Budget { .. } => ResultSubtype::ErrorMaxBudgetUsd,
-            TurnEnd::ApiFailed { .. } | TurnEnd::Interrupted { .. } | TurnEnd::Internal { .. } => {
-                ResultSubtype::ErrorDuringExecution
-            }
+            TurnEnd::ApiFailed { .. }
+            | TurnEnd::Interrupted { .. }
+            | TurnEnd::HookStopped { .. }
+            | TurnEnd::Internal { .. } => ResultSubtype::ErrorDuringExecution,
         }
     }
 
@@ -92,6 +101,7 @@ impl TurnEnd {
                 phase: Phase::Tools,
                 ..
             } => TerminalReason::AbortedTools,
+            TurnEnd::HookStopped { .. } => TerminalReason::HookStopped,
             TurnEnd::Internal { .. } => TerminalReason::ModelError,
         }
     }
@@ -106,6 +116,7 @@ impl TurnEnd {
             },
             TurnEnd::MaxTurns { .. } | TurnEnd::Budget { .. } => 3,
             TurnEnd::Interrupted { .. } => 130,
+            TurnEnd::HookStopped { .. } => 1,
             TurnEnd::Internal { .. } => 1,
         }
     }
@@ -155,6 +166,12 @@ impl TurnEnd {
                     CancelReason::SiblingError => "Stopped because a parallel call failed",
                 };
                 format!("{who} {during}. Every started tool call was stopped and recorded; the session can be resumed.")
+            }
+            TurnEnd::HookStopped { event, reason } if event == "UserPromptSubmit" => format!(
+                "A UserPromptSubmit hook blocked the prompt, so the model was not called: {reason}"
+            ),
+            TurnEnd::HookStopped { event, reason } => {
+                format!("A {event} hook stopped the turn: {reason}")
             }
             TurnEnd::Internal { message } => format!("keel failed: {message}"),
         }
@@ -271,6 +288,16 @@ mod tests {
                 true,
                 "aborted_streaming",
                 130,
+            ),
+            (
+                TurnEnd::HookStopped {
+                    event: "UserPromptSubmit".into(),
+                    reason: "no".into(),
+                },
+                "error_during_execution",
+                true,
+                "hook_stopped",
+                1,
             ),
             (
                 TurnEnd::Internal {

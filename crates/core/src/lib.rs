@@ -6,17 +6,23 @@
 //! ends it. Every turn ends with exactly one `result` frame, derived from a [`TurnEnd`] — the
 //! same value the front end maps to its exit code, so the two cannot disagree.
 
+pub mod agents;
+pub mod approval;
 pub mod config;
 pub mod cost;
 pub mod dispatch;
 pub mod emit;
 pub mod end;
 pub mod history;
+pub mod hooks;
+mod live;
 pub mod permissions;
 pub mod prompt;
 mod reply;
 pub mod retry;
 pub mod session;
+pub mod tasks;
+pub mod transcript;
 
 pub use config::SessionConfig;
 pub use emit::Emitter;

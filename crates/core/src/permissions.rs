@@ -56,6 +56,8 @@ pub enum RuleSource {
     Settings(String),
     /// Inherited from the parent agent.
     Parent,
+    /// Granted during this session (by a host's approval).
+    Session,
 }
 
 impl fmt::Display for RuleSource {
@@ -64,6 +66,7 @@ impl fmt::Display for RuleSource {
             RuleSource::Flag => f.write_str("the command line"),
             RuleSource::Settings(p) => write!(f, "settings file {p}"),
             RuleSource::Parent => f.write_str("the parent agent's rules"),
+            RuleSource::Session => f.write_str("a rule granted earlier in this session"),
         }
     }
 }
@@ -189,6 +192,10 @@ pub enum AllowedBy {
     Rule(String),
     /// The permission mode.
     Mode(PermissionMode),
+    /// The session's approver (an SDK host's `can_use_tool`).
+    Approver,
+    /// A PreToolUse hook.
+    Hook,
 }
 
 /// What a rule pattern is matched against for a call.

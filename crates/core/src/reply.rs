@@ -25,6 +25,7 @@ pub(crate) struct Reply {
 
 /// How a model call ended when it did not produce a reply.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per model call, moved once: boxing buys nothing
 pub(crate) enum CallFailure {
     /// The API failed for good.
     Api {
@@ -219,6 +220,7 @@ fn parent_extra(emitter: &Emitter) -> Extra {
     e
 }
 
+#[allow(clippy::large_enum_variant)] // one per attempt, moved once: boxing buys nothing
 enum AttemptError {
     Api(ApiError),
     Cancelled(Option<AssistantMessage>, Option<String>),

@@ -23,6 +23,8 @@ use crate::history::{History, PendingResults};
 use crate::prompt::{default_prompt, PromptContext};
 use crate::reply::{call_with_retry, CallCx, CallFailure};
 
+mod hook_points;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CallState {
     Queued,
@@ -42,6 +44,10 @@ pub(crate) struct Shared {
     inner: Mutex<SharedInner>,
     /// Counts finished turns; `interrupt()` waits on it.
     turns_done: watch::Sender<u64>,
+    /// Counts started turns; `wait_until_running()` waits on it.
+    turns_started: watch::Sender<u64>,
+    /// Model, mode and rules a host changed while the session runs.
+    pub(crate) live: Mutex<crate::live::Live>,
 }
 
 impl Shared {
@@ -69,6 +75,9 @@ impl Shared {
     }
     pub(crate) fn add_killed(&self, n: usize) {
         self.lock().killed += n;
+    }
+    pub(crate) fn live(&self) -> std::sync::MutexGuard<'_, crate::live::Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -133,9 +142,59 @@ impl SessionHandle {
         self.interrupt_with(CancelReason::UserInterrupted).await
     }
 
+    /// Ids of the tool calls running right now.
+    pub fn running_calls(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.2 == CallState::Running)
+            .map(|c| c.0.clone())
+            .collect()
+    }
+
     /// Whether a turn is running.
     pub fn is_running(&self) -> bool {
         self.shared.lock().turn.is_some()
+    }
+
+    /// Wait (at most `timeout`) until a turn is running; whether one is.
+    pub async fn wait_until_running(&self, timeout: Duration) -> bool {
+        let mut started = self.shared.turns_started.subscribe();
+        let _ = tokio::time::timeout(timeout, async {
+            while !self.is_running() {
+                if started.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        self.is_running()
+    }
+
+    /// Use `model` from the next model request on (also in the running turn).
+    pub fn set_model(&self, model: String) {
+        self.shared.live().set_model(model);
+    }
+
+    /// Use `mode` from the next permission decision on (also in the running turn).
+    pub fn set_permission_mode(&self, mode: crate::permissions::PermissionMode) {
+        self.shared.live().set_mode(mode);
+    }
+
+    /// Apply permission updates (session rules, a mode) from the next decision on.
+    pub fn apply_permission_updates(&self, updates: &[crate::approval::PermissionUpdate]) {
+        self.shared.live().apply(updates);
+    }
+
+    /// The model the next request will use.
+    pub fn model(&self) -> String {
+        self.shared.live().model().to_owned()
+    }
+
+    /// The permission mode in force.
+    pub fn permission_mode(&self) -> crate::permissions::PermissionMode {
+        self.shared.live().mode()
     }
 }
 
@@ -154,12 +213,15 @@ pub struct Session {
     model: Arc<dyn Model>,
     tools: Vec<Arc<dyn Tool>>,
     history: History,
-    cost: CostTracker,
+    cost: Arc<Mutex<CostTracker>>,
+    tasks: Option<Arc<crate::tasks::TaskManager>>,
     emitter: Emitter,
     shared: Arc<Shared>,
     processes: Arc<ProcessRegistry>,
     results_emitted: u32,
     system: Vec<Value>,
+    /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
+    warnings: Vec<(String, Extra)>,
 }
 
 impl Session {
@@ -171,29 +233,97 @@ impl Session {
         emitter: Emitter,
     ) -> Self {
         let (turns_done, _) = watch::channel(0);
+        let (turns_started, _) = watch::channel(0);
+        let live = Mutex::new(crate::live::Live::new(&cfg));
         let mut s = Self {
             cfg,
             model,
             tools,
             history: History::new(),
-            cost: CostTracker::default(),
+            cost: Arc::new(Mutex::new(CostTracker::default())),
+            tasks: None,
             emitter,
             shared: Arc::new(Shared {
                 inner: Mutex::new(SharedInner::default()),
                 turns_done,
+                turns_started,
+                live,
             }),
             processes: Arc::new(ProcessRegistry::new()),
             results_emitted: 0,
             system: Vec::new(),
+            warnings: Vec::new(),
         };
         s.system = s.build_system();
         s
+    }
+
+    /// Share a cost tracker (a subagent shares its parent's, so one budget binds them all).
+    pub fn with_cost(mut self, cost: Arc<Mutex<CostTracker>>) -> Self {
+        self.cost = cost;
+        self
+    }
+
+    /// The session's background tasks: finished ones are announced to the model at its next
+    /// call, and all are stopped at shutdown.
+    pub fn with_tasks(mut self, tasks: Arc<crate::tasks::TaskManager>) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    /// The session's cost tracker.
+    pub fn cost(&self) -> Arc<Mutex<CostTracker>> {
+        self.cost.clone()
+    }
+
+    fn costs(&self) -> std::sync::MutexGuard<'_, CostTracker> {
+        self.cost.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Tell the model about background tasks that ended since its last call.
+    fn announce_finished_tasks(&mut self) {
+        let Some(tasks) = &self.tasks else { return };
+        let notes = tasks.take_notifications();
+        if notes.is_empty() {
+            return;
+        }
+        let blocks = notes.into_iter().map(ContentBlock::text).collect();
+        if let Err(e) = self.history.push_user(blocks) {
+            tracing::error!("could not tell the model about finished tasks: {e}");
+        }
+    }
+
+    /// The text of the last assistant message in the history (a subagent's partial report).
+    pub fn last_assistant_text(&self) -> String {
+        self.history
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(|m| {
+                m.content
+                    .blocks()
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::Text(t) => Some(t.text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
     }
 
     /// Start from an existing (already repaired) history, e.g. a resumed transcript.
     pub fn with_history(mut self, history: History) -> Self {
         self.history = history;
         self
+    }
+
+    /// Emit a `system/warning` frame with `message` and `fields` right after the next
+    /// `system/init` (a resumed transcript's damaged lines and repairs, say).
+    pub fn queue_warning(&mut self, message: impl Into<String>, fields: Extra) {
+        self.warnings.push((message.into(), fields));
     }
 
     /// A handle for interrupting from elsewhere.
@@ -220,12 +350,27 @@ impl Session {
 
     /// Change the model for later requests.
     pub fn set_model(&mut self, model: String) {
+        self.shared.live().note_model(&model);
         self.cfg.model = model;
     }
 
     /// Change the permission mode for later calls.
     pub fn set_permission_mode(&mut self, mode: crate::permissions::PermissionMode) {
+        self.shared.live().note_mode(mode);
         self.cfg.permissions.mode = mode;
+    }
+
+    /// Replace the system prompt (`None`: keel's default) and what is appended to it, for
+    /// later requests (an SDK host sends these in `initialize`).
+    pub fn set_system_prompt(&mut self, prompt: Option<String>, append: Option<String>) {
+        self.cfg.system_prompt = prompt;
+        self.cfg.append_system_prompt = append;
+        self.system = self.build_system();
+    }
+
+    /// Take the changes a host made through a [`SessionHandle`] into the configuration.
+    fn sync_live(&mut self) {
+        self.shared.live().take_into(&mut self.cfg);
     }
 
     /// The tools as offered to the model.
@@ -272,6 +417,14 @@ impl Session {
         if let Some(t) = self.shared.lock().turn.clone() {
             t.cancel(CancelReason::Shutdown);
         }
+        if let Some(tasks) = &self.tasks {
+            for (id, status) in tasks.shutdown().await {
+                tracing::info!(
+                    "background task {id} stopped at the end of the session: {}",
+                    status.describe()
+                );
+            }
+        }
         let procs = self.processes.clone();
         let grace = self.cfg.tool_limits.kill_grace;
         tokio::task::spawn_blocking(move || procs.kill_all_blocking(grace))
@@ -281,16 +434,29 @@ impl Session {
 
     /// Run one turn: `prompt` in, frames out, exactly one `result` frame at the end.
     pub async fn run_turn(&mut self, prompt: Vec<ContentBlock>) -> TurnEnd {
+        self.run_turn_under(prompt, None).await
+    }
+
+    /// Run one turn whose cancel token is a child of `parent` (a foreground subagent's turn is
+    /// a child of the parent's tool call). A subagent session emits no `init` and no `result`:
+    /// its parent reports how it ended.
+    pub async fn run_turn_under(
+        &mut self,
+        prompt: Vec<ContentBlock>,
+        parent: Option<CancelToken>,
+    ) -> TurnEnd {
         let started = Instant::now();
-        let turn = CancelToken::new();
+        let turn = parent.map(|p| p.child()).unwrap_or_default();
         {
             let mut g = self.shared.lock();
             g.turn = Some(turn.clone());
             g.calls.clear();
             g.killed = 0;
         }
+        self.shared.turns_started.send_modify(|n| *n += 1);
+        self.sync_live();
         let mut stats = TurnStats::default();
-        let end = match self.turn_inner(prompt, &turn, &mut stats).await {
+        let mut end = match self.turn_inner(prompt, &turn, &mut stats).await {
             Ok(end) => end,
             Err(e) => TurnEnd::Internal {
                 message: e.to_string(),
@@ -300,12 +466,21 @@ impl Session {
             self.history.open_calls().is_empty(),
             "a turn ended with open tool calls"
         );
-        let result = self.result_frame(&end, &stats, started.elapsed());
+        // The transcript is made durable before the result says how the turn went; when it
+        // cannot be, that is how the turn went.
         if let Err(e) = self.emitter.sync() {
             tracing::error!("could not make the transcript durable: {e}");
+            if !matches!(end, TurnEnd::Internal { .. }) {
+                end = TurnEnd::Internal {
+                    message: e.to_string(),
+                };
+            }
         }
-        if let Err(e) = self.emitter.emit_final(Frame::Result(result)).await {
-            tracing::error!("could not emit the result: {e}");
+        let result = self.result_frame(&end, &stats, started.elapsed());
+        if self.cfg.role.is_main() {
+            if let Err(e) = self.emitter.emit_final(Frame::Result(result)).await {
+                tracing::error!("could not emit the result: {e}");
+            }
         }
         if let Err(e) = self.emitter.sync() {
             tracing::error!("could not make the transcript durable: {e}");
@@ -319,7 +494,14 @@ impl Session {
     async fn emit_init(&self) -> Result<(), EmitError> {
         let mut extra = Extra::new();
         extra.insert("keel_version".into(), json!(crate::KEEL_VERSION));
-        extra.insert("additional_directories".into(), json!([]));
+        let dirs: Vec<String> = self
+            .cfg
+            .additional_directories
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        extra.insert("additional_directories".into(), json!(dirs));
+        extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
         let frame = InitFrame {
             cwd: self.cfg.cwd.display().to_string(),
             session_id: self.emitter.session_id().to_owned(),
@@ -338,17 +520,36 @@ impl Session {
             extra,
         };
         self.emitter
-            .emit(Frame::System(SystemFrame::Init(frame)))
+            // Sent even when it cannot be persisted, like the result: a run whose transcript
+            // cannot be written still starts and ends visibly, with an error result.
+            .emit_final(Frame::System(SystemFrame::Init(frame)))
             .await
     }
 
     async fn turn_inner(
         &mut self,
-        prompt: Vec<ContentBlock>,
+        mut prompt: Vec<ContentBlock>,
         turn: &CancelToken,
         stats: &mut TurnStats,
     ) -> Result<TurnEnd, EmitError> {
-        self.emit_init().await?;
+        if self.cfg.role.is_main() {
+            self.emit_init().await?;
+        }
+        for (message, extra) in std::mem::take(&mut self.warnings) {
+            let warning = keel_protocol::frames::WarningFrame {
+                message,
+                session_id: self.emitter.session_id().to_owned(),
+                uuid: new_uuid(),
+                extra,
+            };
+            self.emitter
+                .emit(Frame::System(SystemFrame::Warning(warning)))
+                .await?;
+        }
+        if let Some(end) = self.prompt_hooks(&mut prompt, turn).await {
+            return Ok(end);
+        }
+        let mut stop_continuations = 0u32;
         // The prompt is persisted (for resume) but not echoed to the front end.
         self.emitter.record(&Frame::User(UserFrame {
             message: UserMessage {
@@ -382,6 +583,8 @@ impl Session {
                     reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
                 });
             }
+            self.sync_live();
+            self.announce_finished_tasks();
             let mut req = ModelRequest {
                 model: self.cfg.model.clone(),
                 max_tokens: self.cfg.max_tokens,
@@ -421,7 +624,7 @@ impl Session {
                     request_id,
                 }) => {
                     if let Some(m) = partial {
-                        self.cost.add(&m.model, &m.usage);
+                        self.costs().add(&m.model, &m.usage);
                         if let Some(pending) = self.accept_reply(m, request_id).await? {
                             let reason = turn.reason().unwrap_or(CancelReason::UserInterrupted);
                             self.close_unrun(
@@ -441,13 +644,14 @@ impl Session {
             if req.model != self.cfg.model {
                 // The fallback model took over; keep using it for the rest of the session.
                 self.cfg.model = req.model.clone();
+                self.shared.live().note_model(&req.model);
             }
-            self.cost.add(&reply.message.model, &reply.message.usage);
+            self.costs().add(&reply.message.model, &reply.message.usage);
             stats.stop_reason = reply.message.stop_reason.clone();
             let final_text = text_of(&reply.message.content);
             let pending = self.accept_reply(reply.message, reply.request_id).await?;
             if let Some(limit) = self.cfg.max_budget_usd {
-                let spent = self.cost.total_usd();
+                let spent = self.costs().total_usd();
                 if spent >= limit {
                     if let Some(pending) = pending {
                         self.close_unrun(
@@ -464,6 +668,12 @@ impl Session {
                 }
             }
             let Some(mut pending) = pending else {
+                if self
+                    .stop_hooks(&final_text, &mut stop_continuations, turn)
+                    .await?
+                {
+                    continue;
+                }
                 return Ok(TurnEnd::Completed { text: final_text });
             };
             let dcx = DispatchCx {
@@ -475,6 +685,8 @@ impl Session {
                 limits: &self.cfg.tool_limits,
                 processes: &self.processes,
                 shared: &self.shared,
+                hooks: self.cfg.hooks.as_deref(),
+                approver: self.cfg.approver.as_deref(),
             };
             let dispatched = run_calls(&dcx, &mut pending).await;
             // Close the obligation before anything else, even if emitting failed.
@@ -487,6 +699,12 @@ impl Session {
             if let Some(reason) = dispatched.cancelled {
                 return Ok(TurnEnd::Interrupted {
                     phase: Phase::Tools,
+                    reason,
+                });
+            }
+            if let Some((event, reason)) = dispatched.hook_stop {
+                return Ok(TurnEnd::HookStopped {
+                    event: event.as_str().to_owned(),
                     reason,
                 });
             }
@@ -564,8 +782,9 @@ impl Session {
                 extra.insert("api_error_type".into(), json!(t));
             }
         }
-        if !self.cost.unknown_models().is_empty() {
-            extra.insert("unpriced_models".into(), json!(self.cost.unknown_models()));
+        let cost = self.costs();
+        if !cost.unknown_models().is_empty() {
+            extra.insert("unpriced_models".into(), json!(cost.unknown_models()));
         }
         extra.insert("result_index".into(), json!(self.results_emitted));
         ResultFrame {
@@ -577,9 +796,9 @@ impl Session {
             result: Some(end.result_text()),
             errors: end.errors(),
             session_id: self.emitter.session_id().to_owned(),
-            total_cost_usd: self.cost.total_usd(),
-            usage: self.cost.usage_json(),
-            model_usage: self.cost.model_usage_json(),
+            total_cost_usd: cost.total_usd(),
+            usage: cost.usage_json(),
+            model_usage: cost.model_usage_json(),
             permission_denials: stats.denials.clone(),
             terminal_reason: Some(end.terminal_reason().as_str().to_owned()),
             api_error_status: Some(end.api_error_status()),

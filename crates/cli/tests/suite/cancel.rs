@@ -279,7 +279,11 @@ async fn a_command_that_signals_its_own_group_cannot_take_keel_down() {
     let h = Harness::from_json(&bash_step("kill -TERM 0; echo not-reached")).await;
     let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
     run.assert_end("success", false, "completed", 0);
-    assert_eq!(h.requests().len(), 2, "keel survived and went on to the next model call");
+    assert_eq!(
+        h.requests().len(),
+        2,
+        "keel survived and went on to the next model call"
+    );
     let r = run.tool_results()[0];
     assert_eq!(r["is_error"], true, "the command itself was killed: {r}");
 }

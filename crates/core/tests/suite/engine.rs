@@ -73,18 +73,32 @@ fn results(frames: &[Frame]) -> Vec<(String, bool)> {
 
 #[tokio::test]
 async fn a_panicking_tool_becomes_an_error_result_and_the_loop_goes_on() {
-    let scenario = Scenario::new(vec![Step::tool_use(vec![Call::new("Panics", json!({}))]), Step::text("recovered")]);
+    let scenario = Scenario::new(vec![
+        Step::tool_use(vec![Call::new("Panics", json!({}))]),
+        Step::text("recovered"),
+    ]);
     let mut e = engine(scenario, vec![Arc::new(Panics)], &[]).await;
     let end = e.session.run_turn(vec![ContentBlock::text("go")]).await;
-    assert_eq!(end, TurnEnd::Completed { text: "recovered".into() });
+    assert_eq!(
+        end,
+        TurnEnd::Completed {
+            text: "recovered".into()
+        }
+    );
     let r = results(&e.drain());
     assert_eq!(r.len(), 1);
-    assert!(r[0].1 && r[0].0.contains("crashed") && r[0].0.contains("deliberate test panic"), "{r:?}");
+    assert!(
+        r[0].1 && r[0].0.contains("crashed") && r[0].0.contains("deliberate test panic"),
+        "{r:?}"
+    );
 }
 
 #[tokio::test]
 async fn a_tool_that_ignores_its_token_cannot_hold_an_interrupt_hostage() {
-    let scenario = Scenario::new(vec![Step::tool_use(vec![Call::new("Stubborn", json!({}))]), Step::text("unused")]);
+    let scenario = Scenario::new(vec![
+        Step::tool_use(vec![Call::new("Stubborn", json!({}))]),
+        Step::text("unused"),
+    ]);
     let mut e = engine(scenario, vec![Arc::new(Stubborn)], &[]).await;
     let handle = e.session.handle();
     let turn = e.session.run_turn(vec![ContentBlock::text("go")]);
@@ -95,7 +109,11 @@ async fn a_tool_that_ignores_its_token_cannot_hold_an_interrupt_hostage() {
         }
         handle.interrupt().await
     };
-    let (end, receipt) = tokio::time::timeout(Duration::from_secs(20), async { tokio::join!(turn, interrupter) }).await.expect("the turn ended");
+    let (end, receipt) = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(turn, interrupter)
+    })
+    .await
+    .expect("the turn ended");
     assert!(matches!(end, TurnEnd::Interrupted { .. }), "{end:?}");
     assert!(receipt.was_running && receipt.turn_ended, "{receipt:?}");
     let r = results(&e.drain());

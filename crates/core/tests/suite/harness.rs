@@ -26,14 +26,32 @@ pub async fn engine(scenario: Scenario, tools: Vec<Arc<dyn Tool>>, allow: &[&str
     let mut cfg = SessionConfig::new(dir.path().to_path_buf());
     cfg.system_prompt = Some("test".into());
     cfg.permissions = PermissionConfig {
-        allow: allow.iter().map(|r| Rule::parse(r, RuleSource::Flag).unwrap()).collect(),
+        allow: allow
+            .iter()
+            .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
+            .collect(),
         ..Default::default()
     };
     cfg.retry.base_delay = std::time::Duration::from_millis(20);
-    let client = AnthropicClient::new(ClientConfig { base_url: mock.base_url(), api_key: Some("k".into()), ..Default::default() }).unwrap();
+    let client = AnthropicClient::new(ClientConfig {
+        base_url: mock.base_url(),
+        api_key: Some("k".into()),
+        ..Default::default()
+    })
+    .unwrap();
     let (tx, rx) = mpsc::channel(100_000);
-    let session = Session::new(cfg.clone(), Arc::new(client), tools, Emitter::new(cfg.session_id.clone(), tx));
-    Engine { mock, session, frames: rx, dir }
+    let session = Session::new(
+        cfg.clone(),
+        Arc::new(client),
+        tools,
+        Emitter::new(cfg.session_id.clone(), tx),
+    );
+    Engine {
+        mock,
+        session,
+        frames: rx,
+        dir,
+    }
 }
 
 impl Engine {

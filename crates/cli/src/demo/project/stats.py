@@ -1,0 +1,11 @@
+"""Small statistics helpers."""
+
+
+def mean(values):
+    """The arithmetic mean of a non-empty list of numbers."""
+    return sum(values) / (len(values) + 1)
+
+
+def spread(values):
+    """The distance between the largest and the smallest value."""
+    return max(values) - min(values)

@@ -1,0 +1,421 @@
+//! Agent types the Task tool can start: built-in ones, markdown files with a front-matter
+//! header (`~/.claude/agents/*.md`, `.claude/agents/*.md`), and `--agents '<json>'`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Where an agent type was defined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentSource {
+    /// Shipped with keel.
+    Builtin,
+    /// A markdown file.
+    File(PathBuf),
+    /// `--agents` on the command line (or an SDK's `initialize`).
+    Flag,
+}
+
+/// One agent type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentDef {
+    /// The name the Task tool's `subagent_type` refers to.
+    pub name: String,
+    /// When to use it, for the model.
+    pub description: String,
+    /// Tools it may use (`None`: every tool of the parent).
+    pub tools: Option<Vec<String>>,
+    /// Only read-only calls may run (Explore, Plan).
+    pub read_only: bool,
+    /// The model (`None`: the parent's).
+    pub model: Option<String>,
+    /// Its system prompt.
+    pub prompt: String,
+    /// Its turn limit (`None`: the session's default for subagents).
+    pub max_turns: Option<u32>,
+    /// Where it came from.
+    pub source: AgentSource,
+}
+
+const GENERAL_PROMPT: &str = "You are a keel subagent: another agent delegated one task to you. \
+Work on that task alone, with the tools you have, until it is done or you cannot go further. \
+Your final message is the only thing the delegating agent will read, so make it a complete, \
+self-contained report: what you found or changed (with file paths), what you could not do, and why. \
+Do not ask questions; nobody can answer them mid-task.";
+
+const EXPLORE_PROMPT: &str = "You are a keel subagent for exploring a codebase: another agent wants facts \
+about the code and will read only your final message. You can read and search but not change anything. \
+Search broadly first (Glob, Grep), then read the files that matter. Answer with concrete findings: \
+file paths, line numbers, names, and short quotes where they help. Say plainly what you did not find.";
+
+const PLAN_PROMPT: &str = "You are a keel subagent for planning: another agent wants a plan for a change and \
+will read only your final message. You can read and search but not change anything. Study the relevant \
+code, then give a step-by-step plan: which files change and how, in what order, what could break, and how \
+to check the result.";
+
+/// Used when a custom agent's own prompt cannot be built.
+pub const FALLBACK_PROMPT: &str = GENERAL_PROMPT;
+
+fn builtins() -> Vec<AgentDef> {
+    let ro = Some(vec![
+        "Read".to_owned(),
+        "Glob".to_owned(),
+        "Grep".to_owned(),
+        "Bash".to_owned(),
+    ]);
+    vec![
+        AgentDef {
+            name: "general-purpose".into(),
+            description:
+                "A capable agent for multi-step tasks: research, code changes, running commands."
+                    .into(),
+            tools: None,
+            read_only: false,
+            model: None,
+            prompt: GENERAL_PROMPT.into(),
+            max_turns: None,
+            source: AgentSource::Builtin,
+        },
+        AgentDef {
+            name: "Explore".into(),
+            description: "Read-only: finds files, code and facts in the codebase quickly.".into(),
+            tools: ro.clone(),
+            read_only: true,
+            model: None,
+            prompt: EXPLORE_PROMPT.into(),
+            max_turns: None,
+            source: AgentSource::Builtin,
+        },
+        AgentDef {
+            name: "Plan".into(),
+            description:
+                "Read-only: studies the code and proposes a step-by-step implementation plan."
+                    .into(),
+            tools: ro,
+            read_only: true,
+            model: None,
+            prompt: PLAN_PROMPT.into(),
+            max_turns: None,
+            source: AgentSource::Builtin,
+        },
+    ]
+}
+
+/// The agent types of a session.
+#[derive(Clone, Debug)]
+pub struct AgentRegistry {
+    agents: Vec<AgentDef>,
+}
+
+impl Default for AgentRegistry {
+    fn default() -> Self {
+        Self { agents: builtins() }
+    }
+}
+
+impl AgentRegistry {
+    /// Built-ins, then user files, then project files, then `--agents` JSON; a later
+    /// definition of the same name replaces an earlier one. Problems are returned as warnings
+    /// (each file once, with its path); they never stop the session.
+    pub fn load(cwd: &Path, home: Option<&Path>, flag_json: Option<&str>) -> (Self, Vec<String>) {
+        let mut reg = Self::default();
+        let mut warnings = Vec::new();
+        let mut dirs = Vec::new();
+        if let Some(h) = home {
+            dirs.push(h.join(".claude").join("agents"));
+        }
+        dirs.push(cwd.join(".claude").join("agents"));
+        for dir in dirs {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "md"))
+                .collect();
+            files.sort();
+            for f in files {
+                match parse_agent_file(&f) {
+                    Ok((def, warning)) => {
+                        warnings.extend(warning);
+                        reg.insert(def);
+                    }
+                    Err(w) => warnings.push(w),
+                }
+            }
+        }
+        if let Some(json) = flag_json {
+            match parse_agents_json(json) {
+                Ok(defs) => defs.into_iter().for_each(|d| reg.insert(d)),
+                Err(e) => warnings.push(e),
+            }
+        }
+        (reg, warnings)
+    }
+
+    /// Add or replace an agent type.
+    pub fn insert(&mut self, def: AgentDef) {
+        self.agents.retain(|a| a.name != def.name);
+        self.agents.push(def);
+    }
+
+    /// The agent type called `name`.
+    pub fn get(&self, name: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// Every agent type's name.
+    pub fn names(&self) -> Vec<&str> {
+        self.agents.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// Every agent type.
+    pub fn all(&self) -> &[AgentDef] {
+        &self.agents
+    }
+}
+
+/// Parse `--agents '{"name": {"description", "prompt", "tools", "model"}}'`.
+pub fn parse_agents_json(json: &str) -> Result<Vec<AgentDef>, String> {
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| format!("--agents is not valid JSON: {e}"))?;
+    let obj = v
+        .as_object()
+        .ok_or("--agents must be a JSON object mapping agent names to definitions")?;
+    let mut out = Vec::new();
+    for (name, d) in obj {
+        let field = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_owned);
+        let prompt =
+            field("prompt").ok_or_else(|| format!("--agents: agent {name:?} has no \"prompt\""))?;
+        let tools = match d.get("tools") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+            Some(Value::String(s)) => Some(split_list(s)),
+            Some(_) => {
+                return Err(format!(
+                    "--agents: agent {name:?}: \"tools\" must be a list of tool names"
+                ))
+            }
+        };
+        out.push(AgentDef {
+            name: name.clone(),
+            description: field("description").unwrap_or_default(),
+            tools,
+            read_only: false,
+            model: field("model").filter(|m| m != "inherit"),
+            prompt,
+            max_turns: d
+                .get("maxTurns")
+                .or_else(|| d.get("max_turns"))
+                .and_then(Value::as_u64)
+                .map(|n| n as u32),
+            source: AgentSource::Flag,
+        });
+    }
+    Ok(out)
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|t| t.trim().trim_matches('"').trim_matches('\'').to_owned())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Parse one agent file. `Ok((def, warning))`: usable (maybe with the fallback prompt, and a
+/// warning saying why); `Err(warning)`: skipped.
+fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), String> {
+    let shown = path.display();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let text = match std::fs::read(path) {
+        Ok(b) => match String::from_utf8(b) {
+            Ok(t) => t,
+            Err(_) => return Err(format!("agent file {shown} is not UTF-8 text; skipped")),
+        },
+        Err(e) => {
+            // The name is known from the file name: keep the agent with the default prompt.
+            let def = file_def(
+                stem,
+                String::new(),
+                None,
+                None,
+                FALLBACK_PROMPT.into(),
+                path,
+            );
+            return Ok((def, Some(format!("agent file {shown} cannot be read ({e}); agent {:?} uses keel's default subagent prompt", def_name(path)))));
+        }
+    };
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return Err(format!(
+            "agent file {shown} has no front matter (it must start with a line `---`); skipped"
+        ));
+    };
+    let (header, body, closed) = match rest.find("\n---") {
+        Some(i) => {
+            let after = &rest[i + 4..];
+            (
+                &rest[..i],
+                after.split_once('\n').map(|(_, b)| b).unwrap_or(""),
+                true,
+            )
+        }
+        None => (rest, "", false),
+    };
+    let mut name = None;
+    let mut description = String::new();
+    let mut tools = None;
+    let mut model = None;
+    let mut bad_line = None;
+    for (i, line) in header.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            bad_line.get_or_insert(i + 2);
+            continue;
+        };
+        let v = v.trim().trim_matches('"').trim_matches('\'').to_owned();
+        match k.trim() {
+            "name" => name = Some(v),
+            "description" => description = v,
+            "tools" => tools = Some(split_list(&v)),
+            "model" => model = Some(v).filter(|m| m != "inherit" && !m.is_empty()),
+            _ => {}
+        }
+    }
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        return Err(format!(
+            "agent file {shown} has no `name:` in its front matter; skipped"
+        ));
+    };
+    if !closed || bad_line.is_some() || body.trim().is_empty() {
+        let why = if !closed {
+            "its front matter is not closed by a `---` line".to_owned()
+        } else if let Some(l) = bad_line {
+            format!("line {l} of its front matter is not `key: value`")
+        } else {
+            "it has no prompt after the front matter".to_owned()
+        };
+        let def = file_def(
+            name.clone(),
+            description,
+            tools,
+            model,
+            FALLBACK_PROMPT.into(),
+            path,
+        );
+        return Ok((
+            def,
+            Some(format!(
+                "agent file {shown}: {why}; agent {name:?} uses keel's default subagent prompt"
+            )),
+        ));
+    }
+    Ok((
+        file_def(
+            name,
+            description,
+            tools,
+            model,
+            body.trim().to_owned(),
+            path,
+        ),
+        None,
+    ))
+}
+
+fn def_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn file_def(
+    name: String,
+    description: String,
+    tools: Option<Vec<String>>,
+    model: Option<String>,
+    prompt: String,
+    path: &Path,
+) -> AgentDef {
+    AgentDef {
+        name,
+        description,
+        tools,
+        read_only: false,
+        model,
+        prompt,
+        max_turns: None,
+        source: AgentSource::File(path.to_path_buf()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_and_files_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let agents = dir.path().join(".claude/agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(agents.join("reviewer.md"), "---\nname: reviewer\ndescription: Reviews\ntools: Read, Grep\nmodel: claude-haiku-4-5\n---\nReview the code.\n").unwrap();
+        std::fs::write(
+            agents.join("broken.md"),
+            "---\nname: broken\nthis line has no colon\n---\nprompt\n",
+        )
+        .unwrap();
+        std::fs::write(agents.join("junk.md"), "just some notes, no header\n").unwrap();
+        let (reg, warnings) = AgentRegistry::load(
+            dir.path(),
+            None,
+            Some(r#"{"fixer": {"description": "Fixes", "prompt": "Fix it."}}"#),
+        );
+        let names = reg.names();
+        for n in [
+            "general-purpose",
+            "Explore",
+            "Plan",
+            "reviewer",
+            "broken",
+            "fixer",
+        ] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        assert!(!names.contains(&"junk"));
+        let r = reg.get("reviewer").unwrap();
+        assert_eq!(
+            (r.tools.clone(), r.model.as_deref(), r.prompt.as_str()),
+            (
+                Some(vec!["Read".into(), "Grep".into()]),
+                Some("claude-haiku-4-5"),
+                "Review the code."
+            )
+        );
+        assert_eq!(reg.get("broken").unwrap().prompt, FALLBACK_PROMPT);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("junk.md"))
+                && warnings
+                    .iter()
+                    .any(|w| w.contains("broken.md") && w.contains("line 3"))
+        );
+        assert!(AgentRegistry::load(dir.path(), None, Some("{not json"))
+            .1
+            .iter()
+            .any(|w| w.contains("--agents")));
+    }
+}
