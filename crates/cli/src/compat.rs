@@ -207,8 +207,8 @@ impl CompatArgs {
         if !self.betas.is_empty() {
             note("--betas", "no beta headers are sent");
         }
-        if self.agents.is_some() || self.agent.is_some() {
-            note("--agents / --agent", "keel has no subagents yet");
+        if self.agent.is_some() {
+            note("--agent", "the main agent is always keel's own; use --agents to define subagent types");
         }
         if self.json_schema.is_some() {
             note(

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use keel_core::permissions::{PermissionConfig, PermissionMode, Rule, RuleSource};
 use keel_core::retry::{env_ms, RetryPolicy};
+use keel_core::agents::{AgentRegistry, SubagentLimits};
 use keel_core::{Emitter, Session, SessionConfig, TurnEnd};
 use keel_model::{AnthropicClient, ClientConfig, Model, DEFAULT_BASE_URL};
 use keel_protocol::{CancelReason, ContentBlock};
@@ -99,7 +100,25 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
     let start = crate::resume::open(cli, &*env, &mut cfg)?;
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
     let emitter = Emitter::new(cfg.session_id.clone(), tx).with_persist(start.writer);
-    let mut session = Session::new(cfg, model, tools, emitter).with_history(start.history);
+    let (registry, agent_warnings) = AgentRegistry::load(&cfg.cwd, cfg.home.as_deref(), cli.compat.agents.as_deref());
+    cfg.agent_names = registry.names().iter().map(|n| n.to_string()).collect();
+    let equipped = keel_core::agents::equip(
+        tools,
+        |name| tool_wanted(cli, name),
+        &cfg,
+        model.clone(),
+        &emitter,
+        registry,
+        subagent_limits(&*env)?,
+    );
+    let mut session = Session::new(cfg, model, equipped.tools, emitter)
+        .with_history(start.history)
+        .with_cost(equipped.cost)
+        .with_tasks(equipped.tasks);
+    for w in agent_warnings {
+        eprintln!("keel: {w}");
+        session.queue_warning(w, keel_protocol::Extra::new());
+    }
     for n in &start.notices {
         session.queue_warning(n.message.clone(), n.fields());
     }
@@ -298,6 +317,36 @@ fn permissions(cli: &Cli) -> Result<PermissionConfig, UsageError> {
     })
 }
 
+/// Whether an agent tool (Task, TaskOutput, KillShell, TaskStop) is offered: always, unless
+/// `--tools` lists tools and leaves it out.
+fn tool_wanted(cli: &Cli, name: &str) -> bool {
+    match cli.tools.as_deref().map(str::trim) {
+        None | Some("default") => true,
+        Some(spec) => keel_core::permissions::split_rule_list(spec).iter().any(|w| w == name),
+    }
+}
+
+/// `KEEL_SUBAGENT_MAX_DEPTH`, `KEEL_SUBAGENT_MAX_CONCURRENCY`, `KEEL_SUBAGENT_MAX_TURNS`.
+fn subagent_limits(env: &Env) -> Result<SubagentLimits, UsageError> {
+    let mut l = SubagentLimits::default();
+    let num = |var: &str| -> Result<Option<u64>, UsageError> {
+        env(var)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| v.trim().parse::<u64>().map_err(|_| UsageError(format!("Error: {var}={v:?} is not valid: expected a whole number"))))
+            .transpose()
+    };
+    if let Some(n) = num("KEEL_SUBAGENT_MAX_DEPTH")? {
+        l.max_depth = n as u32;
+    }
+    if let Some(n) = num("KEEL_SUBAGENT_MAX_CONCURRENCY")? {
+        l.max_concurrent = n.max(1) as usize;
+    }
+    if let Some(n) = num("KEEL_SUBAGENT_MAX_TURNS")? {
+        l.default_max_turns = Some(n.max(1) as u32);
+    }
+    Ok(l)
+}
+
 fn select_tools(cli: &Cli) -> Result<Vec<Arc<dyn Tool>>, UsageError> {
     let all = keel_tools::builtin_tools();
     let Some(spec) = cli.tools.as_deref() else {
@@ -308,8 +357,9 @@ fn select_tools(cli: &Cli) -> Result<Vec<Arc<dyn Tool>>, UsageError> {
     }
     let wanted = keel_core::permissions::split_rule_list(spec);
     for w in &wanted {
-        if !all.iter().any(|t| t.name() == w) {
-            let names: Vec<&str> = all.iter().map(|t| t.name()).collect();
+        if !all.iter().any(|t| t.name() == w) && !keel_core::agents::AGENT_TOOLS.contains(&w.as_str()) {
+            let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
+            names.extend(keel_core::agents::AGENT_TOOLS);
             return Err(UsageError(format!(
                 "Error: --tools names {w:?}, which is not a keel tool; the tools are {}",
                 names.join(", ")

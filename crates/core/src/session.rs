@@ -513,7 +513,7 @@ impl Session {
             api_key_source: self.cfg.api_key_source.clone(),
             claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
             output_style: "default".to_owned(),
-            agents: Vec::new(),
+            agents: self.cfg.agent_names.clone(),
             skills: Vec::new(),
             plugins: Vec::new(),
             uuid: new_uuid(),

@@ -980,8 +980,6 @@ async fn the_flags_the_sdks_pass_are_accepted() {
         "x-beta",
         "--json-schema",
         "{}",
-        "--agents",
-        "{}",
         "--plugin-dir",
         "/tmp",
         "--settings",
@@ -999,7 +997,7 @@ async fn the_flags_the_sdks_pass_are_accepted() {
         .lines()
         .filter(|l| l.contains("accepted but not supported yet"))
         .collect();
-    assert_eq!(notices.len(), 8, "{}", run.stderr);
+    assert_eq!(notices.len(), 7, "{}", run.stderr);
 
     let run = h.run(&["-p", "hi", "--no-such-flag"], &[]).await;
     assert_eq!(run.code, 2);
