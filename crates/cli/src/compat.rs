@@ -208,7 +208,10 @@ impl CompatArgs {
             note("--betas", "no beta headers are sent");
         }
         if self.agent.is_some() {
-            note("--agent", "the main agent is always keel's own; use --agents to define subagent types");
+            note(
+                "--agent",
+                "the main agent is always keel's own; use --agents to define subagent types",
+            );
         }
         if self.json_schema.is_some() {
             note(

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_core::agents::{AgentRegistry, SubagentLimits};
 use keel_core::permissions::{PermissionConfig, PermissionMode, Rule, RuleSource};
 use keel_core::retry::{env_ms, RetryPolicy};
-use keel_core::agents::{AgentRegistry, SubagentLimits};
 use keel_core::{Emitter, Session, SessionConfig, TurnEnd};
 use keel_model::{AnthropicClient, ClientConfig, Model, DEFAULT_BASE_URL};
 use keel_protocol::{CancelReason, ContentBlock};
@@ -100,7 +100,8 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
     let start = crate::resume::open(cli, &*env, &mut cfg)?;
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
     let emitter = Emitter::new(cfg.session_id.clone(), tx).with_persist(start.writer);
-    let (registry, agent_warnings) = AgentRegistry::load(&cfg.cwd, cfg.home.as_deref(), cli.compat.agents.as_deref());
+    let (registry, agent_warnings) =
+        AgentRegistry::load(&cfg.cwd, cfg.home.as_deref(), cli.compat.agents.as_deref());
     cfg.agent_names = registry.names().iter().map(|n| n.to_string()).collect();
     let equipped = keel_core::agents::equip(
         tools,
@@ -322,7 +323,9 @@ fn permissions(cli: &Cli) -> Result<PermissionConfig, UsageError> {
 fn tool_wanted(cli: &Cli, name: &str) -> bool {
     match cli.tools.as_deref().map(str::trim) {
         None | Some("default") => true,
-        Some(spec) => keel_core::permissions::split_rule_list(spec).iter().any(|w| w == name),
+        Some(spec) => keel_core::permissions::split_rule_list(spec)
+            .iter()
+            .any(|w| w == name),
     }
 }
 
@@ -332,7 +335,13 @@ fn subagent_limits(env: &Env) -> Result<SubagentLimits, UsageError> {
     let num = |var: &str| -> Result<Option<u64>, UsageError> {
         env(var)
             .filter(|v| !v.trim().is_empty())
-            .map(|v| v.trim().parse::<u64>().map_err(|_| UsageError(format!("Error: {var}={v:?} is not valid: expected a whole number"))))
+            .map(|v| {
+                v.trim().parse::<u64>().map_err(|_| {
+                    UsageError(format!(
+                        "Error: {var}={v:?} is not valid: expected a whole number"
+                    ))
+                })
+            })
             .transpose()
     };
     if let Some(n) = num("KEEL_SUBAGENT_MAX_DEPTH")? {
@@ -357,7 +366,9 @@ fn select_tools(cli: &Cli) -> Result<Vec<Arc<dyn Tool>>, UsageError> {
     }
     let wanted = keel_core::permissions::split_rule_list(spec);
     for w in &wanted {
-        if !all.iter().any(|t| t.name() == w) && !keel_core::agents::AGENT_TOOLS.contains(&w.as_str()) {
+        if !all.iter().any(|t| t.name() == w)
+            && !keel_core::agents::AGENT_TOOLS.contains(&w.as_str())
+        {
             let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
             names.extend(keel_core::agents::AGENT_TOOLS);
             return Err(UsageError(format!(

@@ -91,6 +91,9 @@ pub struct TaskManager {
     emitter: Emitter,
     dir: Option<PathBuf>,
     next: AtomicU64,
+    /// Set once the session ends: later endings are recorded and logged, not streamed (the
+    /// run's `result` has already been sent and stays the last frame).
+    closing: AtomicBool,
 }
 
 impl std::fmt::Debug for TaskManager {
@@ -108,6 +111,7 @@ impl TaskManager {
             emitter,
             dir,
             next: AtomicU64::new(1),
+            closing: AtomicBool::new(false),
         })
     }
 
@@ -219,15 +223,23 @@ impl TaskManager {
         if let Some(p) = saved {
             extra.insert("output_file".into(), json!(p.display().to_string()));
         }
-        let _ = self
-            .emitter
-            .emit(Frame::System(SystemFrame::TaskNotification(TaskFrame {
-                task_id: task.id.clone(),
-                session_id: self.emitter.session_id().to_owned(),
-                uuid: new_uuid(),
-                extra,
-            })))
-            .await;
+        let frame = Frame::System(SystemFrame::TaskNotification(TaskFrame {
+            task_id: task.id.clone(),
+            session_id: self.emitter.session_id().to_owned(),
+            uuid: new_uuid(),
+            extra,
+        }));
+        if self.closing.load(Ordering::SeqCst) {
+            eprintln!(
+                "keel: background task {} ({}) was stopped at the end of the session: {}",
+                task.id,
+                task.description,
+                status.describe()
+            );
+            let _ = self.emitter.record(&frame);
+        } else {
+            let _ = self.emitter.emit(frame).await;
+        }
     }
 
     /// The status and output of a task, waiting up to `timeout` for it to end when `block`.
@@ -275,6 +287,7 @@ impl TaskManager {
 
     /// Stop every running task (end of session). Returns `(id, final status)` for each.
     pub async fn shutdown(&self) -> Vec<(String, TaskStatus)> {
+        self.closing.store(true, Ordering::SeqCst);
         let running: Vec<String> = self
             .list()
             .iter()

@@ -84,7 +84,21 @@ async fn text_reply_prints_init_assistant_result_and_sends_a_real_request() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["Bash", "Read", "Write", "Edit", "Glob", "Grep", "Task", "TaskOutput", "KillShell", "TaskStop"]);
+    assert_eq!(
+        tools,
+        [
+            "Bash",
+            "Read",
+            "Write",
+            "Edit",
+            "Glob",
+            "Grep",
+            "Task",
+            "TaskOutput",
+            "KillShell",
+            "TaskStop"
+        ]
+    );
 }
 
 #[tokio::test]

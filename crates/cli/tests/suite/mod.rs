@@ -1,5 +1,6 @@
 pub mod common;
 
+mod agents;
 mod basic;
 mod cancel;
 mod control;

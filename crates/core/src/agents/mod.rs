@@ -46,13 +46,19 @@ pub fn equip(
     limits: SubagentLimits,
 ) -> Equipped {
     let session_dir: Option<PathBuf> = cfg.transcript_path.as_ref().map(|p| p.with_extension(""));
-    let tasks = TaskManager::new(emitter.clone(), session_dir.as_ref().map(|d| d.join("tasks")));
+    let tasks = TaskManager::new(
+        emitter.clone(),
+        session_dir.as_ref().map(|d| d.join("tasks")),
+    );
     let cost = Arc::new(Mutex::new(CostTracker::default()));
     let tools: Vec<Arc<dyn Tool>> = base
         .into_iter()
         .map(|t| -> Arc<dyn Tool> {
             if t.name() == "Bash" {
-                Arc::new(BackgroundBash { inner: t, tasks: tasks.clone() })
+                Arc::new(BackgroundBash {
+                    inner: t,
+                    tasks: tasks.clone(),
+                })
             } else {
                 t
             }
@@ -80,8 +86,15 @@ pub fn equip(
     }
     for name in ["KillShell", "TaskStop"] {
         if wanted(name) {
-            all.push(Arc::new(TaskStopTool { tasks: tasks.clone(), name }));
+            all.push(Arc::new(TaskStopTool {
+                tasks: tasks.clone(),
+                name,
+            }));
         }
     }
-    Equipped { tools: all, tasks, cost }
+    Equipped {
+        tools: all,
+        tasks,
+        cost,
+    }
 }

@@ -38,9 +38,18 @@ impl Persist for AgentPersist {
             return Ok(());
         }
         self.inner.append(&without_parent(frame))?;
-        let pending = self.replace.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let pending = self
+            .replace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some((tmp, fin)) = pending {
-            std::fs::rename(&tmp, &fin).map_err(|e| format!("could not replace the agent transcript {}: {e}", fin.display()))?;
+            std::fs::rename(&tmp, &fin).map_err(|e| {
+                format!(
+                    "could not replace the agent transcript {}: {e}",
+                    fin.display()
+                )
+            })?;
         }
         Ok(())
     }
@@ -52,20 +61,39 @@ impl Persist for AgentPersist {
 
 /// Open the transcript of a subagent at `path`: a new one, or (when the file exists) the old
 /// conversation rebuilt — repaired if a crash left a call open — to continue.
-pub fn open(path: &Path, cfg: &SessionConfig) -> Result<(Arc<dyn Persist>, Option<History>), String> {
+pub fn open(
+    path: &Path,
+    cfg: &SessionConfig,
+) -> Result<(Arc<dyn Persist>, Option<History>), String> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
     }
     let header = SessionHeader::new(&cfg.session_id, &cfg.cwd, &cfg.model);
     if !path.exists() {
         let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)?;
-        return Ok((Arc::new(AgentPersist { inner: w, replace: Mutex::new(None) }), None));
+        return Ok((
+            Arc::new(AgentPersist {
+                inner: w,
+                replace: Mutex::new(None),
+            }),
+            None,
+        ));
     }
-    let loaded = read_file(path).map_err(|e| format!("could not read the agent transcript {}: {e}", path.display()))?;
+    let loaded = read_file(path).map_err(|e| {
+        format!(
+            "could not read the agent transcript {}: {e}",
+            path.display()
+        )
+    })?;
     let rebuilt = rebuild(loaded.records, &cfg.session_id);
     let tmp = path.with_extension("jsonl.resuming");
     let _ = std::fs::remove_file(&tmp);
-    let w = TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
-    let persist = AgentPersist { inner: w, replace: Mutex::new(Some((tmp, path.to_path_buf()))) };
+    let w =
+        TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
+    let persist = AgentPersist {
+        inner: w,
+        replace: Mutex::new(Some((tmp, path.to_path_buf()))),
+    };
     Ok((Arc::new(persist), Some(rebuilt.history)))
 }
