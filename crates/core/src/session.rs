@@ -583,6 +583,17 @@ impl Session {
                     reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
                 });
             }
+            if let Some(limit) = self.cfg.max_budget_usd {
+                // A subagent (or an earlier turn) may already have spent the shared budget:
+                // no request is made past it.
+                let spent = self.costs().total_usd();
+                if spent >= limit {
+                    return Ok(TurnEnd::Budget {
+                        limit_usd: limit,
+                        spent_usd: spent,
+                    });
+                }
+            }
             self.sync_live();
             self.announce_finished_tasks();
             let mut req = ModelRequest {

@@ -309,7 +309,8 @@ mod tests {
 
     #[test]
     fn a_parsed_block_equals_the_one_built_in_memory() {
-        let parsed: ContentBlock = serde_json::from_value(json!({"type": "text", "text": "hi"})).unwrap();
+        let parsed: ContentBlock =
+            serde_json::from_value(json!({"type": "text", "text": "hi"})).unwrap();
         assert_eq!(parsed, ContentBlock::text("hi"));
     }
 

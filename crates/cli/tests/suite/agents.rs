@@ -489,3 +489,44 @@ async fn ending_the_session_stops_background_tasks_and_reports_them_killed() {
         "recorded in the transcript"
     );
 }
+
+#[tokio::test]
+async fn a_budget_spent_inside_a_subagent_stops_the_child_and_then_the_parent() {
+    let h = Harness::from_json(&scenario(vec![
+        step("PARENT", json!({"kind": "tool_use", "calls": [task("SPENDER", json!({}))], "usage": {"input_tokens": 100, "output_tokens": 10}})),
+        step("SPENDER", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo costly"}}], "usage": {"input_tokens": 100000, "output_tokens": 10}})),
+        step("PARENT", json!({"kind": "text", "text": "never asked"})),
+    ]))
+    .await;
+    let run = h
+        .run_stream(
+            "PARENT",
+            &["--max-budget-usd", "0.05", "--allowedTools", "Bash"],
+            &[],
+        )
+        .await;
+    run.assert_end("error_max_budget_usd", true, "budget_exhausted", 3);
+    assert_eq!(
+        run.of("system/task_notification")[0]["end_state"],
+        "truncated{budget}"
+    );
+    let task_result = run
+        .tool_results()
+        .into_iter()
+        .find(|r| r["tool_use_id"] == "toolu_task")
+        .unwrap()
+        .clone();
+    assert!(
+        task_result["is_error"] == true
+            && task_result["content"]
+                .as_str()
+                .unwrap()
+                .contains("truncated{budget}"),
+        "{task_result}"
+    );
+    assert_eq!(h.requests().len(), 2, "no request after the budget ran out");
+    assert!(
+        run.result()["total_cost_usd"].as_f64().unwrap() >= 0.05,
+        "the child's cost counts"
+    );
+}

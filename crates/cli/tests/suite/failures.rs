@@ -334,3 +334,30 @@ async fn connection_refused_is_transient_and_ends_with_exit_4() {
     assert_eq!(run.of("system/api_retry").len(), 1);
     assert_eq!(run.result()["api_error_status"], Value::Null);
 }
+
+#[tokio::test]
+async fn after_a_limit_the_resumed_session_sends_a_well_formed_request() {
+    for limit in [["--max-turns", "1"], ["--max-budget-usd", "0.05"]] {
+        let h = Harness::from_json(
+            r#"{"steps":[
+                {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"echo one"}}],"usage":{"input_tokens":100000,"output_tokens":10}},
+                {"kind":"text","text":"continued","match":{"last_user_contains":"go on"}}]}"#,
+        )
+        .await;
+        let mut args = vec!["--allowedTools", "Bash"];
+        args.extend_from_slice(&limit);
+        let run = h.run_stream("start", &args, &[]).await;
+        assert_eq!(run.code, 3, "{limit:?}: {}", run.stderr);
+        let id = run.result()["session_id"].as_str().unwrap().to_owned();
+        let resumed = h.run_stream("go on", &["--resume", &id], &[]).await;
+        resumed.assert_end("success", false, "completed", 0);
+        let last = h.requests().pop().unwrap();
+        assert_eq!(last.validation_error, None, "{limit:?}");
+        keel_mock::validate_request(&last.body).unwrap();
+        let body = last.body.to_string();
+        assert!(
+            body.contains("tool_result") && body.contains("start") && body.contains("go on"),
+            "{limit:?}: the whole conversation was sent"
+        );
+    }
+}
