@@ -21,9 +21,11 @@
 //! fresh keel-mock with a minimal raw-socket HTTP client, so keel's own time per turn is
 //! `(wall − launch-to-first-request − server time) / turns`.
 //!
-//! Peak RSS comes from a separate pass of N runs under `/usr/bin/time -f %M` (GNU time), or,
-//! where that is missing, under this binary re-run as a probe that reads
-//! `getrusage(RUSAGE_CHILDREN)` after waiting for keel. Timing runs are never wrapped.
+//! Peak RSS and CPU time come from a separate pass of N runs, each under this binary re-run as
+//! a probe (`--usage-probe`) that waits for keel and reads `getrusage(RUSAGE_CHILDREN)`: a fresh
+//! process per run, so the figures are that run's alone (`/usr/bin/time -f %M` reports the same
+//! peak RSS; the probe also gives CPU time to the microsecond). Timing runs are never wrapped.
+//! CPU time is the figure to trust on a busy machine: wall times there include waiting for a core.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};

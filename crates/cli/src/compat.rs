@@ -72,7 +72,7 @@ pub struct CompatArgs {
     #[arg(long = "betas", action = ArgAction::Append, hide = true, value_name = "LIST")]
     pub betas: Vec<String>,
 
-    /// Custom subagents (JSON). Accepted; keel has no subagents yet.
+    /// Custom subagent types (JSON): `{"name": {"description", "prompt", "tools", "model"}}`.
     #[arg(long = "agents", hide = true, value_name = "JSON")]
     pub agents: Option<String>,
 

@@ -49,6 +49,8 @@ pub struct ControlInfo {
     pub initial_model: String,
     /// Where the API key came from.
     pub api_key_source: String,
+    /// The subagent types the Task tool offers.
+    pub agents: Vec<String>,
 }
 
 /// Answers host → keel control requests.
@@ -191,7 +193,7 @@ impl Controller {
         let model = self.info.initial_model.clone();
         let response = json!({
             "commands": [],
-            "agents": [],
+            "agents": self.info.agents.iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
             "output_style": "default",
             "available_output_styles": ["default"],
             "models": [{
@@ -265,7 +267,7 @@ impl Controller {
         };
         let mut notes = Vec::new();
         if nonempty("agents") {
-            notes.push("agents (keel has no subagents yet)");
+            notes.push("agents (agent types sent in initialize are not registered; pass them with --agents or .claude/agents/*.md)");
         }
         if nonempty("jsonSchema") {
             notes.push("jsonSchema (structured output is not produced)");
