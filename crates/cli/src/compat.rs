@@ -24,11 +24,11 @@ pub struct CompatArgs {
     #[arg(long = "strict-mcp-config")]
     pub strict_mcp_config: bool,
 
-    /// Settings JSON or file. Accepted; not applied yet.
+    /// Settings JSON or file; its `permissions` (allow, deny, defaultMode) are applied.
     #[arg(long = "settings", value_name = "JSON_OR_FILE")]
     pub settings: Option<String>,
 
-    /// Which settings files to read (user, project, local). Accepted; keel reads none yet.
+    /// Which settings files to read: user, project, local (default all).
     #[arg(long = "setting-sources", value_name = "LIST")]
     pub setting_sources: Option<String>,
 
@@ -174,7 +174,10 @@ impl CompatArgs {
             );
         }
         if self.settings.is_some() {
-            note("--settings", "the settings it gives are not applied");
+            note(
+                "--settings",
+                "only its `permissions` (allow, deny, defaultMode) are applied",
+            );
         }
         if self.no_session_persistence {
             note(
@@ -182,13 +185,7 @@ impl CompatArgs {
                 "keel still writes the session's transcript under KEEL_HOME",
             );
         }
-        if self
-            .setting_sources
-            .as_deref()
-            .is_some_and(|s| !s.trim().is_empty())
-        {
-            note("--setting-sources", "keel does not read settings files yet");
-        }
+
         let thinking_on = matches!(self.thinking.as_deref(), Some(t) if t != "disabled");
         if thinking_on
             || self

@@ -8,6 +8,7 @@ mod printer;
 mod resume;
 mod run;
 mod sessions;
+mod settings;
 mod stream_input;
 
 use std::sync::Arc;

@@ -264,7 +264,7 @@ fn build_config(cli: &Cli, inputs: &RunInputs) -> Result<SessionConfig, UsageErr
         })?),
         (None, None) => None,
     };
-    cfg.permissions = permissions(cli)?;
+    cfg.permissions = permissions(cli, &inputs.cwd, cfg.home.as_deref())?;
     cfg.retry = RetryPolicy::from_env(|k| env(k)).map_err(|e| UsageError(format!("Error: {e}")))?;
     let ms = |var| env_ms(&|k: &str| env(k), var).map_err(|e| UsageError(format!("Error: {e}")));
     let mut limits = ToolLimits::default();
@@ -281,9 +281,19 @@ fn build_config(cli: &Cli, inputs: &RunInputs) -> Result<SessionConfig, UsageErr
     Ok(cfg)
 }
 
-fn permissions(cli: &Cli) -> Result<PermissionConfig, UsageError> {
+fn permissions(
+    cli: &Cli,
+    cwd: &std::path::Path,
+    home: Option<&std::path::Path>,
+) -> Result<PermissionConfig, UsageError> {
+    let settings = crate::settings::load(
+        cli.compat.settings.as_deref(),
+        cli.compat.setting_sources.as_deref(),
+        cwd,
+        home,
+    )?;
     let mut mode = match cli.permission_mode.as_deref() {
-        None => PermissionMode::Default,
+        None => settings.default_mode.unwrap_or_default(),
         Some(m) => PermissionMode::parse(m).ok_or_else(|| {
             let all: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.as_str()).collect();
             UsageError(format!(
@@ -311,11 +321,11 @@ fn permissions(cli: &Cli) -> Result<PermissionConfig, UsageError> {
             })
             .collect()
     };
-    Ok(PermissionConfig {
-        mode,
-        allow: parse(&cli.allowed_tools)?,
-        deny: parse(&cli.disallowed_tools)?,
-    })
+    let mut allow = parse(&cli.allowed_tools)?;
+    allow.extend(settings.allow);
+    let mut deny = parse(&cli.disallowed_tools)?;
+    deny.extend(settings.deny);
+    Ok(PermissionConfig { mode, allow, deny })
 }
 
 /// Whether an agent tool (Task, TaskOutput, KillShell, TaskStop) is offered: always, unless

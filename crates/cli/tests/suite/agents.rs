@@ -530,3 +530,37 @@ async fn a_budget_spent_inside_a_subagent_stops_the_child_and_then_the_parent() 
         "the child's cost counts"
     );
 }
+
+#[tokio::test]
+async fn a_task_type_denied_in_project_settings_names_the_file() {
+    let h = Harness::from_json(&scenario(vec![
+        json!({"kind": "tool_use", "calls": [{"name": "Task", "input": {"description": "d", "prompt": "p", "subagent_type": "Plan"}, "id": "toolu_denied"}]}),
+        json!({"kind": "text", "text": "ok"}),
+    ]))
+    .await;
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        r#"{"permissions": {"deny": ["Agent(Plan)"]}}"#,
+    )
+    .unwrap();
+    let run = h.run_stream("PARENT", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let text = result_for(&h, "toolu_denied")["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("Task(Plan)") && text.contains(".claude/settings.json"),
+        "{text}"
+    );
+    // A broken settings file is a clear error that names it.
+    std::fs::write(h.cwd().join(".claude/settings.local.json"), "{ nope").unwrap();
+    let bad = h.run_stream("PARENT", &[], &[]).await;
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stdout.is_empty() && bad.stderr.contains("settings.local.json"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -1,0 +1,199 @@
+//! Permission settings users already keep: `~/.claude/settings.json` (user),
+//! `.claude/settings.json` (project), `.claude/settings.local.json` (local) and `--settings`
+//! (a JSON object or a file). keel reads their `permissions` — `allow`, `deny`, `defaultMode` —
+//! and remembers where each rule came from, so a denial can name it.
+
+use std::path::{Path, PathBuf};
+
+use keel_core::permissions::{PermissionMode, Rule, RuleSource};
+use serde_json::Value;
+
+use crate::run::UsageError;
+
+/// Rules and a default mode gathered from settings.
+#[derive(Debug, Default)]
+pub struct SettingsRules {
+    /// Allow rules, each with its source.
+    pub allow: Vec<Rule>,
+    /// Deny rules, each with its source.
+    pub deny: Vec<Rule>,
+    /// `defaultMode` of the most specific source that sets one.
+    pub default_mode: Option<PermissionMode>,
+}
+
+/// The settings files to read for `sources` (`user`, `project`, `local`; default all three),
+/// least specific first.
+fn files(
+    sources: Option<&str>,
+    cwd: &Path,
+    home: Option<&Path>,
+) -> Result<Vec<PathBuf>, UsageError> {
+    let wanted: Vec<String> = match sources {
+        None => vec!["user".into(), "project".into(), "local".into()],
+        Some(s) => s
+            .split(',')
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .collect(),
+    };
+    let mut out = Vec::new();
+    for kind in ["user", "project", "local"] {
+        if !wanted.iter().any(|w| w == kind) {
+            continue;
+        }
+        match kind {
+            "user" => out.extend(home.map(|h| h.join(".claude/settings.json"))),
+            "project" => out.push(cwd.join(".claude/settings.json")),
+            _ => out.push(cwd.join(".claude/settings.local.json")),
+        }
+    }
+    if let Some(bad) = wanted
+        .iter()
+        .find(|w| !["user", "project", "local"].contains(&w.as_str()))
+    {
+        return Err(UsageError(format!(
+            "Error: --setting-sources names {bad:?}; the sources are user, project and local"
+        )));
+    }
+    Ok(out)
+}
+
+/// Read the settings that apply to a run in `cwd`.
+pub fn load(
+    flag: Option<&str>,
+    sources: Option<&str>,
+    cwd: &Path,
+    home: Option<&Path>,
+) -> Result<SettingsRules, UsageError> {
+    let mut out = SettingsRules::default();
+    for path in files(sources, cwd, home)? {
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(UsageError(format!(
+                    "Error: cannot read settings file {}: {e}",
+                    path.display()
+                )))
+            }
+        };
+        let where_ = path.display().to_string();
+        let v: Value = serde_json::from_str(&text).map_err(|e| {
+            UsageError(format!(
+                "Error: settings file {where_} is not valid JSON ({e})"
+            ))
+        })?;
+        apply(&mut out, &v, &where_, RuleSource::Settings(where_.clone()))?;
+    }
+    if let Some(flag) = flag.filter(|f| !f.trim().is_empty()) {
+        let (v, where_) = if flag.trim_start().starts_with('{') {
+            let v = serde_json::from_str(flag)
+                .map_err(|e| UsageError(format!("Error: --settings is not valid JSON ({e})")))?;
+            (v, "--settings".to_owned())
+        } else {
+            let text = std::fs::read_to_string(flag).map_err(|e| {
+                UsageError(format!("Error: cannot read --settings file {flag}: {e}"))
+            })?;
+            let v = serde_json::from_str(&text).map_err(|e| {
+                UsageError(format!(
+                    "Error: --settings file {flag} is not valid JSON ({e})"
+                ))
+            })?;
+            (v, flag.to_owned())
+        };
+        let source = if where_ == "--settings" {
+            RuleSource::Flag
+        } else {
+            RuleSource::Settings(where_.clone())
+        };
+        apply(&mut out, &v, &where_, source)?;
+    }
+    Ok(out)
+}
+
+fn apply(
+    out: &mut SettingsRules,
+    v: &Value,
+    where_: &str,
+    source: RuleSource,
+) -> Result<(), UsageError> {
+    let Some(perms) = v.get("permissions") else {
+        return Ok(());
+    };
+    let bad = |what: &str| {
+        UsageError(format!(
+            "Error: {where_}: `permissions.{what}` must be a list of rule strings"
+        ))
+    };
+    for (key, list) in [("allow", &mut out.allow), ("deny", &mut out.deny)] {
+        match perms.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for item in items {
+                    let text = item.as_str().ok_or_else(|| bad(key))?;
+                    list.push(
+                        Rule::parse(text, source.clone())
+                            .map_err(|e| UsageError(format!("Error: {where_}: {e}")))?,
+                    );
+                }
+            }
+            Some(_) => return Err(bad(key)),
+        }
+    }
+    if let Some(m) = perms.get("defaultMode").and_then(Value::as_str) {
+        out.default_mode = Some(PermissionMode::parse(m).ok_or_else(|| {
+            UsageError(format!("Error: {where_}: `permissions.defaultMode` {m:?} is not a mode (acceptEdits, bypassPermissions, default, dontAsk, plan)"))
+        })?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_from_every_source_keep_their_origin() {
+        let cwd = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::create_dir_all(cwd.path().join(".claude")).unwrap();
+        std::fs::write(
+            home.path().join(".claude/settings.json"),
+            r#"{"permissions": {"deny": ["Task(Explore)"], "defaultMode": "plan"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            cwd.path().join(".claude/settings.json"),
+            r#"{"permissions": {"allow": ["Bash(git status:*)"], "defaultMode": "acceptEdits"}}"#,
+        )
+        .unwrap();
+        let r = load(
+            Some(r#"{"permissions": {"deny": ["Write"]}}"#),
+            None,
+            cwd.path(),
+            Some(home.path()),
+        )
+        .unwrap();
+        assert_eq!(
+            r.default_mode,
+            Some(PermissionMode::AcceptEdits),
+            "the project wins over the user"
+        );
+        assert_eq!(r.allow[0].text(), "Bash(git status:*)");
+        assert!(
+            matches!(&r.deny[0].source, RuleSource::Settings(p) if p.ends_with(".claude/settings.json"))
+        );
+        assert_eq!(r.deny[1].source, RuleSource::Flag);
+        let only_project = load(None, Some("project"), cwd.path(), Some(home.path())).unwrap();
+        assert!(only_project.deny.is_empty());
+        std::fs::write(cwd.path().join(".claude/settings.local.json"), "{oops").unwrap();
+        let err = load(None, None, cwd.path(), Some(home.path()))
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains("settings.local.json") && err.contains("not valid JSON"),
+            "{err}"
+        );
+    }
+}
