@@ -212,7 +212,13 @@ fn subject(tool: &str, input: &Value) -> Option<String> {
 
 /// `*` matches any run of characters; everything else literally.
 fn wildcard(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
+    wildcard_with(pattern, text, "*")
+}
+
+/// Whether `text` matches `pattern`, where `star` stands for any run of characters and
+/// everything else is literal (`*` for rules, `.*` for hook matchers).
+pub fn wildcard_with(pattern: &str, text: &str, star: &str) -> bool {
+    let parts: Vec<&str> = pattern.split(star).collect();
     if parts.len() == 1 {
         return pattern == text;
     }

@@ -280,6 +280,24 @@ impl Session {
         self.cost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Persist user content (a prompt, a hook's note) without showing it to the front end.
+    pub(crate) fn record_user(&self, blocks: &[ContentBlock]) -> Result<(), EmitError> {
+        self.emitter.record(&Frame::User(UserFrame {
+            message: UserMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(blocks.to_vec()),
+                extra: Extra::new(),
+            },
+            parent_tool_use_id: self.emitter.parent_tool_use_id().map(str::to_owned),
+            session_id: self.emitter.session_id().to_owned(),
+            uuid: Some(new_uuid()),
+            timestamp: Some(now_rfc3339()),
+            tool_use_result: None,
+            tool_result_meta: None,
+            extra: Extra::new(),
+        }))
+    }
+
     /// Tell the model about background tasks that ended since its last call.
     fn announce_finished_tasks(&mut self) {
         let Some(tasks) = &self.tasks else { return };
@@ -551,20 +569,7 @@ impl Session {
         }
         let mut stop_continuations = 0u32;
         // The prompt is persisted (for resume) but not echoed to the front end.
-        self.emitter.record(&Frame::User(UserFrame {
-            message: UserMessage {
-                role: Role::User,
-                content: MessageContent::Blocks(prompt.clone()),
-                extra: Extra::new(),
-            },
-            parent_tool_use_id: self.emitter.parent_tool_use_id().map(str::to_owned),
-            session_id: self.emitter.session_id().to_owned(),
-            uuid: Some(new_uuid()),
-            timestamp: Some(now_rfc3339()),
-            tool_use_result: None,
-            tool_result_meta: None,
-            extra: Extra::new(),
-        }))?;
+        self.record_user(&prompt)?;
         if let Err(e) = self.history.push_user(prompt) {
             return Ok(TurnEnd::Internal {
                 message: format!("the conversation could not take the prompt: {e}"),

@@ -357,27 +357,7 @@ impl RegisteredHook {
 /// A regex subset: literal names, `.*` (any run) and `^`/`$` anchors (implied anyway).
 fn pattern_matches(pattern: &str, name: &str) -> bool {
     let p = pattern.trim_start_matches('^').trim_end_matches('$');
-    if !p.contains(".*") {
-        return p == name;
-    }
-    let parts: Vec<&str> = p.split(".*").collect();
-    let mut rest = name;
-    for (i, part) in parts.iter().enumerate() {
-        if i == 0 {
-            match rest.strip_prefix(part) {
-                Some(r) => rest = r,
-                None => return false,
-            }
-        } else if i == parts.len() - 1 {
-            return rest.ends_with(part);
-        } else {
-            match rest.find(part) {
-                Some(j) => rest = &rest[j + part.len()..],
-                None => return false,
-            }
-        }
-    }
-    true
+    keel_core::permissions::wildcard_with(p, name, ".*")
 }
 
 /// Hooks answered by the host through `hook_callback` requests.

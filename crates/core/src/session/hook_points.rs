@@ -1,12 +1,11 @@
 //! Where a turn calls the session's hooks outside tool dispatch: when the prompt arrives
 //! (UserPromptSubmit) and when the model ends its turn (Stop).
 
-use keel_protocol::frames::UserMessage;
-use keel_protocol::{CancelReason, ContentBlock, Extra, Frame, MessageContent, Role, UserFrame};
+use keel_protocol::{CancelReason, ContentBlock};
 use keel_tools::CancelToken;
 
 use super::Session;
-use crate::emit::{new_uuid, now_rfc3339, EmitError};
+use crate::emit::EmitError;
 use crate::end::{Phase, TurnEnd};
 use crate::hooks::{run_raced, HookEvent, HookInput};
 
@@ -94,20 +93,7 @@ impl Session {
             notes.join("\n")
         );
         let blocks = vec![ContentBlock::text(text)];
-        self.emitter.record(&Frame::User(UserFrame {
-            message: UserMessage {
-                role: Role::User,
-                content: MessageContent::Blocks(blocks.clone()),
-                extra: Extra::new(),
-            },
-            parent_tool_use_id: self.emitter.parent_tool_use_id().map(str::to_owned),
-            session_id: self.emitter.session_id().to_owned(),
-            uuid: Some(new_uuid()),
-            timestamp: Some(now_rfc3339()),
-            tool_use_result: None,
-            tool_result_meta: None,
-            extra: Extra::new(),
-        }))?;
+        self.record_user(&blocks)?;
         self.history
             .push_user(blocks)
             .map_err(|e| EmitError::Persist(format!("internal: {e}")))?;
