@@ -220,9 +220,9 @@ impl TaskManager {
             json!(summary(&task.description, &status, &output)),
         );
         extra.insert("task_type".into(), json!(kind_name(&task.kind)));
-        if let Some(p) = saved {
-            extra.insert("output_file".into(), json!(p.display().to_string()));
-        }
+        // SDKs require the field; it is empty when the output could not be kept on disk.
+        let file = saved.map(|p| p.display().to_string()).unwrap_or_default();
+        extra.insert("output_file".into(), json!(file));
         let frame = Frame::System(SystemFrame::TaskNotification(TaskFrame {
             task_id: task.id.clone(),
             session_id: self.emitter.session_id().to_owned(),
