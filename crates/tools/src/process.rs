@@ -118,6 +118,10 @@ pub fn group_size(pgid: i32) -> usize {
 
 /// Whether any live process is left in group `pgid`.
 pub fn group_alive(pgid: i32) -> bool {
+    // The common case, a group that is gone entirely, needs no scan of /proc.
+    if is_signallable(pgid) && killpg(Pid::from_raw(pgid), None) == Err(nix::errno::Errno::ESRCH) {
+        return false;
+    }
     match group_members(pgid) {
         Some(m) => !m.is_empty(),
         None => is_signallable(pgid) && killpg(Pid::from_raw(pgid), None).is_ok(),

@@ -382,9 +382,16 @@ impl TaskTool {
         if let Some(s) = status {
             extra.insert("status".into(), json!(s.as_str()));
             extra.insert("end_state".into(), json!(s.describe()));
-            extra.insert("summary".into(), json!(format!("{}: {}", inp.description, s.describe())));
+            extra.insert(
+                "summary".into(),
+                json!(format!("{}: {}", inp.description, s.describe())),
+            );
             // SDKs require the field: the agent's transcript holds its whole output.
-            let file = self.runtime.transcript_dir.as_ref().map(|d| d.join(format!("agent-{agent_id}.jsonl")).display().to_string());
+            let file = self.runtime.transcript_dir.as_ref().map(|d| {
+                d.join(format!("agent-{agent_id}.jsonl"))
+                    .display()
+                    .to_string()
+            });
             extra.insert("output_file".into(), json!(file.unwrap_or_default()));
         }
         let f = TaskFrame {

@@ -38,6 +38,8 @@ enum Target {
 struct State {
     target: Target,
     last_uuid: Option<String>,
+    /// A file created since the last sync: its directory entry must be made durable too.
+    new_file: bool,
 }
 
 /// Appends frame records to one session's transcript.
@@ -116,6 +118,7 @@ impl TranscriptWriter {
             state: Mutex::new(State {
                 target: Target::Pending { prefix },
                 last_uuid: last,
+                new_file: false,
             }),
         })
     }
@@ -140,6 +143,7 @@ impl TranscriptWriter {
                     dirty: false,
                 },
                 last_uuid,
+                new_file: false,
             }),
         }
     }
@@ -154,6 +158,7 @@ impl TranscriptWriter {
             state: Mutex::new(State {
                 target: Target::Broken(message),
                 last_uuid: None,
+                new_file: false,
             }),
         }
     }
@@ -204,20 +209,28 @@ impl TranscriptWriter {
         }
         *len += line.len() as u64;
         *dirty = true;
-        if self.mode == FsyncMode::Message {
-            file.sync_data().map_err(|e| self.sync_error(e))?;
-            *dirty = false;
-        }
         st.last_uuid = Some(uuid);
+        if self.mode == FsyncMode::Message {
+            drop(st);
+            return self.sync_now();
+        }
         Ok(())
     }
 
     /// fsync what was appended since the last sync.
     pub fn sync_now(&self) -> Result<(), String> {
         let mut st = self.lock();
+        let new_file = std::mem::take(&mut st.new_file);
         match &mut st.target {
             Target::Open { file, dirty, .. } => {
-                if *dirty {
+                if new_file {
+                    // The new directory entry must be durable too, or a power loss can lose
+                    // the whole file.
+                    file.sync_all().map_err(|e| self.sync_error(e))?;
+                    let dir = self.path.parent().unwrap_or(Path::new("."));
+                    sync_dir(dir).map_err(|e| self.sync_error(e))?;
+                    *dirty = false;
+                } else if *dirty {
                     file.sync_data().map_err(|e| self.sync_error(e))?;
                     *dirty = false;
                 }
@@ -245,13 +258,17 @@ impl TranscriptWriter {
         st.target = Target::Open {
             file,
             len,
-            dirty: false,
+            dirty: true,
         };
+        // Made durable (file and directory entry) at the next sync, not here: creating the
+        // file must not delay the first model request.
+        st.new_file = true;
         Ok(())
     }
 }
 
-/// Create the file (and its directories), lock it, write `prefix`, and make all of it durable.
+/// Create the file (and its directories), lock it, and write `prefix` (flushed to the OS; the
+/// caller makes it durable at its next sync).
 fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), String> {
     let shown = path.display();
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -274,11 +291,7 @@ fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), String> {
         .map_err(|e| format!("could not create the transcript {shown}: {e}"))?;
     let file =
         lock_exclusive(file).map_err(|e| format!("could not lock the transcript {shown}: {e}"))?;
-    let written = (&*file)
-        .write_all(prefix)
-        .and_then(|_| file.sync_all())
-        // The new directory entry must be durable too, or a power loss can lose the file.
-        .and_then(|_| sync_dir(dir));
+    let written = (&*file).write_all(prefix);
     if let Err(e) = written {
         let _ = file.set_len(0);
         return Err(format!("could not write the transcript {shown}: {e}"));
