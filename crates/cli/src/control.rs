@@ -98,6 +98,7 @@ impl Controller {
             "set_permission_mode" => self.set_permission_mode(&fields).await,
             "set_model" => self.set_model(&fields).await,
             "mcp_status" => Ok(Reply::new(json!({ "mcpServers": [] }))),
+            "stop_task" => self.stop_task(&fields).await,
             other => Err((
                 format!("Unsupported control request subtype: {other}"),
                 "unsupported_request",
@@ -364,6 +365,19 @@ impl Controller {
 
     /// The truthful interrupt receipt: what was running, what was stopped, what never started,
     /// what is still queued (or, with `cancel_queued`, was dropped from the queue).
+    /// `stop_task{task_id}`: stop one background task (an interrupt leaves them running).
+    async fn stop_task(&self, f: &Extra) -> Result<Reply, Refusal> {
+        let Some(id) = f.get("task_id").and_then(Value::as_str) else {
+            return Err(("stop_task needs a `task_id`".to_owned(), "invalid_request"));
+        };
+        match self.handle.stop_task(id).await {
+            Ok(status) => Ok(Reply::new(
+                json!({"task_id": id, "status": status.as_str(), "end_state": status.describe()}),
+            )),
+            Err(e) => Err((e, "unknown_task")),
+        }
+    }
+
     async fn interrupt(&self, f: &Extra) -> Value {
         let cancel_queued = f.get("cancel_queued").and_then(Value::as_bool) == Some(true);
         let (still_queued, cancelled) = self.queue.interrupt_snapshot(cancel_queued);
@@ -380,6 +394,7 @@ impl Controller {
             "never_started": receipt.never_started,
             "processes_killed": receipt.processes_killed,
             "turn_ended": receipt.turn_ended,
+            "background_running": receipt.background_running,
         });
         if cancel_queued {
             v["cancelled"] = json!(cancelled);

@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     turns_started: watch::Sender<u64>,
     /// Model, mode and rules a host changed while the session runs.
     pub(crate) live: Mutex<crate::live::Live>,
+    /// The session's background tasks, for stop requests and interrupt receipts.
+    tasks: Mutex<Option<Arc<crate::tasks::TaskManager>>>,
 }
 
 impl Shared {
@@ -94,6 +96,8 @@ pub struct InterruptReceipt {
     pub processes_killed: usize,
     /// Whether the turn had wound down (result emitted) when the receipt was made.
     pub turn_ended: bool,
+    /// Background tasks still running: an interrupt does not stop them (`stop_task` does).
+    pub background_running: Vec<String>,
 }
 
 /// A cheap handle to interrupt a session from elsewhere (a signal handler, a control request).
@@ -112,6 +116,8 @@ impl SessionHandle {
         {
             let g = self.shared.lock();
             let Some(token) = g.turn.clone() else {
+                drop(g);
+                receipt.background_running = self.background_running();
                 return receipt;
             };
             receipt.was_running = true;
@@ -133,8 +139,44 @@ impl SessionHandle {
         })
         .await;
         receipt.turn_ended = waited.is_ok();
+        receipt.background_running = self.background_running();
         receipt.processes_killed = self.shared.lock().killed;
         receipt
+    }
+
+    /// Ids of the background tasks still running.
+    pub fn background_running(&self) -> Vec<String> {
+        let tasks = self
+            .shared
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        tasks
+            .map(|t| {
+                t.statuses()
+                    .into_iter()
+                    .filter(|(_, s)| *s == crate::tasks::TaskStatus::Running)
+                    .map(|(id, _)| id)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Stop one background task on the user's behalf; its final status, or why it could not be.
+    pub async fn stop_task(&self, id: &str) -> Result<crate::tasks::TaskStatus, String> {
+        let tasks = self
+            .shared
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match tasks {
+            Some(t) => t.kill(id, "user").await,
+            None => Err(format!(
+                "There is no background task {id:?}: this session runs none."
+            )),
+        }
     }
 
     /// Stop the running turn on the user's behalf.
@@ -248,6 +290,7 @@ impl Session {
                 turns_done,
                 turns_started,
                 live,
+                tasks: Mutex::new(None),
             }),
             processes: Arc::new(ProcessRegistry::new()),
             results_emitted: 0,
@@ -267,6 +310,7 @@ impl Session {
     /// The session's background tasks: finished ones are announced to the model at its next
     /// call, and all are stopped at shutdown.
     pub fn with_tasks(mut self, tasks: Arc<crate::tasks::TaskManager>) -> Self {
+        *self.shared.tasks.lock().unwrap_or_else(|p| p.into_inner()) = Some(tasks.clone());
         self.tasks = Some(tasks);
         self
     }

@@ -564,3 +564,110 @@ async fn a_task_type_denied_in_project_settings_names_the_file() {
         bad.stderr
     );
 }
+
+#[tokio::test]
+async fn an_interrupt_receipt_lists_background_tasks_and_stop_task_stops_one() {
+    let marker = "keel-test-marker-stop-task";
+    let h = Harness::from_json(&scenario(vec![
+        step("HOST", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": format!("sleep 1000; : {marker}"), "run_in_background": true}}]})),
+        step("HOST", json!({"kind": "text", "text": "started"})),
+    ]))
+    .await;
+    let mut cmd = h.command(
+        &[
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash",
+        ],
+        &[],
+    );
+    cmd.stdin(std::process::Stdio::piped());
+    let mut live = Live::spawn(cmd);
+    let mut stdin = live.child.stdin.take().unwrap();
+    use tokio::io::AsyncWriteExt;
+    let user = json!({"type": "user", "session_id": "", "message": {"role": "user", "content": "HOST start it"}, "parent_tool_use_id": null});
+    stdin
+        .write_all(format!("{user}\n").as_bytes())
+        .await
+        .unwrap();
+    live.wait_for(Duration::from_secs(30), |f| f["type"] == "result")
+        .await;
+    assert!(!processes_matching(marker).is_empty());
+    let req = |id: &str, body: Value| {
+        format!(
+            "{}\n",
+            json!({"type": "control_request", "request_id": id, "request": body})
+        )
+    };
+    stdin
+        .write_all(req("req_int", json!({"subtype": "interrupt"})).as_bytes())
+        .await
+        .unwrap();
+    let receipt = live
+        .wait_for(Duration::from_secs(30), |f| {
+            f["type"] == "control_response" && f["response"]["request_id"] == "req_int"
+        })
+        .await;
+    assert_eq!(receipt["response"]["response"]["was_running"], false);
+    assert_eq!(
+        receipt["response"]["response"]["background_running"],
+        json!(["shell_1"]),
+        "{receipt}"
+    );
+    assert!(
+        !processes_matching(marker).is_empty(),
+        "an interrupt leaves background work running"
+    );
+    stdin
+        .write_all(
+            req(
+                "req_stop",
+                json!({"subtype": "stop_task", "task_id": "shell_1"}),
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let stopped = live
+        .wait_for(Duration::from_secs(30), |f| {
+            f["type"] == "control_response" && f["response"]["request_id"] == "req_stop"
+        })
+        .await;
+    assert_eq!(
+        stopped["response"]["response"]["end_state"], "killed{by: user}",
+        "{stopped}"
+    );
+    assert!(
+        processes_matching(marker).is_empty(),
+        "stop_task killed the command"
+    );
+    stdin
+        .write_all(
+            req(
+                "req_bad",
+                json!({"subtype": "stop_task", "task_id": "nope"}),
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let bad = live
+        .wait_for(Duration::from_secs(30), |f| {
+            f["type"] == "control_response" && f["response"]["request_id"] == "req_bad"
+        })
+        .await;
+    assert_eq!(bad["response"]["subtype"], "error");
+    assert!(
+        bad["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("shell_1"),
+        "{bad}"
+    );
+    drop(stdin);
+    live.finish(Duration::from_secs(30)).await;
+}

@@ -445,7 +445,7 @@ async fn interrupt_when_idle_is_a_truthful_empty_receipt() {
     assert_eq!(
         r["response"],
         json!({"still_queued": [], "was_running": false, "stopped": [], "never_started": [],
-               "processes_killed": 0, "turn_ended": false})
+               "processes_killed": 0, "turn_ended": false, "background_running": []})
     );
     let run = s.finish().await;
     assert_eq!(run.code, 0);
