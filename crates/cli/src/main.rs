@@ -41,20 +41,13 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         Some("sessions") => return sessions::run(&argv[2..]),
         _ => {}
     }
-    let cli = match args::Cli::try_parse_from(&argv) {
+    let cli: args::Cli = match parse_args(argv) {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
-        }
+        Err(code) => return code,
     };
-    let cwd = match std::env::current_dir() {
+    let cwd = match working_dir() {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("keel: the working directory is not accessible: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let inputs = run::RunInputs {
         env: Arc::new(|k: &str| std::env::var(k).ok()),
@@ -99,4 +92,22 @@ fn init_tracing() {
         }
     }
     let _ = builder.with_writer(std::io::stderr).try_init();
+}
+
+/// Parse a command line; on an error (or `--help`/`--version`) print what clap says and return
+/// the exit code: 2 for bad usage, 0 for help.
+pub(crate) fn parse_args<T: Parser>(argv: impl IntoIterator<Item = String>) -> Result<T, i32> {
+    T::try_parse_from(argv).map_err(|e| {
+        let code = if e.use_stderr() { 2 } else { 0 };
+        let _ = e.print();
+        code
+    })
+}
+
+/// The working directory, or exit code 1 with a clear line when it is gone.
+pub(crate) fn working_dir() -> Result<std::path::PathBuf, i32> {
+    std::env::current_dir().map_err(|e| {
+        eprintln!("keel: the working directory is not accessible: {e}");
+        1
+    })
 }

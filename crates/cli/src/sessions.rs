@@ -28,20 +28,13 @@ struct SessionsCli {
 /// Run `keel sessions ARGS`; returns the exit code.
 pub fn run(args: &[String]) -> i32 {
     let argv = std::iter::once("keel sessions".to_owned()).chain(args.iter().cloned());
-    let cli = match SessionsCli::try_parse_from(argv) {
+    let cli: SessionsCli = match crate::parse_args(argv) {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return code;
-        }
+        Err(code) => return code,
     };
-    let cwd = match std::env::current_dir() {
+    let cwd = match crate::working_dir() {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("keel: the working directory is not accessible: {e}");
-            return 1;
-        }
+        Err(code) => return code,
     };
     let env = |k: &str| std::env::var(k).ok();
     let Some(home) = keel_home(&env, &cwd) else {
