@@ -334,7 +334,8 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
             task("BG-AGENT: look around", json!({"run_in_background": true})),
             {"name": "Bash", "input": {"command": format!("sleep 1000; : {marker}"), "run_in_background": true}},
             {"name": "Bash", "input": {"command": "echo quick-output", "run_in_background": true}}]})),
-        step("BG-AGENT", json!({"kind": "text", "text": "background agent report"})),
+        // The background agent is still working when the foreground turn is interrupted.
+        step("BG-AGENT", json!({"kind": "text", "text": "background agent report", "delay_ms": 5000})),
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "sleep 1000; : foreground-marker-bg-test"}}]})),
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [
             {"name": "TaskOutput", "input": {"task_id": "shell_2", "block": true, "timeout": 500}, "id": "toolu_wait_sleeper"},
@@ -395,6 +396,16 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     assert!(
         !processes_matching(marker).is_empty(),
         "the interrupt did not stop the background shell"
+    );
+    let agent_done = |f: &Value| f["subtype"] == "task_notification" && f["task_type"] == "agent";
+    assert!(
+        !live.frames.iter().any(agent_done),
+        "the agent was still working at the interrupt"
+    );
+    let done = live.wait_for(Duration::from_secs(30), agent_done).await;
+    assert_eq!(
+        done["status"], "completed",
+        "the interrupt did not stop the background agent: {done}"
     );
     // Next turn: the finished background work is announced, TaskOutput and KillShell behave.
     stdin
