@@ -48,7 +48,7 @@ pub struct CompatArgs {
     #[arg(long = "initialize-fields", hide = true, value_name = "LIST")]
     pub initialize_fields: Option<String>,
 
-    /// Do not save the session to disk. Accepted; keel still writes its transcript.
+    /// Do not save the session to disk: no transcript is written (it cannot be resumed).
     #[arg(long = "no-session-persistence")]
     pub no_session_persistence: bool,
 
@@ -177,12 +177,6 @@ impl CompatArgs {
             note(
                 "--settings",
                 "only its `permissions` (allow, deny, defaultMode) are applied",
-            );
-        }
-        if self.no_session_persistence {
-            note(
-                "--no-session-persistence",
-                "keel still writes the session's transcript under KEEL_HOME",
             );
         }
 

@@ -96,10 +96,30 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
     };
     let tools = select_tools(cli)?;
     // The session: new, resumed, continued or forked; its transcript is written ahead of
-    // every consumer.
-    let start = crate::resume::open(cli, &*env, &mut cfg)?;
+    // every consumer — unless the host asked for no persistence at all.
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
-    let emitter = Emitter::new(cfg.session_id.clone(), tx).with_persist(start.writer);
+    let (emitter, start) = if cli.compat.no_session_persistence {
+        if cli.resume.is_some() || cli.continue_session || cli.fork_session {
+            return Err(UsageError(
+                "Error: --no-session-persistence starts a session that is never written; it cannot be combined with --resume, --continue or --fork-session".into(),
+            )
+            .into());
+        }
+        if let Some(id) = &cli.session_id {
+            if uuid::Uuid::parse_str(id.trim()).is_err() {
+                return Err(
+                    UsageError(format!("Error: --session-id must be a UUID, got {id:?}")).into(),
+                );
+            }
+            cfg.session_id = id.trim().to_owned();
+        }
+        let emitter = Emitter::new(cfg.session_id.clone(), tx);
+        (emitter, None)
+    } else {
+        let start = crate::resume::open(cli, &*env, &mut cfg)?;
+        let emitter = Emitter::new(cfg.session_id.clone(), tx).with_persist(start.writer.clone());
+        (emitter, Some(start))
+    };
     let (registry, agent_warnings) =
         AgentRegistry::load(&cfg.cwd, cfg.home.as_deref(), cli.compat.agents.as_deref());
     cfg.agent_names = registry.names().iter().map(|n| n.to_string()).collect();
@@ -112,15 +132,16 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
         registry,
         subagent_limits(&*env)?,
     );
+    let (history, notices) = start.map(|s| (s.history, s.notices)).unwrap_or_default();
     let mut session = Session::new(cfg, model, equipped.tools, emitter)
-        .with_history(start.history)
+        .with_history(history)
         .with_cost(equipped.cost)
         .with_tasks(equipped.tasks);
     for w in agent_warnings {
         eprintln!("keel: {w}");
         session.queue_warning(w, keel_protocol::Extra::new());
     }
-    for n in &start.notices {
+    for n in &notices {
         session.queue_warning(n.message.clone(), n.fields());
     }
     Ok(Prepared { session, rx })

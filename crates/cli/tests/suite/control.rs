@@ -986,7 +986,6 @@ async fn the_flags_the_sdks_pass_are_accepted() {
         "{}",
         "--debug-file",
         "/dev/null",
-        "--no-session-persistence",
     ];
     let mut args = vec!["-p", "hi", "--output-format", "stream-json", "--verbose"];
     args.extend_from_slice(&unsupported);
@@ -997,7 +996,7 @@ async fn the_flags_the_sdks_pass_are_accepted() {
         .lines()
         .filter(|l| l.contains("accepted but not supported yet"))
         .collect();
-    assert_eq!(notices.len(), 7, "{}", run.stderr);
+    assert_eq!(notices.len(), 6, "{}", run.stderr);
 
     let run = h.run(&["-p", "hi", "--no-such-flag"], &[]).await;
     assert_eq!(run.code, 2);

@@ -873,3 +873,24 @@ async fn crash_loop_every_message_shown_before_a_sigkill_survives_and_resumes_we
         started.elapsed().as_secs_f64()
     );
 }
+
+#[tokio::test]
+async fn no_session_persistence_writes_no_transcript() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"not kept"}]}"#).await;
+    let run = h.run_stream("hi", &["--no-session-persistence"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(
+        !h.keel_home().join("projects").exists(),
+        "nothing was written under KEEL_HOME"
+    );
+    assert!(
+        !run.stderr.contains("not supported"),
+        "the flag is honoured: {}",
+        run.stderr
+    );
+    let bad = h
+        .run_stream("hi", &["--no-session-persistence", "--continue"], &[])
+        .await;
+    assert_eq!(bad.code, 2);
+    assert!(bad.stdout.is_empty() && bad.stderr.contains("--no-session-persistence"));
+}
