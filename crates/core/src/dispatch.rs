@@ -37,6 +37,8 @@ pub(crate) struct DispatchCx<'a> {
     pub hooks: Option<&'a dyn crate::hooks::Hooks>,
     /// Asked when the rules leave a call open; `None`: denied (headless).
     pub approver: Option<&'a dyn crate::approval::Approver>,
+    /// The session's transcript, for hook inputs (empty when none is kept).
+    pub transcript_path: String,
 }
 
 /// What happened while dispatching.

@@ -342,6 +342,15 @@ impl Session {
         }))
     }
 
+    /// The transcript's path as hook inputs give it (empty when no transcript is kept).
+    pub(crate) fn transcript_path(&self) -> String {
+        self.cfg
+            .transcript_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
     /// Tell the model about background tasks that ended since its last call.
     fn announce_finished_tasks(&mut self) {
         let Some(tasks) = &self.tasks else { return };
@@ -747,6 +756,7 @@ impl Session {
                 shared: &self.shared,
                 hooks: self.cfg.hooks.as_deref(),
                 approver: self.cfg.approver.as_deref(),
+                transcript_path: self.transcript_path(),
             };
             let dispatched = run_calls(&dcx, &mut pending).await;
             // Close the obligation before anything else, even if emitting failed.

@@ -39,7 +39,7 @@ fn tool_hook_input(
         session_id: cx.emitter.session_id().to_owned(),
         cwd: cx.cwd.display().to_string(),
         permission_mode: mode.to_owned(),
-        transcript_path: String::new(),
+        transcript_path: cx.transcript_path.clone(),
         tool: Some(ToolHookInput {
             name: call.name.clone(),
             input: call.input.clone(),

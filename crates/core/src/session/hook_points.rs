@@ -20,7 +20,7 @@ impl Session {
             session_id: self.emitter.session_id().to_owned(),
             cwd: self.cfg.cwd.display().to_string(),
             permission_mode: self.cfg.permissions.mode.as_str().to_owned(),
-            transcript_path: String::new(),
+            transcript_path: self.transcript_path(),
             tool: None,
             prompt: None,
             stop_hook_active: false,
