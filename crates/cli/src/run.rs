@@ -120,6 +120,15 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
         let emitter = Emitter::new(cfg.session_id.clone(), tx).with_persist(start.writer.clone());
         (emitter, Some(start))
     };
+    // Long command output keeps head and tail for the model; the whole of it goes beside the
+    // session's transcript (or to the temp directory when no transcript is kept).
+    let spill = match &cfg.transcript_path {
+        Some(t) => t.with_extension("").join("tool-output"),
+        None => std::env::temp_dir().join(format!("keel-tool-output-{}", cfg.session_id)),
+    };
+    let mut limits = (*cfg.tool_limits).clone();
+    limits.spill_dir = Some(spill);
+    cfg.tool_limits = Arc::new(limits);
     let (registry, agent_warnings) =
         AgentRegistry::load(&cfg.cwd, cfg.home.as_deref(), cli.compat.agents.as_deref());
     cfg.agent_names = registry.names().iter().map(|n| n.to_string()).collect();

@@ -475,3 +475,41 @@ async fn argument_errors_are_clear_and_print_nothing_on_stdout() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn long_output_keeps_head_and_tail_and_saves_the_whole_beside_the_session() {
+    let h = Harness::from_json(
+        r#"{"steps":[
+            {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"seq 1 200000"}}]},
+            {"kind":"text","text":"long"}]}"#,
+    )
+    .await;
+    let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let sent = &results_in(&h.requests()[1].body)[0].1;
+    assert!(
+        sent.starts_with("1\n2\n3\n") && sent.trim_end().ends_with("200000"),
+        "head and tail are kept"
+    );
+    assert!(
+        sent.len() < 100_000,
+        "the model gets a bounded text ({} bytes)",
+        sent.len()
+    );
+    let marker = sent
+        .lines()
+        .find(|l| l.contains("omitted"))
+        .expect("an explicit marker");
+    let path = marker
+        .split("saved to ")
+        .nth(1)
+        .expect("the marker names the file")
+        .trim_end_matches(" ...]")
+        .to_owned();
+    assert!(
+        path.starts_with(&h.keel_home().display().to_string()),
+        "{path}"
+    );
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(full.lines().count(), 200_000, "the whole output was saved");
+}
