@@ -682,3 +682,36 @@ async fn an_interrupt_receipt_lists_background_tasks_and_stop_task_stops_one() {
     drop(stdin);
     live.finish(Duration::from_secs(30)).await;
 }
+
+#[tokio::test]
+async fn a_subagent_may_not_start_subagents_by_default() {
+    let h = Harness::from_json(&scenario(vec![
+        step("PARENT", json!({"kind": "tool_use", "calls": [task("NESTER: delegate further", json!({}))]})),
+        step("NESTER", json!({"kind": "tool_use", "calls": [{"name": "Task", "id": "toolu_nested", "input": {"description": "d", "prompt": "GRANDCHILD", "subagent_type": "general-purpose"}}]})),
+        step("NESTER", json!({"kind": "text", "text": "did it myself"})),
+        step("PARENT", json!({"kind": "text", "text": "ok"})),
+    ]))
+    .await;
+    let run = h.run_stream("PARENT", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let nested = run
+        .tool_results()
+        .into_iter()
+        .find(|r| r["tool_use_id"] == "toolu_nested")
+        .unwrap()
+        .clone();
+    let text = nested["content"].as_str().unwrap();
+    assert!(
+        nested["is_error"] == true
+            && text.contains("nesting limit")
+            && text.contains("KEEL_SUBAGENT_MAX_DEPTH"),
+        "{text}"
+    );
+    assert!(
+        !h.requests()
+            .iter()
+            .any(|r| r.body.to_string().contains("\"GRANDCHILD\"")
+                && r.body["messages"][0].to_string().contains("GRANDCHILD")),
+        "no grandchild ran"
+    );
+}
