@@ -49,8 +49,6 @@ pub struct ControlInfo {
     pub initial_model: String,
     /// Where the API key came from.
     pub api_key_source: String,
-    /// The subagent types the Task tool offers.
-    pub agents: Vec<String>,
 }
 
 /// Answers host → keel control requests.
@@ -172,6 +170,15 @@ impl Controller {
         self.bridge.set_hooks(hooks);
         self.system_prompt_fields(f);
         self.initialize_notices(f);
+        // Agent types a host defines (the Python SDK's `agents` option) join the session's.
+        if let Some(agents) = f
+            .get("agents")
+            .filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
+        {
+            if let Err(e) = self.handle.register_agents(&agents.to_string()) {
+                eprintln!("keel: initialize: agents: {e}; ignored");
+            }
+        }
         if let Some(tools) = f.get("disallowedTools").and_then(Value::as_array) {
             let rules: Vec<Rule> = tools
                 .iter()
@@ -194,7 +201,7 @@ impl Controller {
         let model = self.info.initial_model.clone();
         let response = json!({
             "commands": [],
-            "agents": self.info.agents.iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
+            "agents": self.handle.agent_names().iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
             "output_style": "default",
             "available_output_styles": ["default"],
             "models": [{
@@ -267,9 +274,6 @@ impl Controller {
             Some(_) => true,
         };
         let mut notes = Vec::new();
-        if nonempty("agents") {
-            notes.push("agents (agent types sent in initialize are not registered; pass them with --agents or .claude/agents/*.md)");
-        }
         if nonempty("jsonSchema") {
             notes.push("jsonSchema (structured output is not produced)");
         }

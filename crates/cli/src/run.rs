@@ -131,7 +131,6 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
     cfg.tool_limits = Arc::new(limits);
     let (registry, agent_warnings) =
         AgentRegistry::load(&cfg.cwd, cfg.home.as_deref(), cli.compat.agents.as_deref());
-    cfg.agent_names = registry.names().iter().map(|n| n.to_string()).collect();
     let equipped = keel_core::agents::equip(
         tools,
         |name| tool_wanted(cli, name),
@@ -145,7 +144,8 @@ pub fn prepare(cli: &Cli, inputs: RunInputs) -> Result<Prepared, StartError> {
     let mut session = Session::new(cfg, model, equipped.tools, emitter)
         .with_history(history)
         .with_cost(equipped.cost)
-        .with_tasks(equipped.tasks);
+        .with_tasks(equipped.tasks)
+        .with_agents(equipped.runtime);
     for w in agent_warnings {
         eprintln!("keel: {w}");
         session.queue_warning(w, keel_protocol::Extra::new());

@@ -199,7 +199,6 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let info = ControlInfo {
         initial_model: session.config().model.clone(),
         api_key_source: session.config().api_key_source.clone(),
-        agents: session.config().agent_names.clone(),
     };
     let controller = Arc::new(Controller::new(
         bridge.clone(),

@@ -69,8 +69,6 @@ pub struct SessionConfig {
     pub home: Option<PathBuf>,
     /// The session's transcript file (hooks report it as `transcript_path`); `None` when the
     /// session keeps none.
-    /// Names of the agent types the Task tool offers (reported in `system/init`).
-    pub agent_names: Vec<String>,
     /// Whether this is the main agent or a subagent.
     pub role: SessionRole,
     pub transcript_path: Option<PathBuf>,
@@ -103,7 +101,6 @@ impl SessionConfig {
             home: None,
             transcript_path: None,
             role: SessionRole::Main,
-            agent_names: Vec::new(),
             approver: None,
             hooks: None,
             additional_directories: Vec::new(),

@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) live: Mutex<crate::live::Live>,
     /// The session's background tasks, for stop requests and interrupt receipts.
     tasks: Mutex<Option<Arc<crate::tasks::TaskManager>>>,
+    /// The Task tool's shared state, so a host can add agent types.
+    agents: Mutex<Option<Arc<crate::agents::SubagentRuntime>>>,
 }
 
 impl Shared {
@@ -142,6 +144,31 @@ impl SessionHandle {
         receipt.background_running = self.background_running();
         receipt.processes_killed = self.shared.lock().killed;
         receipt
+    }
+
+    /// Add agent types (the `--agents` JSON shape) for the Task tool; returns their names.
+    pub fn register_agents(&self, json: &str) -> Result<Vec<String>, String> {
+        let rt = self
+            .shared
+            .agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match rt {
+            Some(rt) => rt.register_json(json),
+            None => Err("this session offers no Task tool, so agent types cannot be added".into()),
+        }
+    }
+
+    /// The agent types the Task tool offers.
+    pub fn agent_names(&self) -> Vec<String> {
+        let rt = self
+            .shared
+            .agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        rt.map(|r| r.agent_names()).unwrap_or_default()
     }
 
     /// Ids of the background tasks still running.
@@ -291,6 +318,7 @@ impl Session {
                 turns_started,
                 live,
                 tasks: Mutex::new(None),
+                agents: Mutex::new(None),
             }),
             processes: Arc::new(ProcessRegistry::new()),
             results_emitted: 0,
@@ -312,6 +340,13 @@ impl Session {
     pub fn with_tasks(mut self, tasks: Arc<crate::tasks::TaskManager>) -> Self {
         *self.shared.tasks.lock().unwrap_or_else(|p| p.into_inner()) = Some(tasks.clone());
         self.tasks = Some(tasks);
+        self
+    }
+
+    /// The Task tool's shared state: `system/init` lists its agent types, and a host may add
+    /// some through [`SessionHandle::register_agents`].
+    pub fn with_agents(self, runtime: Arc<crate::agents::SubagentRuntime>) -> Self {
+        *self.shared.agents.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime);
         self
     }
 
@@ -584,7 +619,7 @@ impl Session {
             api_key_source: self.cfg.api_key_source.clone(),
             claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
             output_style: "default".to_owned(),
-            agents: self.cfg.agent_names.clone(),
+            agents: self.handle().agent_names(),
             skills: Vec::new(),
             plugins: Vec::new(),
             uuid: new_uuid(),

@@ -715,3 +715,67 @@ async fn a_subagent_may_not_start_subagents_by_default() {
         "no grandchild ran"
     );
 }
+
+#[tokio::test]
+async fn agent_types_sent_in_initialize_can_be_used() {
+    let h = Harness::from_json(&scenario(vec![
+        step("HOST", json!({"kind": "tool_use", "calls": [{"name": "Task", "id": "toolu_scout", "input": {"description": "d", "prompt": "SCOUT-TASK", "subagent_type": "scout"}}]})),
+        step("SCOUT-TASK", json!({"kind": "text", "text": "scouted"})),
+        step("HOST", json!({"kind": "text", "text": "ok"})),
+    ]))
+    .await;
+    let mut cmd = h.command(
+        &[
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ],
+        &[],
+    );
+    cmd.stdin(std::process::Stdio::piped());
+    let mut live = Live::spawn(cmd);
+    let mut stdin = live.child.stdin.take().unwrap();
+    use tokio::io::AsyncWriteExt;
+    let init = json!({"type": "control_request", "request_id": "req_init", "request": {"subtype": "initialize", "hooks": null,
+        "agents": {"scout": {"description": "Looks around", "prompt": "You are the scout agent.", "tools": ["Read", "Glob"]}}}});
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
+    let resp = live
+        .wait_for(Duration::from_secs(30), |f| f["type"] == "control_response")
+        .await;
+    let agents = resp["response"]["response"]["agents"].to_string();
+    assert!(
+        agents.contains("scout") && agents.contains("Explore"),
+        "{resp}"
+    );
+    let user = json!({"type": "user", "session_id": "", "message": {"role": "user", "content": "HOST go"}, "parent_tool_use_id": null});
+    stdin
+        .write_all(format!("{user}\n").as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let run = live.finish(Duration::from_secs(30)).await;
+    assert_eq!(run.result()["subtype"], "success");
+    let child = h
+        .requests()
+        .into_iter()
+        .find(|r| r.body["messages"][0].to_string().contains("SCOUT-TASK"))
+        .expect("the scout ran");
+    assert!(child.body["system"]
+        .to_string()
+        .contains("You are the scout agent."));
+    let tools: Vec<String> = child.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tools, ["Read", "Glob"]);
+    assert!(run.of("system/init")[0]["agents"]
+        .to_string()
+        .contains("scout"));
+}

@@ -31,6 +31,8 @@ pub struct Equipped {
     pub tasks: Arc<TaskManager>,
     /// The cost tracker shared by every agent of the session (give it with `with_cost`).
     pub cost: Arc<Mutex<CostTracker>>,
+    /// What the Task tool shares (give it with `with_agents`, so a host can add agent types).
+    pub runtime: Arc<SubagentRuntime>,
 }
 
 /// Equip a main session: `base` are its built-in tools; `wanted(name)` says whether an agent
@@ -65,7 +67,7 @@ pub fn equip(
         })
         .collect();
     let runtime = Arc::new(SubagentRuntime {
-        registry,
+        registry: std::sync::RwLock::new(registry),
         model,
         parent: cfg.clone(),
         emitter: emitter.clone(),
@@ -79,7 +81,7 @@ pub fn equip(
     });
     let mut all = tools;
     if wanted("Task") {
-        all.push(Arc::new(TaskTool::new(runtime)));
+        all.push(Arc::new(TaskTool::new(runtime.clone())));
     }
     if wanted("TaskOutput") {
         all.push(Arc::new(TaskOutputTool(tasks.clone())));
@@ -96,5 +98,6 @@ pub fn equip(
         tools: all,
         tasks,
         cost,
+        runtime,
     }
 }

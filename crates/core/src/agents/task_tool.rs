@@ -51,8 +51,8 @@ impl Default for SubagentLimits {
 
 /// What every Task call of a session shares.
 pub struct SubagentRuntime {
-    /// Agent types.
-    pub registry: AgentRegistry,
+    /// Agent types (a host may add some while the session runs).
+    pub registry: std::sync::RwLock<AgentRegistry>,
     /// The model client.
     pub model: Arc<dyn Model>,
     /// The parent's configuration (permissions, retry policy, limits, cwd, model).
@@ -88,6 +88,31 @@ pub type OpenTranscript = dyn Fn(
         String,
     > + Send
     + Sync;
+
+impl SubagentRuntime {
+    /// The names of the agent types.
+    pub fn agent_names(&self) -> Vec<String> {
+        self.registry
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Add agent types given as `{"name": {"description", "prompt", "tools", "model"}}` (the
+    /// `--agents` shape, also what an SDK host sends in `initialize`). Returns their names.
+    pub fn register_json(&self, json: &str) -> Result<Vec<String>, String> {
+        let defs = crate::agents::registry::parse_agents_json(json)?;
+        let names = defs.iter().map(|d| d.name.clone()).collect();
+        let mut reg = self.registry.write().unwrap_or_else(|p| p.into_inner());
+        for d in defs {
+            reg.insert(d);
+        }
+        Ok(names)
+    }
+}
 
 /// The `Task` tool of one agent level.
 pub struct TaskTool {
@@ -141,7 +166,7 @@ impl Tool for TaskTool {
         "Delegate a task to a subagent that works on its own and reports back. Give it a complete, self-contained prompt: it sees nothing of this conversation. Pick subagent_type from the available agent types (general-purpose for anything; Explore and Plan are read-only). run_in_background starts it as a background task and returns its id at once. resume continues an earlier subagent by its agent id, with its history."
     }
     fn input_schema(&self) -> Value {
-        let types: Vec<&str> = self.runtime.registry.names();
+        let types = self.runtime.agent_names();
         json!({"type": "object", "properties": {
             "description": {"type": "string", "description": "A short (3-5 word) label for the task."},
             "prompt": {"type": "string", "description": "The task, complete and self-contained."},
@@ -162,11 +187,17 @@ impl Tool for TaskTool {
                 Err(e) => return ToolOutcome::failed(e),
             };
             let rt = &self.runtime;
-            let Some(def) = rt.registry.get(&inp.subagent_type).cloned() else {
+            let found = rt
+                .registry
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&inp.subagent_type)
+                .cloned();
+            let Some(def) = found else {
                 return ToolOutcome::failed(format!(
                     "There is no agent type {:?}. The available types are: {}. Call Task again with one of them.",
                     inp.subagent_type,
-                    rt.registry.names().join(", ")
+                    rt.agent_names().join(", ")
                 ));
             };
             if self.depth >= rt.limits.max_depth {
