@@ -136,11 +136,7 @@ impl TaskManager {
         F: FnOnce(CancelToken) -> Fut,
         Fut: Future<Output = (TaskStatus, String)> + Send + 'static,
     {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let id = id.unwrap_or_else(|| match &kind {
-            TaskKind::Shell { .. } => format!("shell_{n}"),
-            TaskKind::Agent { .. } => format!("agent_{n}"),
-        });
+        let id = id.unwrap_or_else(|| self.next_id(&kind));
         let token = self.root.child();
         let (state, _) = watch::channel((TaskStatus::Running, String::new()));
         let task = Arc::new(Task {
@@ -242,7 +238,23 @@ impl TaskManager {
         }
     }
 
+    /// A fresh task id (`shell_N`, `agent_N`), for work that needs its id before it starts.
+    pub fn next_id(&self, kind: &TaskKind) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{}_{n}", kind_name(kind))
+    }
+
+    /// Where a background shell writes its output while it runs (so `TaskOutput` can show it
+    /// before it ends): beside the session, or in the temp directory without one.
+    pub fn log_path(&self, id: &str) -> PathBuf {
+        let dir = self.dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("keel-tasks-{}", std::process::id()))
+        });
+        dir.join(format!("{id}.log"))
+    }
+
     /// The status and output of a task, waiting up to `timeout` for it to end when `block`.
+    /// For a task still running, the output is what its log holds so far.
     pub async fn output(
         &self,
         id: &str,
@@ -259,8 +271,9 @@ impl TaskManager {
         let (status, output) = rx.borrow().clone();
         if status != TaskStatus::Running {
             task.notified.store(true, Ordering::Relaxed);
+            return Ok((status, output));
         }
-        Ok((status, output))
+        Ok((status, read_log(&self.log_path(id)).unwrap_or_default()))
     }
 
     /// Stop one task; `by` is who stopped it (`parent`, `user`, `system`). Waits (bounded) for
@@ -344,6 +357,38 @@ impl TaskManager {
     }
 }
 
+/// Output kept from a task log: all of it when short, else its head and tail around a marker
+/// that names the log.
+const LOG_KEEP: u64 = 15_000;
+
+fn read_log(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    if len <= 2 * LOG_KEEP {
+        let mut s = Vec::new();
+        f.read_to_end(&mut s)?;
+        return Ok(String::from_utf8_lossy(&s).into_owned());
+    }
+    let mut head = vec![0; LOG_KEEP as usize];
+    f.read_exact(&mut head)?;
+    f.seek(SeekFrom::Start(len - LOG_KEEP))?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail)?;
+    Ok(format!(
+        "{}\n[... {} bytes omitted; the whole output is in {} ...]\n{}",
+        String::from_utf8_lossy(&head),
+        len - 2 * LOG_KEEP,
+        path.display(),
+        String::from_utf8_lossy(&tail)
+    ))
+}
+
+/// `s` quoted for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 fn kind_name(k: &TaskKind) -> &'static str {
     match k {
         TaskKind::Agent { .. } => "agent",
@@ -424,13 +469,18 @@ impl Tool for TaskOutputTool {
             };
             match waited {
                 Err(e) => ToolOutcome::failed(e),
-                Ok((TaskStatus::Running, _)) => ToolOutcome::Ok {
+                Ok((TaskStatus::Running, so_far)) => ToolOutcome::Ok {
                     content: format!(
-                        "Task {id} is still running{}.",
+                        "Task {id} is still running{}.{}",
                         if block {
                             format!(" after waiting {ms} ms")
                         } else {
                             String::new()
+                        },
+                        if so_far.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" Its output so far:\n{so_far}")
                         }
                     ),
                     meta: Some(json!({"task_id": id, "status": "running"})),
@@ -557,29 +607,48 @@ impl Tool for BackgroundBash {
             limits.default_timeout = Duration::from_secs(24 * 3600);
             limits.max_timeout = limits.default_timeout;
             let base = cx.clone();
+            let kind = TaskKind::Shell {
+                command: command.clone(),
+            };
+            let id = self.tasks.next_id(&kind);
+            // The command writes to the task's log, so its output can be read while it runs.
+            let log = self.tasks.log_path(&id);
+            if let Some(dir) = log.parent() {
+                if let Err(e) = std::fs::create_dir_all(dir) {
+                    return ToolOutcome::failed(format!(
+                        "Could not start the background shell: cannot create {}: {e}",
+                        dir.display()
+                    ));
+                }
+            }
+            input["command"] = Value::String(format!(
+                "exec >{} 2>&1\n{command}",
+                shell_quote(&log.display().to_string())
+            ));
+            let description = format!("shell `{}`", short(&command));
             let id = self
                 .tasks
-                .spawn(
-                    TaskKind::Shell {
-                        command: command.clone(),
-                    },
-                    format!("shell `{}`", short(&command)),
-                    None,
-                    move |token| async move {
-                        let mut ctx = base;
-                        ctx.cancel = token;
-                        ctx.limits = Arc::new(limits);
-                        match inner.call(input, ctx).await {
-                            ToolOutcome::Ok { content, .. } => (TaskStatus::Completed, content),
-                            ToolOutcome::Failed { message, .. } => {
-                                (TaskStatus::Failed("the command failed".into()), message)
-                            }
-                            ToolOutcome::Stopped {
-                                reason, partial, ..
-                            } => (TaskStatus::Killed(reason.as_str().into()), partial),
+                .spawn(kind, description, Some(id), move |token| async move {
+                    let mut ctx = base;
+                    ctx.cancel = token;
+                    ctx.limits = Arc::new(limits);
+                    let outcome = inner.call(input, ctx).await;
+                    let output = read_log(&log).unwrap_or_default();
+                    match outcome {
+                        ToolOutcome::Ok { .. } => (TaskStatus::Completed, output),
+                        ToolOutcome::Failed { message, .. } => {
+                            // The exit status is the message's last line; the output is the log.
+                            let why = message.lines().last().unwrap_or("").to_owned();
+                            (
+                                TaskStatus::Failed(format!("the command failed: {why}")),
+                                output,
+                            )
                         }
-                    },
-                )
+                        ToolOutcome::Stopped { reason, .. } => {
+                            (TaskStatus::Killed(reason.as_str().into()), output)
+                        }
+                    }
+                })
                 .await;
             ToolOutcome::Ok {
                 content: format!("Started background shell {id} for `{}`. It keeps running after this turn; read its output with TaskOutput(task_id: \"{id}\"), stop it with KillShell(shell_id: \"{id}\"). You will be told when it ends.", short(&command)),

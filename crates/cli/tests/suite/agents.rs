@@ -332,15 +332,15 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     let h = Harness::from_json(&scenario(vec![
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [
             task("BG-AGENT: look around", json!({"run_in_background": true})),
-            {"name": "Bash", "input": {"command": format!("sleep 1000; : {marker}"), "run_in_background": true}},
+            {"name": "Bash", "input": {"command": format!("echo sleeper-started; sleep 1000; : {marker}"), "run_in_background": true}},
             {"name": "Bash", "input": {"command": "echo quick-output", "run_in_background": true}}]})),
         // The background agent is still working when the foreground turn is interrupted.
         step("BG-AGENT", json!({"kind": "text", "text": "background agent report", "delay_ms": 5000})),
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "sleep 1000; : foreground-marker-bg-test"}}]})),
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [
-            {"name": "TaskOutput", "input": {"task_id": "shell_2", "block": true, "timeout": 500}, "id": "toolu_wait_sleeper"},
-            {"name": "TaskOutput", "input": {"task_id": "shell_3", "block": true, "timeout": 30000}, "id": "toolu_wait_quick"}]})),
-        step("TURN-ONE", json!({"kind": "tool_use", "calls": [{"name": "KillShell", "input": {"shell_id": "shell_2"}, "id": "toolu_kill"}]})),
+            {"name": "TaskOutput", "input": {"task_id": "shell_1", "block": true, "timeout": 500}, "id": "toolu_wait_sleeper"},
+            {"name": "TaskOutput", "input": {"task_id": "shell_2", "block": true, "timeout": 30000}, "id": "toolu_wait_quick"}]})),
+        step("TURN-ONE", json!({"kind": "tool_use", "calls": [{"name": "KillShell", "input": {"shell_id": "shell_1"}, "id": "toolu_kill"}]})),
         step("TURN-ONE", json!({"kind": "text", "text": "all checked"})),
     ]))
     .await;
@@ -421,12 +421,11 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     assert_eq!(results[0]["terminal_reason"], "aborted_tools");
     assert_eq!(results[1]["subtype"], "success");
     let sleeper = result_for(&h, "toolu_wait_sleeper");
+    let sleeper_text = sleeper["content"].as_str().unwrap();
     assert!(
-        sleeper["content"]
-            .as_str()
-            .unwrap()
-            .contains("still running after waiting 500 ms"),
-        "{sleeper}"
+        sleeper_text.contains("still running after waiting 500 ms")
+            && sleeper_text.contains("sleeper-started"),
+        "a running shell's output so far is shown: {sleeper}"
     );
     let quick = result_for(&h, "toolu_wait_quick");
     assert!(
@@ -466,7 +465,7 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     assert!(
         notes
             .iter()
-            .any(|n| n["task_id"] == "shell_2" && n["status"] == "killed"),
+            .any(|n| n["task_id"] == "shell_1" && n["status"] == "killed"),
         "{notes:?}"
     );
 }
