@@ -676,6 +676,27 @@ mod tests {
         (TaskManager::new(Emitter::new("s", tx), None), rx)
     }
 
+    #[test]
+    fn a_long_log_keeps_head_and_tail_and_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shell_1.log");
+        let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let out = read_log(&path).unwrap();
+        assert!(
+            out.starts_with("line 0\n") && out.trim_end().ends_with("line 9999"),
+            "head and tail kept"
+        );
+        assert!(
+            out.contains("omitted") && out.contains(&path.display().to_string()),
+            "a marker naming the log"
+        );
+        assert!(out.len() < 2 * LOG_KEEP as usize + 200);
+        std::fs::write(&path, "short\n").unwrap();
+        assert_eq!(read_log(&path).unwrap(), "short\n");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
     #[tokio::test]
     async fn output_waits_exactly_and_never_calls_a_finished_task_running() {
         let (m, _rx) = manager();
