@@ -59,12 +59,6 @@ impl Live {
         self.pending_model = None;
     }
 
-    /// The session itself changed the mode.
-    pub(crate) fn note_mode(&mut self, mode: PermissionMode) {
-        self.mode = mode;
-        self.pending_mode = None;
-    }
-
     /// Apply updates granted with an approval.
     pub(crate) fn apply(&mut self, updates: &[PermissionUpdate]) {
         for u in updates {

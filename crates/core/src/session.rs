@@ -49,9 +49,9 @@ pub(crate) struct Shared {
     /// Model, mode and rules a host changed while the session runs.
     pub(crate) live: Mutex<crate::live::Live>,
     /// The session's background tasks, for stop requests and interrupt receipts.
-    tasks: Mutex<Option<Arc<crate::tasks::TaskManager>>>,
+    tasks: std::sync::OnceLock<Arc<crate::tasks::TaskManager>>,
     /// The Task tool's shared state, so a host can add agent types.
-    agents: Mutex<Option<Arc<crate::agents::SubagentRuntime>>>,
+    agents: std::sync::OnceLock<Arc<crate::agents::SubagentRuntime>>,
 }
 
 impl Shared {
@@ -148,13 +148,7 @@ impl SessionHandle {
 
     /// Add agent types (the `--agents` JSON shape) for the Task tool; returns their names.
     pub fn register_agents(&self, json: &str) -> Result<Vec<String>, String> {
-        let rt = self
-            .shared
-            .agents
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        match rt {
+        match self.shared.agents.get() {
             Some(rt) => rt.register_json(json),
             None => Err("this session offers no Task tool, so agent types cannot be added".into()),
         }
@@ -162,43 +156,29 @@ impl SessionHandle {
 
     /// The agent types the Task tool offers.
     pub fn agent_names(&self) -> Vec<String> {
-        let rt = self
-            .shared
+        self.shared
             .agents
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        rt.map(|r| r.agent_names()).unwrap_or_default()
+            .get()
+            .map(|r| r.agent_names())
+            .unwrap_or_default()
     }
 
     /// Ids of the background tasks still running.
     pub fn background_running(&self) -> Vec<String> {
-        let tasks = self
-            .shared
-            .tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let Some(tasks) = self.shared.tasks.get() else {
+            return Vec::new();
+        };
         tasks
-            .map(|t| {
-                t.statuses()
-                    .into_iter()
-                    .filter(|(_, s)| *s == crate::tasks::TaskStatus::Running)
-                    .map(|(id, _)| id)
-                    .collect()
-            })
-            .unwrap_or_default()
+            .statuses()
+            .into_iter()
+            .filter(|(_, s)| *s == crate::tasks::TaskStatus::Running)
+            .map(|(id, _)| id)
+            .collect()
     }
 
     /// Stop one background task on the user's behalf; its final status, or why it could not be.
     pub async fn stop_task(&self, id: &str) -> Result<crate::tasks::TaskStatus, String> {
-        let tasks = self
-            .shared
-            .tasks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        match tasks {
+        match self.shared.tasks.get() {
             Some(t) => t.kill(id, "user").await,
             None => Err(format!(
                 "There is no background task {id:?}: this session runs none."
@@ -283,7 +263,6 @@ pub struct Session {
     tools: Vec<Arc<dyn Tool>>,
     history: History,
     cost: Arc<Mutex<CostTracker>>,
-    tasks: Option<Arc<crate::tasks::TaskManager>>,
     emitter: Emitter,
     shared: Arc<Shared>,
     processes: Arc<ProcessRegistry>,
@@ -310,15 +289,14 @@ impl Session {
             tools,
             history: History::new(),
             cost: Arc::new(Mutex::new(CostTracker::default())),
-            tasks: None,
             emitter,
             shared: Arc::new(Shared {
                 inner: Mutex::new(SharedInner::default()),
                 turns_done,
                 turns_started,
                 live,
-                tasks: Mutex::new(None),
-                agents: Mutex::new(None),
+                tasks: std::sync::OnceLock::new(),
+                agents: std::sync::OnceLock::new(),
             }),
             processes: Arc::new(ProcessRegistry::new()),
             results_emitted: 0,
@@ -337,22 +315,17 @@ impl Session {
 
     /// The session's background tasks: finished ones are announced to the model at its next
     /// call, and all are stopped at shutdown.
-    pub fn with_tasks(mut self, tasks: Arc<crate::tasks::TaskManager>) -> Self {
-        *self.shared.tasks.lock().unwrap_or_else(|p| p.into_inner()) = Some(tasks.clone());
-        self.tasks = Some(tasks);
+    pub fn with_tasks(self, tasks: Arc<crate::tasks::TaskManager>) -> Self {
+        // Set once, when the session is built; a second call changes nothing.
+        let _ = self.shared.tasks.set(tasks);
         self
     }
 
     /// The Task tool's shared state: `system/init` lists its agent types, and a host may add
     /// some through [`SessionHandle::register_agents`].
     pub fn with_agents(self, runtime: Arc<crate::agents::SubagentRuntime>) -> Self {
-        *self.shared.agents.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime);
+        let _ = self.shared.agents.set(runtime);
         self
-    }
-
-    /// The session's cost tracker.
-    pub fn cost(&self) -> Arc<Mutex<CostTracker>> {
-        self.cost.clone()
     }
 
     fn costs(&self) -> std::sync::MutexGuard<'_, CostTracker> {
@@ -388,7 +361,9 @@ impl Session {
 
     /// Tell the model about background tasks that ended since its last call.
     fn announce_finished_tasks(&mut self) {
-        let Some(tasks) = &self.tasks else { return };
+        let Some(tasks) = self.shared.tasks.get() else {
+            return;
+        };
         let notes = tasks.take_notifications();
         if notes.is_empty() {
             return;
@@ -454,18 +429,6 @@ impl Session {
         &self.emitter
     }
 
-    /// Change the model for later requests.
-    pub fn set_model(&mut self, model: String) {
-        self.shared.live().note_model(&model);
-        self.cfg.model = model;
-    }
-
-    /// Change the permission mode for later calls.
-    pub fn set_permission_mode(&mut self, mode: crate::permissions::PermissionMode) {
-        self.shared.live().note_mode(mode);
-        self.cfg.permissions.mode = mode;
-    }
-
     /// Replace the system prompt (`None`: keel's default) and what is appended to it, for
     /// later requests (an SDK host sends these in `initialize`).
     pub fn set_system_prompt(&mut self, prompt: Option<String>, append: Option<String>) {
@@ -523,7 +486,7 @@ impl Session {
         if let Some(t) = self.shared.lock().turn.clone() {
             t.cancel(CancelReason::Shutdown);
         }
-        if let Some(tasks) = &self.tasks {
+        if let Some(tasks) = self.shared.tasks.get() {
             for (id, status) in tasks.shutdown().await {
                 tracing::info!(
                     "background task {id} stopped at the end of the session: {}",
