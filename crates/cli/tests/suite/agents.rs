@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::{eventually, processes_matching, Harness, Live};
+use super::common::{eventually, processes_matching, Harness, Live, Stream};
 
 const SIGINT: i32 = 2;
 
@@ -344,32 +344,8 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
         step("TURN-ONE", json!({"kind": "text", "text": "all checked"})),
     ]))
     .await;
-    let mut cmd = h.command(
-        &[
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--allowedTools",
-            "Bash",
-        ],
-        &[],
-    );
-    cmd.stdin(std::process::Stdio::piped());
-    let mut live = Live::spawn(cmd);
-    let mut stdin = live.child.stdin.take().unwrap();
-    use tokio::io::AsyncWriteExt;
-    let send = |text: &str| {
-        format!(
-            "{}\n",
-            json!({"type": "user", "session_id": "", "message": {"role": "user", "content": text}, "parent_tool_use_id": null})
-        )
-    };
-    stdin
-        .write_all(send("TURN-ONE start the work").as_bytes())
-        .await
-        .unwrap();
+    let mut st = Stream::start(&h, &["--allowedTools", "Bash"], &[]);
+    st.user("TURN-ONE start the work").await;
     // The foreground command runs; interrupt the turn.
     assert!(
         eventually(Duration::from_secs(30), || !processes_matching(
@@ -382,13 +358,8 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
         !processes_matching(marker).is_empty(),
         "the background shell runs"
     );
-    let interrupt = json!({"type": "control_request", "request_id": "req_1", "request": {"subtype": "interrupt"}});
-    stdin
-        .write_all(format!("{interrupt}\n").as_bytes())
-        .await
-        .unwrap();
-    live.wait_for(Duration::from_secs(30), |f| f["type"] == "result")
-        .await;
+    st.control("req_1", json!({"subtype": "interrupt"})).await;
+    st.result().await;
     assert!(
         processes_matching("foreground-marker-bg-test").is_empty(),
         "the foreground command was stopped"
@@ -399,23 +370,18 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     );
     let agent_done = |f: &Value| f["subtype"] == "task_notification" && f["task_type"] == "agent";
     assert!(
-        !live.frames.iter().any(agent_done),
+        !st.live.frames.iter().any(agent_done),
         "the agent was still working at the interrupt"
     );
-    let done = live.wait_for(Duration::from_secs(30), agent_done).await;
+    let done = st.wait(agent_done).await;
     assert_eq!(
         done["status"], "completed",
         "the interrupt did not stop the background agent: {done}"
     );
     // Next turn: the finished background work is announced, TaskOutput and KillShell behave.
-    stdin
-        .write_all(send("TURN-ONE continue").as_bytes())
-        .await
-        .unwrap();
-    live.wait_for(Duration::from_secs(30), |f| f["type"] == "result")
-        .await;
-    drop(stdin);
-    let run = live.finish(Duration::from_secs(30)).await;
+    st.user("TURN-ONE continue").await;
+    st.result().await;
+    let run = st.finish().await;
     let results = run.of("result");
     assert_eq!(results.len(), 2);
     assert_eq!(results[0]["terminal_reason"], "aborted_tools");
@@ -583,48 +549,14 @@ async fn an_interrupt_receipt_lists_background_tasks_and_stop_task_stops_one() {
         step("HOST", json!({"kind": "text", "text": "started"})),
     ]))
     .await;
-    let mut cmd = h.command(
-        &[
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--allowedTools",
-            "Bash",
-        ],
-        &[],
-    );
-    cmd.stdin(std::process::Stdio::piped());
-    let mut live = Live::spawn(cmd);
-    let mut stdin = live.child.stdin.take().unwrap();
-    use tokio::io::AsyncWriteExt;
-    let user = json!({"type": "user", "session_id": "", "message": {"role": "user", "content": "HOST start it"}, "parent_tool_use_id": null});
-    stdin
-        .write_all(format!("{user}\n").as_bytes())
-        .await
-        .unwrap();
-    live.wait_for(Duration::from_secs(30), |f| f["type"] == "result")
-        .await;
+    let mut st = Stream::start(&h, &["--allowedTools", "Bash"], &[]);
+    st.user("HOST start it").await;
+    st.result().await;
     assert!(!processes_matching(marker).is_empty());
-    let req = |id: &str, body: Value| {
-        format!(
-            "{}\n",
-            json!({"type": "control_request", "request_id": id, "request": body})
-        )
-    };
-    stdin
-        .write_all(req("req_int", json!({"subtype": "interrupt"})).as_bytes())
-        .await
-        .unwrap();
-    let receipt = live
-        .wait_for(Duration::from_secs(30), |f| {
-            f["type"] == "control_response" && f["response"]["request_id"] == "req_int"
-        })
-        .await;
-    assert_eq!(receipt["response"]["response"]["was_running"], false);
+    let receipt = st.ask("req_int", json!({"subtype": "interrupt"})).await;
+    assert_eq!(receipt["response"]["was_running"], false);
     assert_eq!(
-        receipt["response"]["response"]["background_running"],
+        receipt["response"]["background_running"],
         json!(["shell_1"]),
         "{receipt}"
     );
@@ -632,54 +564,29 @@ async fn an_interrupt_receipt_lists_background_tasks_and_stop_task_stops_one() {
         !processes_matching(marker).is_empty(),
         "an interrupt leaves background work running"
     );
-    stdin
-        .write_all(
-            req(
-                "req_stop",
-                json!({"subtype": "stop_task", "task_id": "shell_1"}),
-            )
-            .as_bytes(),
+    let stopped = st
+        .ask(
+            "req_stop",
+            json!({"subtype": "stop_task", "task_id": "shell_1"}),
         )
-        .await
-        .unwrap();
-    let stopped = live
-        .wait_for(Duration::from_secs(30), |f| {
-            f["type"] == "control_response" && f["response"]["request_id"] == "req_stop"
-        })
         .await;
     assert_eq!(
-        stopped["response"]["response"]["end_state"], "killed{by: user}",
+        stopped["response"]["end_state"], "killed{by: user}",
         "{stopped}"
     );
     assert!(
         processes_matching(marker).is_empty(),
         "stop_task killed the command"
     );
-    stdin
-        .write_all(
-            req(
-                "req_bad",
-                json!({"subtype": "stop_task", "task_id": "nope"}),
-            )
-            .as_bytes(),
+    let bad = st
+        .ask(
+            "req_bad",
+            json!({"subtype": "stop_task", "task_id": "nope"}),
         )
-        .await
-        .unwrap();
-    let bad = live
-        .wait_for(Duration::from_secs(30), |f| {
-            f["type"] == "control_response" && f["response"]["request_id"] == "req_bad"
-        })
         .await;
-    assert_eq!(bad["response"]["subtype"], "error");
-    assert!(
-        bad["response"]["error"]
-            .as_str()
-            .unwrap()
-            .contains("shell_1"),
-        "{bad}"
-    );
-    drop(stdin);
-    live.finish(Duration::from_secs(30)).await;
+    assert_eq!(bad["subtype"], "error");
+    assert!(bad["error"].as_str().unwrap().contains("shell_1"), "{bad}");
+    st.finish().await;
 }
 
 #[tokio::test]
@@ -723,41 +630,17 @@ async fn agent_types_sent_in_initialize_can_be_used() {
         step("HOST", json!({"kind": "text", "text": "ok"})),
     ]))
     .await;
-    let mut cmd = h.command(
-        &[
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-        ],
-        &[],
-    );
-    cmd.stdin(std::process::Stdio::piped());
-    let mut live = Live::spawn(cmd);
-    let mut stdin = live.child.stdin.take().unwrap();
-    use tokio::io::AsyncWriteExt;
-    let init = json!({"type": "control_request", "request_id": "req_init", "request": {"subtype": "initialize", "hooks": null,
-        "agents": {"scout": {"description": "Looks around", "prompt": "You are the scout agent.", "tools": ["Read", "Glob"]}}}});
-    stdin
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .unwrap();
-    let resp = live
-        .wait_for(Duration::from_secs(30), |f| f["type"] == "control_response")
-        .await;
-    let agents = resp["response"]["response"]["agents"].to_string();
+    let mut st = Stream::start(&h, &[], &[]);
+    let init = json!({"subtype": "initialize", "hooks": null,
+        "agents": {"scout": {"description": "Looks around", "prompt": "You are the scout agent.", "tools": ["Read", "Glob"]}}});
+    let resp = st.ask("req_init", init).await;
+    let agents = resp["response"]["agents"].to_string();
     assert!(
         agents.contains("scout") && agents.contains("Explore"),
         "{resp}"
     );
-    let user = json!({"type": "user", "session_id": "", "message": {"role": "user", "content": "HOST go"}, "parent_tool_use_id": null});
-    stdin
-        .write_all(format!("{user}\n").as_bytes())
-        .await
-        .unwrap();
-    drop(stdin);
-    let run = live.finish(Duration::from_secs(30)).await;
+    st.user("HOST go").await;
+    let run = st.finish().await;
     assert_eq!(run.result()["subtype"], "success");
     let child = h
         .requests()

@@ -8,9 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use keel_mock::{MockServer, RecordedRequest, Scenario};
-use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
 
 /// The keel binary under test.
 pub fn keel_bin() -> PathBuf {
@@ -328,4 +328,129 @@ pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool 
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// keel in stream-json input mode, with its stdin held open.
+pub struct Stream {
+    pub live: Live,
+    stdin: Option<ChildStdin>,
+    /// Frames a wait has already returned (each frame is returned once).
+    claimed: std::collections::HashSet<usize>,
+}
+
+impl Stream {
+    pub fn start(h: &Harness, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut args = vec![
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+        ];
+        args.extend_from_slice(extra);
+        let mut cmd = h.command(&args, env);
+        cmd.stdin(Stdio::piped());
+        let mut live = Live::spawn(cmd);
+        let stdin = live.child.stdin.take();
+        Self {
+            live,
+            stdin,
+            claimed: Default::default(),
+        }
+    }
+
+    pub async fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    pub async fn send(&mut self, v: Value) {
+        self.send_raw(&v.to_string()).await;
+    }
+
+    pub async fn user(&mut self, text: &str) {
+        self.send(
+            json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
+                         "message": {"role": "user", "content": text}}),
+        )
+        .await;
+    }
+
+    pub async fn control(&mut self, id: &str, request: Value) {
+        self.send(json!({"type": "control_request", "request_id": id, "request": request}))
+            .await;
+    }
+
+    /// Send a control request and wait for its response.
+    pub async fn ask(&mut self, id: &str, request: Value) -> Value {
+        self.control(id, request).await;
+        self.response(id).await
+    }
+
+    pub async fn response(&mut self, id: &str) -> Value {
+        self.wait(|f| f["type"] == "control_response" && f["response"]["request_id"] == id)
+            .await["response"]
+            .clone()
+    }
+
+    /// Wait for a request keel sends the host.
+    pub async fn keel_request(&mut self, subtype: &str) -> Value {
+        self.wait(|f| f["type"] == "control_request" && f["request"]["subtype"] == subtype)
+            .await
+    }
+
+    pub async fn answer(&mut self, request_id: &str, response: Value) {
+        self.send(json!({"type": "control_response", "response":
+                          {"subtype": "success", "request_id": request_id, "response": response}}))
+            .await;
+    }
+
+    /// The first frame matching `pred` that no earlier wait returned, whether it has already
+    /// arrived (frames may come in either order: a result before an interrupt's receipt) or
+    /// arrives within [`WAIT`].
+    pub async fn wait(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let found = (0..self.live.frames.len())
+                .find(|i| !self.claimed.contains(i) && pred(&self.live.frames[*i]));
+            if let Some(i) = found {
+                self.claimed.insert(i);
+                return self.live.frames[i].clone();
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no awaited frame within {WAIT:?}; frames: {:?}",
+                kinds(&self.live.frames)
+            );
+            self.live.wait_for(left, |_| true).await;
+        }
+    }
+
+    pub async fn result(&mut self) -> Value {
+        self.wait(|f| f["type"] == "result").await
+    }
+
+    pub fn close(&mut self) {
+        self.stdin = None;
+    }
+
+    pub async fn finish(mut self) -> Run {
+        self.close();
+        self.live.finish(WAIT).await
+    }
+}
+
+pub fn kinds(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|f| match f["subtype"].as_str() {
+            Some(s) if f["type"] == "system" => format!("system/{s}"),
+            _ => f["type"].as_str().unwrap_or("?").to_owned(),
+        })
+        .collect()
 }
