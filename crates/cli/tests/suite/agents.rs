@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::{eventually, processes_matching, Harness, Live, Stream};
+use super::common::{eventually, processes_matching, Harness, Stream};
 
 const SIGINT: i32 = 2;
 
@@ -198,18 +198,7 @@ async fn interrupting_a_foreground_subagent_kills_its_command_and_pairs_everythi
         step("SLOW-CHILD", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": format!("sleep 1000; : {marker}")}}]})),
     ]))
     .await;
-    let mut live = Live::spawn(h.command(
-        &[
-            "-p",
-            "PARENT",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--allowedTools",
-            "Bash",
-        ],
-        &[],
-    ));
+    let mut live = h.live_stream("PARENT", &["--allowedTools", "Bash"], &[]);
     live.wait_for(Duration::from_secs(30), |f| {
         f["parent_tool_use_id"] == "toolu_task" && f["message"]["content"][0]["type"] == "tool_use"
     })

@@ -24,18 +24,7 @@ fn is_tool_use(f: &Value) -> bool {
 /// Start keel on a one-Bash-call scenario, wait until the command's shell is running, and
 /// return it with the shell's pid (= its process group: keel starts every command in its own).
 async fn running_command(h: &Harness, marker: &str) -> (Live, i32) {
-    let mut live = Live::spawn(h.command(
-        &[
-            "-p",
-            "run it",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--allowedTools",
-            "Bash",
-        ],
-        &[],
-    ));
+    let mut live = h.live_stream("run it", &["--allowedTools", "Bash"], &[]);
     live.wait_for(Duration::from_secs(30), is_tool_use).await;
     let mut pid = 0;
     assert!(
@@ -190,19 +179,11 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all() {
                 {"name":"Bash","input":{"command":"touch second.txt"}}]}}]}"#,
     )
     .await;
-    let mut live = Live::spawn(h.command(
-        &[
-            "-p",
-            "go",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--include-partial-messages",
-            "--allowedTools",
-            "Bash",
-        ],
+    let mut live = h.live_stream(
+        "go",
+        &["--include-partial-messages", "--allowedTools", "Bash"],
         &[("KEEL_STREAM_IDLE_TIMEOUT_MS", "120000")],
-    ));
+    );
     live.wait_for(Duration::from_secs(30), |f| {
         f["type"] == "stream_event"
             && f["event"]["type"] == "content_block_stop"
@@ -236,10 +217,7 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all() {
 #[tokio::test]
 async fn interrupt_during_a_retry_wait_ends_at_once() {
     let h = Harness::from_json(r#"{"steps":[{"kind":"error","status":429,"headers":{"retry-after":"600"}},{"kind":"text","text":"never"}]}"#).await;
-    let mut live = Live::spawn(h.command(
-        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
-        &[("KEEL_RETRY_BUDGET_MS", "3600000")],
-    ));
+    let mut live = h.live_stream("hi", &[], &[("KEEL_RETRY_BUDGET_MS", "3600000")]);
     live.wait_for(Duration::from_secs(30), |f| f["subtype"] == "api_retry")
         .await;
     live.signal(SIGINT);

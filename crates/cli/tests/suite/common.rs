@@ -91,6 +91,14 @@ impl Harness {
         self.run(&args, env).await
     }
 
+    /// Start `keel -p PROMPT --output-format stream-json --verbose` plus `extra` flags, reading
+    /// its frames as they come.
+    pub fn live_stream(&self, prompt: &str, extra: &[&str], env: &[(&str, &str)]) -> Live {
+        let mut args = vec!["-p", prompt, "--output-format", "stream-json", "--verbose"];
+        args.extend_from_slice(extra);
+        Live::spawn(self.command(&args, env))
+    }
+
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.mock
             .requests()

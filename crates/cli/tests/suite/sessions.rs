@@ -460,18 +460,7 @@ async fn a_call_left_running_by_a_kill_gets_a_truthful_result_on_resume() {
         ]}"#,
     )
     .await;
-    let mut live = Live::spawn(h.command(
-        &[
-            "-p",
-            "start",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--allowedTools",
-            "Bash",
-        ],
-        &[],
-    ));
+    let mut live = h.live_stream("start", &["--allowedTools", "Bash"], &[]);
     let call = live
         .wait_for(Duration::from_secs(30), |f| {
             f["type"] == "assistant" && f["message"]["content"][0]["type"] == "tool_use"
@@ -792,18 +781,7 @@ async fn crash_loop_every_message_shown_before_a_sigkill_survives_and_resumes_we
             "seed {seed}, run {i}: kill after {frames_before_kill} frames + {jitter_us} µs"
         );
 
-        let mut live = Live::spawn(h.command(
-            &[
-                "-p",
-                "do the steps",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--allowedTools",
-                "Bash",
-            ],
-            &[],
-        ));
+        let mut live = h.live_stream("do the steps", &["--allowedTools", "Bash"], &[]);
         let seen = std::cell::Cell::new(0);
         live.wait_for(Duration::from_secs(60), |_| {
             seen.set(seen.get() + 1);
