@@ -376,6 +376,15 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     assert_eq!(results[0]["terminal_reason"], "aborted_tools");
     assert_eq!(results[1]["subtype"], "success");
     let sleeper = result_for(&h, "toolu_wait_sleeper");
+    // TaskOutput waited its 500 ms on the running shell: the request carrying its result came
+    // at least that long after the request that asked for it.
+    let reqs = h.requests();
+    let asked = reqs
+        .iter()
+        .position(|r| r.body.to_string().contains("toolu_wait_sleeper"))
+        .unwrap();
+    let waited = reqs[asked].elapsed_ms - reqs[asked - 1].elapsed_ms;
+    assert!(waited >= 500.0, "TaskOutput returned after {waited} ms");
     let sleeper_text = sleeper["content"].as_str().unwrap();
     assert!(
         sleeper_text.contains("still running after waiting 500 ms")
