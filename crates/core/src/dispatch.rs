@@ -293,7 +293,7 @@ async fn call_guarded(
     grace: Duration,
 ) -> ToolOutcome {
     let started = Instant::now();
-    let name = tool.name();
+    let name = tool.name().to_owned();
     let mut handle = tokio::spawn(async move { tool.call(input, ctx).await });
     let joined = tokio::select! {
         j = &mut handle => j,

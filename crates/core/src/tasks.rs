@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use keel_protocol::frames::TaskFrame;
 use keel_protocol::{CancelReason, Extra, Frame, SystemFrame};
-use keel_tools::{BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+use keel_tools::{BoxFuture, CancelToken, Tool, ToolContext, ToolKind, ToolOutcome};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -424,8 +424,18 @@ pub struct TaskOutputTool(pub Arc<TaskManager>);
 pub struct TaskStopTool {
     /// The manager.
     pub tasks: Arc<TaskManager>,
-    /// `KillShell` or `TaskStop`.
-    pub name: &'static str,
+    /// [`ToolKind::KillShell`] or [`ToolKind::TaskStop`].
+    pub kind: ToolKind,
+}
+
+impl TaskStopTool {
+    /// The input field naming the task: KillShell calls it `shell_id`.
+    fn id_field(&self) -> &'static str {
+        match self.kind {
+            ToolKind::KillShell => "shell_id",
+            _ => "task_id",
+        }
+    }
 }
 
 fn str_field<'a>(input: &'a Value, tool: &str, field: &str) -> Result<&'a str, ToolOutcome> {
@@ -435,6 +445,9 @@ fn str_field<'a>(input: &'a Value, tool: &str, field: &str) -> Result<&'a str, T
 impl Tool for TaskOutputTool {
     fn name(&self) -> &'static str {
         "TaskOutput"
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::TaskOutput
     }
     fn description(&self) -> &'static str {
         "Get the status and output of a background task (a background shell or subagent). With block=true (the default) it waits until the task ends or the timeout passes, then reports; a task still running is reported as running."
@@ -506,21 +519,23 @@ impl Tool for TaskOutputTool {
 
 impl Tool for TaskStopTool {
     fn name(&self) -> &'static str {
-        self.name
+        match self.kind {
+            ToolKind::KillShell => "KillShell",
+            _ => "TaskStop",
+        }
+    }
+    fn kind(&self) -> ToolKind {
+        self.kind
     }
     fn description(&self) -> &'static str {
-        if self.name == "KillShell" {
+        if self.kind == ToolKind::KillShell {
             "Stop a background shell started with Bash run_in_background, by its shell_id. Its whole process group is killed."
         } else {
             "Stop a background task (a background shell or subagent) by its task_id."
         }
     }
     fn input_schema(&self) -> Value {
-        let field = if self.name == "KillShell" {
-            "shell_id"
-        } else {
-            "task_id"
-        };
+        let field = self.id_field();
         json!({"type": "object", "properties": {field: {"type": "string", "description": "The id of the background task to stop."}}, "required": [field]})
     }
     fn is_read_only(&self, _: &Value) -> bool {
@@ -529,12 +544,8 @@ impl Tool for TaskStopTool {
     }
     fn call<'a>(&'a self, input: Value, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let field = if self.name == "KillShell" {
-                "shell_id"
-            } else {
-                "task_id"
-            };
-            let id = match str_field(&input, self.name, field) {
+            let field = self.id_field();
+            let id = match str_field(&input, self.name(), field) {
                 Ok(i) => i.to_owned(),
                 Err(e) => return e,
             };
@@ -565,10 +576,13 @@ pub struct BackgroundBash {
 }
 
 impl Tool for BackgroundBash {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.inner.name()
     }
-    fn description(&self) -> &'static str {
+    fn kind(&self) -> ToolKind {
+        self.inner.kind()
+    }
+    fn description(&self) -> &str {
         self.inner.description()
     }
     fn input_schema(&self) -> Value {

@@ -59,6 +59,9 @@ impl Tool for BashTool {
     fn name(&self) -> &'static str {
         "Bash"
     }
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Bash
+    }
 
     fn description(&self) -> &'static str {
         DESCRIPTION

@@ -57,6 +57,9 @@ impl Tool for EditTool {
     fn name(&self) -> &'static str {
         "Edit"
     }
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Edit
+    }
 
     fn description(&self) -> &'static str {
         DESCRIPTION

@@ -49,6 +49,9 @@ impl Tool for GlobTool {
     fn name(&self) -> &'static str {
         "Glob"
     }
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Glob
+    }
 
     fn description(&self) -> &'static str {
         DESCRIPTION

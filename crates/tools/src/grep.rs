@@ -134,6 +134,9 @@ impl Tool for GrepTool {
     fn name(&self) -> &'static str {
         "Grep"
     }
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Grep
+    }
 
     fn description(&self) -> &'static str {
         DESCRIPTION

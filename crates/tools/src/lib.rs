@@ -37,12 +37,68 @@ pub use write::WriteTool;
 /// A boxed, sendable future: what [`Tool::call`] returns, so tools can live behind `dyn Tool`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One built-in tool.
+/// What a tool is, for the engine's decisions: which tool a call names (aliases included),
+/// which calls edit files, which may cancel their siblings. Decisions never compare names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    /// Runs a shell command.
+    Bash,
+    /// Reads a file.
+    Read,
+    /// Creates or replaces a file.
+    Write,
+    /// Replaces text in a file.
+    Edit,
+    /// Finds files by pattern.
+    Glob,
+    /// Searches file contents.
+    Grep,
+    /// Starts a subagent (the model may also call it `Agent`).
+    Task,
+    /// Reads a background task's output.
+    TaskOutput,
+    /// Stops a background task.
+    TaskStop,
+    /// Stops a background shell (the older name of TaskStop, kept for models that use it).
+    KillShell,
+    /// A tool defined outside keel (an MCP server, an SDK host).
+    External,
+}
+
+impl ToolKind {
+    /// Other names a model may call this tool by.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            ToolKind::Task => &["Agent"],
+            _ => &[],
+        }
+    }
+
+    /// Whether `called` names a tool of this kind whose own name is `name`.
+    pub fn answers_to(self, name: &str, called: &str) -> bool {
+        name == called || self.aliases().contains(&called)
+    }
+
+    /// Whether calls of this tool write files named by their `file_path` input.
+    pub fn edits_files(self) -> bool {
+        matches!(self, ToolKind::Write | ToolKind::Edit)
+    }
+
+    /// Whether a failed call cancels its running siblings of the same kind (shell commands
+    /// that run side by side usually depend on each other; reads do not).
+    pub fn cancels_siblings_on_failure(self) -> bool {
+        matches!(self, ToolKind::Bash)
+    }
+}
+
+/// One tool the model can call.
 pub trait Tool: Send + Sync {
     /// The name the model calls it by (`Bash`, `Read`, ...).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
+    /// What kind of tool it is.
+    fn kind(&self) -> ToolKind;
     /// What the model is told about the tool, in keel's own words.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
     /// The JSON schema of the tool's input.
     fn input_schema(&self) -> Value;
     /// Whether this particular call only reads (it may run in parallel and needs no permission).

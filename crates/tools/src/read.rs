@@ -52,6 +52,9 @@ impl Tool for ReadTool {
     fn name(&self) -> &'static str {
         "Read"
     }
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Read
+    }
 
     fn description(&self) -> &'static str {
         DESCRIPTION

@@ -38,6 +38,9 @@ impl Tool for WriteTool {
     fn name(&self) -> &'static str {
         "Write"
     }
+    fn kind(&self) -> crate::ToolKind {
+        crate::ToolKind::Write
+    }
 
     fn description(&self) -> &'static str {
         DESCRIPTION

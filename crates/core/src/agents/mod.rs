@@ -86,12 +86,16 @@ pub fn equip(
     if wanted("TaskOutput") {
         all.push(Arc::new(TaskOutputTool(tasks.clone())));
     }
-    for name in ["KillShell", "TaskStop"] {
-        if wanted(name) {
-            all.push(Arc::new(TaskStopTool {
-                tasks: tasks.clone(),
-                name,
-            }));
+    for kind in [
+        keel_tools::ToolKind::KillShell,
+        keel_tools::ToolKind::TaskStop,
+    ] {
+        let stop = TaskStopTool {
+            tasks: tasks.clone(),
+            kind,
+        };
+        if wanted(stop.name()) {
+            all.push(Arc::new(stop));
         }
     }
     Equipped {

@@ -162,6 +162,9 @@ impl Tool for TaskTool {
     fn name(&self) -> &'static str {
         "Task"
     }
+    fn kind(&self) -> keel_tools::ToolKind {
+        keel_tools::ToolKind::Task
+    }
     fn description(&self) -> &'static str {
         "Delegate a task to a subagent that works on its own and reports back. Give it a complete, self-contained prompt: it sees nothing of this conversation. Pick subagent_type from the available agent types (general-purpose for anything; Explore and Plan are read-only). run_in_background starts it as a background task and returns its id at once. resume continues an earlier subagent by its agent id, with its history."
     }

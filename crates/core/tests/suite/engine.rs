@@ -18,6 +18,9 @@ impl Tool for Panics {
     fn name(&self) -> &'static str {
         "Panics"
     }
+    fn kind(&self) -> keel_tools::ToolKind {
+        keel_tools::ToolKind::External
+    }
     fn description(&self) -> &'static str {
         "always panics"
     }
@@ -38,6 +41,9 @@ struct Stubborn;
 impl Tool for Stubborn {
     fn name(&self) -> &'static str {
         "Stubborn"
+    }
+    fn kind(&self) -> keel_tools::ToolKind {
+        keel_tools::ToolKind::External
     }
     fn description(&self) -> &'static str {
         "ignores cancellation"
