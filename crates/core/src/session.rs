@@ -856,7 +856,7 @@ impl Session {
         }
         extra.insert("result_index".into(), json!(self.results_emitted));
         ResultFrame {
-            subtype: end.subtype().as_str().to_owned(),
+            subtype: end.subtype(),
             is_error: end.is_error(),
             duration_ms: elapsed.as_millis() as u64,
             duration_api_ms: stats.api_time.as_millis() as u64,
@@ -868,7 +868,7 @@ impl Session {
             usage: cost.usage_json(),
             model_usage: cost.model_usage_json(),
             permission_denials: stats.denials.clone(),
-            terminal_reason: Some(end.terminal_reason().as_str().to_owned()),
+            terminal_reason: Some(end.terminal_reason()),
             api_error_status: Some(end.api_error_status()),
             stop_reason: Some(stats.stop_reason.clone()),
             uuid: new_uuid(),

@@ -1,66 +1,105 @@
 //! How a run or a turn ended: the vocabulary of the `result` frame.
+//!
+//! Both enums read any string: a value keel does not know (a newer peer's) is kept as `Other`
+//! and written back unchanged, so a round trip never loses it.
 
-/// The `subtype` of a `result` frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResultSubtype {
-    /// The model finished its answer.
-    Success,
-    /// The run failed: an API error, an interrupt, an internal error.
-    ErrorDuringExecution,
-    /// `--max-turns` was reached.
-    ErrorMaxTurns,
-    /// `--max-budget-usd` was reached.
-    ErrorMaxBudgetUsd,
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $ty:ident { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $ty {
+            $($(#[$vmeta])* $variant,)*
+            /// A value keel does not know, kept verbatim.
+            Other(String),
+        }
+
+        impl $ty {
+            /// The wire name.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($ty::$variant => $wire,)*
+                    $ty::Other(s) => s,
+                }
+            }
+
+            /// The value for a wire name (unknown names become `Other`).
+            pub fn from_wire(s: &str) -> Self {
+                match s {
+                    $($wire => $ty::$variant,)*
+                    other => $ty::Other(other.to_owned()),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+                Ok($ty::from_wire(&s))
+            }
+        }
+    };
 }
 
-impl ResultSubtype {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResultSubtype::Success => "success",
-            ResultSubtype::ErrorDuringExecution => "error_during_execution",
-            ResultSubtype::ErrorMaxTurns => "error_max_turns",
-            ResultSubtype::ErrorMaxBudgetUsd => "error_max_budget_usd",
-        }
+string_enum!(
+    /// The `subtype` of a `result` frame.
+    ResultSubtype {
+        /// The model finished its answer.
+        Success => "success",
+        /// The run failed: an API error, an interrupt, an internal error.
+        ErrorDuringExecution => "error_during_execution",
+        /// `--max-turns` was reached.
+        ErrorMaxTurns => "error_max_turns",
+        /// `--max-budget-usd` was reached.
+        ErrorMaxBudgetUsd => "error_max_budget_usd",
     }
-}
+);
 
-/// The `terminal_reason` of a `result` frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TerminalReason {
-    /// The model ended its turn.
-    Completed,
-    /// The API failed permanently or stayed unavailable.
-    ApiError,
-    /// The turn cap was reached.
-    MaxTurns,
-    /// The cost budget was reached.
-    BudgetExhausted,
-    /// Interrupted while the model was streaming.
-    AbortedStreaming,
-    /// Interrupted while tools ran.
-    AbortedTools,
-    /// A hook stopped the run.
-    HookStopped,
-    /// keel itself failed (an I/O error writing output or the transcript, a bug).
-    ModelError,
-    /// The turn could not be set up (bad input, a transcript that cannot be written).
-    TurnSetupFailed,
-}
+string_enum!(
+    /// The `terminal_reason` of a `result` frame.
+    TerminalReason {
+        /// The model ended its turn.
+        Completed => "completed",
+        /// The API failed permanently or stayed unavailable.
+        ApiError => "api_error",
+        /// The turn cap was reached.
+        MaxTurns => "max_turns",
+        /// The cost budget was reached.
+        BudgetExhausted => "budget_exhausted",
+        /// Interrupted while the model was streaming.
+        AbortedStreaming => "aborted_streaming",
+        /// Interrupted while tools ran.
+        AbortedTools => "aborted_tools",
+        /// A hook stopped the run.
+        HookStopped => "hook_stopped",
+        /// keel itself failed (an I/O error writing output or the transcript, a bug).
+        ModelError => "model_error",
+        /// The turn could not be set up (bad input, a transcript that cannot be written).
+        TurnSetupFailed => "turn_setup_failed",
+    }
+);
 
-impl TerminalReason {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TerminalReason::Completed => "completed",
-            TerminalReason::ApiError => "api_error",
-            TerminalReason::MaxTurns => "max_turns",
-            TerminalReason::BudgetExhausted => "budget_exhausted",
-            TerminalReason::AbortedStreaming => "aborted_streaming",
-            TerminalReason::AbortedTools => "aborted_tools",
-            TerminalReason::HookStopped => "hook_stopped",
-            TerminalReason::ModelError => "model_error",
-            TerminalReason::TurnSetupFailed => "turn_setup_failed",
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_values_survive_a_round_trip() {
+        let r: TerminalReason = serde_json::from_str("\"prompt_too_long\"").unwrap();
+        assert_eq!(r, TerminalReason::Other("prompt_too_long".into()));
+        assert_eq!(serde_json::to_string(&r).unwrap(), "\"prompt_too_long\"");
+        let s: ResultSubtype = serde_json::from_str("\"error_max_turns\"").unwrap();
+        assert_eq!(s, ResultSubtype::ErrorMaxTurns);
     }
 }

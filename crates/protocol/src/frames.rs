@@ -366,7 +366,7 @@ pub struct UserMessage {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ResultFrame {
     /// `success`, `error_during_execution`, `error_max_turns`, `error_max_budget_usd`.
-    pub subtype: String,
+    pub subtype: crate::ResultSubtype,
     /// Whether the run failed.
     pub is_error: bool,
     /// Wall time of the run.
@@ -397,7 +397,7 @@ pub struct ResultFrame {
     pub permission_denials: Vec<PermissionDenial>,
     /// Why the run ended (`completed`, `api_error`, `max_turns`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminal_reason: Option<String>,
+    pub terminal_reason: Option<crate::TerminalReason>,
     /// The HTTP status of the API error that ended the run: absent, null, or a status.
     #[serde(
         default,

@@ -4,6 +4,7 @@
 //! - [`sse`]: the Messages API streaming events.
 //! - [`frames`]: the stream-json frames keel writes and reads (system, assistant, user, result,
 //!   stream_event) and the control protocol envelopes.
+//! - [`control`]: the control protocol's requests, typed by subtype.
 //! - [`ends`]: how a run or turn ended (result subtypes, terminal reasons), and cancel reasons.
 //!
 //! Reading is tolerant: unknown frame types, block types and fields are kept (`Other`, `extra`)
@@ -11,6 +12,7 @@
 
 pub mod cancel;
 pub mod content;
+pub mod control;
 pub mod ends;
 pub mod frames;
 pub mod sse;

@@ -97,7 +97,8 @@ fn result_frames_expose_the_fields_keel_reads() {
             assert!(!r.session_id.is_empty(), "{file}:{n}");
             assert_eq!(
                 r.is_error,
-                r.subtype != "success" || r.terminal_reason.as_deref() == Some("api_error"),
+                r.subtype != keel_protocol::ResultSubtype::Success
+                    || r.terminal_reason == Some(keel_protocol::TerminalReason::ApiError),
                 "{file}:{n}"
             );
         }

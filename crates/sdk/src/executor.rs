@@ -355,7 +355,7 @@ impl Seen {
             Some(r) => result_message(
                 r.errors.as_deref().unwrap_or_default(),
                 r.result.as_deref(),
-                &r.subtype,
+                r.subtype.as_str(),
             ),
             None => "the CLI reported an error result".to_owned(),
         })

@@ -156,7 +156,7 @@ pub struct SessionSummary {
     /// The last record is a `result`: the last run ended properly (whatever its outcome).
     pub ended_cleanly: bool,
     /// The `subtype` of the last `result`, if any.
-    pub last_result: Option<String>,
+    pub last_result: Option<keel_protocol::ResultSubtype>,
     /// Damaged lines (a torn tail included).
     pub damaged_lines: usize,
     /// The session it was forked from.
