@@ -187,107 +187,100 @@ fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// Turn a streaming HTTP response into typed events, watching for silence and early ends.
+///
+/// A plain unfold over the response: nothing runs ahead of the consumer, so memory is bounded
+/// by one event, and dropping the stream drops (and so closes) the response.
 fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String>) -> EventStream {
-    let mut events = resp.bytes_stream().eventsource();
-    let stream = async_stream(move |tx| async move {
-        let mut saw_stop = false;
-        loop {
-            let next = match tokio::time::timeout(idle, events.next()).await {
-                Err(_) => {
-                    let _ = tx.send(Err(ApiError::new(
-                        ApiErrorKind::StreamIdle,
-                        format!("the stream sent nothing for {} ms", idle.as_millis()),
-                    )));
-                    return;
-                }
-                Ok(n) => n,
-            };
-            let ev = match next {
-                None => break,
-                Some(Err(e)) => {
-                    let _ = tx.send(Err(ApiError::new(
-                        ApiErrorKind::ConnectionLost,
-                        format!("the stream broke: {e}"),
-                    )));
-                    return;
-                }
-                Some(Ok(ev)) => ev,
-            };
-            if ev.data.is_empty() {
-                continue;
-            }
-            let raw: Value = match serde_json::from_str(&ev.data) {
-                Ok(v) => v,
-                Err(e) => {
-                    let _ = tx.send(Err(ApiError::new(
-                        ApiErrorKind::Decode,
-                        format!(
-                            "an SSE event is not JSON ({e}): {}",
-                            truncate(&ev.data, 200)
-                        ),
-                    )));
-                    return;
-                }
-            };
-            let event: StreamEvent = match serde_json::from_value(raw.clone()) {
-                Ok(e) => e,
-                Err(e) => {
-                    let _ = tx.send(Err(ApiError::new(
-                        ApiErrorKind::Decode,
-                        format!("an SSE event has an unexpected shape: {e}"),
-                    )));
-                    return;
-                }
-            };
-            if let StreamEvent::Error(ErrorEvent { error }) = &event {
-                let _ = tx.send(Err(ApiError {
-                    kind: ApiErrorKind::StreamError,
-                    status: None,
-                    error_type: Some(error.kind.clone()),
-                    message: error.message.clone(),
-                    retry_after: None,
-                    request_id: request_id.clone(),
-                }));
-                return;
-            }
-            saw_stop |= matches!(event, StreamEvent::MessageStop(_));
-            if tx.send(Ok(SseEvent { event, raw })).is_err() {
-                return; // the consumer went away
-            }
-            if saw_stop {
-                return;
-            }
+    struct State<S> {
+        events: S,
+        idle: Duration,
+        request_id: Option<String>,
+        done: bool,
+    }
+    let state = State {
+        events: resp.bytes_stream().eventsource(),
+        idle,
+        request_id,
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
         }
-        if !saw_stop {
-            let _ = tx.send(Err(ApiError::new(
-                ApiErrorKind::StreamDropped,
-                "the stream ended before message_stop",
-            )));
-        }
+        let item = next_event(&mut st.events, st.idle, &st.request_id).await;
+        // After an error, a message_stop or the end, nothing more is read.
+        st.done = !matches!(&item, Ok(ev) if !matches!(ev.event, StreamEvent::MessageStop(_)));
+        Some((item, st))
     });
     Box::pin(stream)
 }
 
-/// A minimal generator: runs `f` in a task and yields what it sends. The task is aborted when
-/// the stream is dropped, which also drops (and so closes) the HTTP response.
-fn async_stream<F, Fut>(f: F) -> impl futures_util::Stream<Item = Result<SseEvent, ApiError>> + Send
+/// The next typed event, or the error that ends the stream.
+async fn next_event<S, E>(
+    events: &mut S,
+    idle: Duration,
+    request_id: &Option<String>,
+) -> Result<SseEvent, ApiError>
 where
-    F: FnOnce(tokio::sync::mpsc::UnboundedSender<Result<SseEvent, ApiError>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
+    S: futures_util::Stream<Item = Result<eventsource_stream::Event, E>> + Unpin,
+    E: std::fmt::Display,
 {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(f(tx));
-    let guard = AbortOnDrop(task);
-    futures_util::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        rx.recv().await.map(|item| (item, (rx, guard)))
-    })
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+    loop {
+        let next = tokio::time::timeout(idle, events.next())
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    ApiErrorKind::StreamIdle,
+                    format!("the stream sent nothing for {} ms", idle.as_millis()),
+                )
+            })?;
+        let ev = match next {
+            None => {
+                return Err(ApiError::new(
+                    ApiErrorKind::StreamDropped,
+                    "the stream ended before message_stop",
+                ))
+            }
+            Some(Err(e)) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::ConnectionLost,
+                    format!("the stream broke: {e}"),
+                ))
+            }
+            Some(Ok(ev)) => ev,
+        };
+        if ev.data.is_empty() {
+            continue;
+        }
+        let raw: Value = serde_json::from_str(&ev.data).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Protocol,
+                format!(
+                    "the stream sent an event that is not JSON ({e}): {}",
+                    truncate(&ev.data, 200)
+                ),
+            )
+        })?;
+        let event: StreamEvent = serde_json::from_value(raw.clone()).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Protocol,
+                format!(
+                    "the stream sent an event keel cannot read ({e}): {}",
+                    truncate(&ev.data, 200)
+                ),
+            )
+        })?;
+        if let StreamEvent::Error(ErrorEvent { error }) = &event {
+            return Err(ApiError {
+                kind: ApiErrorKind::StreamError,
+                status: None,
+                error_type: Some(error.kind.clone()),
+                message: error.message.clone(),
+                retry_after: None,
+                request_id: request_id.clone(),
+            });
+        }
+        return Ok(SseEvent { event, raw });
     }
 }
 
@@ -362,15 +355,26 @@ fn reason_phrase(status: u16) -> &'static str {
         .unwrap_or("error")
 }
 
+/// The longest wait a `retry-after` header can ask for; anything longer (`1e30`) is read as
+/// this, which is past every retry budget, so keel gives up instead of waiting.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
 /// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, possibly fractional).
+/// Values from the wire are range-checked: negative or not-a-number is ignored, huge is capped.
 fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    let secs = |v: f64| -> Option<Duration> {
+        if !(v.is_finite() || v == f64::INFINITY) || v < 0.0 {
+            return None;
+        }
+        Some(Duration::try_from_secs_f64(v).map_or(MAX_RETRY_AFTER, |d| d.min(MAX_RETRY_AFTER)))
+    };
     if let Some(ms) = header_str(h, "retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+        if let Some(d) = secs(ms / 1000.0) {
+            return Some(d);
         }
     }
-    let secs = header_str(h, "retry-after").and_then(|v| v.trim().parse::<f64>().ok())?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    let v = header_str(h, "retry-after").and_then(|v| v.trim().parse::<f64>().ok())?;
+    secs(v)
 }
 
 #[cfg(test)]
@@ -387,5 +391,15 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
         h.insert("retry-after-ms", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        for huge in ["1e30", "inf", "18446744073709551616"] {
+            let mut h = HeaderMap::new();
+            h.insert("retry-after", huge.parse().unwrap());
+            assert_eq!(retry_after(&h), Some(MAX_RETRY_AFTER), "{huge}");
+        }
+        for junk in ["-1", "NaN", "soon"] {
+            let mut h = HeaderMap::new();
+            h.insert("retry-after", junk.parse().unwrap());
+            assert_eq!(retry_after(&h), None, "{junk}");
+        }
     }
 }

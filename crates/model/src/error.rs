@@ -18,8 +18,12 @@ pub enum ApiErrorKind {
     StreamIdle,
     /// The API sent an `error` event inside the stream.
     StreamError,
-    /// The response could not be understood (bad JSON, bad SSE).
+    /// The response could not be understood (a body that is not the API's JSON).
     Decode,
+    /// The stream broke the protocol (an event that is not JSON, of the wrong shape, or with a
+    /// value out of range): treated like a dropped stream, since a garbled stream is usually a
+    /// passing fault between keel and the API.
+    Protocol,
     /// keel could not build the request (no API key, a bad base URL).
     Config,
 }
@@ -82,7 +86,8 @@ impl ApiError {
             ApiErrorKind::Connect
             | ApiErrorKind::ConnectionLost
             | ApiErrorKind::StreamDropped
-            | ApiErrorKind::StreamIdle => Transient,
+            | ApiErrorKind::StreamIdle
+            | ApiErrorKind::Protocol => Transient,
             ApiErrorKind::Decode | ApiErrorKind::Config => Permanent,
         }
     }

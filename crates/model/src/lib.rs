@@ -17,7 +17,7 @@ use keel_protocol::content::AssistantMessage;
 use keel_protocol::StreamEvent;
 use serde_json::Value;
 
-pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL};
+pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL, MAX_RETRY_AFTER};
 pub use error::{ApiError, ApiErrorKind, ErrorClass};
 pub use request::{ModelRequest, ToolSpec};
 
