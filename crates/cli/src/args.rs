@@ -124,13 +124,3 @@ pub struct Cli {
     #[command(flatten)]
     pub compat: crate::compat::CompatArgs,
 }
-
-impl Cli {
-    /// Every rule of a repeatable rule flag, split.
-    pub fn rules(values: &[String]) -> Vec<String> {
-        values
-            .iter()
-            .flat_map(|v| keel_core::permissions::split_rule_list(v))
-            .collect()
-    }
-}

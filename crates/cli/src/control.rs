@@ -9,11 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::approval::{PermissionUpdate, RuleBehavior};
 use keel_core::emit::{new_uuid, now_rfc3339};
 use keel_core::hooks::HookEvent;
 use keel_core::permissions::{PermissionMode, Rule, RuleSource};
 use keel_core::SessionHandle;
+use keel_protocol::control::{
+    HookMatcherConfig, InitializeRequest, InterruptRequest, Request, SetModelRequest,
+    SetPermissionModeRequest, StopTaskRequest,
+};
 use keel_protocol::frames::{ControlRequestFrame, ControlResponseFrame, UserMessage};
 use keel_protocol::{
     ControlError, ControlResponse, ControlSuccess, Extra, Frame, MessageContent, Role, UserFrame,
@@ -43,37 +46,22 @@ impl Reply {
     }
 }
 
-/// What the control server knows about the session it serves.
-pub struct ControlInfo {
-    /// The model the session started with (what `set_model(null)` returns to).
-    pub initial_model: String,
-    /// Where the API key came from.
-    pub api_key_source: String,
-}
-
 /// Answers host → keel control requests.
 pub struct Controller {
     /// The keel → host side.
     pub bridge: Arc<Bridge>,
     handle: SessionHandle,
     queue: Arc<Queue>,
-    info: ControlInfo,
     initialized: AtomicBool,
 }
 
 impl Controller {
     /// A controller for the session behind `handle`.
-    pub fn new(
-        bridge: Arc<Bridge>,
-        handle: SessionHandle,
-        queue: Arc<Queue>,
-        info: ControlInfo,
-    ) -> Self {
+    pub fn new(bridge: Arc<Bridge>, handle: SessionHandle, queue: Arc<Queue>) -> Self {
         Self {
             bridge,
             handle,
             queue,
-            info,
             initialized: AtomicBool::new(false),
         }
     }
@@ -82,23 +70,29 @@ impl Controller {
     /// waits for the turn to wind down and so runs on its own task.
     pub async fn handle(self: &Arc<Self>, frame: ControlRequestFrame) {
         let id = frame.request_id;
-        let fields = frame.request.fields;
-        let answer = match frame.request.subtype.as_str() {
-            "interrupt" => {
+        let request = match Request::from_wire(&frame.request) {
+            Ok(r) => r,
+            Err(e) => {
+                let refusal = (format!("Malformed control request: {e}"), "invalid_request");
+                return self.respond(id, Err(refusal)).await;
+            }
+        };
+        let answer = match request {
+            Request::Interrupt(r) => {
                 let this = self.clone();
                 tokio::spawn(async move {
-                    let receipt = this.interrupt(&fields).await;
+                    let receipt = this.interrupt(&r).await;
                     this.respond(id, Ok(Reply::new(receipt))).await;
                 });
                 return;
             }
-            "initialize" => self.initialize(&fields).await,
-            "set_permission_mode" => self.set_permission_mode(&fields).await,
-            "set_model" => self.set_model(&fields).await,
-            "mcp_status" => Ok(Reply::new(json!({ "mcpServers": [] }))),
-            "stop_task" => self.stop_task(&fields).await,
-            other => Err((
-                format!("Unsupported control request subtype: {other}"),
+            Request::Initialize(r) => self.initialize(r).await,
+            Request::SetPermissionMode(r) => self.set_permission_mode(&r).await,
+            Request::SetModel(r) => self.set_model(r).await,
+            Request::McpStatus(_) => Ok(Reply::new(json!({ "mcpServers": [] }))),
+            Request::StopTask(r) => self.stop_task(&r).await,
+            Request::CanUseTool(_) | Request::HookCallback(_) | Request::Unknown { .. } => Err((
+                format!("Unsupported control request subtype: {}", request.subtype()),
                 "unsupported_request",
             )),
         };
@@ -134,7 +128,7 @@ impl Controller {
         }
     }
 
-    async fn initialize(&self, f: &Extra) -> Result<Reply, Refusal> {
+    async fn initialize(&self, r: InitializeRequest) -> Result<Reply, Refusal> {
         if self.initialized.swap(true, Ordering::SeqCst) {
             return Err((
                 "initialize was already received; hooks and settings can be registered once per process".into(),
@@ -143,22 +137,23 @@ impl Controller {
         }
         let mut hooks = Vec::new();
         let mut unsupported = Vec::new();
-        if let Some(map) = f.get("hooks").and_then(Value::as_object) {
-            for (name, matchers) in map {
-                let Some(event) = HookEvent::parse(name) else {
-                    unsupported.push(name.clone());
-                    continue;
-                };
-                for (i, m) in matchers.as_array().into_iter().flatten().enumerate() {
-                    let h = RegisteredHook::parse(event, m).map_err(|e| {
+        for (name, matchers) in r.hooks.iter().flatten() {
+            let Some(event) = HookEvent::parse(name) else {
+                unsupported.push(name.clone());
+                continue;
+            };
+            for (i, m) in matchers.as_array().into_iter().flatten().enumerate() {
+                let h = serde_json::from_value::<HookMatcherConfig>(m.clone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| RegisteredHook::from_config(event, c))
+                    .map_err(|e| {
                         self.initialized.store(false, Ordering::SeqCst);
                         (
                             format!("initialize: hooks.{name}[{i}]: {e}"),
                             "invalid_request",
                         )
                     })?;
-                    hooks.push(h);
-                }
+                hooks.push(h);
             }
         }
         if !unsupported.is_empty() {
@@ -168,40 +163,45 @@ impl Controller {
             );
         }
         self.bridge.set_hooks(hooks);
-        self.system_prompt_fields(f);
-        self.initialize_notices(f);
+        self.system_prompt_fields(&r);
+        self.initialize_notices(&r.extra);
+        let ctx = self.handle.context();
         // Agent types a host defines (the Python SDK's `agents` option) join the session's.
-        if let Some(agents) = f
-            .get("agents")
+        if let Some(agents) = r
+            .agents
+            .as_ref()
             .filter(|a| a.as_object().is_some_and(|m| !m.is_empty()))
         {
-            if let Err(e) = self.handle.register_agents(&agents.to_string()) {
+            if let Err(e) = ctx.register_agents(&agents.to_string()) {
                 eprintln!("keel: initialize: agents: {e}; ignored");
             }
         }
-        if let Some(tools) = f.get("disallowedTools").and_then(Value::as_array) {
-            let rules: Vec<Rule> = tools
+        if let Some(tools) = &r.disallowed_tools {
+            // Rules a host cannot get right are refused outright: dropping one would let a
+            // tool the host meant to deny run.
+            let mut rules = Vec::new();
+            for text in tools
                 .iter()
-                .filter_map(Value::as_str)
-                .flat_map(keel_core::permissions::split_rule_list)
-                .filter_map(|r| match Rule::parse(&r, RuleSource::Session) {
-                    Ok(rule) => Some(rule),
+                .flat_map(|t| keel_core::permissions::split_rule_list(t))
+            {
+                match Rule::parse(&text, RuleSource::Session) {
+                    Ok(rule) => rules.push(rule),
                     Err(e) => {
-                        eprintln!("keel: initialize: disallowedTools: {e}; ignored");
-                        None
+                        self.initialized.store(false, Ordering::SeqCst);
+                        return Err((
+                            format!("initialize: disallowedTools: {e}"),
+                            "invalid_request",
+                        ));
                     }
-                })
-                .collect();
-            self.handle
-                .apply_permission_updates(&[PermissionUpdate::AddRules {
-                    behavior: RuleBehavior::Deny,
-                    rules,
-                }]);
+                }
+            }
+            // Into the session's context: every agent, subagents included, is bound by them.
+            ctx.deny(rules);
         }
-        let model = self.info.initial_model.clone();
+        let model = ctx.initial_model().to_owned();
         let response = json!({
             "commands": [],
-            "agents": self.handle.agent_names().iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
+            "agents": ctx.agent_names().iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
             "output_style": "default",
             "available_output_styles": ["default"],
             "models": [{
@@ -218,13 +218,13 @@ impl Controller {
             }],
             "account": {
                 "tokenSource": "none",
-                "apiKeySource": self.info.api_key_source,
+                "apiKeySource": ctx.api_key_source(),
                 "apiProvider": "firstParty",
             },
             "pid": std::process::id(),
             "claude_code_version": keel_core::PROTOCOL_VERSION,
             "keel_version": keel_core::KEEL_VERSION,
-            "current_permission_mode": self.handle.permission_mode().as_str(),
+            "current_permission_mode": ctx.permission_mode().as_str(),
             "hooks_applied": true,
             "hook_on_failure_supported": true,
             "analytics_disabled": true,
@@ -243,8 +243,8 @@ impl Controller {
     }
 
     /// The TS SDK sends the system prompt in initialize (`systemPrompt: [""]` = none).
-    fn system_prompt_fields(&self, f: &Extra) {
-        let prompt = match f.get("systemPrompt") {
+    fn system_prompt_fields(&self, r: &InitializeRequest) {
+        let prompt = match &r.system_prompt {
             Some(Value::String(s)) => Some(Some(s.clone())),
             Some(Value::Array(parts)) => Some(Some(
                 parts
@@ -256,10 +256,7 @@ impl Controller {
             )),
             _ => None,
         };
-        let append = f
-            .get("appendSystemPrompt")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let append = r.append_system_prompt.clone();
         if prompt.is_none() && append.is_none() {
             return;
         }
@@ -294,9 +291,9 @@ impl Controller {
         }
     }
 
-    async fn set_permission_mode(&self, f: &Extra) -> Result<Reply, Refusal> {
+    async fn set_permission_mode(&self, r: &SetPermissionModeRequest) -> Result<Reply, Refusal> {
         let modes: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.as_str()).collect();
-        let requested = f.get("mode").and_then(Value::as_str).unwrap_or("");
+        let requested = r.mode.as_str();
         let Some(mode) = PermissionMode::parse(requested) else {
             let error = if requested == "auto" {
                 format!(
@@ -312,15 +309,14 @@ impl Controller {
             return Err((error, "invalid_mode"));
         };
         if mode == PermissionMode::BypassPermissions
-            && nix::unistd::geteuid().is_root()
-            && std::env::var_os("IS_SANDBOX").is_none()
+            && keel_core::builder::bypass_refused(&|k: &str| std::env::var(k).ok())
         {
             return Err((
                 "Cannot set permission mode: bypassPermissions cannot be used as root, where a command could change anything on the machine (set IS_SANDBOX=1 in a disposable sandbox)".into(),
                 "invalid_mode",
             ));
         }
-        self.handle.set_permission_mode(mode);
+        self.handle.context().set_permission_mode(mode);
         let mut reply = Reply::new(json!({ "mode": mode.as_str() }));
         // The status frame follows the response, as in the reference.
         reply
@@ -329,21 +325,13 @@ impl Controller {
         Ok(reply)
     }
 
-    async fn set_model(&self, f: &Extra) -> Result<Reply, Refusal> {
-        let model = match f.get("model") {
-            None | Some(Value::Null) => self.info.initial_model.clone(),
-            Some(Value::String(s)) if s.trim().is_empty() || s == "default" => {
-                self.info.initial_model.clone()
-            }
-            Some(Value::String(s)) => s.trim().to_owned(),
-            Some(other) => {
-                return Err((
-                    format!("Cannot set model: {other} is not a model name"),
-                    "invalid_request",
-                ))
-            }
+    async fn set_model(&self, r: SetModelRequest) -> Result<Reply, Refusal> {
+        let ctx = self.handle.context();
+        let model = match r.model.as_deref().map(str::trim) {
+            None | Some("") | Some("default") => ctx.initial_model().to_owned(),
+            Some(m) => m.to_owned(),
         };
-        self.handle.set_model(model.clone());
+        ctx.set_model(model.clone());
         let mut extra = Extra::new();
         extra.insert("isReplay".into(), json!(true));
         self.bridge
@@ -370,20 +358,18 @@ impl Controller {
     /// The truthful interrupt receipt: what was running, what was stopped, what never started,
     /// what is still queued (or, with `cancel_queued`, was dropped from the queue).
     /// `stop_task{task_id}`: stop one background task (an interrupt leaves them running).
-    async fn stop_task(&self, f: &Extra) -> Result<Reply, Refusal> {
-        let Some(id) = f.get("task_id").and_then(Value::as_str) else {
-            return Err(("stop_task needs a `task_id`".to_owned(), "invalid_request"));
-        };
+    async fn stop_task(&self, r: &StopTaskRequest) -> Result<Reply, Refusal> {
+        let id = r.task_id.as_str();
         match self.handle.stop_task(id).await {
             Ok(status) => Ok(Reply::new(
                 json!({"task_id": id, "status": status.as_str(), "end_state": status.describe()}),
             )),
-            Err(e) => Err((e, "unknown_task")),
+            Err(e) => Err((e.to_string(), "unknown_task")),
         }
     }
 
-    async fn interrupt(&self, f: &Extra) -> Value {
-        let cancel_queued = f.get("cancel_queued").and_then(Value::as_bool) == Some(true);
+    async fn interrupt(&self, r: &InterruptRequest) -> Value {
+        let cancel_queued = r.cancel_queued == Some(true);
         let (still_queued, cancelled) = self.queue.interrupt_snapshot(cancel_queued);
         if self.queue.is_starting() && !self.handle.is_running() {
             // A message was taken for a turn that has not armed its cancel token yet: it will

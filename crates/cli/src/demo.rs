@@ -10,12 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Parser;
+use keel_core::{Built, Env, SessionBuilder, SessionOptions};
 use keel_mock::{MockServer, Scenario};
-use keel_model::{AnthropicClient, ClientConfig, Model};
 use keel_protocol::ContentBlock;
 
-use crate::args::{Cli, OutputFormat};
-use crate::run::{self, Prepared, RunInputs};
+use crate::args::OutputFormat;
 
 /// The script the in-process keel-mock replays.
 const SCENARIO: &str = include_str!("demo/scenario.json");
@@ -32,62 +31,30 @@ const PROJECT: &[(&str, &str)] = &[
     ("run_checks.sh", include_str!("demo/project/run_checks.sh")),
 ];
 
-const USAGE: &str = "\
-Usage: keel demo [--keep] [--json] [--dir PATH]
-
-Runs a complete keel session offline: a scripted model (keel-mock, in-process; no API key,
-no network) asks keel to find and fix a bug in a tiny Python project, and keel really runs
-every tool call (Glob, Read, Grep, Edit, Bash) in a scratch copy of that project.
-
-Options:
-  --keep       keep the scratch directory afterwards (default: remove it)
-  --json       print the stream-json frames instead of the readable transcript
-  --dir PATH   set the project up in PATH (must be empty or absent; never removed)
-  -h, --help   show this help";
-
-/// Parsed `keel demo` flags.
-#[derive(Debug, Default, PartialEq)]
+/// Runs a complete keel session offline: a scripted model (keel-mock, in-process; no API key,
+/// no network) asks keel to find and fix a bug in a tiny Python project, and keel really runs
+/// every tool call (Glob, Read, Grep, Edit, Bash) in a scratch copy of that project.
+#[derive(Debug, Default, PartialEq, Parser)]
+#[command(name = "keel demo")]
 struct DemoArgs {
+    /// Keep the scratch directory afterwards (default: remove it).
+    #[arg(long)]
     keep: bool,
+    /// Print the stream-json frames instead of the readable transcript.
+    #[arg(long)]
     json: bool,
+    /// Set the project up in PATH (must be empty or absent; never removed).
+    #[arg(long, value_name = "PATH")]
     dir: Option<PathBuf>,
-    help: bool,
-}
-
-fn parse_args(args: &[String]) -> Result<DemoArgs, String> {
-    let mut out = DemoArgs::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--keep" => out.keep = true,
-            "--json" => out.json = true,
-            "-h" | "--help" => out.help = true,
-            "--dir" => match it.next() {
-                Some(p) if !p.is_empty() => out.dir = Some(PathBuf::from(p)),
-                _ => return Err("--dir needs a path".into()),
-            },
-            s if s.starts_with("--dir=") && s.len() > "--dir=".len() => {
-                out.dir = Some(PathBuf::from(&s["--dir=".len()..]))
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(out)
 }
 
 /// Run `keel demo` with the arguments after `demo`; returns the exit code.
 pub async fn run(args: &[String]) -> i32 {
-    let a = match parse_args(args) {
+    let argv = std::iter::once("keel demo".to_owned()).chain(args.iter().cloned());
+    let a: DemoArgs = match crate::parse_args(argv) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("keel demo: {e}\n\n{USAGE}");
-            return 2;
-        }
+        Err(code) => return code,
     };
-    if a.help {
-        println!("{USAGE}");
-        return 0;
-    }
     if let Some(d) = &a.dir {
         if let Err(e) = check_dir(d) {
             eprintln!("keel demo: {e}");
@@ -122,56 +89,47 @@ async fn session(a: &DemoArgs, scratch: &Scratch) -> Result<i32, String> {
     let mock = MockServer::start(scenario)
         .await
         .map_err(|e| format!("could not start the scripted model on loopback: {e}"))?;
-    let client = AnthropicClient::new(ClientConfig {
-        base_url: mock.base_url(),
-        api_key: Some("demo".into()),
-        ..ClientConfig::default()
-    })
-    .map_err(|e| format!("could not set up the model client: {e}"))?;
-    let model: Arc<dyn Model> = Arc::new(client);
-
-    let cli = Cli::try_parse_from([
-        "keel",
-        "-p",
-        PROMPT,
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-mode",
-        "acceptEdits",
-        "--allowedTools",
-        "Bash",
-    ])
-    .map_err(|e| format!("the demo's own flags did not parse (a keel bug): {e}"))?;
     let home = scratch.home.clone();
     let keel_home = home.join(".keel");
+    let base_url = mock.base_url();
     // The demo sees none of the user's environment: no key, no settings, no memory files.
-    let env: Arc<run::Env> = Arc::new(move |k: &str| match k {
+    let env: Arc<Env> = Arc::new(move |k: &str| match k {
         "HOME" => Some(home.display().to_string()),
         "KEEL_HOME" => Some(keel_home.display().to_string()),
+        "ANTHROPIC_BASE_URL" => Some(base_url.clone()),
+        // A token, not a key: apiKeySource stays "none", since the user gave keel no key.
+        "ANTHROPIC_AUTH_TOKEN" => Some("demo".into()),
         _ => None,
     });
-    let inputs = RunInputs {
-        env,
-        cwd: scratch.project.clone(),
-        model: Some(model),
+    let options = SessionOptions {
+        permission_mode: Some("acceptEdits".into()),
+        allowed_tools: vec!["Bash".into()],
+        ..SessionOptions::default()
     };
-    let Prepared { mut session, rx } = run::prepare(&cli, inputs).map_err(|e| e.message)?;
-
+    let Built {
+        mut session,
+        events,
+        ..
+    } = SessionBuilder::new(scratch.project.clone())
+        .env(env)
+        .options(options)
+        .build()
+        .await
+        .map_err(|e| e.to_string())?;
     let printer = if a.json {
         tokio::spawn(async move {
-            let p = crate::printer::print(rx, OutputFormat::StreamJson, true).await;
+            let p = crate::printer::print(events, None, OutputFormat::StreamJson, true).await;
             p.write_error.is_none()
         })
     } else {
         render::banner(&scratch.project, PROMPT);
-        tokio::spawn(render::render(rx, scratch.project.clone()))
+        tokio::spawn(render::render(events, scratch.project.clone()))
     };
-    let signals = run::spawn_signal_handler(session.handle());
+    let signals = crate::run::spawn_signal_handler(session.handle());
     let end = session.run_turn(vec![ContentBlock::text(PROMPT)]).await;
     signals.abort();
     session.shutdown().await;
-    drop(session); // closes the frame channel, so the printer finishes
+    drop(session); // closes the event channel, so the printer finishes
     let printed_ok = printer.await.unwrap_or(false);
     mock.shutdown();
     if !printed_ok && a.json {
@@ -272,17 +230,17 @@ fn fresh_dir(base: &Path, name: &str) -> Result<PathBuf, String> {
 mod tests {
     use super::*;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
+    fn parse(v: &[&str]) -> Result<DemoArgs, clap::Error> {
+        DemoArgs::try_parse_from(std::iter::once("keel demo").chain(v.iter().copied()))
     }
 
     #[test]
     fn flags_parse() {
-        assert_eq!(parse_args(&[]).unwrap(), DemoArgs::default());
-        let a = parse_args(&s(&["--keep", "--json", "--dir", "/x"])).unwrap();
+        assert_eq!(parse(&[]).unwrap(), DemoArgs::default());
+        let a = parse(&["--keep", "--json", "--dir", "/x"]).unwrap();
         assert!(a.keep && a.json && a.dir == Some(PathBuf::from("/x")));
-        assert!(parse_args(&s(&["--dir"])).is_err());
-        assert!(parse_args(&s(&["--frobnicate"])).is_err());
+        assert!(parse(&["--dir"]).is_err());
+        assert!(parse(&["--frobnicate"]).is_err());
     }
 
     #[test]

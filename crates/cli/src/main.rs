@@ -3,12 +3,12 @@
 mod args;
 mod compat;
 mod control;
+#[cfg(feature = "demo")]
 mod demo;
 mod printer;
-mod resume;
 mod run;
 mod sessions;
-mod settings;
+mod signals;
 mod stream_input;
 
 use std::sync::Arc;
@@ -37,6 +37,7 @@ fn main() {
 
 async fn dispatch(argv: Vec<String>) -> i32 {
     match argv.get(1).map(String::as_str) {
+        #[cfg(feature = "demo")]
         Some("demo") => return demo::run(&argv[2..]).await,
         Some("sessions") => return sessions::run(&argv[2..]),
         _ => {}
@@ -52,7 +53,6 @@ async fn dispatch(argv: Vec<String>) -> i32 {
     let inputs = run::RunInputs {
         env: Arc::new(|k: &str| std::env::var(k).ok()),
         cwd,
-        model: None,
     };
     match run::run(cli, inputs).await {
         Ok(code) => code,

@@ -1,8 +1,11 @@
-//! Headless printers: text, json, stream-json. They consume the session's frames.
+//! Headless printers: text, json, stream-json. They read the session's events (mapped to wire
+//! frames by `keel_core::wire`) and, in stream-json sessions, the control server's frames, so
+//! that every stdout line is whole and in order.
 
 use std::io::Write;
 
-use keel_protocol::Frame;
+use keel_core::Emitted;
+use keel_protocol::{Frame, ResultFrame};
 use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
@@ -11,17 +14,41 @@ use crate::args::OutputFormat;
 #[derive(Debug, Default)]
 pub struct Printed {
     /// The last result frame.
-    pub result: Option<keel_protocol::ResultFrame>,
+    pub result: Option<ResultFrame>,
     /// Set when writing to stdout failed.
     pub write_error: Option<String>,
 }
 
-/// Print frames until the channel closes.
-pub async fn print(mut rx: mpsc::Receiver<Frame>, format: OutputFormat, verbose: bool) -> Printed {
+/// Print until the event channel (and the control channel, when given) close. Session events
+/// go first when both are ready: a control request about a call is written after the call.
+pub async fn print(
+    mut events: mpsc::Receiver<Emitted>,
+    mut control: Option<mpsc::Receiver<Frame>>,
+    format: OutputFormat,
+    verbose: bool,
+) -> Printed {
     let mut out = Printed::default();
     let mut all: Vec<Frame> = Vec::new();
-    let stdout = std::io::stdout();
-    while let Some(frame) = rx.recv().await {
+    let mut events_open = true;
+    loop {
+        let frame = tokio::select! {
+            biased;
+            e = events.recv(), if events_open => match e {
+                Some(e) => keel_core::wire::frame(&e),
+                None => {
+                    events_open = false;
+                    continue;
+                }
+            },
+            f = recv(&mut control), if control.is_some() => match f {
+                Some(f) => f,
+                None => {
+                    control = None;
+                    continue;
+                }
+            },
+            else => break,
+        };
         if let Frame::Result(r) = &frame {
             out.result = Some(r.clone());
         }
@@ -29,13 +56,7 @@ pub async fn print(mut rx: mpsc::Receiver<Frame>, format: OutputFormat, verbose:
             continue; // keep draining so the session never blocks on a dead printer
         }
         let res = match format {
-            OutputFormat::StreamJson => {
-                let mut lock = stdout.lock();
-                serde_json::to_writer(&mut lock, &frame)
-                    .map_err(std::io::Error::other)
-                    .and_then(|_| lock.write_all(b"\n"))
-                    .and_then(|_| lock.flush())
-            }
+            OutputFormat::StreamJson => write_frame(&frame),
             OutputFormat::Json if verbose => {
                 all.push(frame);
                 Ok(())
@@ -63,6 +84,22 @@ pub async fn print(mut rx: mpsc::Receiver<Frame>, format: OutputFormat, verbose:
             .get_or_insert(format!("writing to stdout failed: {e}"));
     }
     out
+}
+
+/// The next control frame; pending forever when there is no control channel (the `select!`
+/// then waits on events alone).
+async fn recv(control: &mut Option<mpsc::Receiver<Frame>>) -> Option<Frame> {
+    match control {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn write_frame(frame: &Frame) -> std::io::Result<()> {
+    let mut lock = std::io::stdout().lock();
+    serde_json::to_writer(&mut lock, frame).map_err(std::io::Error::other)?;
+    lock.write_all(b"\n")?;
+    lock.flush()
 }
 
 fn write_line(s: &str) -> std::io::Result<()> {

@@ -8,7 +8,7 @@ use clap::Parser;
 use keel_core::transcript::{SessionSummary, Store};
 use serde_json::{json, Value};
 
-use crate::resume::keel_home;
+use keel_core::builder::keel_home;
 
 /// `keel sessions` flags.
 #[derive(Debug, Parser)]

@@ -12,23 +12,27 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use keel_core::TurnEnd;
+use keel_core::{Built, TurnEnd};
 use keel_protocol::frames::{ControlRequestFrame, ControlResponseFrame};
-use keel_protocol::{CancelReason, ContentBlock, UserFrame};
+use keel_protocol::{ContentBlock, UserFrame};
 use serde_json::Value;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
 
 use crate::args::{Cli, OutputFormat};
 use crate::control::host::{Bridge, HostApprover, HostHooks};
-use crate::control::{ControlInfo, Controller};
+use crate::control::Controller;
 use crate::printer;
-use crate::run::{self, Prepared, RunInputs, UsageError};
+use crate::run::{self, RunInputs, UsageError};
 
 /// Longest stdin line keel reads (a large image or document fits; a runaway writer does not).
 pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
 /// Most user messages that may wait for their turn.
 pub const MAX_QUEUED: usize = 1000;
+/// Control frames (responses, requests to the host) that may wait for the printer.
+pub const CONTROL_CHANNEL_CAPACITY: usize = 256;
 
 /// A change to the session applied between turns, in arrival order with the messages.
 pub enum Edit {
@@ -180,35 +184,47 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let env = inputs.env.clone();
     let state_frames = env("CLAUDE_CODE_SDK_READS_SESSION_STATE")
         .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let Prepared { mut session, rx } = match run::prepare(&cli, inputs) {
-        Ok(p) => p,
-        Err(e) => return e.into_exit(),
+    let Built {
+        mut session,
+        events,
+        ..
+    } = match run::build(&cli, inputs).await {
+        Ok(b) => b,
+        Err(code) => return Ok(code),
     };
+    let handle = session.handle();
+    let ctx = handle.context().clone();
+    let (control_tx, control_rx) = tokio::sync::mpsc::channel(CONTROL_CHANNEL_CAPACITY);
     let bridge = Arc::new(Bridge::new(
-        session.emitter().sender(),
-        session.emitter().session_id().to_owned(),
+        control_tx,
+        ctx.session_id().to_owned(),
         state_frames,
         cli.compat.include_hook_events,
     ));
-    session.set_hooks(Some(Arc::new(HostHooks::new(bridge.clone()))));
+    // Hooks and the approver live in the session's context: every agent of the session, its
+    // subagents included, asks the host at its next decision.
+    ctx.set_hooks(Some(Arc::new(HostHooks::new(bridge.clone()))));
     if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
-        session.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
+        ctx.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
     }
-    let printer = tokio::spawn(printer::print(rx, OutputFormat::StreamJson, true));
+    let printer = tokio::spawn(printer::print(
+        events,
+        Some(control_rx),
+        OutputFormat::StreamJson,
+        true,
+    ));
     let queue = Arc::new(Queue::default());
-    let info = ControlInfo {
-        initial_model: session.config().model.clone(),
-        api_key_source: session.config().api_key_source.clone(),
-    };
     let controller = Arc::new(Controller::new(
         bridge.clone(),
-        session.handle(),
+        handle.clone(),
         queue.clone(),
-        info,
     ));
-    let stdin = tokio::io::BufReader::with_capacity(1 << 16, tokio::io::stdin());
-    let reader = tokio::spawn(read_input(stdin, controller.clone(), queue.clone()));
-    let signals = spawn_signal_handler(session.handle(), queue.clone());
+    let reader = tokio::spawn(read_input(
+        tokio::io::stdin(),
+        controller.clone(),
+        queue.clone(),
+    ));
+    let signals = spawn_signal_handler(handle.clone(), queue.clone());
 
     let mut last: Option<TurnEnd> = None;
     loop {
@@ -221,8 +237,9 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
                 last = Some(end);
             }
             Next::Edit(Edit::SystemPrompt { prompt, append }) => {
-                let prompt = prompt.unwrap_or_else(|| session.config().system_prompt.clone());
-                let append = append.or_else(|| session.config().append_system_prompt.clone());
+                let (old_prompt, old_append) = session.system_prompt();
+                let prompt = prompt.unwrap_or_else(|| old_prompt.map(str::to_owned));
+                let append = append.or_else(|| old_append.map(str::to_owned));
                 session.set_system_prompt(prompt, append);
             }
             Next::Done => break,
@@ -236,10 +253,15 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     if killed > 0 {
         tracing::info!("stopped {killed} leftover process group(s) at exit");
     }
-    // Every sender into the frame channel must go for the printer to finish.
+    // Every sender into the printer's channels must go for the printer to finish; the context
+    // holds the hooks and the approver, which hold the bridge.
+    ctx.set_hooks(None);
+    ctx.set_approver(None);
     drop(session);
     drop(controller);
     drop(bridge);
+    drop(handle);
+    drop(ctx);
     let printed = printer.await.unwrap_or_default();
     Ok(match &last {
         Some(end) => run::finish(end, &printed, OutputFormat::StreamJson),
@@ -254,16 +276,8 @@ fn spawn_signal_handler(
     queue: Arc<Queue>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
+        let Some(reason) = crate::signals::next().await else {
             return;
-        };
-        let reason = tokio::select! {
-            _ = int.recv() => CancelReason::UserInterrupted,
-            _ = term.recv() => CancelReason::Shutdown,
         };
         queue.stop();
         if queue.is_starting() {
@@ -274,69 +288,84 @@ fn spawn_signal_handler(
     })
 }
 
-/// One line of input, or why it is skipped.
-enum Line {
-    Bytes(Vec<u8>),
-    TooLong(usize),
+/// A line of input, or why one was skipped.
+#[derive(Debug, PartialEq)]
+enum Input {
+    Line(String),
+    TooLong,
+    NotUtf8,
 }
 
-/// Read one `\n`-terminated line (the last may lack it), bounded by [`MAX_LINE_BYTES`]: an
-/// overlong line is consumed and reported, not kept.
-async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Option<Line>> {
-    let mut buf = Vec::new();
-    let mut dropped = 0usize;
-    loop {
-        let chunk = r.fill_buf().await?;
-        if chunk.is_empty() {
-            return Ok(match (buf.is_empty(), dropped) {
-                (true, 0) => None,
-                (_, 0) => Some(Line::Bytes(buf)),
-                _ => Some(Line::TooLong(dropped + buf.len())),
-            });
+/// Lines of stdin, bounded: an overlong or non-UTF-8 line is reported and skipped, and the
+/// next one is read as usual. `LinesCodec` does the framing; it is driven here rather than by a
+/// framed reader, which stops at its first error and could drop lines already buffered.
+struct Lines<R> {
+    input: R,
+    buf: BytesMut,
+    codec: LinesCodec,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> Lines<R> {
+    fn new(input: R, max: usize) -> Self {
+        Self {
+            input,
+            buf: BytesMut::with_capacity(1 << 16),
+            codec: LinesCodec::new_with_max_length(max),
+            eof: false,
         }
-        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        if dropped == 0 && buf.len() + take <= MAX_LINE_BYTES {
-            buf.extend_from_slice(&chunk[..take]);
-        } else {
-            dropped += buf.len() + take;
-            buf.clear();
-        }
-        r.consume(take);
-        if done {
-            return Ok(Some(if dropped > 0 {
-                Line::TooLong(dropped)
+    }
+
+    /// The next line; `None` at the end of input (or when reading failed: then it is reported
+    /// on stderr and treated as closed).
+    async fn next(&mut self) -> Option<Input> {
+        loop {
+            let decoded = if self.eof {
+                self.codec.decode_eof(&mut self.buf)
             } else {
-                Line::Bytes(buf)
-            }));
+                self.codec.decode(&mut self.buf)
+            };
+            match decoded {
+                Ok(Some(l)) => return Some(Input::Line(l)),
+                Ok(None) if self.eof => return None,
+                Ok(None) => {}
+                Err(LinesCodecError::MaxLineLengthExceeded) => return Some(Input::TooLong),
+                Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Some(Input::NotUtf8)
+                }
+                Err(LinesCodecError::Io(e)) => {
+                    eprintln!("keel: reading stdin failed ({e}); treating it as closed");
+                    return None;
+                }
+            }
+            match self.input.read_buf(&mut self.buf).await {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("keel: reading stdin failed ({e}); treating it as closed");
+                    return None;
+                }
+            }
         }
     }
 }
 
 /// Read stdin to EOF, handing each line to the controller or the queue.
-async fn read_input<R: AsyncBufRead + Unpin>(
-    mut input: R,
+async fn read_input<R: AsyncRead + Unpin>(
+    input: R,
     controller: Arc<Controller>,
     queue: Arc<Queue>,
 ) {
+    let mut lines = Lines::new(input, MAX_LINE_BYTES);
     let mut n = 0usize;
-    loop {
-        let line = match read_line(&mut input).await {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("keel: reading stdin failed ({e}); treating it as closed");
-                break;
-            }
-        };
+    while let Some(input) = lines.next().await {
         n += 1;
-        match line {
-            Line::TooLong(len) => eprintln!(
-                "keel: stdin line {n} is {len} bytes, over keel's limit of {MAX_LINE_BYTES}; skipped"
+        match input {
+            Input::Line(l) => accept(n, &l, &controller, &queue).await,
+            Input::TooLong => eprintln!(
+                "keel: stdin line {n} is longer than keel's limit of {MAX_LINE_BYTES} bytes; skipped"
             ),
-            Line::Bytes(bytes) => accept(n, &bytes, &controller, &queue).await,
+            Input::NotUtf8 => eprintln!("keel: stdin line {n} is not UTF-8 text; skipped"),
         }
     }
     // No answer can come any more: fail what waits for one, then let the queue run out.
@@ -348,8 +377,7 @@ async fn read_input<R: AsyncBufRead + Unpin>(
 const INPUT_TYPES: &str =
     "user, control_request, control_response, control_cancel_request, keep_alive";
 
-async fn accept(n: usize, bytes: &[u8], controller: &Arc<Controller>, queue: &Queue) {
-    let text = String::from_utf8_lossy(bytes);
+async fn accept(n: usize, text: &str, controller: &Arc<Controller>, queue: &Queue) {
     let text = text.trim();
     if text.is_empty() {
         return;
@@ -453,17 +481,23 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn lines_are_bounded_and_the_last_may_lack_a_newline() {
-        let data = b"{\"a\":1}\n\nlast".to_vec();
-        let mut r = tokio::io::BufReader::new(&data[..]);
+    async fn lines_are_bounded_skipped_and_the_last_may_lack_a_newline() {
+        let data = b"{\"a\":1}\r\n0123456789abcdef\n\xff\xfe\n\nlast".to_vec();
+        let mut lines = Lines::new(&data[..], 10);
         let mut got = Vec::new();
-        while let Some(l) = read_line(&mut r).await.unwrap() {
-            match l {
-                Line::Bytes(b) => got.push(String::from_utf8(b).unwrap()),
-                Line::TooLong(_) => panic!(),
-            }
+        while let Some(l) = lines.next().await {
+            got.push(l);
         }
-        assert_eq!(got, ["{\"a\":1}\n", "\n", "last"]);
+        assert_eq!(
+            got,
+            [
+                Input::Line("{\"a\":1}".into()),
+                Input::TooLong,
+                Input::NotUtf8,
+                Input::Line(String::new()),
+                Input::Line("last".into()),
+            ]
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use std::fmt;
 
 use futures_util::future::BoxFuture;
+use keel_tools::ToolKind;
 use serde_json::{json, Value};
 
 use crate::permissions::{PermissionMode, Rule, RuleSource};
@@ -77,10 +78,19 @@ pub enum PermissionUpdate {
     SetMode(PermissionMode),
 }
 
+/// A permission update keel cannot apply, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UpdateError(pub String);
+
 impl PermissionUpdate {
     /// Parse one entry of `updatedPermissions`. Updates keel does not apply (directories, `ask`
     /// rules, rule removal) are errors that say so.
-    pub fn from_wire(v: &Value) -> Result<Self, String> {
+    pub fn from_wire(v: &Value) -> Result<Self, UpdateError> {
+        Self::parse_wire(v).map_err(UpdateError)
+    }
+
+    fn parse_wire(v: &Value) -> Result<Self, String> {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "addRules" => {
@@ -108,7 +118,7 @@ impl PermissionUpdate {
                             Some(c) if !c.is_empty() => format!("{tool}({c})"),
                             _ => tool.to_owned(),
                         };
-                        Rule::parse(&text, RuleSource::Session)
+                        Rule::parse(&text, RuleSource::Session).map_err(|e| e.0)
                     })
                     .collect::<Result<Vec<_>, String>>()?;
                 Ok(PermissionUpdate::AddRules { behavior, rules })
@@ -130,7 +140,7 @@ impl PermissionUpdate {
     }
 
     /// Parse every entry; the ones keel cannot apply are returned as messages.
-    pub fn parse_all(values: &[Value]) -> (Vec<PermissionUpdate>, Vec<String>) {
+    pub fn parse_all(values: &[Value]) -> (Vec<PermissionUpdate>, Vec<UpdateError>) {
         let mut ok = Vec::new();
         let mut skipped = Vec::new();
         for v in values {
@@ -152,11 +162,11 @@ pub trait Approver: Send + Sync + fmt::Debug {
 
 /// The `permission_suggestions` keel offers with a request: a session rule for this exact call,
 /// and for file edits the acceptEdits mode.
-pub fn suggestions(tool: &str, input: &Value) -> Vec<Value> {
+pub fn suggestions(tool: &str, kind: ToolKind, input: &Value) -> Vec<Value> {
     let mut out = Vec::new();
-    let content = match tool {
-        "Bash" => input.get("command").and_then(Value::as_str),
-        "Write" | "Edit" | "NotebookEdit" | "Read" => {
+    let content = match kind {
+        ToolKind::Bash => input.get("command").and_then(Value::as_str),
+        ToolKind::Write | ToolKind::Edit | ToolKind::Read => {
             input.get("file_path").and_then(Value::as_str)
         }
         _ => None,
@@ -166,7 +176,7 @@ pub fn suggestions(tool: &str, input: &Value) -> Vec<Value> {
         rule["ruleContent"] = json!(c);
     }
     out.push(json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" }));
-    if matches!(tool, "Write" | "Edit" | "NotebookEdit") {
+    if kind.edits_files() {
         out.push(json!({ "type": "setMode", "mode": "acceptEdits", "destination": "session" }));
     }
     out
@@ -199,13 +209,16 @@ mod tests {
             PermissionUpdate::SetMode(PermissionMode::AcceptEdits)
         );
         assert_eq!(skipped.len(), 2);
-        assert!(skipped[0].contains("addDirectories"), "{skipped:?}");
+        assert!(skipped[0].0.contains("addDirectories"), "{skipped:?}");
     }
 
     #[test]
     fn suggestions_name_the_call() {
-        let s = suggestions("Bash", &json!({"command": "touch x"}));
+        let s = suggestions("Bash", ToolKind::Bash, &json!({"command": "touch x"}));
         assert_eq!(s[0]["rules"][0]["ruleContent"], "touch x");
-        assert_eq!(suggestions("Edit", &json!({"file_path": "a"})).len(), 2);
+        assert_eq!(
+            suggestions("Edit", ToolKind::Edit, &json!({"file_path": "a"})).len(),
+            2
+        );
     }
 }

@@ -1,23 +1,34 @@
-//! The one outbound path: every frame is persisted first (write-ahead), then sent to the front
-//! end's channel.
+//! The one outbound path: every event is stamped, persisted first (write-ahead), then sent to
+//! the front end's channel.
+//!
+//! Persisting is file I/O (and, at turn boundaries, fsync), so it runs on the blocking pool,
+//! never on the async workers; the emitter waits for it before sending, so what a consumer saw
+//! is always on disk. The channel is bounded: a slow consumer slows the session down instead
+//! of growing memory.
 
 use std::sync::Arc;
 
-use keel_protocol::Frame;
 use tokio::sync::mpsc;
 
-/// Where frames are made durable before anyone sees them (the transcript writer).
+use crate::event::{Emitted, Envelope, Event};
+
+/// A transcript could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PersistError(pub String);
+
+/// Where events are made durable before anyone sees them (the transcript writer).
 pub trait Persist: Send + Sync {
-    /// Append one frame. An error ends the turn with an honest internal-error result.
-    fn append(&self, frame: &Frame) -> Result<(), String>;
+    /// Append one event. An error ends the turn with an honest internal-error result.
+    fn append(&self, event: &Emitted) -> Result<(), PersistError>;
     /// Make everything appended so far durable (called at turn boundaries and before `result`).
-    fn sync(&self) -> Result<(), String>;
+    fn sync(&self) -> Result<(), PersistError>;
 }
 
 /// Emitting failed: the output channel is gone or persisting failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EmitError {
-    /// Nobody reads the frames any more (the front end exited).
+    /// Nobody reads the events any more (the front end exited).
     #[error("the output stream was closed")]
     Closed,
     /// The transcript could not be written.
@@ -25,13 +36,19 @@ pub enum EmitError {
     Persist(String),
 }
 
-/// Sends frames for one session (or one subagent of it).
+impl From<PersistError> for EmitError {
+    fn from(e: PersistError) -> Self {
+        EmitError::Persist(e.0)
+    }
+}
+
+/// Sends the events of one session (or one subagent of it).
 #[derive(Clone)]
 pub struct Emitter {
-    session_id: String,
-    tx: mpsc::Sender<Frame>,
+    session_id: Arc<str>,
+    tx: mpsc::Sender<Emitted>,
     persist: Option<Arc<dyn Persist>>,
-    parent_tool_use_id: Option<String>,
+    parent_tool_use_id: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Emitter {
@@ -44,7 +61,7 @@ impl std::fmt::Debug for Emitter {
 
 impl Emitter {
     /// An emitter that sends to `tx`.
-    pub fn new(session_id: impl Into<String>, tx: mpsc::Sender<Frame>) -> Self {
+    pub(crate) fn new(session_id: impl Into<Arc<str>>, tx: mpsc::Sender<Emitted>) -> Self {
         Self {
             session_id: session_id.into(),
             tx,
@@ -53,67 +70,108 @@ impl Emitter {
         }
     }
 
-    /// Persist every frame to `persist` before sending it.
-    pub fn with_persist(mut self, persist: Arc<dyn Persist>) -> Self {
+    /// Persist every event to `persist` before sending it.
+    pub(crate) fn with_persist(mut self, persist: Arc<dyn Persist>) -> Self {
         self.persist = Some(persist);
         self
     }
 
-    /// Frames from a subagent carry the parent's Task call id.
-    pub fn with_parent(mut self, parent_tool_use_id: Option<String>) -> Self {
-        self.parent_tool_use_id = parent_tool_use_id;
-        self
+    /// An emitter into the same channel for a subagent started by the Task call
+    /// `tool_use_id`: its events carry that id, and it persists nowhere until given a place.
+    pub(crate) fn for_subagent(&self, tool_use_id: &str) -> Self {
+        Self {
+            session_id: self.session_id.clone(),
+            tx: self.tx.clone(),
+            persist: None,
+            parent_tool_use_id: Some(tool_use_id.into()),
+        }
     }
 
-    /// The session id stamped on frames.
+    /// The session id stamped on events.
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
 
-    /// The Task call id frames are attributed to, for subagents.
+    /// The Task call events are attributed to, for subagents.
     pub fn parent_tool_use_id(&self) -> Option<&str> {
         self.parent_tool_use_id.as_deref()
     }
 
-    /// A sender into the same channel, for front-end frames that are not part of the
-    /// conversation (control responses, state frames): one channel keeps stdout lines whole
-    /// and in order. Frames sent this way are not persisted.
-    pub fn sender(&self) -> mpsc::Sender<Frame> {
-        self.tx.clone()
+    fn stamp(&self, event: Event) -> Emitted {
+        Emitted {
+            envelope: Envelope {
+                uuid: new_uuid(),
+                session_id: self.session_id.to_string(),
+                parent_tool_use_id: self.parent_tool_use_id.as_deref().map(str::to_owned),
+                timestamp: now_rfc3339(),
+            },
+            event,
+        }
+    }
+
+    /// Persist on the blocking pool; hands the event back with the outcome. `Err` only when
+    /// the runtime is shutting down and the event is gone with the blocking job.
+    async fn persist(&self, e: Emitted) -> Result<(Emitted, Result<(), EmitError>), EmitError> {
+        let Some(p) = self.persist.clone() else {
+            return Ok((e, Ok(())));
+        };
+        if matches!(e.event, Event::StreamEvent { .. }) {
+            return Ok((e, Ok(()))); // partial events are never kept
+        }
+        tokio::task::spawn_blocking(move || {
+            // A panicking writer is an error like any other: the event must come back.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.append(&e)))
+                .unwrap_or_else(|_| {
+                    Err(PersistError(
+                        "the transcript writer crashed (a keel bug)".into(),
+                    ))
+                });
+            (e, r.map_err(EmitError::from))
+        })
+        .await
+        .map_err(|join| EmitError::Persist(format!("the transcript writer stopped: {join}")))
     }
 
     /// Persist, then send.
-    pub async fn emit(&self, frame: Frame) -> Result<(), EmitError> {
-        self.record(&frame)?;
-        self.tx.send(frame).await.map_err(|_| EmitError::Closed)
+    pub async fn emit(&self, event: Event) -> Result<(), EmitError> {
+        let (e, persisted) = self.persist(self.stamp(event)).await?;
+        persisted?;
+        self.tx.send(e).await.map_err(|_| EmitError::Closed)
     }
 
-    /// Persist, then send even if persisting failed: for the `result` frame, which must reach
+    /// Persist, then send even if persisting failed: for `init` and `result`, which must reach
     /// the consumer whatever else broke. Returns the persistence error, if any.
-    pub async fn emit_final(&self, frame: Frame) -> Result<(), EmitError> {
-        let persisted = self.record(&frame);
-        self.tx.send(frame).await.map_err(|_| EmitError::Closed)?;
+    pub async fn emit_final(&self, event: Event) -> Result<(), EmitError> {
+        let (e, persisted) = self.persist(self.stamp(event)).await?;
+        self.tx.send(e).await.map_err(|_| EmitError::Closed)?;
         persisted
     }
 
     /// Persist only (the prompt, which front ends do not echo).
-    pub fn record(&self, frame: &Frame) -> Result<(), EmitError> {
-        match &self.persist {
-            Some(p) => p.append(frame).map_err(EmitError::Persist),
-            None => Ok(()),
+    pub async fn record(&self, event: Event) -> Result<(), EmitError> {
+        self.persist(self.stamp(event)).await?.1
+    }
+
+    /// Make what was persisted durable (fsync, on the blocking pool).
+    pub async fn sync(&self) -> Result<(), EmitError> {
+        let Some(p) = self.persist.clone() else {
+            return Ok(());
+        };
+        match tokio::task::spawn_blocking(move || p.sync()).await {
+            Ok(r) => r.map_err(EmitError::from),
+            Err(join) => Err(EmitError::Persist(format!(
+                "the transcript writer stopped: {join}"
+            ))),
         }
     }
 
-    /// Make what was persisted durable.
-    pub fn sync(&self) -> Result<(), EmitError> {
-        match &self.persist {
-            Some(p) => p.sync().map_err(EmitError::Persist),
-            None => Ok(()),
-        }
+    /// Whether the front end stopped reading.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
     }
 }
 
-/// A fresh frame id.
+/// A fresh event id.
 pub fn new_uuid() -> String {
     uuid::Uuid::new_v4().to_string()
 }

@@ -121,6 +121,14 @@ impl TurnEnd {
         }
     }
 
+    /// The API error that ended the turn, if one did.
+    pub fn api_error(&self) -> Option<&ApiError> {
+        match self {
+            TurnEnd::ApiFailed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
     /// The HTTP status of the API error that ended the turn.
     pub fn api_error_status(&self) -> Option<u16> {
         match self {

@@ -192,6 +192,40 @@ impl History {
         &self.open
     }
 
+    /// Close calls whose obligation was lost (the turn that held it panicked): each gets a
+    /// synthetic error result made by `missing`, so the next request is well-formed. Returns
+    /// the results appended (empty when nothing was open).
+    pub fn close_orphaned(
+        &mut self,
+        missing: impl Fn(&ToolUseBlock) -> String,
+    ) -> Vec<ContentBlock> {
+        if self.open.is_empty() {
+            return Vec::new();
+        }
+        let calls: Vec<ToolUseBlock> = self
+            .messages
+            .last()
+            .map(|m| {
+                m.content
+                    .blocks()
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::ToolUse(t) if self.open.contains(&t.id) => Some(t.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let n = calls.len();
+        self.close(
+            PendingResults {
+                calls,
+                results: vec![None; n],
+            },
+            missing,
+        )
+    }
+
     /// Rebuild from stored messages, repairing anything that breaks the invariant: a `tool_use`
     /// without a result gets a synthetic one made by `missing`. Returns the ids repaired.
     pub fn rebuild(

@@ -301,6 +301,22 @@ impl HookDecision {
     }
 }
 
+/// Whether a hook matcher covers the tool named `tool`: no matcher, `*` or `.*` cover every
+/// tool; otherwise `A|B` alternatives, each a name or a simple pattern with `.*` (and `^`/`$`
+/// anchors, implied anyway). A tool's other names count (`Agent` matches `Task`).
+pub fn matcher_covers(matcher: Option<&str>, tool: &str) -> bool {
+    let Some(m) = matcher.filter(|m| !m.trim().is_empty()) else {
+        return true;
+    };
+    m.split('|').map(str::trim).any(|alt| {
+        let p = alt.trim_start_matches('^').trim_end_matches('$');
+        alt == "*"
+            || p == ".*"
+            || crate::permissions::wildcard_with(p, tool, ".*")
+            || (!p.contains(".*") && keel_tools::ToolKind::same_tool(p, tool))
+    })
+}
+
 /// The hooks of a session.
 pub trait Hooks: Send + Sync + fmt::Debug {
     /// Whether any hook listens for `event` (for tool events: for this tool). Lets the engine

@@ -1,21 +1,26 @@
-//! keel's engine: a [`Session`] owns the conversation and runs turns.
+//! keel's engine: a [`Session`] owns one agent's conversation and runs turns against a shared,
+//! live [`SessionContext`]; [`SessionBuilder`] is the only way to make one.
 //!
 //! A turn streams a reply from the model (with the retry policy of [`retry`]), runs the tools it
 //! asks for (permissions in [`permissions`], dispatch and truthful cancellation in
 //! [`dispatch`]), and loops until the model ends its turn or a limit, an error or an interrupt
-//! ends it. Every turn ends with exactly one `result` frame, derived from a [`TurnEnd`] — the
-//! same value the front end maps to its exit code, so the two cannot disagree.
+//! ends it. The session emits typed [`Event`]s on one bounded channel; [`wire`] maps them to
+//! the stream-json frames SDKs read. Every turn ends with exactly one `result`, derived from a
+//! [`TurnEnd`] — the same value the front end maps to its exit code, so the two cannot
+//! disagree — and a panic anywhere inside a turn becomes that honest result too.
 
 pub mod agents;
 pub mod approval;
-pub mod config;
+pub mod builder;
+pub mod context;
 pub mod cost;
-pub mod dispatch;
+pub(crate) mod dispatch;
 pub mod emit;
 pub mod end;
+pub mod event;
+mod fault;
 pub mod history;
 pub mod hooks;
-mod live;
 pub mod permissions;
 pub mod prompt;
 mod reply;
@@ -23,11 +28,14 @@ pub mod retry;
 pub mod session;
 pub mod tasks;
 pub mod transcript;
+pub mod wire;
 
-pub use config::SessionConfig;
+pub use builder::{BuildError, Built, Env, SessionBuilder, SessionOptions, DEFAULT_MODEL};
+pub use context::SessionContext;
 pub use emit::Emitter;
 pub use end::TurnEnd;
-pub use session::{InterruptReceipt, Session, SessionHandle};
+pub use event::{Emitted, Event};
+pub use session::{AgentScope, InterruptReceipt, Session, SessionHandle, SessionRole};
 
 /// The protocol version keel speaks, reported as `claude_code_version` in `system/init` (the
 /// official SDKs read that field to check compatibility).

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use keel_tools::ToolKind;
 use serde_json::Value;
 
 /// The permission mode (`--permission-mode`).
@@ -82,9 +83,18 @@ pub struct Rule {
     pub source: RuleSource,
 }
 
+/// A permission rule that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
 impl Rule {
     /// Parse `Tool` or `Tool(pattern)`.
-    pub fn parse(text: &str, source: RuleSource) -> Result<Self, String> {
+    pub fn parse(text: &str, source: RuleSource) -> Result<Self, RuleError> {
+        Self::parse_text(text, source).map_err(RuleError)
+    }
+
+    fn parse_text(text: &str, source: RuleSource) -> Result<Self, String> {
         let text = text.trim();
         let (tool, pattern) = match text.find('(') {
             None => (text, None),
@@ -198,16 +208,25 @@ pub enum AllowedBy {
     Hook,
 }
 
+/// The input field a rule pattern is matched against, for calls of `kind`.
+pub(crate) fn subject_field(kind: ToolKind) -> Option<&'static str> {
+    match kind {
+        ToolKind::Bash => Some("command"),
+        ToolKind::Read | ToolKind::Write | ToolKind::Edit => Some("file_path"),
+        ToolKind::Glob | ToolKind::Grep => Some("path"),
+        ToolKind::Task => Some("subagent_type"),
+        ToolKind::TaskOutput | ToolKind::TaskStop | ToolKind::KillShell | ToolKind::External => {
+            None
+        }
+    }
+}
+
 /// What a rule pattern is matched against for a call.
-fn subject(tool: &str, input: &Value) -> Option<String> {
-    let field = match tool {
-        "Bash" => "command",
-        "Read" | "Write" | "Edit" | "NotebookEdit" => "file_path",
-        "Glob" | "Grep" => "path",
-        "Task" => "subagent_type",
-        _ => return None,
-    };
-    input.get(field).and_then(Value::as_str).map(str::to_owned)
+fn subject(kind: ToolKind, input: &Value) -> Option<String> {
+    input
+        .get(subject_field(kind)?)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// `*` matches any run of characters; everything else literally.
@@ -251,17 +270,23 @@ fn bash_pattern_matches(pattern: &str, command: &str) -> bool {
 }
 
 impl PermissionConfig {
-    fn rule_matches(rule: &Rule, tool: &str, input: &Value, all_parts: bool) -> bool {
-        if rule.tool != tool {
+    fn rule_matches(
+        rule: &Rule,
+        tool: &str,
+        kind: ToolKind,
+        input: &Value,
+        all_parts: bool,
+    ) -> bool {
+        if !kind.answers_to(&rule.tool, tool) {
             return false;
         }
         let Some(pattern) = &rule.pattern else {
             return true;
         };
-        let Some(subj) = subject(tool, input) else {
+        let Some(subj) = subject(kind, input) else {
             return false;
         };
-        if tool != "Bash" {
+        if kind != ToolKind::Bash {
             return wildcard(pattern, &subj);
         }
         // A compound command matches an allow rule only if every part does; a deny rule
@@ -281,15 +306,15 @@ impl PermissionConfig {
     }
 
     /// The deny rule that matches this call, if any.
-    pub fn denied_by(&self, tool: &str, input: &Value) -> Option<&Rule> {
+    pub fn denied_by(&self, tool: &str, kind: ToolKind, input: &Value) -> Option<&Rule> {
         self.deny
             .iter()
-            .find(|r| Self::rule_matches(r, tool, input, false))
+            .find(|r| Self::rule_matches(r, tool, kind, input, false))
     }
 
     /// Decide one call. `read_only` is the tool's own judgement of this input.
-    pub fn decide(&self, tool: &str, input: &Value, read_only: bool) -> Decision {
-        if let Some(rule) = self.denied_by(tool, input) {
+    pub fn decide(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Decision {
+        if let Some(rule) = self.denied_by(tool, kind, input) {
             return Decision::Deny {
                 message: format!(
                     "{tool} was not run: it is denied by the rule `{}` from {}.",
@@ -311,39 +336,38 @@ impl PermissionConfig {
         if let Some(rule) = self
             .allow
             .iter()
-            .find(|r| Self::rule_matches(r, tool, input, true))
+            .find(|r| Self::rule_matches(r, tool, kind, input, true))
         {
             return Decision::Allow(AllowedBy::Rule(rule.text()));
         }
         if read_only {
             return Decision::Allow(AllowedBy::ReadOnly);
         }
-        if self.mode == PermissionMode::AcceptEdits
-            && matches!(tool, "Write" | "Edit" | "NotebookEdit")
-        {
+        if self.mode == PermissionMode::AcceptEdits && kind.edits_files() {
             return Decision::Allow(AllowedBy::Mode(self.mode));
         }
         Decision::Ask
     }
 
     /// The denial text for a call that would need approval in a session nobody can approve in.
-    pub fn headless_denial(&self, tool: &str, input: &Value) -> String {
-        let suggestion = match (tool, subject(tool, input)) {
-            ("Bash", Some(cmd)) => {
-                let first = keel_tools::split_commands(&cmd)
+    pub fn headless_denial(&self, tool: &str, kind: ToolKind, input: &Value) -> String {
+        let subj = subject(kind, input);
+        let suggestion = match (kind, &subj) {
+            (ToolKind::Bash, Some(cmd)) => {
+                let first = keel_tools::split_commands(cmd)
                     .and_then(|p| p.into_iter().next())
                     .and_then(|argv| argv.into_iter().next())
                     .unwrap_or_else(|| "command".to_owned());
                 format!("--allowedTools \"Bash({first}:*)\" (or \"Bash\" to allow every command)")
             }
-            ("Write" | "Edit", _) => {
+            (k, _) if k.edits_files() => {
                 format!("--allowedTools {tool} or --permission-mode acceptEdits")
             }
             _ => format!("--allowedTools {tool}"),
         };
-        let what = match (tool, subject(tool, input)) {
-            ("Bash", Some(cmd)) => format!("Bash command `{}`", truncate(&cmd, 120)),
-            (_, Some(s)) => format!("{tool} on {}", truncate(&s, 120)),
+        let what = match (kind, &subj) {
+            (ToolKind::Bash, Some(cmd)) => format!("Bash command `{}`", truncate(cmd, 120)),
+            (_, Some(s)) => format!("{tool} on {}", truncate(s, 120)),
             _ => tool.to_owned(),
         };
         format!(
@@ -403,12 +427,20 @@ mod tests {
     fn bash_prefix_rules_cover_every_part() {
         let c = cfg(PermissionMode::Default, &["Bash(git status:*)"], &[]);
         assert!(matches!(
-            c.decide("Bash", &bash("git status --short"), false),
+            c.decide("Bash", ToolKind::Bash, &bash("git status --short"), false),
             Decision::Allow(_)
         ));
-        assert_eq!(c.decide("Bash", &bash("git statusx"), false), Decision::Ask);
         assert_eq!(
-            c.decide("Bash", &bash("git status && rm -rf x"), false),
+            c.decide("Bash", ToolKind::Bash, &bash("git statusx"), false),
+            Decision::Ask
+        );
+        assert_eq!(
+            c.decide(
+                "Bash",
+                ToolKind::Bash,
+                &bash("git status && rm -rf x"),
+                false
+            ),
             Decision::Ask
         );
     }
@@ -421,11 +453,11 @@ mod tests {
             &["Bash(rm:*)"],
         );
         assert!(matches!(
-            c.decide("Bash", &bash("ls && rm -rf /tmp/x"), false),
+            c.decide("Bash", ToolKind::Bash, &bash("ls && rm -rf /tmp/x"), false),
             Decision::Deny { .. }
         ));
         assert!(matches!(
-            c.decide("Bash", &bash("touch x"), false),
+            c.decide("Bash", ToolKind::Bash, &bash("touch x"), false),
             Decision::Allow(_)
         ));
     }
@@ -434,20 +466,23 @@ mod tests {
     fn modes() {
         let plan = cfg(PermissionMode::Plan, &["Write"], &[]);
         assert!(matches!(
-            plan.decide("Write", &json!({"file_path": "a"}), false),
+            plan.decide("Write", ToolKind::Write, &json!({"file_path": "a"}), false),
             Decision::Deny { .. }
         ));
         assert!(matches!(
-            plan.decide("Read", &json!({"file_path": "a"}), true),
+            plan.decide("Read", ToolKind::Read, &json!({"file_path": "a"}), true),
             Decision::Allow(AllowedBy::ReadOnly)
         ));
         let edits = cfg(PermissionMode::AcceptEdits, &[], &[]);
         assert!(matches!(
-            edits.decide("Edit", &json!({}), false),
+            edits.decide("Edit", ToolKind::Edit, &json!({}), false),
             Decision::Allow(_)
         ));
-        assert_eq!(edits.decide("Bash", &bash("touch x"), false), Decision::Ask);
-        let msg = edits.headless_denial("Bash", &bash("touch x"));
+        assert_eq!(
+            edits.decide("Bash", ToolKind::Bash, &bash("touch x"), false),
+            Decision::Ask
+        );
+        let msg = edits.headless_denial("Bash", ToolKind::Bash, &bash("touch x"));
         assert!(msg.contains("Bash(touch:*)"), "{msg}");
     }
 }

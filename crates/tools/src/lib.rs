@@ -74,6 +74,32 @@ impl ToolKind {
         }
     }
 
+    /// Whether two tool names name the same tool (`Task` and `Agent`).
+    pub fn same_tool(a: &str, b: &str) -> bool {
+        a == b
+            || [ToolKind::Task].iter().any(|k| {
+                let names = |n: &str| n == k.canonical_name() || k.aliases().contains(&n);
+                names(a) && names(b)
+            })
+    }
+
+    /// The name keel's own tool of this kind has (`External` has none of its own).
+    pub fn canonical_name(self) -> &'static str {
+        match self {
+            ToolKind::Bash => "Bash",
+            ToolKind::Read => "Read",
+            ToolKind::Write => "Write",
+            ToolKind::Edit => "Edit",
+            ToolKind::Glob => "Glob",
+            ToolKind::Grep => "Grep",
+            ToolKind::Task => "Task",
+            ToolKind::TaskOutput => "TaskOutput",
+            ToolKind::TaskStop => "TaskStop",
+            ToolKind::KillShell => "KillShell",
+            ToolKind::External => "",
+        }
+    }
+
     /// Whether `called` names a tool of this kind whose own name is `name`.
     pub fn answers_to(self, name: &str, called: &str) -> bool {
         name == called || self.aliases().contains(&called)

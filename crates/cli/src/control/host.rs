@@ -15,9 +15,11 @@ use futures_util::future::BoxFuture;
 use keel_core::approval::{Approval, ApprovalRequest, Approver, PermissionUpdate};
 use keel_core::emit::new_uuid;
 use keel_core::hooks::{HookDecision, HookEvent, HookInput, Hooks};
+use keel_protocol::control::{
+    CanUseToolRequest, HookCallbackRequest, HookMatcherConfig, PermissionAnswer, Request,
+};
 use keel_protocol::frames::{
-    ControlCancelFrame, ControlRequest, ControlRequestFrame, SessionStateFrame, StatusFrame,
-    WarningFrame,
+    ControlCancelFrame, ControlRequestFrame, SessionStateFrame, StatusFrame, WarningFrame,
 };
 use keel_protocol::{ControlResponse, Extra, Frame, SystemFrame};
 use serde_json::{json, Value};
@@ -100,8 +102,7 @@ impl Bridge {
     /// Send a request and wait for its answer (at most `deadline`, when given).
     pub async fn request(
         &self,
-        subtype: &str,
-        fields: Extra,
+        request: Request,
         deadline: Option<Duration>,
     ) -> Result<Value, RequestError> {
         let id = new_uuid();
@@ -120,10 +121,7 @@ impl Bridge {
         };
         let frame = Frame::ControlRequest(ControlRequestFrame {
             request_id: id,
-            request: ControlRequest {
-                subtype: subtype.to_owned(),
-                fields,
-            },
+            request: request.to_wire(),
         });
         if !self.send(frame).await {
             return Err(RequestError::HostGone); // the guard forgets it (nobody reads a cancel)
@@ -292,44 +290,21 @@ pub struct RegisteredHook {
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl RegisteredHook {
-    /// Parse one matcher entry of `initialize.hooks[event]`.
-    pub fn parse(event: HookEvent, v: &Value) -> Result<Self, String> {
-        let matcher = match v.get("matcher") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()).filter(|s| !s.trim().is_empty()),
-            Some(other) => return Err(format!("matcher {other} is not a string")),
-        };
-        let callback_ids = v
-            .get("hookCallbackIds")
-            .and_then(Value::as_array)
-            .ok_or("hookCallbackIds is missing")?
-            .iter()
-            .map(|id| {
-                id.as_str()
-                    .map(str::to_owned)
-                    .ok_or("a hook callback id is not a string")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let timeout = match v.get("timeout") {
-            None | Some(Value::Null) => DEFAULT_HOOK_TIMEOUT,
-            Some(t) => {
-                let secs = t
-                    .as_f64()
-                    .filter(|s| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| format!("timeout {t} is not a positive number of seconds"))?;
+    /// One matcher entry of `initialize.hooks[event]`, range-checked.
+    pub fn from_config(event: HookEvent, c: HookMatcherConfig) -> Result<Self, String> {
+        let timeout = match c.timeout {
+            None => DEFAULT_HOOK_TIMEOUT,
+            Some(secs) if secs.is_finite() && secs > 0.0 => {
                 Duration::from_secs_f64(secs.min(24.0 * 3600.0))
             }
+            Some(t) => return Err(format!("timeout {t} is not a positive number of seconds")),
         };
         // Like the reference: unset or "continue" fails open; anything else fails closed.
-        let fail_closed = match v.get("onFailure") {
-            None | Some(Value::Null) => false,
-            Some(Value::String(s)) => s != "continue",
-            Some(_) => true,
-        };
+        let fail_closed = c.on_failure.as_deref().is_some_and(|s| s != "continue");
         Ok(Self {
             event,
-            matcher,
-            callback_ids,
+            matcher: c.matcher.filter(|s| !s.trim().is_empty()),
+            callback_ids: c.hook_callback_ids,
             timeout,
             fail_closed,
         })
@@ -337,27 +312,8 @@ impl RegisteredHook {
 
     /// Whether this matcher covers `tool`.
     pub fn matches(&self, tool: &str) -> bool {
-        let Some(m) = &self.matcher else {
-            return true;
-        };
-        let alias = match tool {
-            "Task" => Some("Agent"),
-            "Agent" => Some("Task"),
-            _ => None,
-        };
-        m.split('|').map(str::trim).any(|alt| {
-            alt == "*"
-                || alt == ".*"
-                || pattern_matches(alt, tool)
-                || alias.is_some_and(|a| pattern_matches(alt, a))
-        })
+        keel_core::hooks::matcher_covers(self.matcher.as_deref(), tool)
     }
-}
-
-/// A regex subset: literal names, `.*` (any run) and `^`/`$` anchors (implied anyway).
-fn pattern_matches(pattern: &str, name: &str) -> bool {
-    let p = pattern.trim_start_matches('^').trim_end_matches('$');
-    keel_core::permissions::wildcard_with(p, name, ".*")
 }
 
 /// Hooks answered by the host through `hook_callback` requests.
@@ -409,13 +365,12 @@ impl HostHooks {
         json_input: Value,
     ) -> HookDecision {
         let event = input.event;
-        let mut fields = Extra::new();
-        fields.insert("callback_id".into(), json!(id));
-        fields.insert("input".into(), json_input);
-        fields.insert(
-            "tool_use_id".into(),
-            input.tool_use_id().map_or(Value::Null, |t| json!(t)),
-        );
+        let request = Request::HookCallback(HookCallbackRequest {
+            callback_id: id.to_owned(),
+            input: json_input,
+            tool_use_id: input.tool_use_id().map(str::to_owned),
+            extra: Extra::new(),
+        });
         let hook_id = new_uuid();
         if self.bridge.hook_events {
             let mut extra = Extra::new();
@@ -424,10 +379,7 @@ impl HostHooks {
             extra.insert("hook_event".into(), json!(event.as_str()));
             self.hook_frame("hook_started", extra).await;
         }
-        let answer = self
-            .bridge
-            .request("hook_callback", fields, Some(hook.timeout))
-            .await;
+        let answer = self.bridge.request(request, Some(hook.timeout)).await;
         let parsed = match &answer {
             Ok(v) => HookDecision::from_output(event, v)
                 .map_err(|e| format!("gave an answer keel cannot use: {e}")),
@@ -532,25 +484,21 @@ impl Drop for AwaitingApproval<'_> {
 impl Approver for HostApprover {
     fn approve(&self, req: ApprovalRequest) -> BoxFuture<'_, Approval> {
         Box::pin(async move {
-            let mut fields = Extra::new();
-            fields.insert("tool_name".into(), json!(req.tool_name));
-            fields.insert("display_name".into(), json!(req.tool_name));
-            fields.insert("input".into(), req.input.clone());
-            if let Some(d) = &req.description {
-                fields.insert("description".into(), json!(d));
-            }
-            fields.insert("permission_suggestions".into(), json!(req.suggestions));
-            if let Some(p) = &req.blocked_path {
-                fields.insert("blocked_path".into(), json!(p));
-            }
-            if let Some(r) = &req.reason {
-                fields.insert("decision_reason".into(), json!(r));
-            }
-            fields.insert("tool_use_id".into(), json!(req.tool_use_id));
+            let request = Request::CanUseTool(CanUseToolRequest {
+                tool_name: req.tool_name.clone(),
+                display_name: Some(req.tool_name.clone()),
+                input: req.input.clone(),
+                description: req.description.clone(),
+                permission_suggestions: req.suggestions.clone(),
+                blocked_path: req.blocked_path.clone(),
+                decision_reason: req.reason.clone(),
+                tool_use_id: Some(req.tool_use_id.clone()),
+                extra: Extra::new(),
+            });
             let waiting = AwaitingApproval::start(&self.bridge).await;
             // No deadline: a person may be deciding. The engine races this against the turn's
             // cancel token, and a closed stdin fails it at once.
-            let answer = self.bridge.request("can_use_tool", fields, None).await;
+            let answer = self.bridge.request(request, None).await;
             drop(waiting);
             match answer {
                 Ok(v) => self.parse_answer(&req, &v).await,
@@ -568,18 +516,34 @@ impl Approver for HostApprover {
 
 impl HostApprover {
     async fn parse_answer(&self, req: &ApprovalRequest, v: &Value) -> Approval {
-        match v.get("behavior").and_then(Value::as_str) {
-            Some("allow") => {
-                let updated_input = v.get("updatedInput").filter(|i| i.is_object()).cloned();
-                let raw: Vec<Value> = v
-                    .get("updatedPermissions")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let (updates, skipped) = PermissionUpdate::parse_all(&raw);
+        let answer = match serde_json::from_value::<PermissionAnswer>(v.clone()) {
+            Ok(a) => a,
+            Err(e) => {
+                let behavior = v
+                    .get("behavior")
+                    .map_or("(none)".to_owned(), |b| b.to_string());
+                return Approval::Deny {
+                    message: format!(
+                        "The SDK host answered the permission request for this {} call with behavior {behavior}, which keel cannot use ({e}), so it was not run.",
+                        req.tool_name
+                    ),
+                    interrupt: false,
+                };
+            }
+        };
+        match answer {
+            PermissionAnswer::Allow {
+                updated_input,
+                updated_permissions,
+            } => {
+                let (updates, skipped) =
+                    PermissionUpdate::parse_all(&updated_permissions.unwrap_or_default());
                 for s in skipped {
                     self.bridge
-                        .warn(format!("a permission update from the host was not applied: {s}"), "permissions")
+                        .warn(
+                            format!("a permission update from the host was not applied: {s}"),
+                            "permissions",
+                        )
                         .await;
                 }
                 for u in &updates {
@@ -588,26 +552,11 @@ impl HostApprover {
                     }
                 }
                 Approval::Allow {
-                    updated_input,
+                    updated_input: updated_input.filter(Value::is_object),
                     updates,
                 }
             }
-            Some("deny") => Approval::Deny {
-                message: v
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
-                interrupt: v.get("interrupt").and_then(Value::as_bool).unwrap_or(false),
-            },
-            other => Approval::Deny {
-                message: format!(
-                    "The SDK host answered the permission request for this {} call with behavior {}, which is neither allow nor deny, so it was not run.",
-                    req.tool_name,
-                    other.map_or("(none)".to_owned(), |o| format!("{o:?}"))
-                ),
-                interrupt: false,
-            },
+            PermissionAnswer::Deny { message, interrupt } => Approval::Deny { message, interrupt },
         }
     }
 }
@@ -639,24 +588,30 @@ mod tests {
 
     #[test]
     fn registration_parses_timeouts_and_policies() {
-        let h = RegisteredHook::parse(
+        let parse = |event, v: Value| {
+            RegisteredHook::from_config(
+                event,
+                serde_json::from_value(v).map_err(|e| e.to_string())?,
+            )
+        };
+        let h = parse(
             HookEvent::PreToolUse,
-            &json!({"matcher": "Bash", "hookCallbackIds": ["hook_0", "hook_1"], "timeout": 2, "onFailure": "block"}),
+            json!({"matcher": "Bash", "hookCallbackIds": ["hook_0", "hook_1"], "timeout": 2, "onFailure": "block"}),
         )
         .unwrap();
         assert_eq!(h.timeout, Duration::from_secs(2));
         assert!(h.fail_closed);
         assert_eq!(h.callback_ids.len(), 2);
-        let h = RegisteredHook::parse(
+        let h = parse(
             HookEvent::Stop,
-            &json!({"matcher": null, "hookCallbackIds": []}),
+            json!({"matcher": null, "hookCallbackIds": []}),
         )
         .unwrap();
         assert!(!h.fail_closed);
         assert_eq!(h.timeout, DEFAULT_HOOK_TIMEOUT);
-        assert!(RegisteredHook::parse(
+        assert!(parse(
             HookEvent::Stop,
-            &json!({"timeout": -1, "hookCallbackIds": []})
+            json!({"timeout": -1, "hookCallbackIds": []})
         )
         .is_err());
     }
@@ -667,8 +622,7 @@ mod tests {
         let b = Bridge::new(tx, "s".into(), false, false);
         let r = b
             .request(
-                "hook_callback",
-                Extra::new(),
+                Request::HookCallback(HookCallbackRequest::default()),
                 Some(Duration::from_millis(10)),
             )
             .await;
@@ -689,7 +643,7 @@ mod tests {
         assert!(!b.deliver(late));
         b.close();
         assert_eq!(
-            b.request("x", Extra::new(), None).await,
+            b.request(Request::McpStatus(Extra::new()), None).await,
             Err(RequestError::HostGone)
         );
     }

@@ -98,13 +98,14 @@ pub fn scratch_note(project: &Path, removed: bool, from_dir: bool) {
 }
 
 /// Render frames until the channel closes. Returns false if stdout went away.
-pub async fn render(mut rx: mpsc::Receiver<Frame>, project: PathBuf) -> bool {
+pub async fn render(mut rx: mpsc::Receiver<keel_core::Emitted>, project: PathBuf) -> bool {
     let st = Style::detect();
     let mut ok = true;
-    while let Some(frame) = rx.recv().await {
+    while let Some(event) = rx.recv().await {
         if !ok {
             continue; // keep draining so the session never blocks on a dead printer
         }
+        let frame = keel_core::wire::frame(&event);
         for line in frame_lines(&frame, &project, st) {
             ok &= out(&line);
         }

@@ -287,14 +287,14 @@ fn write_when_read(path: &std::path::Path, text: &str, timeout: Duration) -> boo
     while std::time::Instant::now() < deadline {
         match std::fs::OpenOptions::new()
             .write(true)
-            .custom_flags(libc::O_NONBLOCK)
+            .custom_flags(nix::libc::O_NONBLOCK)
             .open(path)
         {
             Ok(mut f) => {
                 f.write_all(text.as_bytes()).unwrap();
                 return true;
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENXIO) => {
                 std::thread::sleep(Duration::from_millis(5))
             }
             Err(e) => panic!("{e}"),

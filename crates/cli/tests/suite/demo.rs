@@ -136,5 +136,9 @@ async fn demo_refuses_a_non_empty_dir_and_unknown_flags() {
     assert!(run.stderr.contains("not empty"), "{}", run.stderr);
     let run = demo(&["--frobnicate"], tmp.path()).await;
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("unknown argument"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("unexpected argument") && run.stderr.contains("--frobnicate"),
+        "{}",
+        run.stderr
+    );
 }

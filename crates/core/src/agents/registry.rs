@@ -114,10 +114,11 @@ impl Default for AgentRegistry {
 }
 
 impl AgentRegistry {
-    /// Built-ins, then user files, then project files, then `--agents` JSON; a later
-    /// definition of the same name replaces an earlier one. Problems are returned as warnings
-    /// (each file once, with its path); they never stop the session.
-    pub fn load(cwd: &Path, home: Option<&Path>, flag_json: Option<&str>) -> (Self, Vec<String>) {
+    /// Built-ins, then user files, then project files; a later definition of the same name
+    /// replaces an earlier one. A broken file is returned as a warning (once, with its path);
+    /// it never stops the session. (`--agents` JSON is the user's own flag: the builder parses
+    /// it with [`parse_agents_json`] and refuses to start when it is wrong.)
+    pub fn load(cwd: &Path, home: Option<&Path>) -> (Self, Vec<String>) {
         let mut reg = Self::default();
         let mut warnings = Vec::new();
         let mut dirs = Vec::new();
@@ -145,12 +146,6 @@ impl AgentRegistry {
                 }
             }
         }
-        if let Some(json) = flag_json {
-            match parse_agents_json(json) {
-                Ok(defs) => defs.into_iter().for_each(|d| reg.insert(d)),
-                Err(e) => warnings.push(e),
-            }
-        }
         (reg, warnings)
     }
 
@@ -176,8 +171,17 @@ impl AgentRegistry {
     }
 }
 
+/// Agent definitions (`--agents`, or an SDK host's `initialize`) that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AgentsError(pub String);
+
 /// Parse `--agents '{"name": {"description", "prompt", "tools", "model"}}'`.
-pub fn parse_agents_json(json: &str) -> Result<Vec<AgentDef>, String> {
+pub fn parse_agents_json(json: &str) -> Result<Vec<AgentDef>, AgentsError> {
+    parse_agents(json).map_err(AgentsError)
+}
+
+fn parse_agents(json: &str) -> Result<Vec<AgentDef>, String> {
     let v: Value =
         serde_json::from_str(json).map_err(|e| format!("--agents is not valid JSON: {e}"))?;
     let obj = v
@@ -210,11 +214,17 @@ pub fn parse_agents_json(json: &str) -> Result<Vec<AgentDef>, String> {
             read_only: false,
             model: field("model").filter(|m| m != "inherit"),
             prompt,
-            max_turns: d
-                .get("maxTurns")
-                .or_else(|| d.get("max_turns"))
-                .and_then(Value::as_u64)
-                .map(|n| n as u32),
+            max_turns: match d.get("maxTurns").or_else(|| d.get("max_turns")) {
+                None | Some(Value::Null) => None,
+                Some(n) => Some(
+                    n.as_u64()
+                        .filter(|n| (1..=100_000).contains(n))
+                        .map(|n| n as u32)
+                        .ok_or_else(|| {
+                            format!("--agents: agent {name:?}: \"maxTurns\" must be a whole number from 1 to 100000, got {n}")
+                        })?,
+                ),
+            },
             source: AgentSource::Flag,
         });
     }
@@ -379,11 +389,12 @@ mod tests {
         )
         .unwrap();
         std::fs::write(agents.join("junk.md"), "just some notes, no header\n").unwrap();
-        let (reg, warnings) = AgentRegistry::load(
-            dir.path(),
-            None,
-            Some(r#"{"fixer": {"description": "Fixes", "prompt": "Fix it."}}"#),
-        );
+        let (mut reg, warnings) = AgentRegistry::load(dir.path(), None);
+        for d in parse_agents_json(r#"{"fixer": {"description": "Fixes", "prompt": "Fix it."}}"#)
+            .unwrap()
+        {
+            reg.insert(d);
+        }
         let names = reg.names();
         for n in [
             "general-purpose",
@@ -413,9 +424,15 @@ mod tests {
                     .iter()
                     .any(|w| w.contains("broken.md") && w.contains("line 3"))
         );
-        assert!(AgentRegistry::load(dir.path(), None, Some("{not json"))
-            .1
-            .iter()
-            .any(|w| w.contains("--agents")));
+        assert!(parse_agents_json("{not json")
+            .unwrap_err()
+            .to_string()
+            .contains("--agents"));
+        assert!(
+            parse_agents_json(r#"{"a": {"prompt": "p", "maxTurns": 5000000000}}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("maxTurns")
+        );
     }
 }

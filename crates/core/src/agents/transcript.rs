@@ -5,25 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use keel_protocol::Frame;
-
-use crate::config::SessionConfig;
-use crate::emit::Persist;
+use crate::emit::{Persist, PersistError};
+use crate::event::{Emitted, Envelope};
 use crate::history::History;
 use crate::transcript::{read_file, rebuild, FsyncMode, SessionHeader, TranscriptWriter};
-
-/// A subagent's frames carry the parent's Task call id on the wire; in the agent's own file
-/// they are its main conversation, so the id is dropped there.
-fn without_parent(frame: &Frame) -> Frame {
-    let mut f = frame.clone();
-    match &mut f {
-        Frame::Assistant(a) => a.parent_tool_use_id = None,
-        Frame::User(u) => u.parent_tool_use_id = None,
-        Frame::StreamEvent(e) => e.parent_tool_use_id = None,
-        _ => {}
-    }
-    f
-}
 
 /// Persists a subagent's frames; on resume the rewritten file replaces the old one atomically
 /// once its first new record is written.
@@ -33,11 +18,16 @@ struct AgentPersist {
 }
 
 impl Persist for AgentPersist {
-    fn append(&self, frame: &Frame) -> Result<(), String> {
-        if matches!(frame, Frame::StreamEvent(_)) {
-            return Ok(());
-        }
-        self.inner.append(&without_parent(frame))?;
+    fn append(&self, e: &Emitted) -> Result<(), PersistError> {
+        // A subagent's events carry the parent's Task call id on the wire; in the agent's own
+        // file they are its main conversation, so the id is dropped there.
+        let env = Envelope {
+            parent_tool_use_id: None,
+            ..e.envelope.clone()
+        };
+        self.inner
+            .append_frame(&crate::wire::frame_of(&env, &e.event))
+            .map_err(PersistError)?;
         let pending = self
             .replace
             .lock()
@@ -45,17 +35,17 @@ impl Persist for AgentPersist {
             .take();
         if let Some((tmp, fin)) = pending {
             std::fs::rename(&tmp, &fin).map_err(|e| {
-                format!(
+                PersistError(format!(
                     "could not replace the agent transcript {}: {e}",
                     fin.display()
-                )
+                ))
             })?;
         }
         Ok(())
     }
 
-    fn sync(&self) -> Result<(), String> {
-        self.inner.sync()
+    fn sync(&self) -> Result<(), PersistError> {
+        self.inner.sync_now().map_err(PersistError)
     }
 }
 
@@ -63,15 +53,18 @@ impl Persist for AgentPersist {
 /// conversation rebuilt — repaired if a crash left a call open — to continue.
 pub fn open(
     path: &Path,
-    cfg: &SessionConfig,
-) -> Result<(Arc<dyn Persist>, Option<History>), String> {
+    session_id: &str,
+    cwd: &Path,
+    model: &str,
+) -> Result<(Arc<dyn Persist>, Option<History>), PersistError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
-            .map_err(|e| format!("could not create {}: {e}", dir.display()))?;
+            .map_err(|e| PersistError(format!("could not create {}: {e}", dir.display())))?;
     }
-    let header = SessionHeader::new(&cfg.session_id, &cfg.cwd, &cfg.model);
+    let header = SessionHeader::new(session_id, cwd, model);
     if !path.exists() {
-        let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)?;
+        let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)
+            .map_err(PersistError)?;
         return Ok((
             Arc::new(AgentPersist {
                 inner: w,
@@ -81,16 +74,16 @@ pub fn open(
         ));
     }
     let loaded = read_file(path).map_err(|e| {
-        format!(
+        PersistError(format!(
             "could not read the agent transcript {}: {e}",
             path.display()
-        )
+        ))
     })?;
-    let rebuilt = rebuild(loaded.records, &cfg.session_id);
+    let rebuilt = rebuild(loaded.records, session_id);
     let tmp = path.with_extension("jsonl.resuming");
     let _ = std::fs::remove_file(&tmp);
-    let w =
-        TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
+    let w = TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)
+        .map_err(PersistError)?;
     let persist = AgentPersist {
         inner: w,
         replace: Mutex::new(Some((tmp, path.to_path_buf()))),

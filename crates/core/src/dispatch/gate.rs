@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{deny, DispatchCx, Dispatched, Finished, Runnable};
 use crate::approval::{suggestions, Approval, ApprovalRequest};
 use crate::emit::EmitError;
+use crate::event::DenialSource;
 use crate::history::PendingResults;
 use crate::hooks::{run_raced, HookEvent, HookInput, ToolHookInput};
 use crate::permissions::{AllowedBy, Decision};
@@ -37,7 +38,7 @@ fn tool_hook_input(
     HookInput {
         event,
         session_id: cx.emitter.session_id().to_owned(),
-        cwd: cx.cwd.display().to_string(),
+        cwd: cx.ctx.cwd.display().to_string(),
         permission_mode: mode.to_owned(),
         transcript_path: cx.transcript_path.clone(),
         tool: Some(ToolHookInput {
@@ -60,16 +61,16 @@ pub(super) async fn gate(
     tool: &dyn Tool,
     out: &mut Dispatched,
 ) -> Result<Gate, EmitError> {
-    let perms = cx.shared.live().overlay(cx.permissions);
-    let mode = perms.mode.as_str();
+    let mode = cx.ctx.permissions(cx.plan_only).mode;
     let mut hook_allow = false;
     let mut hook_ask: Option<String> = None;
     if let Some(hooks) = cx
-        .hooks
+        .ctx
+        .hooks()
         .filter(|h| h.wants(HookEvent::PreToolUse, Some(&call.name)))
     {
-        let input = tool_hook_input(cx, HookEvent::PreToolUse, &call, mode);
-        let Some(d) = run_raced(hooks, input, cx.turn).await else {
+        let input = tool_hook_input(cx, HookEvent::PreToolUse, &call, mode.as_str());
+        let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
             return Ok(Gate::Halt);
         };
         if let Some(reason) = d.stop {
@@ -77,7 +78,7 @@ pub(super) async fn gate(
                 "{} was not run: a PreToolUse hook stopped the turn: {reason}",
                 call.name
             );
-            deny(cx, pending, &call, message, out, "hook").await?;
+            deny(cx, pending, &call, message, out, DenialSource::Hook).await?;
             out.hook_stop = Some((HookEvent::PreToolUse, reason));
             return Ok(Gate::Halt);
         }
@@ -86,7 +87,7 @@ pub(super) async fn gate(
                 "{} was not run: a PreToolUse hook blocked it: {reason}",
                 call.name
             );
-            deny(cx, pending, &call, message, out, "hook").await?;
+            deny(cx, pending, &call, message, out, DenialSource::Hook).await?;
             return Ok(Gate::Resolved);
         }
         if let Some(input) = d.updated_input {
@@ -96,9 +97,9 @@ pub(super) async fn gate(
         hook_ask = d.ask;
     }
     // The mode and rules may have changed while the hook ran.
-    let perms = cx.shared.live().overlay(cx.permissions);
+    let perms = cx.ctx.permissions(cx.plan_only);
     let read_only = tool.is_read_only(&call.input);
-    let mut decision = perms.decide(&call.name, &call.input, read_only);
+    let mut decision = perms.decide(&call.name, tool.kind(), &call.input, read_only);
     if hook_ask.is_some() && matches!(decision, Decision::Allow(_)) {
         decision = Decision::Ask;
     }
@@ -108,13 +109,13 @@ pub(super) async fn gate(
     match decision {
         Decision::Allow(allowed_by) => Ok(Gate::Run { call, allowed_by }),
         Decision::Deny { message } => {
-            deny(cx, pending, &call, message, out, "config").await?;
+            deny(cx, pending, &call, message, out, DenialSource::Config).await?;
             Ok(Gate::Resolved)
         }
         Decision::Ask => {
-            let Some(approver) = cx.approver else {
-                let message = perms.headless_denial(&call.name, &call.input);
-                deny(cx, pending, &call, message, out, "config").await?;
+            let Some(approver) = cx.ctx.approver() else {
+                let message = perms.headless_denial(&call.name, tool.kind(), &call.input);
+                deny(cx, pending, &call, message, out, DenialSource::Config).await?;
                 return Ok(Gate::Resolved);
             };
             let req = ApprovalRequest {
@@ -126,11 +127,13 @@ pub(super) async fn gate(
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
-                blocked_path: matches!(call.name.as_str(), "Write" | "Edit" | "NotebookEdit")
+                blocked_path: tool
+                    .kind()
+                    .edits_files()
                     .then(|| call.input.get("file_path").and_then(Value::as_str))
                     .flatten()
-                    .map(|p| cx.cwd.join(p).display().to_string()),
-                suggestions: suggestions(&call.name, &call.input),
+                    .map(|p| cx.ctx.cwd.join(p).display().to_string()),
+                suggestions: suggestions(&call.name, tool.kind(), &call.input),
                 reason: hook_ask,
                 mode: perms.mode,
             };
@@ -143,7 +146,8 @@ pub(super) async fn gate(
                     updated_input,
                     updates,
                 } => {
-                    cx.shared.live().apply(&updates);
+                    // Into the shared context: every agent of the session sees them.
+                    cx.ctx.apply_permission_updates(&updates);
                     if let Some(input) = updated_input.filter(Value::is_object) {
                         call.input = input;
                     }
@@ -161,7 +165,7 @@ pub(super) async fn gate(
                     } else {
                         message
                     };
-                    deny(cx, pending, &call, message, out, "user_temporary").await?;
+                    deny(cx, pending, &call, message, out, DenialSource::User).await?;
                     if interrupt {
                         cx.turn.cancel(CancelReason::UserInterrupted);
                         return Ok(Gate::Halt);
@@ -181,7 +185,8 @@ pub(super) async fn post_tool_use(
     out: &mut Dispatched,
 ) {
     let Some(hooks) = cx
-        .hooks
+        .ctx
+        .hooks()
         .filter(|h| h.wants(HookEvent::PostToolUse, Some(&r.call.name)))
     else {
         return;
@@ -189,10 +194,10 @@ pub(super) async fn post_tool_use(
     if cx.turn.is_cancelled() {
         return;
     }
-    let mode = cx.shared.live().overlay(cx.permissions).mode;
+    let mode = cx.ctx.permissions(cx.plan_only).mode;
     let mut input = tool_hook_input(cx, HookEvent::PostToolUse, &r.call, mode.as_str());
     if let Some(t) = input.tool.as_mut() {
-        t.response = Some(f.tool_use_result.clone().unwrap_or_else(|| {
+        t.response = Some(f.detail.clone().unwrap_or_else(|| {
             Value::String(match &f.block {
                 ContentBlock::ToolResult(b) => match &b.content {
                     ToolResultContent::Text(t) => t.clone(),
@@ -202,7 +207,7 @@ pub(super) async fn post_tool_use(
             })
         }));
     }
-    let Some(d) = run_raced(hooks, input, cx.turn).await else {
+    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
         return;
     };
     let mut notes: Vec<String> = d

@@ -18,8 +18,13 @@ impl Session {
         HookInput {
             event,
             session_id: self.emitter.session_id().to_owned(),
-            cwd: self.cfg.cwd.display().to_string(),
-            permission_mode: self.cfg.permissions.mode.as_str().to_owned(),
+            cwd: self.ctx.cwd.display().to_string(),
+            permission_mode: self
+                .ctx
+                .permissions(self.scope.plan_only)
+                .mode
+                .as_str()
+                .to_owned(),
             transcript_path: self.transcript_path(),
             tool: None,
             prompt: None,
@@ -35,7 +40,7 @@ impl Session {
         prompt: &mut Vec<ContentBlock>,
         turn: &CancelToken,
     ) -> Option<TurnEnd> {
-        let hooks = self.cfg.hooks.clone()?;
+        let hooks = self.ctx.hooks()?;
         if !hooks.wants(HookEvent::UserPromptSubmit, None) {
             return None;
         }
@@ -67,7 +72,7 @@ impl Session {
         continuations: &mut u32,
         turn: &CancelToken,
     ) -> Result<bool, EmitError> {
-        let Some(hooks) = self.cfg.hooks.clone() else {
+        let Some(hooks) = self.ctx.hooks() else {
             return Ok(false);
         };
         if !hooks.wants(HookEvent::Stop, None) || *continuations >= MAX_STOP_CONTINUATIONS {
@@ -92,11 +97,7 @@ impl Session {
             "A Stop hook asked you to continue before ending your turn:\n{}",
             notes.join("\n")
         );
-        let blocks = vec![ContentBlock::text(text)];
-        self.record_user(&blocks)?;
-        self.history
-            .push_user(blocks)
-            .map_err(|e| EmitError::Persist(format!("internal: {e}")))?;
+        self.tell_model(vec![ContentBlock::text(text)]).await?;
         Ok(true)
     }
 }
@@ -110,19 +111,4 @@ fn prompt_text(blocks: &[ContentBlock]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-impl Session {
-    /// Set (or clear) the approver asked about calls the rules leave open.
-    pub fn set_approver(
-        &mut self,
-        approver: Option<std::sync::Arc<dyn crate::approval::Approver>>,
-    ) {
-        self.cfg.approver = approver;
-    }
-
-    /// Set (or clear) the session's hooks.
-    pub fn set_hooks(&mut self, hooks: Option<std::sync::Arc<dyn crate::hooks::Hooks>>) {
-        self.cfg.hooks = hooks;
-    }
 }

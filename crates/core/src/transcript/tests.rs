@@ -130,7 +130,7 @@ fn records_round_trip_with_a_header_a_chain_and_no_partial_events() {
         ),
     );
     for f in &frames {
-        w.append(f).unwrap();
+        w.append_frame(f).unwrap();
     }
     w.sync().unwrap();
 

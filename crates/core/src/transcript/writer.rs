@@ -18,7 +18,8 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use super::{FsyncMode, SessionHeader};
-use crate::emit::{new_uuid, now_rfc3339, Persist};
+use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError};
+use crate::event::Emitted;
 
 /// Where the records go.
 enum Target {
@@ -345,11 +346,12 @@ fn try_lock(file: File) -> Result<Flock<File>, (File, std::io::Error)> {
 }
 
 impl Persist for TranscriptWriter {
-    fn append(&self, frame: &Frame) -> Result<(), String> {
-        self.append_frame(frame)
+    fn append(&self, e: &Emitted) -> Result<(), PersistError> {
+        self.append_frame(&crate::wire::frame(e))
+            .map_err(PersistError)
     }
 
-    fn sync(&self) -> Result<(), String> {
-        self.sync_now()
+    fn sync(&self) -> Result<(), PersistError> {
+        self.sync_now().map_err(PersistError)
     }
 }

@@ -1,65 +1,69 @@
-//! An in-process session against keel-mock.
+//! An in-process session against keel-mock, made the way every front end makes one.
 
 #![allow(dead_code)]
 
 use std::sync::Arc;
 
-use keel_core::permissions::{PermissionConfig, Rule, RuleSource};
-use keel_core::{Emitter, Session, SessionConfig};
+use keel_core::retry::RetryPolicy;
+use keel_core::{Emitted, Session, SessionBuilder, SessionOptions};
 use keel_mock::{MockServer, Scenario};
 use keel_model::{AnthropicClient, ClientConfig};
 use keel_protocol::Frame;
 use keel_tools::Tool;
 use tokio::sync::mpsc;
 
-/// A session wired to a mock, with its frames collected.
+/// A session wired to a mock, with its events collected.
 pub struct Engine {
     pub mock: MockServer,
     pub session: Session,
-    pub frames: mpsc::Receiver<Frame>,
+    pub events: mpsc::Receiver<Emitted>,
     pub dir: tempfile::TempDir,
 }
 
 pub async fn engine(scenario: Scenario, tools: Vec<Arc<dyn Tool>>, allow: &[&str]) -> Engine {
     let mock = MockServer::start(scenario).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = SessionConfig::new(dir.path().to_path_buf());
-    cfg.system_prompt = Some("test".into());
-    cfg.permissions = PermissionConfig {
-        allow: allow
-            .iter()
-            .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
-            .collect(),
-        ..Default::default()
-    };
-    cfg.retry.base_delay = std::time::Duration::from_millis(20);
     let client = AnthropicClient::new(ClientConfig {
         base_url: mock.base_url(),
         api_key: Some("k".into()),
         ..Default::default()
     })
     .unwrap();
-    let (tx, rx) = mpsc::channel(100_000);
-    let session = Session::new(
-        cfg.clone(),
-        Arc::new(client),
-        tools,
-        Emitter::new(cfg.session_id.clone(), tx),
-    );
+    let retry = RetryPolicy {
+        base_delay: std::time::Duration::from_millis(20),
+        ..RetryPolicy::default()
+    };
+    let built = SessionBuilder::new(dir.path())
+        // Nothing of the machine's environment: no key, no settings, no memory files.
+        .env(Arc::new(|_: &str| None))
+        .options(SessionOptions {
+            system_prompt: Some("test".into()),
+            allowed_tools: allow.iter().map(|s| s.to_string()).collect(),
+            // Only the tools the test gives (no built-ins, no agent tools), and no transcript.
+            tools: Some(String::new()),
+            no_session_persistence: true,
+            ..SessionOptions::default()
+        })
+        .extra_tools(tools)
+        .model_client(Arc::new(client))
+        .retry_policy(retry)
+        .build()
+        .await
+        .expect("the session builds");
     Engine {
         mock,
-        session,
-        frames: rx,
+        session: built.session,
+        events: built.events,
         dir,
     }
 }
 
 impl Engine {
-    /// Frames emitted so far.
+    /// Frames of the events emitted so far.
     pub fn drain(&mut self) -> Vec<Frame> {
         let mut out = Vec::new();
-        while let Ok(f) = self.frames.try_recv() {
-            out.push(f);
+        while let Ok(e) = self.events.try_recv() {
+            out.push(keel_core::wire::frame(&e));
         }
         out
     }

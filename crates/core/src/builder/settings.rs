@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use keel_core::permissions::{PermissionMode, Rule, RuleSource};
 use serde_json::Value;
 
-use crate::run::UsageError;
+use super::BuildError;
+use crate::permissions::{PermissionMode, Rule, RuleSource};
 
 /// Rules and a default mode gathered from settings.
 #[derive(Debug, Default)]
@@ -27,7 +27,7 @@ fn files(
     sources: Option<&str>,
     cwd: &Path,
     home: Option<&Path>,
-) -> Result<Vec<PathBuf>, UsageError> {
+) -> Result<Vec<PathBuf>, BuildError> {
     let wanted: Vec<String> = match sources {
         None => vec!["user".into(), "project".into(), "local".into()],
         Some(s) => s
@@ -51,7 +51,7 @@ fn files(
         .iter()
         .find(|w| !["user", "project", "local"].contains(&w.as_str()))
     {
-        return Err(UsageError(format!(
+        return Err(BuildError::Usage(format!(
             "Error: --setting-sources names {bad:?}; the sources are user, project and local"
         )));
     }
@@ -64,14 +64,14 @@ pub fn load(
     sources: Option<&str>,
     cwd: &Path,
     home: Option<&Path>,
-) -> Result<SettingsRules, UsageError> {
+) -> Result<SettingsRules, BuildError> {
     let mut out = SettingsRules::default();
     for path in files(sources, cwd, home)? {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
-                return Err(UsageError(format!(
+                return Err(BuildError::Usage(format!(
                     "Error: cannot read settings file {}: {e}",
                     path.display()
                 )))
@@ -79,7 +79,7 @@ pub fn load(
         };
         let where_ = path.display().to_string();
         let v: Value = serde_json::from_str(&text).map_err(|e| {
-            UsageError(format!(
+            BuildError::Usage(format!(
                 "Error: settings file {where_} is not valid JSON ({e})"
             ))
         })?;
@@ -87,15 +87,16 @@ pub fn load(
     }
     if let Some(flag) = flag.filter(|f| !f.trim().is_empty()) {
         let (v, where_) = if flag.trim_start().starts_with('{') {
-            let v = serde_json::from_str(flag)
-                .map_err(|e| UsageError(format!("Error: --settings is not valid JSON ({e})")))?;
+            let v = serde_json::from_str(flag).map_err(|e| {
+                BuildError::Usage(format!("Error: --settings is not valid JSON ({e})"))
+            })?;
             (v, "--settings".to_owned())
         } else {
             let text = std::fs::read_to_string(flag).map_err(|e| {
-                UsageError(format!("Error: cannot read --settings file {flag}: {e}"))
+                BuildError::Usage(format!("Error: cannot read --settings file {flag}: {e}"))
             })?;
             let v = serde_json::from_str(&text).map_err(|e| {
-                UsageError(format!(
+                BuildError::Usage(format!(
                     "Error: --settings file {flag} is not valid JSON ({e})"
                 ))
             })?;
@@ -116,12 +117,20 @@ fn apply(
     v: &Value,
     where_: &str,
     source: RuleSource,
-) -> Result<(), UsageError> {
-    let Some(perms) = v.get("permissions") else {
-        return Ok(());
+) -> Result<(), BuildError> {
+    let perms = match v.get("permissions") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(p @ Value::Object(_)) => p,
+        // Refused, never skipped: ignoring it would drop the user's deny rules.
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: {where_}: `permissions` must be an object with allow, deny and defaultMode, found {}",
+                json_kind(other)
+            )))
+        }
     };
     let bad = |what: &str| {
-        UsageError(format!(
+        BuildError::Usage(format!(
             "Error: {where_}: `permissions.{what}` must be a list of rule strings"
         ))
     };
@@ -133,19 +142,39 @@ fn apply(
                     let text = item.as_str().ok_or_else(|| bad(key))?;
                     list.push(
                         Rule::parse(text, source.clone())
-                            .map_err(|e| UsageError(format!("Error: {where_}: {e}")))?,
+                            .map_err(|e| BuildError::Usage(format!("Error: {where_}: {e}")))?,
                     );
                 }
             }
             Some(_) => return Err(bad(key)),
         }
     }
-    if let Some(m) = perms.get("defaultMode").and_then(Value::as_str) {
-        out.default_mode = Some(PermissionMode::parse(m).ok_or_else(|| {
-            UsageError(format!("Error: {where_}: `permissions.defaultMode` {m:?} is not a mode (acceptEdits, bypassPermissions, default, dontAsk, plan)"))
-        })?);
+    match perms.get("defaultMode") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) => {
+            out.default_mode = Some(PermissionMode::parse(m).ok_or_else(|| {
+                BuildError::Usage(format!("Error: {where_}: `permissions.defaultMode` {m:?} is not a mode (acceptEdits, bypassPermissions, default, dontAsk, plan)"))
+            })?);
+        }
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: {where_}: `permissions.defaultMode` must be a mode name, found {}",
+                json_kind(other)
+            )))
+        }
     }
     Ok(())
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]
@@ -190,9 +219,21 @@ mod tests {
         std::fs::write(cwd.path().join(".claude/settings.local.json"), "{oops").unwrap();
         let err = load(None, None, cwd.path(), Some(home.path()))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(
             err.contains("settings.local.json") && err.contains("not valid JSON"),
+            "{err}"
+        );
+        std::fs::write(
+            cwd.path().join(".claude/settings.local.json"),
+            r#"{"permissions": ["Bash(rm:*)"]}"#,
+        )
+        .unwrap();
+        let err = load(None, None, cwd.path(), Some(home.path()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("settings.local.json") && err.contains("`permissions` must be an object"),
             "{err}"
         );
     }

@@ -1,0 +1,19 @@
+//! The signals that stop a run, read the same way by every front end.
+
+use keel_protocol::CancelReason;
+
+/// Wait for the next stopping signal: SIGINT is the user (`user_interrupted`), SIGTERM is
+/// keel being asked to shut down (`shutdown`). `None` if the handlers cannot be installed.
+pub async fn next() -> Option<CancelReason> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return None;
+    };
+    Some(tokio::select! {
+        _ = int.recv() => CancelReason::UserInterrupted,
+        _ = term.recv() => CancelReason::Shutdown,
+    })
+}

@@ -1,0 +1,476 @@
+//! [`SessionBuilder`]: the only way to make a session.
+//!
+//! Options (what the flags say), the environment and the settings files go in; the transcript
+//! is opened (new, resumed, continued or forked), the model client, tools, agents and tasks are
+//! wired to one [`SessionContext`]; a complete [`Session`] and the receiving end of its events
+//! come out — or a [`BuildError`] that names what is wrong and where. `keel -p`, stream-json,
+//! `keel demo` and the interactive UI all start here, so none of them assembles a session by
+//! hand.
+
+mod knobs;
+mod settings;
+mod start;
+
+pub use knobs::Env;
+pub use start::keel_home;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use keel_model::{AnthropicClient, ApiErrorKind, ClientConfig, Model, DEFAULT_BASE_URL};
+use keel_protocol::Extra;
+use keel_tools::{Tool, ToolKind, ToolLimits};
+use tokio::sync::mpsc;
+
+use crate::agents::{self, AgentRegistry};
+use crate::context::{ContextParts, Limits, SessionContext};
+use crate::emit::Emitter;
+use crate::event::Emitted;
+use crate::permissions::{split_rule_list, PermissionConfig, PermissionMode, Rule, RuleSource};
+use crate::retry::RetryPolicy;
+use crate::session::{AgentScope, Session};
+use crate::tasks::TaskManager;
+use knobs::Knobs;
+
+/// The default model when neither an option nor `ANTHROPIC_MODEL` names one.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+
+/// How many events may wait for a slow front end before the session waits for it.
+pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
+
+/// What a session is asked to be: the flags of `keel`, as plain values.
+#[derive(Clone, Debug, Default)]
+pub struct SessionOptions {
+    /// The model (`--model`; else `ANTHROPIC_MODEL`, else [`DEFAULT_MODEL`]).
+    pub model: Option<String>,
+    /// Switched to after repeated overload (`--fallback-model`).
+    pub fallback_model: Option<String>,
+    /// Model calls per turn (`--max-turns`).
+    pub max_turns: Option<u32>,
+    /// Dollars for the session (`--max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
+    /// `--permission-mode` (validated here).
+    pub permission_mode: Option<String>,
+    /// `--dangerously-skip-permissions`.
+    pub skip_permissions: bool,
+    /// `--allowedTools` values (each may hold several rules).
+    pub allowed_tools: Vec<String>,
+    /// `--disallowedTools` values.
+    pub disallowed_tools: Vec<String>,
+    /// `--system-prompt`.
+    pub system_prompt: Option<String>,
+    /// `--system-prompt-file`.
+    pub system_prompt_file: Option<PathBuf>,
+    /// `--append-system-prompt`.
+    pub append_system_prompt: Option<String>,
+    /// `--tools` ("" none, "default" all, or a list).
+    pub tools: Option<String>,
+    /// `--include-partial-messages`.
+    pub include_partial_messages: bool,
+    /// `--resume <id>`.
+    pub resume: Option<String>,
+    /// `--continue`.
+    pub continue_session: bool,
+    /// `--fork-session`.
+    pub fork_session: bool,
+    /// `--session-id`.
+    pub session_id: Option<String>,
+    /// `--no-session-persistence`.
+    pub no_session_persistence: bool,
+    /// `--settings` (JSON or a file).
+    pub settings: Option<String>,
+    /// `--setting-sources`.
+    pub setting_sources: Option<String>,
+    /// `--agents` JSON.
+    pub agents: Option<String>,
+    /// `--add-dir` values.
+    pub add_dirs: Vec<PathBuf>,
+}
+
+/// Why a session could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The options, environment or settings are wrong (exit 2): the message names which.
+    #[error("{0}")]
+    Usage(String),
+    /// The session asked for cannot be opened: it does not exist, is in use, ... (exit 1).
+    #[error("{0}")]
+    Session(String),
+}
+
+impl BuildError {
+    /// The exit code of a run that could not start this way.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            BuildError::Usage(_) => 2,
+            BuildError::Session(_) => 1,
+        }
+    }
+}
+
+/// A session, ready to run.
+pub struct Built {
+    /// The session.
+    pub session: Session,
+    /// Its events, for the front end (bounded: read them, or the session waits).
+    pub events: mpsc::Receiver<Emitted>,
+    /// Problems found while building that did not stop it (each is also queued as a
+    /// `system/warning` of the first turn), worded for stderr.
+    pub notices: Vec<String>,
+}
+
+/// Makes sessions.
+pub struct SessionBuilder {
+    cwd: PathBuf,
+    env: Arc<Env>,
+    options: SessionOptions,
+    client: Option<Arc<dyn Model>>,
+    extra_tools: Vec<Arc<dyn Tool>>,
+    retry: Option<RetryPolicy>,
+}
+
+impl SessionBuilder {
+    /// A builder for a session working in `cwd`, reading the process environment.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            cwd: cwd.into(),
+            env: Arc::new(|k: &str| std::env::var(k).ok()),
+            options: SessionOptions::default(),
+            client: None,
+            extra_tools: Vec::new(),
+            retry: None,
+        }
+    }
+
+    /// Read the environment through `env` instead (tests, the demo, embedders).
+    pub fn env(mut self, env: Arc<Env>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The options (what the flags say).
+    pub fn options(mut self, options: SessionOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Talk to this model client instead of the one the environment describes.
+    pub fn model_client(mut self, client: Arc<dyn Model>) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// Offer these tools too, after the built-in ones `--tools` selects (an embedder's own).
+    pub fn extra_tools(mut self, tools: Vec<Arc<dyn Tool>>) -> Self {
+        self.extra_tools.extend(tools);
+        self
+    }
+
+    /// Retry model requests with this policy instead of the one the environment describes.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// Build the session. File work (settings, the transcript) runs on the blocking pool.
+    pub async fn build(self) -> Result<Built, BuildError> {
+        tokio::task::spawn_blocking(move || self.build_blocking())
+            .await
+            .map_err(|e| BuildError::Session(format!("Error: could not set the session up: {e}")))?
+    }
+
+    fn build_blocking(self) -> Result<Built, BuildError> {
+        let o = &self.options;
+        let env = &*self.env;
+        let k = Knobs::new(env);
+        let home = env("HOME")
+            .filter(|h| !h.trim().is_empty())
+            .map(PathBuf::from);
+        let model = o
+            .model
+            .clone()
+            .or_else(|| env("ANTHROPIC_MODEL"))
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let limits = self.limits(&k)?;
+        let permissions = self.permissions(home.as_deref(), env)?;
+        let (system_prompt, append) = self.system_prompt()?;
+        let client = match &self.client {
+            Some(c) => c.clone(),
+            None => Arc::new(client_from_env(env, &k)?),
+        };
+        let mut base_tools = select_tools(o.tools.as_deref())?;
+        base_tools.extend(self.extra_tools.iter().cloned());
+        let extra_agents = match &o.agents {
+            Some(json) => agents::parse_agents_json(json)
+                .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
+            None => Vec::new(),
+        };
+        // The session: new, resumed, continued or forked; its transcript is written ahead of
+        // every consumer — unless the host asked for no persistence at all.
+        let started = start::open(o, env, &self.cwd, &model)?;
+        let transcript_path = started
+            .writer
+            .as_ref()
+            .map(|w| w.path().to_path_buf())
+            .filter(|p| !p.as_os_str().is_empty());
+        let (tx, events) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+        let mut emitter = Emitter::new(started.session_id.clone(), tx);
+        if let Some(w) = &started.writer {
+            emitter = emitter.with_persist(w.clone());
+        }
+        let limits = with_spill_dir(limits, transcript_path.as_ref(), &started.session_id);
+        let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
+        for d in extra_agents {
+            registry.insert(d);
+        }
+        let session_dir = transcript_path.as_ref().map(|p| p.with_extension(""));
+        let tasks = TaskManager::new(emitter.clone(), session_dir.map(|d| d.join("tasks")));
+        let ctx = SessionContext::new(ContextParts {
+            session_id: started.session_id.clone(),
+            cwd: self.cwd.clone(),
+            home,
+            client,
+            model,
+            permissions,
+            limits,
+            tasks,
+            registry,
+            transcript_path,
+            include_partial_messages: o.include_partial_messages,
+            api_key_source: if env("ANTHROPIC_API_KEY").is_some() {
+                "ANTHROPIC_API_KEY".into()
+            } else {
+                "none".into()
+            },
+            additional_directories: o.add_dirs.clone(),
+        });
+        let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
+        let scope = AgentScope {
+            max_turns: ctx.limits.max_turns,
+            system_prompt,
+            append_system_prompt: append,
+            ..AgentScope::default()
+        };
+        let mut session = Session::new(ctx, scope, tools, emitter, started.history);
+        let mut notices = Vec::new();
+        for w in agent_warnings {
+            notices.push(format!("keel: {w}"));
+            session.queue_warning(w, Extra::new());
+        }
+        for n in &started.notices {
+            notices.push(format!("keel: warning: {}", n.message));
+            session.queue_warning(n.message.clone(), n.fields());
+        }
+        Ok(Built {
+            session,
+            events,
+            notices,
+        })
+    }
+
+    fn limits(&self, k: &Knobs<'_>) -> Result<Limits, BuildError> {
+        let o = &self.options;
+        let mut limits = Limits {
+            max_turns: o.max_turns,
+            fallback_model: o.fallback_model.clone().filter(|m| !m.trim().is_empty()),
+            retry: match &self.retry {
+                Some(p) => p.clone(),
+                None => RetryPolicy::from_env(|v| (k.env)(v))
+                    .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
+            },
+            ..Limits::default()
+        };
+        if let Some(b) = o.max_budget_usd {
+            if !(b.is_finite() && b > 0.0) {
+                return Err(BuildError::Usage(format!(
+                    "Error: --max-budget-usd must be a positive number of dollars, got {b}"
+                )));
+            }
+            limits.max_budget_usd = Some(b);
+        }
+        let mut tools = ToolLimits::default();
+        if let Some(d) = k.ms("KEEL_BASH_DEFAULT_TIMEOUT_MS", 1, tools.max_timeout)? {
+            tools.default_timeout = d;
+        }
+        limits.tools = Arc::new(tools);
+        if let Some(n) = k.count("KEEL_SUBAGENT_MAX_DEPTH", 0, 16)? {
+            limits.subagents.max_depth = n as u32;
+        }
+        if let Some(n) = k.count("KEEL_SUBAGENT_MAX_CONCURRENCY", 1, 256)? {
+            limits.subagents.max_concurrent = n as usize;
+        }
+        if let Some(n) = k.count("KEEL_SUBAGENT_MAX_TURNS", 1, 100_000)? {
+            limits.subagents.default_max_turns = Some(n as u32);
+        }
+        Ok(limits)
+    }
+
+    fn permissions(
+        &self,
+        home: Option<&std::path::Path>,
+        env: &Env,
+    ) -> Result<PermissionConfig, BuildError> {
+        let o = &self.options;
+        let settings = settings::load(
+            o.settings.as_deref(),
+            o.setting_sources.as_deref(),
+            &self.cwd,
+            home,
+        )?;
+        let mut mode = match o.permission_mode.as_deref() {
+            None => settings.default_mode.unwrap_or_default(),
+            Some(m) => PermissionMode::parse(m).ok_or_else(|| {
+                let all: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.as_str()).collect();
+                BuildError::Usage(format!(
+                    "Error: --permission-mode {m:?} is not a mode; use one of {}",
+                    all.join(", ")
+                ))
+            })?,
+        };
+        if o.skip_permissions {
+            mode = PermissionMode::BypassPermissions;
+        }
+        if mode == PermissionMode::BypassPermissions && bypass_refused(env) {
+            return Err(BuildError::Usage(
+                "Error: bypassPermissions cannot be used as root, where a command could change anything on the machine. Run as a normal user, or set IS_SANDBOX=1 if this is a disposable sandbox.".into(),
+            ));
+        }
+        let parse = |values: &[String]| -> Result<Vec<Rule>, BuildError> {
+            values
+                .iter()
+                .flat_map(|v| split_rule_list(v))
+                .map(|r| {
+                    Rule::parse(&r, RuleSource::Flag)
+                        .map_err(|e| BuildError::Usage(format!("Error: {e}")))
+                })
+                .collect()
+        };
+        let mut allow = parse(&o.allowed_tools)?;
+        allow.extend(settings.allow);
+        let mut deny = parse(&o.disallowed_tools)?;
+        deny.extend(settings.deny);
+        Ok(PermissionConfig { mode, allow, deny })
+    }
+
+    fn system_prompt(&self) -> Result<(Option<String>, Option<String>), BuildError> {
+        let o = &self.options;
+        let prompt = match (&o.system_prompt, &o.system_prompt_file) {
+            (Some(_), Some(_)) => {
+                return Err(BuildError::Usage(
+                    "Error: use either --system-prompt or --system-prompt-file, not both".into(),
+                ))
+            }
+            (Some(s), None) => Some(s.clone()),
+            (None, Some(p)) => Some(std::fs::read_to_string(p).map_err(|e| {
+                BuildError::Usage(format!(
+                    "Error: cannot read --system-prompt-file {}: {e}",
+                    p.display()
+                ))
+            })?),
+            (None, None) => None,
+        };
+        Ok((prompt, o.append_system_prompt.clone()))
+    }
+
+    /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
+    fn wants(&self, kind: ToolKind) -> bool {
+        match self.options.tools.as_deref().map(str::trim) {
+            None | Some("default") => true,
+            Some(spec) => split_rule_list(spec)
+                .iter()
+                .any(|w| w == agents::agent_tool_name(kind)),
+        }
+    }
+}
+
+/// bypassPermissions is refused as root, unless `IS_SANDBOX` says this is a disposable box.
+pub fn bypass_refused(env: &Env) -> bool {
+    nix::unistd::geteuid().is_root() && env("IS_SANDBOX").is_none()
+}
+
+/// Long command output keeps head and tail for the model; the whole of it goes beside the
+/// session's transcript (or to the temp directory when no transcript is kept).
+fn with_spill_dir(mut limits: Limits, transcript: Option<&PathBuf>, session_id: &str) -> Limits {
+    let spill = match transcript {
+        Some(t) => t.with_extension("").join("tool-output"),
+        None => std::env::temp_dir().join(format!("keel-tool-output-{session_id}")),
+    };
+    let mut tools = (*limits.tools).clone();
+    tools.spill_dir = Some(spill);
+    limits.tools = Arc::new(tools);
+    limits
+}
+
+/// The built-in tools `--tools` asks for.
+fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
+    let all = keel_tools::builtin_tools();
+    let Some(spec) = spec.map(str::trim).filter(|s| *s != "default") else {
+        return Ok(all);
+    };
+    let wanted = split_rule_list(spec);
+    for w in &wanted {
+        let agent_tool = agents::AGENT_TOOLS
+            .iter()
+            .any(|k| agents::agent_tool_name(*k) == w);
+        if !all.iter().any(|t| t.name() == w) && !agent_tool {
+            let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
+            names.extend(
+                agents::AGENT_TOOLS
+                    .iter()
+                    .map(|k| agents::agent_tool_name(*k)),
+            );
+            return Err(BuildError::Usage(format!(
+                "Error: --tools names {w:?}, which is not a keel tool; the tools are {}",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|t| wanted.iter().any(|w| w == t.name()))
+        .collect())
+}
+
+/// The Anthropic client the environment describes.
+fn client_from_env(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, BuildError> {
+    let from_env = env("ANTHROPIC_BASE_URL").filter(|s| !s.trim().is_empty());
+    let base_url = from_env
+        .clone()
+        .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+    let api_key = env("ANTHROPIC_API_KEY").filter(|s| !s.trim().is_empty());
+    let auth_token = env("ANTHROPIC_AUTH_TOKEN").filter(|s| !s.trim().is_empty());
+    if api_key.is_none() && auth_token.is_none() && base_url == DEFAULT_BASE_URL {
+        return Err(BuildError::Usage(
+            "Error: keel needs an API key to talk to the model. Set ANTHROPIC_API_KEY (create a key in the Anthropic Console), or point ANTHROPIC_BASE_URL at a compatible server. To see keel work without a key, run `keel demo`.".into(),
+        ));
+    }
+    let mut cfg = ClientConfig {
+        base_url,
+        api_key,
+        auth_token,
+        ..ClientConfig::default()
+    };
+    if let Some(d) = k.ms(
+        "KEEL_STREAM_IDLE_TIMEOUT_MS",
+        50,
+        std::time::Duration::from_secs(3600),
+    )? {
+        cfg.idle_timeout = d;
+    }
+    if let Some(d) = k.ms(
+        "KEEL_CONNECT_TIMEOUT_MS",
+        1,
+        std::time::Duration::from_secs(600),
+    )? {
+        cfg.connect_timeout = d;
+    }
+    AnthropicClient::new(cfg).map_err(|e| match (e.kind, from_env) {
+        (ApiErrorKind::Config, Some(url)) => BuildError::Usage(format!(
+            "Error: ANTHROPIC_BASE_URL={url:?} cannot be used: {}",
+            e.message
+        )),
+        _ => BuildError::Usage(format!("Error: {e}")),
+    })
+}

@@ -1,0 +1,145 @@
+//! Which session a run belongs to, from the options (`--resume`, `--continue`,
+//! `--fork-session`, `--session-id`, `--no-session-persistence`) and `KEEL_HOME`/`KEEL_FSYNC`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{BuildError, Env, SessionOptions};
+use crate::history::History;
+use crate::transcript::{FsyncMode, Notice, OpenRequest, Start, Store, TranscriptWriter};
+
+/// The session a run starts with.
+pub(crate) struct SessionStart {
+    /// Its id.
+    pub session_id: String,
+    /// Its transcript writer; `None` when no transcript is kept.
+    pub writer: Option<Arc<TranscriptWriter>>,
+    /// The conversation so far (empty for a new session).
+    pub history: History,
+    /// What loading found and repaired.
+    pub notices: Vec<Notice>,
+}
+
+/// `$KEEL_HOME`, else `$HOME/.keel`. A relative `KEEL_HOME` is taken from `cwd`.
+pub fn keel_home(env: &Env, cwd: &Path) -> Option<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+    let home = match nonempty("KEEL_HOME") {
+        Some(h) => PathBuf::from(h),
+        None => PathBuf::from(nonempty("HOME")?).join(".keel"),
+    };
+    Some(if home.is_absolute() {
+        home
+    } else {
+        cwd.join(home)
+    })
+}
+
+/// The durability setting from `KEEL_FSYNC` (default `turn`).
+fn fsync_mode(env: &Env) -> Result<FsyncMode, BuildError> {
+    match env("KEEL_FSYNC").filter(|v| !v.trim().is_empty()) {
+        None => Ok(FsyncMode::default()),
+        Some(v) => FsyncMode::parse(&v).ok_or_else(|| {
+            BuildError::Usage(format!(
+                "Error: KEEL_FSYNC must be `turn` (fsync at every turn boundary, the default) or `message` (fsync every message), got {v:?}"
+            ))
+        }),
+    }
+}
+
+fn start(o: &SessionOptions) -> Result<Start, BuildError> {
+    let start = match (&o.resume, o.continue_session) {
+        (Some(_), true) => {
+            return Err(BuildError::Usage(
+                "Error: use either --resume <id> or --continue, not both".into(),
+            ))
+        }
+        (Some(id), false) => Start::Resume(id.clone()),
+        (None, true) => Start::Continue,
+        (None, false) => Start::New,
+    };
+    if o.fork_session && start == Start::New {
+        return Err(BuildError::Usage(
+            "Error: --fork-session branches off an existing session; use it with --resume <id> or --continue".into(),
+        ));
+    }
+    if let Some(id) = &o.session_id {
+        if uuid::Uuid::parse_str(id.trim()).is_err() {
+            return Err(BuildError::Usage(format!(
+                "Error: --session-id must be a UUID (like 123e4567-e89b-12d3-a456-426614174000), got {id:?}"
+            )));
+        }
+        if start != Start::New && !o.fork_session {
+            return Err(BuildError::Usage(
+                "Error: a resumed session keeps its id; --session-id with --resume or --continue needs --fork-session (the id of the fork)".into(),
+            ));
+        }
+    }
+    Ok(start)
+}
+
+/// Open (or create) the session the options ask for. A session that cannot be found is an
+/// error (exit 1); a transcript that cannot be written is not: the run starts and ends with an
+/// error result that names the file and the OS error.
+pub(crate) fn open(
+    o: &SessionOptions,
+    env: &Env,
+    cwd: &Path,
+    model: &str,
+) -> Result<SessionStart, BuildError> {
+    let start = start(o)?;
+    if o.no_session_persistence {
+        if start != Start::New {
+            return Err(BuildError::Usage(
+                "Error: --no-session-persistence starts a session that is never written; it cannot be combined with --resume, --continue or --fork-session".into(),
+            ));
+        }
+        return Ok(SessionStart {
+            session_id: o
+                .session_id
+                .as_deref()
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(crate::emit::new_uuid),
+            writer: None,
+            history: History::new(),
+            notices: Vec::new(),
+        });
+    }
+    let fsync = fsync_mode(env)?;
+    let Some(home) = keel_home(env, cwd) else {
+        let message = "keel has nowhere to keep the session transcript: neither KEEL_HOME nor HOME is set; set KEEL_HOME to a writable directory".to_owned();
+        if start != Start::New {
+            return Err(BuildError::Session(format!("Error: {message}")));
+        }
+        let id = o
+            .session_id
+            .as_deref()
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(crate::emit::new_uuid);
+        return Ok(SessionStart {
+            writer: Some(Arc::new(TranscriptWriter::broken(
+                PathBuf::new(),
+                id.clone(),
+                message,
+            ))),
+            session_id: id,
+            history: History::new(),
+            notices: Vec::new(),
+        });
+    };
+    let opened = Store::new(home)
+        .open(&OpenRequest {
+            cwd,
+            model,
+            fsync,
+            start,
+            fork: o.fork_session,
+            session_id: o.session_id.clone(),
+        })
+        .map_err(|e| BuildError::Session(format!("Error: {e}")))?;
+    Ok(SessionStart {
+        session_id: opened.session_id,
+        writer: Some(opened.writer),
+        history: opened.history,
+        notices: opened.notices,
+    })
+}

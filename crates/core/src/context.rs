@@ -1,0 +1,343 @@
+//! [`SessionContext`]: the live state every agent of a session reads at decision time.
+//!
+//! One context per session, shared by handle (`Arc`) by the main agent, every subagent, the
+//! background tasks and the front end's [`SessionHandle`](crate::SessionHandle). What a host
+//! changes while the session runs — the model, the permission mode, rules granted with an
+//! approval or sent in `initialize`, hooks, the approver — lands here and is seen by every
+//! agent at its next decision: nothing is copied into a subagent. A subagent's own limits
+//! (plan mode for read-only types, its tool subset, its model) are layered on top by its
+//! [`AgentScope`](crate::session::AgentScope), never by editing a copy.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use keel_model::Model;
+use keel_tools::ToolLimits;
+
+use crate::agents::{AgentDef, AgentRegistry, AgentsError, SubagentLimits};
+use crate::approval::{Approver, PermissionUpdate, RuleBehavior};
+use crate::cost::CostTracker;
+use crate::event::CostReport;
+use crate::hooks::Hooks;
+use crate::permissions::{PermissionConfig, PermissionMode, Rule};
+use crate::retry::RetryPolicy;
+use crate::tasks::TaskManager;
+
+/// Bounds of a session, fixed when it is built.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Output token cap per request.
+    pub max_tokens: u32,
+    /// Model calls allowed per turn of the main agent (`--max-turns`).
+    pub max_turns: Option<u32>,
+    /// Dollars allowed for the whole session, subagents included (`--max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
+    /// Retries of model requests.
+    pub retry: RetryPolicy,
+    /// Bounds of tool calls.
+    pub tools: Arc<ToolLimits>,
+    /// Switched to after repeated overload.
+    pub fallback_model: Option<String>,
+    /// Bounds of subagents.
+    pub subagents: SubagentLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_tokens: 32_000,
+            max_turns: None,
+            max_budget_usd: None,
+            retry: RetryPolicy::default(),
+            tools: Arc::new(ToolLimits::default()),
+            fallback_model: None,
+            subagents: SubagentLimits::default(),
+        }
+    }
+}
+
+/// What a host may change while the session runs.
+#[derive(Clone, Debug)]
+struct Live {
+    model: String,
+    permissions: PermissionConfig,
+}
+
+/// Subagents: the agent types and how many run.
+pub(crate) struct Agents {
+    registry: RwLock<AgentRegistry>,
+    running: Arc<AtomicUsize>,
+    /// Where subagent transcripts go (`<session dir>/subagents`), when transcripts are kept.
+    pub(crate) transcript_dir: Option<PathBuf>,
+}
+
+/// A subagent's place among the session's running subagents; given back when dropped, on
+/// every path (a stuck call abandoned, a panic, a cancel).
+#[derive(Debug)]
+pub(crate) struct SubagentSlot(Arc<AtomicUsize>);
+
+impl Drop for SubagentSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The live, shared state of one session.
+pub struct SessionContext {
+    pub(crate) session_id: String,
+    pub(crate) cwd: PathBuf,
+    pub(crate) home: Option<PathBuf>,
+    pub(crate) client: Arc<dyn Model>,
+    pub(crate) limits: Limits,
+    pub(crate) tasks: Arc<TaskManager>,
+    pub(crate) agents: Agents,
+    pub(crate) transcript_path: Option<PathBuf>,
+    pub(crate) include_partial_messages: bool,
+    pub(crate) api_key_source: String,
+    pub(crate) additional_directories: Vec<PathBuf>,
+    initial_model: String,
+    live: RwLock<Live>,
+    hooks: RwLock<Option<Arc<dyn Hooks>>>,
+    approver: RwLock<Option<Arc<dyn Approver>>>,
+    cost: Mutex<CostTracker>,
+}
+
+impl std::fmt::Debug for SessionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionContext")
+            .field("session_id", &self.session_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`SessionContext::new`] needs.
+pub(crate) struct ContextParts {
+    pub session_id: String,
+    pub cwd: PathBuf,
+    pub home: Option<PathBuf>,
+    pub client: Arc<dyn Model>,
+    pub model: String,
+    pub permissions: PermissionConfig,
+    pub limits: Limits,
+    pub tasks: Arc<TaskManager>,
+    pub registry: AgentRegistry,
+    pub transcript_path: Option<PathBuf>,
+    pub include_partial_messages: bool,
+    pub api_key_source: String,
+    pub additional_directories: Vec<PathBuf>,
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SessionContext {
+    pub(crate) fn new(p: ContextParts) -> Arc<Self> {
+        let transcript_dir = p
+            .transcript_path
+            .as_ref()
+            .map(|t| t.with_extension("").join("subagents"));
+        Arc::new(Self {
+            session_id: p.session_id,
+            cwd: p.cwd,
+            home: p.home,
+            client: p.client,
+            limits: p.limits,
+            tasks: p.tasks,
+            agents: Agents {
+                registry: RwLock::new(p.registry),
+                running: Arc::new(AtomicUsize::new(0)),
+                transcript_dir,
+            },
+            transcript_path: p.transcript_path,
+            include_partial_messages: p.include_partial_messages,
+            api_key_source: p.api_key_source,
+            additional_directories: p.additional_directories,
+            initial_model: p.model.clone(),
+            live: RwLock::new(Live {
+                model: p.model,
+                permissions: p.permissions,
+            }),
+            hooks: RwLock::new(None),
+            approver: RwLock::new(None),
+            cost: Mutex::new(CostTracker::default()),
+        })
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> &std::path::Path {
+        &self.cwd
+    }
+
+    /// The model the session started with (what `set_model(null)` returns to).
+    pub fn initial_model(&self) -> &str {
+        &self.initial_model
+    }
+
+    /// Where the API key came from (`ANTHROPIC_API_KEY`, `none`).
+    pub fn api_key_source(&self) -> &str {
+        &self.api_key_source
+    }
+
+    /// The bounds the session was built with.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The transcript file, when the session keeps one.
+    pub fn transcript_path(&self) -> Option<&std::path::Path> {
+        self.transcript_path.as_deref()
+    }
+
+    /// The model agents without a model of their own use for their next request.
+    pub fn model(&self) -> String {
+        read(&self.live).model.clone()
+    }
+
+    /// Use `model` from every agent's next request on.
+    pub fn set_model(&self, model: String) {
+        write(&self.live).model = model;
+    }
+
+    /// The permission mode in force.
+    pub fn permission_mode(&self) -> PermissionMode {
+        read(&self.live).permissions.mode
+    }
+
+    /// Use `mode` from every agent's next decision on.
+    pub fn set_permission_mode(&self, mode: PermissionMode) {
+        write(&self.live).permissions.mode = mode;
+    }
+
+    /// Apply updates (session rules, a mode) from every agent's next decision on.
+    pub fn apply_permission_updates(&self, updates: &[PermissionUpdate]) {
+        let mut live = write(&self.live);
+        for u in updates {
+            match u {
+                PermissionUpdate::AddRules { behavior, rules } => {
+                    let list = match behavior {
+                        RuleBehavior::Allow => &mut live.permissions.allow,
+                        RuleBehavior::Deny => &mut live.permissions.deny,
+                    };
+                    list.extend(rules.iter().cloned());
+                }
+                PermissionUpdate::SetMode(m) => live.permissions.mode = *m,
+            }
+        }
+    }
+
+    /// Add deny rules (an SDK host's `disallowedTools`).
+    pub fn deny(&self, rules: Vec<Rule>) {
+        self.apply_permission_updates(&[PermissionUpdate::AddRules {
+            behavior: RuleBehavior::Deny,
+            rules,
+        }]);
+    }
+
+    /// The mode and rules for one decision, with `plan_only` (a read-only agent type) on top.
+    pub(crate) fn permissions(&self, plan_only: bool) -> PermissionConfig {
+        let mut p = read(&self.live).permissions.clone();
+        if plan_only {
+            p.mode = PermissionMode::Plan;
+        }
+        p
+    }
+
+    /// The hooks every agent runs.
+    pub fn hooks(&self) -> Option<Arc<dyn Hooks>> {
+        read(&self.hooks).clone()
+    }
+
+    /// Set (or clear) the hooks; every agent's next hook point uses them.
+    pub fn set_hooks(&self, hooks: Option<Arc<dyn Hooks>>) {
+        *write(&self.hooks) = hooks;
+    }
+
+    /// Who is asked about calls the rules leave open (`None`: headless, they are denied).
+    pub fn approver(&self) -> Option<Arc<dyn Approver>> {
+        read(&self.approver).clone()
+    }
+
+    /// Set (or clear) the approver.
+    pub fn set_approver(&self, approver: Option<Arc<dyn Approver>>) {
+        *write(&self.approver) = approver;
+    }
+
+    /// Add agent types given as JSON in the `--agents` shape (what an SDK host sends in
+    /// `initialize`); returns their names.
+    pub fn register_agents(&self, json: &str) -> Result<Vec<String>, AgentsError> {
+        let defs = crate::agents::registry::parse_agents_json(json)?;
+        let names = defs.iter().map(|d| d.name.clone()).collect();
+        let mut reg = write(&self.agents.registry);
+        for d in defs {
+            reg.insert(d);
+        }
+        Ok(names)
+    }
+
+    /// The agent types the Task tool offers.
+    pub fn agent_names(&self) -> Vec<String> {
+        read(&self.agents.registry)
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub(crate) fn agent(&self, name: &str) -> Option<AgentDef> {
+        read(&self.agents.registry).get(name).cloned()
+    }
+
+    /// Take a subagent slot, unless as many subagents run as the limit allows.
+    pub(crate) fn subagent_slot(&self) -> Option<SubagentSlot> {
+        let max = self.limits.subagents.max_concurrent;
+        let running = &self.agents.running;
+        running
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SubagentSlot(running.clone()))
+    }
+
+    /// The session's background tasks.
+    pub fn tasks(&self) -> &Arc<TaskManager> {
+        &self.tasks
+    }
+
+    /// Record one reply's usage (every agent's replies count against one budget).
+    pub(crate) fn add_usage(&self, model: &str, usage: &keel_protocol::Usage) {
+        self.cost_tracker().add(model, usage);
+    }
+
+    fn cost_tracker(&self) -> std::sync::MutexGuard<'_, CostTracker> {
+        self.cost.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Dollars spent so far by every agent of the session.
+    pub fn spent_usd(&self) -> f64 {
+        self.cost_tracker().total_usd()
+    }
+
+    /// The session's cost so far, as a result reports it.
+    pub fn cost(&self) -> CostReport {
+        let c = self.cost_tracker();
+        CostReport {
+            total_usd: c.total_usd(),
+            usage: c.usage_json(),
+            model_usage: c.model_usage_json(),
+            unpriced_models: c.unknown_models().to_vec(),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Fault injection for tests of keel's own failure paths, compiled into debug builds only.
+//!
+//! `KEEL_TEST_FAULT=<point>` makes the engine panic at that point, outside any tool (which has
+//! its own boundary), so tests can prove the turn's panic boundary holds. Release builds
+//! compile this to nothing and never read the variable.
+
+/// Panic here when `KEEL_TEST_FAULT` names `point` (debug builds only).
+#[inline]
+pub(crate) fn inject(point: &str) {
+    #[cfg(debug_assertions)]
+    {
+        static FAULT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let wanted = FAULT.get_or_init(|| std::env::var("KEEL_TEST_FAULT").ok());
+        if wanted.as_deref() == Some(point) {
+            panic!("fault injected at {point} (KEEL_TEST_FAULT)");
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = point;
+}

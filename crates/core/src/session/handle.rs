@@ -1,0 +1,219 @@
+//! Steering a running session from elsewhere: interrupts with a truthful receipt, and the live
+//! settings of its [`SessionContext`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_protocol::{CancelReason, ToolUseBlock};
+use keel_tools::CancelToken;
+use tokio::sync::watch;
+
+use crate::context::SessionContext;
+use crate::tasks::{KilledBy, TaskError, TaskStatus};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallState {
+    Queued,
+    Running,
+    Done,
+}
+
+#[derive(Default)]
+struct Inner {
+    turn: Option<CancelToken>,
+    calls: Vec<(String, CallState)>,
+    killed: usize,
+}
+
+/// What a running turn shares with its handles: its token and the state of its calls.
+pub(crate) struct TurnState {
+    inner: Mutex<Inner>,
+    /// Counts finished turns; `interrupt()` waits on it.
+    turns_done: watch::Sender<u64>,
+    /// Counts started turns; `wait_until_running()` waits on it.
+    turns_started: watch::Sender<u64>,
+}
+
+impl TurnState {
+    pub(crate) fn new() -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            turns_done: watch::channel(0).0,
+            turns_started: watch::channel(0).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A poisoned lock only means a panic elsewhere; the data is still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn start(&self, token: CancelToken) {
+        {
+            let mut g = self.lock();
+            g.turn = Some(token);
+            g.calls.clear();
+            g.killed = 0;
+        }
+        self.turns_started.send_modify(|n| *n += 1);
+    }
+
+    pub(crate) fn end(&self) {
+        self.lock().turn = None;
+        self.turns_done.send_modify(|n| *n += 1);
+    }
+
+    pub(crate) fn cancel_running(&self, reason: CancelReason) {
+        if let Some(t) = self.lock().turn.clone() {
+            t.cancel(reason);
+        }
+    }
+
+    pub(crate) fn set_queued(&self, calls: &[ToolUseBlock]) {
+        self.lock().calls = calls
+            .iter()
+            .map(|c| (c.id.clone(), CallState::Queued))
+            .collect();
+    }
+
+    fn set_state(&self, id: &str, state: CallState) {
+        if let Some(c) = self.lock().calls.iter_mut().find(|c| c.0 == id) {
+            c.1 = state;
+        }
+    }
+
+    pub(crate) fn set_running(&self, id: &str) {
+        self.set_state(id, CallState::Running);
+    }
+
+    pub(crate) fn set_done(&self, id: &str) {
+        self.set_state(id, CallState::Done);
+    }
+
+    pub(crate) fn add_killed(&self, n: usize) {
+        self.lock().killed += n;
+    }
+}
+
+/// What an interrupt did, truthfully.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct InterruptReceipt {
+    /// Whether a turn was running.
+    pub was_running: bool,
+    /// Tool calls that were running and were stopped (ids).
+    pub stopped: Vec<String>,
+    /// Tool calls that were queued and never started (ids).
+    pub never_started: Vec<String>,
+    /// Processes that were signalled while stopping the calls.
+    pub processes_killed: usize,
+    /// Whether the turn had wound down (result emitted) when the receipt was made.
+    pub turn_ended: bool,
+    /// Background tasks still running: an interrupt does not stop them (`stop_task` does).
+    pub background_running: Vec<String>,
+}
+
+/// A cheap handle on a session: interrupt it, stop its tasks, change its live settings.
+#[derive(Clone)]
+pub struct SessionHandle {
+    turn: Arc<TurnState>,
+    ctx: Arc<SessionContext>,
+}
+
+impl SessionHandle {
+    pub(crate) fn new(turn: Arc<TurnState>, ctx: Arc<SessionContext>) -> Self {
+        Self { turn, ctx }
+    }
+
+    /// The session's live state (model, mode, rules, hooks, approver, agents, cost).
+    pub fn context(&self) -> &Arc<SessionContext> {
+        &self.ctx
+    }
+
+    /// Stop the running turn (if any) with `reason`, wait (bounded) for it to wind down, and
+    /// report what was stopped.
+    pub async fn interrupt_with(&self, reason: CancelReason) -> InterruptReceipt {
+        let mut done = self.turn.turns_done.subscribe();
+        let before = *done.borrow_and_update();
+        let mut receipt = InterruptReceipt::default();
+        {
+            let g = self.turn.lock();
+            let Some(token) = g.turn.clone() else {
+                drop(g);
+                receipt.background_running = self.background_running();
+                return receipt;
+            };
+            receipt.was_running = true;
+            for (id, state) in &g.calls {
+                match state {
+                    CallState::Running => receipt.stopped.push(id.clone()),
+                    CallState::Queued => receipt.never_started.push(id.clone()),
+                    CallState::Done => {}
+                }
+            }
+            token.cancel(reason);
+        }
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            while *done.borrow_and_update() == before {
+                if done.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        receipt.turn_ended = waited.is_ok();
+        receipt.background_running = self.background_running();
+        receipt.processes_killed = self.turn.lock().killed;
+        receipt
+    }
+
+    /// Stop the running turn on the user's behalf.
+    pub async fn interrupt(&self) -> InterruptReceipt {
+        self.interrupt_with(CancelReason::UserInterrupted).await
+    }
+
+    /// Ids of the background tasks still running.
+    pub fn background_running(&self) -> Vec<String> {
+        self.ctx
+            .tasks
+            .statuses()
+            .into_iter()
+            .filter(|(_, s)| *s == TaskStatus::Running)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Stop one background task on the user's behalf; its final status.
+    pub async fn stop_task(&self, id: &str) -> Result<TaskStatus, TaskError> {
+        self.ctx.tasks.kill(id, KilledBy::User).await
+    }
+
+    /// Ids of the tool calls running right now.
+    pub fn running_calls(&self) -> Vec<String> {
+        self.turn
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.1 == CallState::Running)
+            .map(|c| c.0.clone())
+            .collect()
+    }
+
+    /// Whether a turn is running.
+    pub fn is_running(&self) -> bool {
+        self.turn.lock().turn.is_some()
+    }
+
+    /// Wait (at most `timeout`) until a turn is running; whether one is.
+    pub async fn wait_until_running(&self, timeout: Duration) -> bool {
+        let mut started = self.turn.turns_started.subscribe();
+        let _ = tokio::time::timeout(timeout, async {
+            while !self.is_running() {
+                if started.changed().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        self.is_running()
+    }
+}

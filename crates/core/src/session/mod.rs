@@ -1,0 +1,249 @@
+//! A session: one agent's conversation, run turn by turn against the shared
+//! [`SessionContext`].
+//!
+//! The main agent and every subagent are a `Session`; they differ only in their
+//! [`AgentScope`] (who they are, and the restrictions layered on the context) and their
+//! history. Sessions are made by [`SessionBuilder`](crate::SessionBuilder) (the main agent)
+//! and by the Task tool (subagents).
+
+mod boundary;
+mod handle;
+mod hook_points;
+mod turn;
+
+pub(crate) use handle::TurnState;
+pub use handle::{InterruptReceipt, SessionHandle};
+
+use std::sync::Arc;
+
+use keel_model::ToolSpec;
+use keel_protocol::{ContentBlock, Extra, Role};
+use keel_tools::{ProcessRegistry, Tool};
+use serde_json::{json, Value};
+
+use crate::context::SessionContext;
+use crate::emit::Emitter;
+use crate::history::History;
+use crate::prompt::{default_prompt, PromptContext};
+
+/// Who a session is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SessionRole {
+    /// The main agent: emits `init` and `result`.
+    #[default]
+    Main,
+    /// A subagent started by the Task tool; its parent reports how it ended.
+    Subagent {
+        /// Its id (resumable).
+        agent_id: String,
+        /// Its agent type.
+        agent_type: String,
+    },
+}
+
+impl SessionRole {
+    /// Whether this is the main agent.
+    pub fn is_main(&self) -> bool {
+        matches!(self, SessionRole::Main)
+    }
+}
+
+/// One agent's place in the session: who it is and what is layered on the shared context.
+#[derive(Clone, Debug, Default)]
+pub struct AgentScope {
+    /// Main agent or subagent.
+    pub role: SessionRole,
+    /// Held to plan mode whatever the session's mode (read-only agent types).
+    pub plan_only: bool,
+    /// Its own model (a subagent's type or Task call may name one); `None`: the session's.
+    pub model: Option<String>,
+    /// Model calls per turn; `None`: unbounded.
+    pub max_turns: Option<u32>,
+    /// Replaces keel's system prompt when set.
+    pub system_prompt: Option<String>,
+    /// Appended to the system prompt.
+    pub append_system_prompt: Option<String>,
+    /// How deep under the main agent (0 for the main agent).
+    pub depth: u32,
+}
+
+/// One conversation with the model.
+pub struct Session {
+    pub(crate) ctx: Arc<SessionContext>,
+    pub(crate) scope: AgentScope,
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) history: History,
+    pub(crate) emitter: Emitter,
+    pub(crate) turn_state: Arc<TurnState>,
+    pub(crate) processes: Arc<ProcessRegistry>,
+    pub(crate) results_emitted: u32,
+    pub(crate) system: Vec<Value>,
+    /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
+    pub(crate) warnings: Vec<(String, Extra)>,
+}
+
+impl Session {
+    /// A session of `scope` on `ctx`, starting from `history`.
+    pub(crate) fn new(
+        ctx: Arc<SessionContext>,
+        scope: AgentScope,
+        tools: Vec<Arc<dyn Tool>>,
+        emitter: Emitter,
+        history: History,
+    ) -> Self {
+        let mut s = Self {
+            ctx,
+            scope,
+            tools,
+            history,
+            emitter,
+            turn_state: Arc::new(TurnState::new()),
+            processes: Arc::new(ProcessRegistry::new()),
+            results_emitted: 0,
+            system: Vec::new(),
+            warnings: Vec::new(),
+        };
+        s.system = s.build_system();
+        s
+    }
+
+    /// The live state this session shares with its subagents and its front end.
+    pub fn context(&self) -> &Arc<SessionContext> {
+        &self.ctx
+    }
+
+    /// A handle for steering the session from elsewhere (a signal handler, a control request,
+    /// an interactive UI).
+    pub fn handle(&self) -> SessionHandle {
+        SessionHandle::new(self.turn_state.clone(), self.ctx.clone())
+    }
+
+    /// The conversation so far.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Who this session is.
+    pub fn scope(&self) -> &AgentScope {
+        &self.scope
+    }
+
+    /// The model this agent's next request uses.
+    pub fn model(&self) -> String {
+        self.scope.model.clone().unwrap_or_else(|| self.ctx.model())
+    }
+
+    /// Emit a `system/warning` right after the next `system/init` (a resumed transcript's
+    /// damaged lines and repairs, say).
+    pub fn queue_warning(&mut self, message: impl Into<String>, fields: Extra) {
+        self.warnings.push((message.into(), fields));
+    }
+
+    /// The system prompt and what is appended to it (`None`: keel's default / nothing).
+    pub fn system_prompt(&self) -> (Option<&str>, Option<&str>) {
+        (
+            self.scope.system_prompt.as_deref(),
+            self.scope.append_system_prompt.as_deref(),
+        )
+    }
+
+    /// Replace the system prompt (`None`: keel's default) and what is appended to it, for
+    /// later requests (an SDK host sends these in `initialize`).
+    pub fn set_system_prompt(&mut self, prompt: Option<String>, append: Option<String>) {
+        self.scope.system_prompt = prompt;
+        self.scope.append_system_prompt = append;
+        self.system = self.build_system();
+    }
+
+    /// The tools as offered to the model.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                input_schema: t.input_schema(),
+            })
+            .collect()
+    }
+
+    fn build_system(&self) -> Vec<Value> {
+        let mut text = match &self.scope.system_prompt {
+            Some(s) => s.clone(),
+            None => {
+                let date = chrono::Local::now().format("%Y-%m-%d").to_string();
+                let specs = self.tool_specs();
+                default_prompt(&PromptContext {
+                    cwd: &self.ctx.cwd,
+                    tools: &specs,
+                    date: &date,
+                    home: self.ctx.home.as_deref(),
+                })
+            }
+        };
+        if let Some(a) = &self.scope.append_system_prompt {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(a);
+        }
+        if text.trim().is_empty() {
+            Vec::new()
+        } else {
+            vec![json!({ "type": "text", "text": text })]
+        }
+    }
+
+    /// The text of the last assistant message in the history (a subagent's partial report).
+    pub fn last_assistant_text(&self) -> String {
+        self.history
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant)
+            .map(|m| text_of(m.content.blocks()))
+            .unwrap_or_default()
+    }
+
+    /// The transcript's path as hook inputs give it (empty when no transcript is kept).
+    pub(crate) fn transcript_path(&self) -> String {
+        self.ctx
+            .transcript_path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Stop everything this session started: the running turn, the background tasks (the main
+    /// agent's only: they belong to the session), and every process group still alive.
+    /// Returns how many process groups were stopped.
+    pub async fn shutdown(&self) -> usize {
+        self.turn_state
+            .cancel_running(keel_protocol::CancelReason::Shutdown);
+        if self.scope.role.is_main() {
+            for (id, status) in self.ctx.tasks.shutdown().await {
+                tracing::info!(
+                    "background task {id} stopped at the end of the session: {}",
+                    status.describe()
+                );
+            }
+        }
+        let procs = self.processes.clone();
+        let grace = self.ctx.limits.tools.kill_grace;
+        tokio::task::spawn_blocking(move || procs.kill_all_blocking(grace))
+            .await
+            .unwrap_or(0)
+    }
+}
+
+/// The text blocks of `blocks`, joined by newlines.
+pub(crate) fn text_of(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

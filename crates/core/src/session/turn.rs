@@ -1,0 +1,456 @@
+//! The turn loop, as named steps: begin (init, prompt hooks, the prompt), then per model call
+//! check the limits, call the model, take its reply, run its tools — until the model ends its
+//! turn or a limit, an error or an interrupt ends it. Exactly one `result` per turn of the
+//! main agent, derived from the [`TurnEnd`] the caller also gets.
+
+use std::time::{Duration, Instant};
+
+use keel_model::ModelRequest;
+use keel_protocol::content::AssistantMessage;
+use keel_protocol::{CancelReason, ContentBlock, PermissionDenial, ToolUseBlock};
+use keel_tools::CancelToken;
+
+use super::{text_of, Session};
+use crate::dispatch::{rejected_text, run_calls, DispatchCx};
+use crate::emit::EmitError;
+use crate::end::{Phase, TurnEnd};
+use crate::event::{CallMeta, Event, InitInfo, NonExecution, ToolResultEvent, TurnReport};
+use crate::history::PendingResults;
+use crate::reply::{call_with_retry, CallCx, CallFailure, Reply};
+
+/// Counters of one turn.
+#[derive(Default)]
+pub(super) struct TurnStats {
+    num_turns: u32,
+    api_time: Duration,
+    denials: Vec<PermissionDenial>,
+    stop_reason: Option<String>,
+    stop_continuations: u32,
+}
+
+/// What a reply leads to.
+enum Taken {
+    /// The turn is over.
+    End(TurnEnd),
+    /// Call the model again (a Stop hook sent it back to work).
+    Again,
+    /// Run these calls.
+    Calls(PendingResults),
+}
+
+impl Session {
+    /// Run one turn: `prompt` in, events out, exactly one `result` at the end (main agent).
+    pub async fn run_turn(&mut self, prompt: Vec<ContentBlock>) -> TurnEnd {
+        self.run_turn_under(prompt, None).await
+    }
+
+    /// Run one turn whose cancel token is a child of `parent` (a foreground subagent's turn is
+    /// a child of the parent's tool call). A subagent emits no `init` and no `result`: its
+    /// parent reports how it ended.
+    pub(crate) async fn run_turn_under(
+        &mut self,
+        prompt: Vec<ContentBlock>,
+        parent: Option<CancelToken>,
+    ) -> TurnEnd {
+        let started = Instant::now();
+        let turn = parent.map(|p| p.child()).unwrap_or_default();
+        self.turn_state.start(turn.clone());
+        let mut stats = TurnStats::default();
+        let mut end = self.guarded_turn(prompt, &turn, &mut stats).await;
+        debug_assert!(
+            self.history.open_calls().is_empty(),
+            "a turn ended with open tool calls"
+        );
+        // The transcript is made durable before the result says how the turn went; when it
+        // cannot be, that is how the turn went.
+        if let Err(e) = self.emitter.sync().await {
+            tracing::error!("could not make the transcript durable: {e}");
+            if !matches!(end, TurnEnd::Internal { .. }) {
+                end = TurnEnd::Internal {
+                    message: e.to_string(),
+                };
+            }
+        }
+        if self.scope.role.is_main() {
+            let report = TurnReport {
+                end: end.clone(),
+                num_turns: stats.num_turns,
+                duration: started.elapsed(),
+                api_duration: stats.api_time,
+                cost: self.ctx.cost(),
+                denials: std::mem::take(&mut stats.denials),
+                stop_reason: stats.stop_reason.take(),
+                result_index: self.results_emitted,
+            };
+            if let Err(e) = self.emitter.emit_final(Event::Result(report)).await {
+                tracing::error!("could not emit the result: {e}");
+            }
+            if let Err(e) = self.emitter.sync().await {
+                tracing::error!("could not make the transcript durable: {e}");
+            }
+        }
+        self.results_emitted += 1;
+        self.turn_state.end();
+        end
+    }
+
+    pub(super) async fn turn_inner(
+        &mut self,
+        prompt: Vec<ContentBlock>,
+        turn: &CancelToken,
+        stats: &mut TurnStats,
+    ) -> Result<TurnEnd, EmitError> {
+        if let Some(end) = self.begin(prompt, turn).await? {
+            return Ok(end);
+        }
+        loop {
+            if let Some(end) = self.before_call(turn, stats).await? {
+                return Ok(end);
+            }
+            let reply = match self.call_model(turn, stats).await? {
+                Ok(reply) => reply,
+                Err(end) => return Ok(end),
+            };
+            let pending = match self.take_reply(reply, turn, stats).await? {
+                Taken::End(end) => return Ok(end),
+                Taken::Again => continue,
+                Taken::Calls(p) => p,
+            };
+            crate::fault::inject("before_dispatch");
+            if let Some(end) = self.run_tools(pending, turn, stats).await? {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// `init` (main agent), queued warnings, UserPromptSubmit hooks, and the prompt itself.
+    async fn begin(
+        &mut self,
+        mut prompt: Vec<ContentBlock>,
+        turn: &CancelToken,
+    ) -> Result<Option<TurnEnd>, EmitError> {
+        if self.scope.role.is_main() {
+            let init = InitInfo {
+                cwd: self.ctx.cwd.clone(),
+                tools: self.tools.iter().map(|t| t.name().to_owned()).collect(),
+                model: self.model(),
+                permission_mode: self.ctx.permission_mode().as_str().to_owned(),
+                api_key_source: self.ctx.api_key_source.clone(),
+                agents: self.ctx.agent_names(),
+                additional_directories: self.ctx.additional_directories.clone(),
+            };
+            // Sent even when it cannot be persisted, like the result: a run whose transcript
+            // cannot be written still starts and ends visibly, with an error result.
+            self.emitter.emit_final(Event::Init(init)).await?;
+        }
+        for (message, fields) in std::mem::take(&mut self.warnings) {
+            self.emitter
+                .emit(Event::Warning { message, fields })
+                .await?;
+        }
+        if let Some(end) = self.prompt_hooks(&mut prompt, turn).await {
+            return Ok(Some(end));
+        }
+        // The prompt is persisted (for resume) but not echoed to the front end.
+        if let Err(e) = self.tell_model(prompt).await {
+            return match e {
+                TellError::Emit(e) => Err(e),
+                TellError::History(e) => Ok(Some(TurnEnd::Internal {
+                    message: format!("the conversation could not take the prompt: {e}"),
+                })),
+            };
+        }
+        Ok(None)
+    }
+
+    /// Record user content in the transcript and append it to the history.
+    pub(super) async fn tell_model(&mut self, content: Vec<ContentBlock>) -> Result<(), TellError> {
+        if content.is_empty() {
+            return Ok(());
+        }
+        self.emitter
+            .record(Event::UserContent {
+                content: content.clone(),
+            })
+            .await
+            .map_err(TellError::Emit)?;
+        self.history.push_user(content).map_err(TellError::History)
+    }
+
+    /// The checks before each model call: the turn cap, an interrupt, the shared budget; then
+    /// tell the model which background tasks ended.
+    async fn before_call(
+        &mut self,
+        turn: &CancelToken,
+        stats: &mut TurnStats,
+    ) -> Result<Option<TurnEnd>, EmitError> {
+        stats.num_turns += 1;
+        if let Some(max) = self.scope.max_turns {
+            if stats.num_turns > max {
+                return Ok(Some(TurnEnd::MaxTurns { limit: max }));
+            }
+        }
+        if turn.is_cancelled() {
+            return Ok(Some(TurnEnd::Interrupted {
+                phase: Phase::Streaming,
+                reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
+            }));
+        }
+        // A subagent (or an earlier turn) may already have spent the shared budget: no request
+        // is made past it.
+        if let Some(end) = self.budget_spent() {
+            return Ok(Some(end));
+        }
+        if self.scope.role.is_main() {
+            let notes = self.ctx.tasks.take_notifications();
+            if !notes.is_empty() {
+                let blocks = notes.into_iter().map(ContentBlock::text).collect();
+                self.tell_model(blocks)
+                    .await
+                    .map_err(TellError::into_emit)?;
+            }
+        }
+        Ok(None)
+    }
+
+    fn budget_spent(&self) -> Option<TurnEnd> {
+        let limit = self.ctx.limits.max_budget_usd?;
+        let spent = self.ctx.spent_usd();
+        (spent >= limit).then_some(TurnEnd::Budget {
+            limit_usd: limit,
+            spent_usd: spent,
+        })
+    }
+
+    /// One model call with the retry policy. `Ok(Err(end))`: the call ended the turn.
+    async fn call_model(
+        &mut self,
+        turn: &CancelToken,
+        stats: &mut TurnStats,
+    ) -> Result<Result<Reply, TurnEnd>, EmitError> {
+        let asked = self.model();
+        let mut req = ModelRequest {
+            model: asked.clone(),
+            max_tokens: self.ctx.limits.max_tokens,
+            system: self.system.clone(),
+            messages: self.history.messages().to_vec(),
+            tools: self.tool_specs(),
+            stream: true,
+            metadata: None,
+        };
+        let mut cx = CallCx {
+            client: self.ctx.client.as_ref(),
+            emitter: &self.emitter,
+            policy: &self.ctx.limits.retry,
+            include_partial: self.ctx.include_partial_messages,
+            cancel: turn,
+            fallback_model: self.ctx.limits.fallback_model.as_deref(),
+            api_time: &mut stats.api_time,
+        };
+        let failure = match call_with_retry(&mut cx, &mut req).await {
+            Ok(reply) => {
+                if req.model != asked {
+                    // The fallback model took over; keep using it for the rest of the session.
+                    match &mut self.scope.model {
+                        Some(own) => *own = req.model.clone(),
+                        None => self.ctx.set_model(req.model.clone()),
+                    }
+                }
+                return Ok(Ok(reply));
+            }
+            Err(f) => f,
+        };
+        match failure {
+            CallFailure::Emit(e) => Err(e),
+            CallFailure::Api {
+                error,
+                attempts,
+                elapsed,
+                gave_up,
+            } => Ok(Err(TurnEnd::ApiFailed {
+                error,
+                attempts,
+                elapsed,
+                gave_up,
+            })),
+            CallFailure::Cancelled {
+                partial,
+                request_id,
+            } => {
+                let reason = turn.reason().unwrap_or(CancelReason::UserInterrupted);
+                if let Some(m) = partial {
+                    self.ctx.add_usage(&m.model, &m.usage);
+                    if let Some(pending) = self.accept_reply(m, request_id).await? {
+                        self.close_unrun(
+                            pending,
+                            |c| rejected_text(&c.name, reason),
+                            NonExecution::Rejected,
+                        )
+                        .await?;
+                    }
+                }
+                Ok(Err(TurnEnd::Interrupted {
+                    phase: Phase::Streaming,
+                    reason,
+                }))
+            }
+        }
+    }
+
+    /// Count the reply's cost, show and record it, and decide what comes next.
+    async fn take_reply(
+        &mut self,
+        reply: Reply,
+        turn: &CancelToken,
+        stats: &mut TurnStats,
+    ) -> Result<Taken, EmitError> {
+        self.ctx
+            .add_usage(&reply.message.model, &reply.message.usage);
+        stats.stop_reason = reply.message.stop_reason.clone();
+        let final_text = text_of(&reply.message.content);
+        let pending = self.accept_reply(reply.message, reply.request_id).await?;
+        if let Some(end) = self.budget_spent() {
+            if let Some(pending) = pending {
+                let limit = self.ctx.limits.max_budget_usd.unwrap_or_default();
+                self.close_unrun(
+                    pending,
+                    |c| format!("This {} call was not run: the session reached its cost budget (${limit}) with the reply that asked for it.", c.name),
+                    NonExecution::Budget,
+                )
+                .await?;
+            }
+            return Ok(Taken::End(end));
+        }
+        match pending {
+            Some(p) => Ok(Taken::Calls(p)),
+            None if self
+                .stop_hooks(&final_text, &mut stats.stop_continuations, turn)
+                .await? =>
+            {
+                Ok(Taken::Again)
+            }
+            None => Ok(Taken::End(TurnEnd::Completed { text: final_text })),
+        }
+    }
+
+    /// Run the reply's calls and close their obligation. `Some(end)`: the turn is over.
+    async fn run_tools(
+        &mut self,
+        mut pending: PendingResults,
+        turn: &CancelToken,
+        stats: &mut TurnStats,
+    ) -> Result<Option<TurnEnd>, EmitError> {
+        let dcx = DispatchCx {
+            ctx: &self.ctx,
+            plan_only: self.scope.plan_only,
+            tools: &self.tools,
+            emitter: &self.emitter,
+            turn,
+            processes: &self.processes,
+            state: &self.turn_state,
+            transcript_path: self.transcript_path(),
+        };
+        let dispatched = run_calls(&dcx, &mut pending).await;
+        // Close the obligation before anything else, even if emitting failed.
+        self.history.close(pending, |c| {
+            rejected_text(&c.name, turn.reason().unwrap_or(CancelReason::Shutdown))
+        });
+        let dispatched = dispatched?;
+        stats.denials.extend(dispatched.denials);
+        self.emitter.sync().await?;
+        if let Some(reason) = dispatched.cancelled {
+            return Ok(Some(TurnEnd::Interrupted {
+                phase: Phase::Tools,
+                reason,
+            }));
+        }
+        Ok(dispatched
+            .hook_stop
+            .map(|(event, reason)| TurnEnd::HookStopped {
+                event: event.as_str().to_owned(),
+                reason,
+            }))
+    }
+
+    /// Emit one `assistant` event per content block and append the reply to the history.
+    async fn accept_reply(
+        &mut self,
+        message: AssistantMessage,
+        request_id: Option<String>,
+    ) -> Result<Option<PendingResults>, EmitError> {
+        for block in &message.content {
+            if matches!(block, ContentBlock::Text(t) if t.text.is_empty()) {
+                continue;
+            }
+            let mut m = message.clone();
+            m.content = vec![block.clone()];
+            m.stop_reason = None;
+            m.stop_sequence = None;
+            self.emitter
+                .emit(Event::Assistant {
+                    message: m,
+                    request_id: request_id.clone(),
+                })
+                .await?;
+        }
+        self.history
+            .push_assistant(message.content)
+            .map_err(|e| EmitError::Persist(format!("internal: {e}")))
+    }
+
+    /// Close an obligation whose calls will not run, telling the model why (and the front end).
+    pub(super) async fn close_unrun(
+        &mut self,
+        pending: PendingResults,
+        text: impl Fn(&ToolUseBlock) -> String,
+        kind: NonExecution,
+    ) -> Result<(), EmitError> {
+        let blocks = self.history.close(pending, text);
+        self.emit_unrun(blocks, kind).await
+    }
+
+    /// Emit results for calls that did not run.
+    pub(super) async fn emit_unrun(
+        &self,
+        blocks: Vec<ContentBlock>,
+        kind: NonExecution,
+    ) -> Result<(), EmitError> {
+        for block in blocks {
+            if !matches!(block, ContentBlock::ToolResult(_)) {
+                continue;
+            }
+            self.emitter
+                .emit(Event::ToolResult(ToolResultEvent {
+                    block,
+                    detail: None,
+                    meta: CallMeta::NotRun(kind),
+                }))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Telling the model something failed.
+#[derive(Debug)]
+pub(super) enum TellError {
+    /// It could not be recorded.
+    Emit(EmitError),
+    /// The history refused it (a keel bug: calls still open).
+    History(crate::history::HistoryError),
+}
+
+impl TellError {
+    fn into_emit(self) -> EmitError {
+        match self {
+            TellError::Emit(e) => e,
+            TellError::History(e) => EmitError::Persist(format!("internal: {e}")),
+        }
+    }
+}
+
+impl From<TellError> for EmitError {
+    fn from(e: TellError) -> Self {
+        e.into_emit()
+    }
+}

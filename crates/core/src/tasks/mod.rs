@@ -1,0 +1,660 @@
+//! Background tasks: background subagents and `Bash` with `run_in_background`.
+//!
+//! Each task has its own cancel token under the session's background root — a turn interrupt
+//! does not reach it. When a task ends, a task event is emitted at once, its output is
+//! persisted, and the main conversation is told at its next model call. `TaskOutput` waits on
+//! the task's state (never reports a finished task as timed out, notices a worker that died);
+//! `KillShell`/`TaskStop` stop one task; ending the session stops them all and reports each as
+//! killed. The list is bounded: at most [`MAX_RUNNING`] tasks run at once, and finished tasks
+//! the model was told about are forgotten once more than [`MAX_KEPT`] are kept.
+
+mod tools;
+
+pub use tools::{BackgroundBash, TaskOutputTool, TaskStopTool};
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_protocol::CancelReason;
+use keel_tools::CancelToken;
+use tokio::sync::watch;
+
+use crate::emit::Emitter;
+use crate::event::{Event, TaskEnd, TaskEvent};
+
+/// The most background tasks that may run at once in one session.
+pub const MAX_RUNNING: usize = 64;
+/// The most tasks a session remembers (running ones always; finished ones until told).
+pub const MAX_KEPT: usize = 512;
+
+/// A limit that cut a task short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// Its turn limit.
+    MaxTurns,
+    /// The session's cost budget.
+    Budget,
+}
+
+impl Limit {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::MaxTurns => "max_turns",
+            Limit::Budget => "budget",
+        }
+    }
+}
+
+/// Who stopped a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KilledBy {
+    /// The user (an interrupt, `stop_task`).
+    User,
+    /// The agent that started it (TaskStop, KillShell, or its own turn ending).
+    Parent,
+    /// keel, at the end of the session.
+    System,
+}
+
+impl KilledBy {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KilledBy::User => "user",
+            KilledBy::Parent => "parent",
+            KilledBy::System => "system",
+        }
+    }
+
+    /// Who a cancel with `reason` came from.
+    pub fn from_reason(reason: CancelReason) -> Self {
+        match reason {
+            CancelReason::UserInterrupted => KilledBy::User,
+            CancelReason::Shutdown => KilledBy::System,
+            CancelReason::SiblingError | CancelReason::Timeout => KilledBy::Parent,
+        }
+    }
+}
+
+/// How a task ended (or that it has not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Still running.
+    Running,
+    /// Finished its job.
+    Completed,
+    /// Failed, and why.
+    Failed(String),
+    /// Stopped by a limit.
+    Truncated(Limit),
+    /// Stopped by someone.
+    Killed(KilledBy),
+}
+
+impl TaskStatus {
+    /// The status word used in frames and tool results.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed(_) => "failed",
+            TaskStatus::Truncated(_) => "truncated",
+            TaskStatus::Killed(_) => "killed",
+        }
+    }
+
+    /// The status with its detail, e.g. `truncated{max_turns}`.
+    pub fn describe(&self) -> String {
+        match self {
+            TaskStatus::Running | TaskStatus::Completed => self.as_str().to_owned(),
+            TaskStatus::Failed(d) => format!("failed{{{d}}}"),
+            TaskStatus::Truncated(l) => format!("truncated{{{}}}", l.as_str()),
+            TaskStatus::Killed(by) => format!("killed{{by: {}}}", by.as_str()),
+        }
+    }
+}
+
+/// What kind of work a task does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    /// A subagent.
+    Agent {
+        /// Its agent type.
+        agent_type: String,
+    },
+    /// A background shell command.
+    Shell {
+        /// The command.
+        command: String,
+    },
+}
+
+impl TaskKind {
+    /// The wire name (`task_type`), also the prefix of its ids.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TaskKind::Agent { .. } => "agent",
+            TaskKind::Shell { .. } => "shell",
+        }
+    }
+}
+
+/// A task could not be found or started.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// No task has this id.
+    #[error("{}", unknown_text(.id, .known))]
+    Unknown {
+        /// The id asked for.
+        id: String,
+        /// The ids of the session's tasks.
+        known: Vec<String>,
+    },
+    /// Too many tasks run already.
+    #[error("{running} background tasks are running, the most a session allows ({MAX_RUNNING}); wait for one to end (TaskOutput) or stop one (TaskStop)")]
+    TooMany {
+        /// How many run.
+        running: usize,
+    },
+}
+
+fn unknown_text(id: &str, known: &[String]) -> String {
+    if known.is_empty() {
+        format!(
+            "There is no background task {id:?}; no background task was started in this session."
+        )
+    } else {
+        format!(
+            "There is no background task {id:?}. The tasks of this session are: {}.",
+            known.join(", ")
+        )
+    }
+}
+
+struct Task {
+    id: String,
+    kind: TaskKind,
+    description: String,
+    state: watch::Sender<(TaskStatus, String)>,
+    token: CancelToken,
+    kill_by: Mutex<Option<KilledBy>>,
+    notified: AtomicBool,
+}
+
+impl Task {
+    fn running(&self) -> bool {
+        self.state.borrow().0 == TaskStatus::Running
+    }
+}
+
+/// The background tasks of one session.
+pub struct TaskManager {
+    tasks: Mutex<Vec<Arc<Task>>>,
+    root: CancelToken,
+    emitter: Emitter,
+    dir: Option<PathBuf>,
+    next: AtomicU64,
+    /// Set once the session ends: later endings are recorded and logged, not streamed (the
+    /// run's `result` has already been sent and stays the last frame).
+    closing: AtomicBool,
+}
+
+impl std::fmt::Debug for TaskManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskManager").finish_non_exhaustive()
+    }
+}
+
+impl TaskManager {
+    /// A manager whose events go through `emitter` and whose outputs are saved in `dir`.
+    pub(crate) fn new(emitter: Emitter, dir: Option<PathBuf>) -> Arc<Self> {
+        Arc::new(Self {
+            tasks: Mutex::new(Vec::new()),
+            root: CancelToken::new(),
+            emitter,
+            dir,
+            next: AtomicU64::new(1),
+            closing: AtomicBool::new(false),
+        })
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Task>>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn find(&self, id: &str) -> Result<Arc<Task>, TaskError> {
+        let list = self.list();
+        list.iter()
+            .find(|t| t.id == id)
+            .cloned()
+            .ok_or_else(|| TaskError::Unknown {
+                id: id.to_owned(),
+                known: list.iter().map(|t| t.id.clone()).collect(),
+            })
+    }
+
+    /// Make room for one more task: refuse past [`MAX_RUNNING`], forget the oldest finished
+    /// tasks the model was told about past [`MAX_KEPT`].
+    fn admit(&self, task: Arc<Task>) -> Result<(), TaskError> {
+        let mut list = self.list();
+        let running = list.iter().filter(|t| t.running()).count();
+        if running >= MAX_RUNNING {
+            return Err(TaskError::TooMany { running });
+        }
+        while list.len() >= MAX_KEPT {
+            let Some(i) = list
+                .iter()
+                .position(|t| !t.running() && t.notified.load(Ordering::Relaxed))
+            else {
+                break;
+            };
+            list.remove(i);
+        }
+        list.push(task);
+        Ok(())
+    }
+
+    /// Start a task. `work` gets the task's own cancel token and returns how it ended and its
+    /// output. Returns the task id.
+    pub async fn spawn<F, Fut>(
+        self: &Arc<Self>,
+        kind: TaskKind,
+        description: String,
+        id: Option<String>,
+        work: F,
+    ) -> Result<String, TaskError>
+    where
+        F: FnOnce(CancelToken) -> Fut,
+        Fut: Future<Output = (TaskStatus, String)> + Send + 'static,
+    {
+        let id = id.unwrap_or_else(|| self.next_id(&kind));
+        let token = self.root.child();
+        let (state, _) = watch::channel((TaskStatus::Running, String::new()));
+        let task = Arc::new(Task {
+            id: id.clone(),
+            kind: kind.clone(),
+            description: description.clone(),
+            state,
+            token: token.clone(),
+            kill_by: Mutex::new(None),
+            notified: AtomicBool::new(false),
+        });
+        self.admit(task.clone())?;
+        let _ = self
+            .emitter
+            .emit(Event::Task(TaskEvent {
+                task_id: id.clone(),
+                description,
+                kind,
+                tool_use_id: None,
+                end: None,
+            }))
+            .await;
+        let handle = tokio::spawn(work(token));
+        let me = self.clone();
+        tokio::spawn(async move {
+            let (mut status, output) = match handle.await {
+                Ok(r) => r,
+                Err(e) => (
+                    TaskStatus::Failed(format!(
+                        "the task's worker died ({})",
+                        if e.is_panic() {
+                            "it panicked"
+                        } else {
+                            "it was cancelled"
+                        }
+                    )),
+                    String::new(),
+                ),
+            };
+            let kill_by = *task.kill_by.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(by) = kill_by {
+                if status != TaskStatus::Completed {
+                    status = TaskStatus::Killed(by);
+                }
+            }
+            me.finish(&task, status, output).await;
+        });
+        Ok(id)
+    }
+
+    async fn finish(&self, task: &Task, status: TaskStatus, output: String) {
+        let saved = match &self.dir {
+            Some(dir) => {
+                let path = dir.join(format!("{}.output", task.id));
+                let (dir, out) = (dir.clone(), output.clone());
+                let p = path.clone();
+                let written = tokio::task::spawn_blocking(move || {
+                    std::fs::create_dir_all(&dir).and_then(|_| std::fs::write(&p, out))
+                })
+                .await;
+                matches!(written, Ok(Ok(()))).then_some(path)
+            }
+            None => None,
+        };
+        task.state.send_replace((status.clone(), output.clone()));
+        let event = Event::Task(TaskEvent {
+            task_id: task.id.clone(),
+            description: task.description.clone(),
+            kind: task.kind.clone(),
+            tool_use_id: None,
+            end: Some(TaskEnd {
+                summary: summary(&task.description, &status, &output),
+                status: status.clone(),
+                output_file: saved,
+            }),
+        });
+        if self.closing.load(Ordering::SeqCst) {
+            eprintln!(
+                "keel: background task {} ({}) was stopped at the end of the session: {}",
+                task.id,
+                task.description,
+                status.describe()
+            );
+            let _ = self.emitter.record(event).await;
+        } else {
+            let _ = self.emitter.emit(event).await;
+        }
+    }
+
+    /// A fresh task id (`shell_N`, `agent_N`), for work that needs its id before it starts.
+    pub fn next_id(&self, kind: &TaskKind) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        format!("{}_{n}", kind.name())
+    }
+
+    /// Where a background shell writes its output while it runs (so `TaskOutput` can show it
+    /// before it ends): beside the session, or in the temp directory without one.
+    pub fn log_path(&self, id: &str) -> PathBuf {
+        let dir = self.dir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("keel-tasks-{}", std::process::id()))
+        });
+        dir.join(format!("{id}.log"))
+    }
+
+    /// The status and output of a task, waiting up to `timeout` for it to end when `block`.
+    /// For a task still running, the output is what its log holds so far.
+    pub async fn output(
+        &self,
+        id: &str,
+        block: bool,
+        timeout: Duration,
+    ) -> Result<(TaskStatus, String), TaskError> {
+        let task = self.find(id)?;
+        let mut rx = task.state.subscribe();
+        if block {
+            let _ = tokio::time::timeout(timeout, rx.wait_for(|(s, _)| *s != TaskStatus::Running))
+                .await;
+        }
+        // Read the state after the wait, so a task that ended at the deadline is reported ended.
+        let (status, output) = rx.borrow().clone();
+        if status != TaskStatus::Running {
+            task.notified.store(true, Ordering::Relaxed);
+            return Ok((status, output));
+        }
+        let log = self.log_path(id);
+        let so_far = tokio::task::spawn_blocking(move || read_log(&log).unwrap_or_default())
+            .await
+            .unwrap_or_default();
+        Ok((status, so_far))
+    }
+
+    /// Stop one task; `by` is who stopped it. Waits (bounded) for it to end and returns its
+    /// final status.
+    pub async fn kill(&self, id: &str, by: KilledBy) -> Result<TaskStatus, TaskError> {
+        let task = self.find(id)?;
+        if task.running() {
+            *task.kill_by.lock().unwrap_or_else(|p| p.into_inner()) = Some(by);
+            task.token.cancel(if by == KilledBy::System {
+                CancelReason::Shutdown
+            } else {
+                CancelReason::UserInterrupted
+            });
+        }
+        let mut rx = task.state.subscribe();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|(s, _)| *s != TaskStatus::Running),
+        )
+        .await;
+        let status = rx.borrow().0.clone();
+        Ok(status)
+    }
+
+    /// Stop every running task (end of session). Returns `(id, final status)` for each.
+    pub async fn shutdown(&self) -> Vec<(String, TaskStatus)> {
+        self.closing.store(true, Ordering::SeqCst);
+        let running: Vec<String> = self
+            .list()
+            .iter()
+            .filter(|t| t.state.borrow().0 == TaskStatus::Running)
+            .map(|t| t.id.clone())
+            .collect();
+        let mut out = Vec::new();
+        for id in running {
+            if let Ok(s) = self.kill(&id, KilledBy::System).await {
+                out.push((id, s));
+            }
+        }
+        out
+    }
+
+    /// Tasks that ended and that the main conversation has not been told about; marks them told.
+    pub fn take_notifications(&self) -> Vec<String> {
+        self.list()
+            .iter()
+            .filter(|t| t.state.borrow().0 != TaskStatus::Running && !t.notified.swap(true, Ordering::Relaxed))
+            .map(|t| {
+                let (status, output) = t.state.borrow().clone();
+                let last = last_line(&output);
+                format!(
+                    "<task-notification>Background task {} ({}) ended: {}.{} Read its full output with TaskOutput(task_id: \"{}\").</task-notification>",
+                    t.id,
+                    t.description,
+                    status.describe(),
+                    if last.is_empty() { String::new() } else { format!(" Its last output line: {last}.") },
+                    t.id
+                )
+            })
+            .collect()
+    }
+
+    /// Ids and statuses of every task.
+    pub fn statuses(&self) -> Vec<(String, TaskStatus)> {
+        self.list()
+            .iter()
+            .map(|t| (t.id.clone(), t.state.borrow().0.clone()))
+            .collect()
+    }
+}
+
+/// Output kept from a task log: all of it when short, else its head and tail around a marker
+/// that names the log.
+const LOG_KEEP: u64 = 15_000;
+
+pub(crate) fn read_log(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    if len <= 2 * LOG_KEEP {
+        let mut s = Vec::new();
+        f.read_to_end(&mut s)?;
+        return Ok(String::from_utf8_lossy(&s).into_owned());
+    }
+    let mut head = vec![0; LOG_KEEP as usize];
+    f.read_exact(&mut head)?;
+    f.seek(SeekFrom::Start(len - LOG_KEEP))?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail)?;
+    Ok(format!(
+        "{}\n[... {} bytes omitted; the whole output is in {} ...]\n{}",
+        String::from_utf8_lossy(&head),
+        len - 2 * LOG_KEEP,
+        path.display(),
+        String::from_utf8_lossy(&tail)
+    ))
+}
+
+/// `s` quoted for a POSIX shell.
+pub(crate) fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn last_line(output: &str) -> String {
+    output
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+fn summary(description: &str, status: &TaskStatus, output: &str) -> String {
+    let tail = last_line(output);
+    let base = format!("{description}: {}", status.describe());
+    if tail.is_empty() {
+        format!("{base}.")
+    } else {
+        format!("{base}; last output line: {tail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::event::Emitted;
+
+    fn manager() -> (Arc<TaskManager>, tokio::sync::mpsc::Receiver<Emitted>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(100);
+        (TaskManager::new(Emitter::new("s", tx), None), rx)
+    }
+
+    #[test]
+    fn a_long_log_keeps_head_and_tail_and_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shell_1.log");
+        let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let out = read_log(&path).unwrap();
+        assert!(
+            out.starts_with("line 0\n") && out.trim_end().ends_with("line 9999"),
+            "head and tail kept"
+        );
+        assert!(
+            out.contains("omitted") && out.contains(&path.display().to_string()),
+            "a marker naming the log"
+        );
+        assert!(out.len() < 2 * LOG_KEEP as usize + 200);
+        std::fs::write(&path, "short\n").unwrap();
+        assert_eq!(read_log(&path).unwrap(), "short\n");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[tokio::test]
+    async fn output_waits_exactly_and_never_calls_a_finished_task_running() {
+        let (m, _rx) = manager();
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let id = m
+            .spawn(
+                TaskKind::Shell {
+                    command: "x".into(),
+                },
+                "x".into(),
+                None,
+                |_t| async move {
+                    let _ = wait.await;
+                    (TaskStatus::Completed, "done".into())
+                },
+            )
+            .await
+            .unwrap();
+        let (s, _) = m
+            .output(&id, true, Duration::from_millis(50))
+            .await
+            .unwrap();
+        assert_eq!(s, TaskStatus::Running);
+        release.send(()).unwrap();
+        let (s, out) = m.output(&id, true, Duration::from_secs(10)).await.unwrap();
+        assert_eq!((s, out.as_str()), (TaskStatus::Completed, "done"));
+        assert!(
+            m.take_notifications().is_empty(),
+            "already read through TaskOutput"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dead_worker_is_noticed_and_kill_reports_who() {
+        let (m, mut rx) = manager();
+        let id = m
+            .spawn(
+                TaskKind::Shell {
+                    command: "x".into(),
+                },
+                "x".into(),
+                None,
+                |_t| async { panic!("boom") },
+            )
+            .await
+            .unwrap();
+        let (s, _) = m.output(&id, true, Duration::from_secs(10)).await.unwrap();
+        assert!(
+            matches!(s, TaskStatus::Failed(ref r) if r.contains("died")),
+            "{s:?}"
+        );
+        let id2 = m
+            .spawn(
+                TaskKind::Agent {
+                    agent_type: "Explore".into(),
+                },
+                "y".into(),
+                None,
+                |t| async move {
+                    t.cancelled().await;
+                    (TaskStatus::Failed("stopped".into()), "partial".into())
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            m.kill(&id2, KilledBy::Parent).await.unwrap(),
+            TaskStatus::Killed(KilledBy::Parent)
+        );
+        // The dead worker was already seen through TaskOutput; only the killed one is news.
+        let notes = m.take_notifications();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("agent_2")
+                && notes[0].contains("killed{by: parent}")
+                && notes[0].contains("partial"),
+            "{notes:?}"
+        );
+        assert!(m.take_notifications().is_empty(), "told once");
+        let mut kinds = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            if let Event::Task(t) = e.event {
+                kinds.push(if t.end.is_none() {
+                    "started"
+                } else {
+                    "notification"
+                });
+            }
+        }
+        assert_eq!(
+            kinds,
+            ["started", "notification", "started", "notification"]
+        );
+        assert!(m
+            .output("nope", false, Duration::ZERO)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("agent_2"));
+    }
+}

@@ -1,0 +1,289 @@
+//! The model's handles on background tasks: `TaskOutput`, `TaskStop`/`KillShell`, and Bash's
+//! `run_in_background`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keel_tools::{BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use serde_json::{json, Value};
+
+use super::{read_log, shell_quote, KilledBy, TaskKind, TaskManager, TaskStatus};
+
+/// `TaskOutput`: read a background task's status and output.
+pub struct TaskOutputTool(pub Arc<TaskManager>);
+
+/// `KillShell` (`shell_id`) and `TaskStop` (`task_id`): stop one background task.
+pub struct TaskStopTool {
+    /// The manager.
+    pub tasks: Arc<TaskManager>,
+    /// [`ToolKind::KillShell`] or [`ToolKind::TaskStop`].
+    pub kind: ToolKind,
+}
+
+impl TaskStopTool {
+    /// The input field naming the task: KillShell calls it `shell_id`.
+    fn id_field(&self) -> &'static str {
+        match self.kind {
+            ToolKind::KillShell => "shell_id",
+            _ => "task_id",
+        }
+    }
+}
+
+fn str_field<'a>(input: &'a Value, tool: &str, field: &str) -> Result<&'a str, ToolOutcome> {
+    input.get(field).and_then(Value::as_str).ok_or_else(|| ToolOutcome::failed(format!("Invalid input for {tool}: `{field}` is required (the id a background task was started with).")))
+}
+
+impl Tool for TaskOutputTool {
+    fn name(&self) -> &'static str {
+        "TaskOutput"
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::TaskOutput
+    }
+    fn description(&self) -> &'static str {
+        "Get the status and output of a background task (a background shell or subagent). With block=true (the default) it waits until the task ends or the timeout passes, then reports; a task still running is reported as running."
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {
+            "task_id": {"type": "string", "description": "The id the task was started with."},
+            "block": {"type": "boolean", "description": "Wait for the task to end (default true)."},
+            "timeout": {"type": "number", "description": "How long to wait, in ms (0 to 600000, default 30000)."}
+        }, "required": ["task_id"]})
+    }
+    fn is_read_only(&self, _: &Value) -> bool {
+        true
+    }
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let id = match str_field(&input, "TaskOutput", "task_id") {
+                Ok(i) => i.to_owned(),
+                Err(e) => return e,
+            };
+            let block = input.get("block").and_then(Value::as_bool).unwrap_or(true);
+            let ms = match input.get("timeout") {
+                None | Some(Value::Null) => 30_000,
+                Some(v) => match v.as_f64() {
+                    Some(ms) if (0.0..=600_000.0).contains(&ms) => ms as u64,
+                    _ => return ToolOutcome::failed("Invalid input for TaskOutput: `timeout` must be a number of milliseconds from 0 to 600000."),
+                },
+            };
+            let waited = tokio::select! {
+                r = self.0.output(&id, block, Duration::from_millis(ms)) => r,
+                _ = cx.cancel.cancelled() => return cx.stopped(true, String::new(), Duration::ZERO, 0),
+            };
+            match waited {
+                Err(e) => ToolOutcome::failed(e.to_string()),
+                Ok((TaskStatus::Running, so_far)) => ToolOutcome::Ok {
+                    content: format!(
+                        "Task {id} is still running{}.{}",
+                        if block {
+                            format!(" after waiting {ms} ms")
+                        } else {
+                            String::new()
+                        },
+                        if so_far.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" Its output so far:\n{so_far}")
+                        }
+                    ),
+                    meta: Some(json!({"task_id": id, "status": "running"})),
+                },
+                Ok((status, output)) => ToolOutcome::Ok {
+                    content: format!(
+                        "Task {id} ended: {}.\n{}",
+                        status.describe(),
+                        if output.is_empty() {
+                            "(no output)".into()
+                        } else {
+                            output.clone()
+                        }
+                    ),
+                    meta: Some(
+                        json!({"task_id": id, "status": status.as_str(), "end_state": status.describe()}),
+                    ),
+                },
+            }
+        })
+    }
+}
+
+impl Tool for TaskStopTool {
+    fn name(&self) -> &'static str {
+        match self.kind {
+            ToolKind::KillShell => "KillShell",
+            _ => "TaskStop",
+        }
+    }
+    fn kind(&self) -> ToolKind {
+        self.kind
+    }
+    fn description(&self) -> &'static str {
+        if self.kind == ToolKind::KillShell {
+            "Stop a background shell started with Bash run_in_background, by its shell_id. Its whole process group is killed."
+        } else {
+            "Stop a background task (a background shell or subagent) by its task_id."
+        }
+    }
+    fn input_schema(&self) -> Value {
+        let field = self.id_field();
+        json!({"type": "object", "properties": {field: {"type": "string", "description": "The id of the background task to stop."}}, "required": [field]})
+    }
+    fn is_read_only(&self, _: &Value) -> bool {
+        // It only stops work keel itself started in this session.
+        true
+    }
+    fn call<'a>(&'a self, input: Value, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let field = self.id_field();
+            let id = match str_field(&input, self.name(), field) {
+                Ok(i) => i.to_owned(),
+                Err(e) => return e,
+            };
+            match self.tasks.kill(&id, KilledBy::Parent).await {
+                Err(e) => ToolOutcome::failed(e.to_string()),
+                Ok(TaskStatus::Killed(_)) => {
+                    ToolOutcome::ok(format!("Task {id} was stopped (killed)."))
+                }
+                Ok(TaskStatus::Running) => ToolOutcome::failed(format!(
+                    "Task {id} was asked to stop but is still running."
+                )),
+                Ok(other) => ToolOutcome::ok(format!(
+                    "Task {id} had already ended ({}); nothing to stop.",
+                    other.describe()
+                )),
+            }
+        })
+    }
+}
+
+/// `Bash` with `run_in_background`: the call returns a task id at once; the command runs under
+/// the task's own token (an interrupt of the turn does not stop it).
+pub struct BackgroundBash {
+    /// The plain Bash tool.
+    pub inner: Arc<dyn Tool>,
+    /// The session's tasks.
+    pub tasks: Arc<TaskManager>,
+}
+
+impl Tool for BackgroundBash {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn kind(&self) -> ToolKind {
+        self.inner.kind()
+    }
+    fn description(&self) -> &str {
+        self.inner.description()
+    }
+    fn input_schema(&self) -> Value {
+        let mut s = self.inner.input_schema();
+        if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
+            props.insert(
+                "run_in_background".into(),
+                json!({"type": "boolean", "description": "Start the command as a background task and return its task id at once; read its output later with TaskOutput, stop it with KillShell."}),
+            );
+        }
+        s
+    }
+    fn is_read_only(&self, input: &Value) -> bool {
+        self.inner.is_read_only(input)
+    }
+    fn call<'a>(&'a self, mut input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        let background = input
+            .get("run_in_background")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !background {
+            return self.inner.call(input, cx);
+        }
+        Box::pin(async move {
+            if let Some(o) = input.as_object_mut() {
+                o.remove("run_in_background");
+                o.remove("timeout");
+            }
+            let command = input
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let inner = self.inner.clone();
+            let mut limits = (*cx.limits).clone();
+            limits.default_timeout = Duration::from_secs(24 * 3600);
+            limits.max_timeout = limits.default_timeout;
+            let base = cx.clone();
+            let kind = TaskKind::Shell {
+                command: command.clone(),
+            };
+            let id = self.tasks.next_id(&kind);
+            // The command writes to the task's log, so its output can be read while it runs.
+            let log = self.tasks.log_path(&id);
+            if let Some(dir) = log.parent().map(std::path::Path::to_path_buf) {
+                let made = tokio::task::spawn_blocking(move || {
+                    std::fs::create_dir_all(&dir).map_err(|e| (dir, e))
+                })
+                .await;
+                if let Ok(Err((dir, e))) = made {
+                    return ToolOutcome::failed(format!(
+                        "Could not start the background shell: cannot create {}: {e}",
+                        dir.display()
+                    ));
+                }
+            }
+            input["command"] = Value::String(format!(
+                "exec >{} 2>&1\n{command}",
+                shell_quote(&log.display().to_string())
+            ));
+            let description = format!("shell `{}`", short(&command));
+            let id = self
+                .tasks
+                .spawn(kind, description, Some(id), move |token| async move {
+                    let mut ctx = base;
+                    ctx.cancel = token;
+                    ctx.limits = Arc::new(limits);
+                    let outcome = inner.call(input, ctx).await;
+                    let output =
+                        tokio::task::spawn_blocking(move || read_log(&log).unwrap_or_default())
+                            .await
+                            .unwrap_or_default();
+                    match outcome {
+                        ToolOutcome::Ok { .. } => (TaskStatus::Completed, output),
+                        ToolOutcome::Failed { message, .. } => {
+                            // The exit status is the message's last line; the output is the log.
+                            let why = message.lines().last().unwrap_or("").to_owned();
+                            (
+                                TaskStatus::Failed(format!("the command failed: {why}")),
+                                output,
+                            )
+                        }
+                        ToolOutcome::Stopped { reason, .. } => {
+                            (TaskStatus::Killed(KilledBy::from_reason(reason)), output)
+                        }
+                    }
+                })
+                .await;
+            let id = match id {
+                Ok(id) => id,
+                Err(e) => {
+                    return ToolOutcome::failed(format!(
+                        "The background shell was not started: {e}."
+                    ))
+                }
+            };
+            ToolOutcome::Ok {
+                content: format!("Started background shell {id} for `{}`. It keeps running after this turn; read its output with TaskOutput(task_id: \"{id}\"), stop it with KillShell(shell_id: \"{id}\"). You will be told when it ends.", short(&command)),
+                meta: Some(json!({"task_id": id, "backgroundTaskId": id})),
+            }
+        })
+    }
+}
+
+fn short(s: &str) -> String {
+    let one = s.lines().next().unwrap_or("");
+    if one.chars().count() > 80 || s.lines().count() > 1 {
+        format!("{}…", one.chars().take(80).collect::<String>())
+    } else {
+        one.to_owned()
+    }
+}

@@ -1,0 +1,262 @@
+//! The one place events become wire frames (stream-json and transcript records alike).
+
+use keel_protocol::frames::{
+    ApiRetryFrame, AssistantFrame, InitFrame, ModelFallbackFrame, PermissionDeniedFrame,
+    ResultFrame, StreamEventFrame, TaskFrame, UserMessage, WarningFrame,
+};
+use keel_protocol::{Extra, Frame, MessageContent, Role, SystemFrame, UserFrame};
+use serde_json::{json, Value};
+
+use crate::event::{CallMeta, Emitted, Envelope, Event, TaskEvent, ToolResultEvent, TurnReport};
+use crate::permissions::AllowedBy;
+use crate::tasks::TaskKind;
+
+/// The wire frame of an emitted event.
+pub fn frame(e: &Emitted) -> Frame {
+    frame_of(&e.envelope, &e.event)
+}
+
+/// The wire frame of `event` stamped with `env`.
+pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
+    let sid = env.session_id.clone();
+    let uuid = env.uuid.clone();
+    let parent = env.parent_tool_use_id.clone();
+    match event {
+        Event::Init(i) => {
+            let mut extra = Extra::new();
+            extra.insert("keel_version".into(), json!(crate::KEEL_VERSION));
+            let dirs: Vec<String> = i
+                .additional_directories
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            extra.insert("additional_directories".into(), json!(dirs));
+            extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
+            Frame::System(SystemFrame::Init(InitFrame {
+                cwd: i.cwd.display().to_string(),
+                session_id: sid,
+                tools: i.tools.clone(),
+                mcp_servers: Vec::new(),
+                model: i.model.clone(),
+                permission_mode: i.permission_mode.clone(),
+                slash_commands: Vec::new(),
+                api_key_source: i.api_key_source.clone(),
+                claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
+                output_style: "default".to_owned(),
+                agents: i.agents.clone(),
+                skills: Vec::new(),
+                plugins: Vec::new(),
+                uuid,
+                extra,
+            }))
+        }
+        Event::Warning { message, fields } => Frame::System(SystemFrame::Warning(WarningFrame {
+            message: message.clone(),
+            session_id: sid,
+            uuid,
+            extra: fields.clone(),
+        })),
+        Event::UserContent { content } => user_frame(env, content.clone(), None, None),
+        Event::Assistant {
+            message,
+            request_id,
+        } => Frame::Assistant(AssistantFrame {
+            message: message.clone(),
+            parent_tool_use_id: parent,
+            session_id: sid,
+            uuid,
+            timestamp: Some(env.timestamp.clone()),
+            request_id: request_id.clone(),
+            extra: Extra::new(),
+        }),
+        Event::ToolResult(r) => tool_result(env, r),
+        Event::ApiRetry(r) => Frame::System(SystemFrame::ApiRetry(ApiRetryFrame {
+            attempt: r.attempt,
+            max_retries: r.max_retries,
+            retry_delay_ms: r.delay.as_millis() as u64,
+            error_status: r.status,
+            error: r.label.to_owned(),
+            parent_tool_use_id: parent,
+            session_id: sid,
+            uuid,
+            extra: Extra::new(),
+        })),
+        Event::ModelFallback {
+            from,
+            to,
+            trigger,
+            text,
+        } => {
+            let mut extra = Extra::new();
+            if let Some(p) = parent {
+                extra.insert("parent_tool_use_id".into(), Value::String(p));
+            }
+            Frame::System(SystemFrame::ModelFallback(ModelFallbackFrame {
+                trigger: trigger.clone(),
+                content: text.clone(),
+                original_model: from.clone(),
+                fallback_model: to.clone(),
+                session_id: sid,
+                uuid,
+                extra,
+            }))
+        }
+        Event::PermissionDenied {
+            tool_name,
+            tool_use_id,
+            message,
+        } => Frame::System(SystemFrame::PermissionDenied(PermissionDeniedFrame {
+            tool_name: tool_name.clone(),
+            tool_use_id: tool_use_id.clone(),
+            message: message.clone(),
+            session_id: sid,
+            uuid,
+            extra: Extra::new(),
+        })),
+        Event::StreamEvent { raw, message_id } => {
+            let mut extra = Extra::new();
+            if let Some(m) = message_id {
+                extra.insert("api_message_id".into(), Value::String(m.clone()));
+            }
+            Frame::StreamEvent(StreamEventFrame {
+                event: raw.clone(),
+                session_id: sid,
+                parent_tool_use_id: parent,
+                uuid,
+                extra,
+            })
+        }
+        Event::Task(t) => task_frame(sid, uuid, t),
+        Event::Result(r) => Frame::Result(result_frame(sid, uuid, r)),
+    }
+}
+
+fn user_frame(
+    env: &Envelope,
+    content: Vec<keel_protocol::ContentBlock>,
+    tool_use_result: Option<Value>,
+    meta: Option<Value>,
+) -> Frame {
+    Frame::User(UserFrame {
+        message: UserMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(content),
+            extra: Extra::new(),
+        },
+        parent_tool_use_id: env.parent_tool_use_id.clone(),
+        session_id: env.session_id.clone(),
+        uuid: Some(env.uuid.clone()),
+        timestamp: Some(env.timestamp.clone()),
+        tool_use_result,
+        tool_result_meta: meta,
+        extra: Extra::new(),
+    })
+}
+
+fn tool_result(env: &Envelope, r: &ToolResultEvent) -> Frame {
+    let id = r.tool_use_id();
+    let mut meta = json!({ "id": id });
+    match &r.meta {
+        CallMeta::Plain => {}
+        CallMeta::Ran {
+            allowed_by,
+            stopped,
+        } => {
+            let (source, reason) = allowed_source(allowed_by);
+            meta["permission_decision"] =
+                json!({ "decision": "accept", "source": source, "reason_type": reason });
+            if let Some(k) = stopped {
+                meta["non_execution_kind"] = json!(k.as_str());
+            }
+        }
+        CallMeta::NotRun(k) => meta["non_execution_kind"] = json!(k.as_str()),
+        CallMeta::Denied(source) => {
+            meta["non_execution_kind"] = json!("user-rejected");
+            meta["permission_decision"] =
+                json!({ "decision": "reject", "source": source.as_str() });
+        }
+    }
+    user_frame(
+        env,
+        vec![r.block.clone()],
+        r.detail.clone(),
+        Some(json!([meta])),
+    )
+}
+
+fn allowed_source(by: &AllowedBy) -> (&'static str, &'static str) {
+    match by {
+        AllowedBy::ReadOnly => ("config", "read_only"),
+        AllowedBy::Rule(_) => ("config", "rule"),
+        AllowedBy::Mode(_) => ("config", "mode"),
+        AllowedBy::Approver => ("user_temporary", "approver"),
+        AllowedBy::Hook => ("hook", "hook"),
+    }
+}
+
+fn task_frame(session_id: String, uuid: String, t: &TaskEvent) -> Frame {
+    let mut extra = Extra::new();
+    extra.insert("description".into(), json!(t.description));
+    extra.insert("task_type".into(), json!(t.kind.name()));
+    if let TaskKind::Agent { agent_type } = &t.kind {
+        extra.insert("subagent_type".into(), json!(agent_type));
+    }
+    if let Some(id) = &t.tool_use_id {
+        extra.insert("tool_use_id".into(), json!(id));
+    }
+    let Some(end) = &t.end else {
+        return Frame::System(SystemFrame::TaskStarted(TaskFrame {
+            task_id: t.task_id.clone(),
+            session_id,
+            uuid,
+            extra,
+        }));
+    };
+    extra.insert("status".into(), json!(end.status.as_str()));
+    extra.insert("end_state".into(), json!(end.status.describe()));
+    extra.insert("summary".into(), json!(end.summary));
+    // SDKs require the field; it is empty when the output could not be kept on disk.
+    let file = end
+        .output_file
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    extra.insert("output_file".into(), json!(file));
+    Frame::System(SystemFrame::TaskNotification(TaskFrame {
+        task_id: t.task_id.clone(),
+        session_id,
+        uuid,
+        extra,
+    }))
+}
+
+fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame {
+    let end = &r.end;
+    let mut extra = Extra::new();
+    if let Some(t) = end.api_error().and_then(|e| e.error_type.as_ref()) {
+        extra.insert("api_error_type".into(), json!(t));
+    }
+    if !r.cost.unpriced_models.is_empty() {
+        extra.insert("unpriced_models".into(), json!(r.cost.unpriced_models));
+    }
+    extra.insert("result_index".into(), json!(r.result_index));
+    ResultFrame {
+        subtype: end.subtype(),
+        is_error: end.is_error(),
+        duration_ms: r.duration.as_millis() as u64,
+        duration_api_ms: r.api_duration.as_millis() as u64,
+        num_turns: r.num_turns,
+        result: Some(end.result_text()),
+        errors: end.errors(),
+        session_id,
+        total_cost_usd: r.cost.total_usd,
+        usage: r.cost.usage.clone(),
+        model_usage: r.cost.model_usage.clone(),
+        permission_denials: r.denials.clone(),
+        terminal_reason: Some(end.terminal_reason()),
+        api_error_status: Some(end.api_error_status()),
+        stop_reason: Some(r.stop_reason.clone()),
+        uuid,
+        extra,
+    }
+}
