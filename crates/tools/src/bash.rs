@@ -7,12 +7,13 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
-use crate::input::{self, Field, Kind};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::output::HeadTail;
 use crate::process::{group_alive, spawn_shell, stop_group, GroupGuard};
 use crate::shell::is_read_only_command;
@@ -31,28 +32,20 @@ shell: `cd` and variables do not carry over to the next call, so use absolute pa
 (`server &`) keep running until the session ends. For reading, editing and searching files \
 prefer the Read, Edit, Write, Glob and Grep tools.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "command",
-        Kind::Str,
-        "the command line to run with `bash -c`",
-    ),
-    Field::opt(
-        "timeout",
-        Kind::Num,
-        "how long the command may run, in milliseconds (default 120000, at most 600000)",
-    ),
-    Field::opt(
-        "description",
-        Kind::Str,
-        "a few words saying what the command does, shown to the user",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Bash's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The command line to run with `bash -c`.
     command: String,
+    /// How long the command may run, in milliseconds (default 120000, at most 600000).
+    // Offered as a JSON number, as models are used to; read as whole milliseconds.
+    #[schemars(extend("type" = "number"))]
     timeout: Option<i64>,
+    /// A few words saying what the command does, shown to the user.
+    // Read by the front ends from the raw input; declared here so the schema offers it.
+    #[allow(dead_code)]
+    description: Option<String>,
 }
 
 impl Tool for BashTool {
@@ -68,7 +61,7 @@ impl Tool for BashTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, input: &Value) -> bool {
@@ -222,14 +215,13 @@ fn describe_exit(status: &ExitStatus) -> (Option<i32>, Option<String>) {
 
 async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let begun = Instant::now();
-    let inp: Input = match input::parse("Bash", &input, FIELDS) {
+    let inp: Input = match parse_input("Bash", &input) {
         Ok(i) => i,
-        Err(message) => return ToolOutcome::failed(message),
+        Err(e) => return ToolOutcome::failed(e.to_string()),
     };
     if inp.command.trim().is_empty() {
-        return ToolOutcome::failed(
-            "Invalid input for Bash: `command` is empty; give the command line to run.",
-        );
+        let rule = "`command` is empty; give the command line to run.";
+        return ToolOutcome::failed(InputError::rule("Bash", rule).to_string());
     }
     let (timeout, timeout_note) = effective_timeout(inp.timeout, &cx.limits);
     if cx.cancel.is_cancelled() {
@@ -385,6 +377,32 @@ fn finish_exited(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            BashTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The command line to run with `bash -c`."
+                    },
+                    "timeout": {
+                        "type": "number",
+                        "description": "How long the command may run, in milliseconds (default 120000, at most 600000)."
+                    },
+                    "description": {
+                        "type": "string",
+                        "description": "A few words saying what the command does, shown to the user."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     #[test]
     fn timeout_clamping() {

@@ -4,11 +4,12 @@ use std::io;
 use std::path::Path;
 use std::time::Instant;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::fsutil::{numbered, write_atomic};
-use crate::input::{self, Field, Kind};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
 
 /// Replaces exact text in a file.
@@ -25,31 +26,17 @@ current text exactly, including whitespace and indentation, and must occur exact
 surrounding lines to make it unique) unless `replace_all` is true. Read the file first so you \
 copy the text exactly as it is. The write is atomic. To create a new file, use Write.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "file_path",
-        Kind::Str,
-        "the file to edit: an absolute path, or one relative to the working directory",
-    ),
-    Field::req("old_string", Kind::Str, "the exact text to replace"),
-    Field::req(
-        "new_string",
-        Kind::Str,
-        "the text to put in its place (must differ from `old_string`)",
-    ),
-    Field::opt(
-        "replace_all",
-        Kind::Bool,
-        "replace every occurrence of `old_string` instead of exactly one (default false)",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Edit's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The file to edit: an absolute path, or one relative to the working directory.
     file_path: String,
+    /// The exact text to replace.
     old_string: String,
+    /// The text to put in its place (must differ from `old_string`).
     new_string: String,
-    #[serde(default)]
+    /// Replace every occurrence of `old_string` instead of exactly one (default false).
     replace_all: Option<bool>,
 }
 
@@ -66,7 +53,7 @@ impl Tool for EditTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -76,21 +63,19 @@ impl Tool for EditTool {
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let begun = Instant::now();
-            let inp: Input = match input::parse("Edit", &input, FIELDS) {
+            let inp: Input = match parse_input("Edit", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             if inp.old_string.is_empty() {
-                return ToolOutcome::failed(
-                    "Invalid input for Edit: `old_string` is empty. Give the exact text to \
-                     replace; to create a new file, use Write.",
-                );
+                let rule = "`old_string` is empty. Give the exact text to replace; to create a \
+                            new file, use Write.";
+                return ToolOutcome::failed(InputError::rule("Edit", rule).to_string());
             }
             if inp.old_string == inp.new_string {
-                return ToolOutcome::failed(
-                    "Invalid input for Edit: `old_string` and `new_string` are identical, so \
-                     there is nothing to change.",
-                );
+                let rule = "`old_string` and `new_string` are identical, so there is nothing to \
+                            change.";
+                return ToolOutcome::failed(InputError::rule("Edit", rule).to_string());
             }
             if cx.cancel.is_cancelled() {
                 return cx.stopped(false, String::new(), begun.elapsed(), 0);
@@ -189,6 +174,36 @@ fn snippet(updated: &str, at: usize, new: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            EditTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to edit: an absolute path, or one relative to the working directory."
+                    },
+                    "old_string": {
+                        "type": "string",
+                        "description": "The exact text to replace."
+                    },
+                    "new_string": {
+                        "type": "string",
+                        "description": "The text to put in its place (must differ from `old_string`)."
+                    },
+                    "replace_all": {
+                        "type": "boolean",
+                        "description": "Replace every occurrence of `old_string` instead of exactly one (default false)."
+                    }
+                },
+                "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     #[test]
     fn snippet_shows_context() {

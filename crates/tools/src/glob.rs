@@ -6,11 +6,12 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
 use globset::{GlobBuilder, GlobMatcher};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::fsutil::run_blocking;
-use crate::input::{self, Field, Kind};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Finds files by glob pattern.
@@ -26,22 +27,13 @@ directory level, `**` crosses any number. Files ignored by .gitignore or .ignore
 directories are skipped. Returns absolute paths, most recently modified first, at most 200. To \
 search file contents, use Grep.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "pattern",
-        Kind::Str,
-        "the glob to match against paths relative to `path`, e.g. `**/*.rs`",
-    ),
-    Field::opt(
-        "path",
-        Kind::Str,
-        "the directory to search in (default: the working directory)",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Glob's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The glob to match against paths relative to `path`, e.g. `**/*.rs`.
     pattern: String,
+    /// The directory to search in (default: the working directory).
     path: Option<String>,
 }
 
@@ -58,7 +50,7 @@ impl Tool for GlobTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -67,14 +59,13 @@ impl Tool for GlobTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match input::parse("Glob", &input, FIELDS) {
+            let inp: Input = match parse_input("Glob", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             if inp.pattern.trim().is_empty() {
-                return ToolOutcome::failed(
-                    "Invalid input for Glob: `pattern` is empty; give a glob such as `**/*.rs`.",
-                );
+                let rule = "`pattern` is empty; give a glob such as `**/*.rs`.";
+                return ToolOutcome::failed(InputError::rule("Glob", rule).to_string());
             }
             let base = match inp.path.as_deref().filter(|p| !p.is_empty()) {
                 Some(p) => cx.resolve(p),
@@ -213,6 +204,28 @@ fn absolute(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            GlobTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "The glob to match against paths relative to `path`, e.g. `**/*.rs`."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "The directory to search in (default: the working directory)."
+                    }
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     #[test]
     fn absolute_patterns_split() {

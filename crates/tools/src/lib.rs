@@ -27,6 +27,7 @@ pub use cancel::CancelToken;
 pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
+pub use input::{input_schema, parse_input, InputError, InputProblem};
 pub use keel_protocol::CancelReason;
 pub use process::ProcessRegistry;
 pub use read::ReadTool;

@@ -4,11 +4,12 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read as _};
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::fsutil::{human_size, looks_binary, numbered, run_blocking, SNIFF_BYTES};
-use crate::input::{self, Field, Kind};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Reads a text file with line numbers.
@@ -27,24 +28,15 @@ const DESCRIPTION: &str = "Read a text file and return its lines numbered like `
 `offset` (the first line, counting from 1) and `limit` to read another part. Very long lines are \
 cut. Binary files are refused. Read a file before editing it, so your edit matches its exact text.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "file_path",
-        Kind::Str,
-        "the file to read: an absolute path, or one relative to the working directory",
-    ),
-    Field::opt(
-        "offset",
-        Kind::Int,
-        "the line to start at, counting from 1 (default 1)",
-    ),
-    Field::opt("limit", Kind::Int, "how many lines to read (default 2000)"),
-];
-
-#[derive(Deserialize)]
+/// Read's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The file to read: an absolute path, or one relative to the working directory.
     file_path: String,
+    /// The line to start at, counting from 1 (default 1).
     offset: Option<i64>,
+    /// How many lines to read (default 2000).
     limit: Option<i64>,
 }
 
@@ -61,7 +53,7 @@ impl Tool for ReadTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -70,25 +62,23 @@ impl Tool for ReadTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match input::parse("Read", &input, FIELDS) {
+            let inp: Input = match parse_input("Read", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             let start = match inp.offset {
                 None | Some(0) => 1,
                 Some(n) if n < 0 => {
-                    return ToolOutcome::failed(format!(
-                        "Invalid input for Read: `offset` must be a line number from 1 up, not {n}."
-                    ))
+                    let rule = format!("`offset` must be a line number from 1 up, not {n}.");
+                    return ToolOutcome::failed(InputError::rule("Read", rule).to_string());
                 }
                 Some(n) => n as usize,
             };
             let limit = match inp.limit {
                 None => DEFAULT_LIMIT,
                 Some(n) if n <= 0 => {
-                    return ToolOutcome::failed(format!(
-                        "Invalid input for Read: `limit` must be at least 1, not {n}."
-                    ))
+                    let rule = format!("`limit` must be at least 1, not {n}.");
+                    return ToolOutcome::failed(InputError::rule("Read", rule).to_string());
                 }
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
             };
@@ -278,6 +268,32 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            ReadTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to read: an absolute path, or one relative to the working directory."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "description": "The line to start at, counting from 1 (default 1)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "description": "How many lines to read (default 2000)."
+                    }
+                },
+                "required": ["file_path"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     fn lines(text: &str, start: usize, limit: usize) -> Window {
         number_lines(

@@ -3,11 +3,12 @@
 use std::io;
 use std::time::Instant;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::fsutil::write_atomic;
-use crate::input::{self, Field, Kind};
+use crate::input::{input_schema, parse_input};
 use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
 
 /// Creates or overwrites a file.
@@ -19,18 +20,13 @@ parent directories) or replacing it entirely. The write is atomic: the file hold
 content or the new one, never a mix. To change part of an existing file, prefer Edit; before \
 overwriting a file, Read it so nothing is lost by accident.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "file_path",
-        Kind::Str,
-        "the file to write: an absolute path, or one relative to the working directory",
-    ),
-    Field::req("content", Kind::Str, "the full new content of the file"),
-];
-
-#[derive(Deserialize)]
+/// Write's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The file to write: an absolute path, or one relative to the working directory.
     file_path: String,
+    /// The full new content of the file.
     content: String,
 }
 
@@ -47,7 +43,7 @@ impl Tool for WriteTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -57,9 +53,9 @@ impl Tool for WriteTool {
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let begun = Instant::now();
-            let inp: Input = match input::parse("Write", &input, FIELDS) {
+            let inp: Input = match parse_input("Write", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             if cx.cancel.is_cancelled() {
                 return cx.stopped(false, String::new(), begun.elapsed(), 0);
@@ -105,5 +101,32 @@ fn write_file(path: &std::path::Path, content: &str) -> ToolOutcome {
             "type": if existed { "update" } else { "create" },
             "bytes": content.len(),
         })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            WriteTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to write: an absolute path, or one relative to the working directory."
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The full new content of the file."
+                    }
+                },
+                "required": ["file_path", "content"],
+                "additionalProperties": false
+            }),
+        );
     }
 }
