@@ -46,38 +46,29 @@ pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result
 /// process — so spawn from a tokio worker, never from a `spawn_blocking` thread (those exit when
 /// idle); and it reaches only the direct child: grandchildren are covered by the group kill and
 /// by [`ProcessRegistry`].
-#[allow(unsafe_code)]
 fn own_session_and_die_with_parent(cmd: &mut Command) {
-    // Captured before fork: in the child, `getppid()` must still be this pid, else keel died
-    // between fork and prctl (the race PDEATHSIG has) and the child must not run.
+    // Taken before the fork: in the child, a parent pid other than this one means keel died
+    // between fork and prctl (the race PDEATHSIG has), so the command must not run.
     #[cfg(target_os = "linux")]
-    let parent = std::process::id() as libc::pid_t;
+    let keel = nix::unistd::Pid::this();
+    let in_child = move || -> io::Result<()> {
+        nix::unistd::setsid()?;
+        #[cfg(target_os = "linux")]
+        {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != keel {
+                // Failing here makes the spawn fail instead of starting an orphan.
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+        }
+        Ok(())
+    };
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed. It calls only setsid, prctl, getppid and _exit (all async-signal-safe),
-    // allocates nothing, and builds io::Error from a raw errno (no allocation).
+    // calls are allowed. It makes only the setsid, prctl and getppid system calls, allocates
+    // nothing, and its errors are raw errnos (an io::Error from an errno does not allocate).
+    #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            #[cfg(target_os = "linux")]
-            {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) == -1
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-            }
-            Ok(())
-        });
+        cmd.pre_exec(in_child);
     }
 }
 
