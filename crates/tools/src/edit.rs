@@ -2,15 +2,14 @@
 
 use std::io;
 use std::path::Path;
-use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::{numbered, write_atomic};
+use crate::fsutil::{job_failed, numbered, run_blocking, write_atomic, Cancelled};
 use crate::input::{input_schema, parse_input, InputError};
-use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Replaces exact text in a file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -62,7 +61,6 @@ impl Tool for EditTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let begun = Instant::now();
             let inp: Input = match parse_input("Edit", &input) {
                 Ok(i) => i,
                 Err(e) => return ToolOutcome::failed(e.to_string()),
@@ -77,34 +75,29 @@ impl Tool for EditTool {
                             change.";
                 return ToolOutcome::failed(InputError::rule("Edit", rule).to_string());
             }
-            if cx.cancel.is_cancelled() {
-                return cx.stopped(false, String::new(), begun.elapsed(), 0);
-            }
             let path = cx.resolve(&inp.file_path);
-            // Not raced against the cancel token: short and atomic (see Write).
-            tokio::task::spawn_blocking(move || edit_file(&path, &inp))
-                .await
-                .unwrap_or_else(|e| ToolOutcome::failed(format!("Internal error in Edit: {e}")))
+            // What a stop means for the file: see Write.
+            run_blocking(&cx, move |cancel| edit_file(&path, &inp, &cancel)).await
         })
     }
 }
 
-fn edit_file(path: &Path, inp: &Input) -> ToolOutcome {
+fn edit_file(path: &Path, inp: &Input, cancel: &CancelToken) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return ToolOutcome::failed(format!(
+            return job_failed(format!(
                 "File does not exist: {shown}. To create a new file, use Write."
             ))
         }
         Err(_) if path.is_dir() => {
-            return ToolOutcome::failed(format!("{shown} is a directory, not a file."))
+            return job_failed(format!("{shown} is a directory, not a file."))
         }
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     let Ok(content) = String::from_utf8(bytes) else {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "{shown} is not UTF-8 text; Edit only changes text files."
         ));
     };
@@ -123,13 +116,13 @@ fn edit_file(path: &Path, inp: &Input) -> ToolOutcome {
     }
     let replace_all = inp.replace_all.unwrap_or(false);
     if count == 0 {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "The text to replace was not found in {shown}. Read the file to get its current \
              text and copy `old_string` exactly (whitespace and indentation must match)."
         ));
     }
     if count > 1 && !replace_all {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "`old_string` occurs {count} times in {shown}. Include more surrounding lines to \
              make it unique, or set `replace_all` to true to replace every occurrence."
         ));
@@ -140,18 +133,18 @@ fn edit_file(path: &Path, inp: &Input) -> ToolOutcome {
     } else {
         content.replacen(old.as_str(), &new, 1)
     };
-    if let Err(e) = write_atomic(path, updated.as_bytes()) {
-        return ToolOutcome::failed(format!("Cannot write {shown}: {e}"));
+    if let Err(e) = write_atomic(path, updated.as_bytes(), cancel)? {
+        return job_failed(format!("Cannot write {shown}: {e}"));
     }
     let plural = if count == 1 { "" } else { "s" };
     let snippet = snippet(&updated, first, &new);
-    ToolOutcome::Ok {
+    Ok(ToolOutcome::Ok {
         content: format!("Edited {shown}: {count} replacement{plural}.\n{snippet}"),
         meta: Some(json!({
             "file_path": shown,
             "replacements": count,
         })),
-    }
+    })
 }
 
 /// Numbered lines around the first change (which starts at byte `at` and is `new` long).

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::run_blocking;
+use crate::fsutil::{job_failed, run_blocking, Cancelled};
 use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
@@ -72,17 +72,6 @@ impl Tool for GlobTool {
                 None => cx.cwd.clone(),
             };
             let (base, pattern) = split_absolute(base, &inp.pattern);
-            if !base.is_dir() {
-                let what = if base.exists() {
-                    "is not a directory"
-                } else {
-                    "does not exist"
-                };
-                return ToolOutcome::failed(format!(
-                    "The search directory {} {what}. Give `path` as an existing directory.",
-                    show(&base)
-                ));
-            }
             let matcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
                 Ok(g) => g.compile_matcher(),
                 Err(e) => {
@@ -95,6 +84,17 @@ impl Tool for GlobTool {
             let hidden_ok = mentions_hidden(&pattern);
             let shown_pattern = inp.pattern.clone();
             run_blocking(&cx, move |cancel| {
+                if !base.is_dir() {
+                    let what = if base.exists() {
+                        "is not a directory"
+                    } else {
+                        "does not exist"
+                    };
+                    return job_failed(format!(
+                        "The search directory {} {what}. Give `path` as an existing directory.",
+                        show(&base)
+                    ));
+                }
                 find(&base, &matcher, hidden_ok, &cancel, &shown_pattern)
             })
             .await
@@ -134,7 +134,7 @@ fn find(
     hidden_ok: bool,
     cancel: &CancelToken,
     pattern: &str,
-) -> ToolOutcome {
+) -> Result<ToolOutcome, Cancelled> {
     let walker = ignore::WalkBuilder::new(base)
         .hidden(!hidden_ok)
         .require_git(false)
@@ -146,7 +146,7 @@ fn find(
     let mut total = 0usize;
     for entry in walker {
         if cancel.is_cancelled() {
-            return ToolOutcome::failed("cancelled");
+            return Err(Cancelled);
         }
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -171,10 +171,10 @@ fn find(
         }
     }
     if total == 0 {
-        return ToolOutcome::Ok {
+        return Ok(ToolOutcome::Ok {
             content: format!("No files matched {pattern} under {}", show(base)),
             meta: Some(json!({ "num_files": 0, "truncated": false })),
-        };
+        });
     }
     let shown: Vec<String> = best
         .into_sorted_vec()
@@ -188,10 +188,10 @@ fn find(
             total - shown.len()
         ));
     }
-    ToolOutcome::Ok {
+    Ok(ToolOutcome::Ok {
         content: text,
         meta: Some(json!({ "num_files": total, "truncated": total > shown.len() })),
-    }
+    })
 }
 
 /// `path` without `.` components (the walk root may be relative to nothing if cwd was).

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::run_blocking;
+use crate::fsutil::{job_failed, run_blocking, Cancelled};
 use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
@@ -145,12 +145,6 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
         Some(p) => cx.resolve(p),
         None => cx.cwd.clone(),
     };
-    if !root.exists() {
-        return Err(format!(
-            "The search path {} does not exist. Give `path` as an existing file or directory.",
-            show(&root)
-        ));
-    }
     let multiline = inp.multiline.unwrap_or(false);
     let mut mb = RegexMatcherBuilder::new();
     mb.case_insensitive(inp.ignore_case.unwrap_or(false))
@@ -293,7 +287,13 @@ impl Out {
 }
 
 impl Search {
-    fn run(mut self, cancel: &CancelToken) -> ToolOutcome {
+    fn run(mut self, cancel: &CancelToken) -> Result<ToolOutcome, Cancelled> {
+        if !self.root.exists() {
+            return job_failed(format!(
+                "The search path {} does not exist. Give `path` as an existing file or directory.",
+                show(&self.root)
+            ));
+        }
         let mut out = Out {
             lines: Vec::new(),
             bytes: 0,
@@ -305,7 +305,7 @@ impl Search {
         let mut matched_files = 0usize;
         for path in self.files() {
             if cancel.is_cancelled() {
-                return ToolOutcome::failed("cancelled");
+                return Err(Cancelled);
             }
             let shown = show(&path);
             let mut sink = FileSink {
@@ -360,10 +360,10 @@ impl Search {
             }
         }
         if out.lines.is_empty() {
-            return ToolOutcome::Ok {
+            return Ok(ToolOutcome::Ok {
                 content: format!("No matches for {} in {}", self.pattern, show(&self.root)),
                 meta: Some(json!({ "num_files": 0, "num_lines": 0 })),
-            };
+            });
         }
         let num_lines = out.lines.len();
         let mut text = out.lines.join("\n");
@@ -371,10 +371,10 @@ impl Search {
             text.push('\n');
             text.push_str(&note);
         }
-        ToolOutcome::Ok {
+        Ok(ToolOutcome::Ok {
             content: text,
             meta: Some(json!({ "num_files": matched_files, "num_lines": num_lines })),
-        }
+        })
     }
 
     /// The files to search: `root` itself if it is a file, else a gitignore-aware walk.

@@ -8,7 +8,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::{human_size, looks_binary, numbered, run_blocking, SNIFF_BYTES};
+use crate::fsutil::{
+    human_size, job_failed, looks_binary, numbered, run_blocking, Cancelled, SNIFF_BYTES,
+};
 use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
@@ -88,47 +90,55 @@ impl Tool for ReadTool {
     }
 }
 
-fn read_file(path: &Path, start: usize, limit: usize, cancel: &CancelToken) -> ToolOutcome {
+fn read_file(
+    path: &Path,
+    start: usize,
+    limit: usize,
+    cancel: &CancelToken,
+) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return ToolOutcome::failed(format!(
+            return job_failed(format!(
             "File does not exist: {shown}. Check the path, or use Glob to find the file by name."
         ))
         }
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     if meta.is_dir() {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
         ));
     }
     // Only a regular file's size is meaningful; a pipe or device reports 0 and must be read.
     if meta.is_file() && meta.len() == 0 {
-        return ToolOutcome::ok(format!("The file {shown} is empty (0 bytes)."));
+        return Ok(ToolOutcome::ok(format!(
+            "The file {shown} is empty (0 bytes)."
+        )));
     }
     let mut file = match File::open(path) {
         Ok(f) => f,
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     let mut sample = Vec::with_capacity(SNIFF_BYTES);
     if let Err(e) = (&mut file)
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut sample)
     {
-        return ToolOutcome::failed(format!("Cannot read {shown}: {e}"));
+        return job_failed(format!("Cannot read {shown}: {e}"));
     }
     if looks_binary(&sample) {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "{shown} is a binary file ({}); Read only shows text files.",
             human_size(meta.len())
         ));
     }
     let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
     match number_lines(reader, start, limit, cancel) {
-        Ok(w) => render(path, start, w),
-        Err(e) => ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Ok(w) => Ok(render(path, start, w)),
+        Err(_) if cancel.is_cancelled() => Err(Cancelled),
+        Err(e) => job_failed(format!("Cannot read {shown}: {e}")),
     }
 }
 

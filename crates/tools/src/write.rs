@@ -1,15 +1,14 @@
 //! The Write tool: create or replace a whole file, atomically.
 
 use std::io;
-use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::write_atomic;
+use crate::fsutil::{run_blocking, write_atomic, Cancelled};
 use crate::input::{input_schema, parse_input};
-use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Creates or overwrites a file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -52,56 +51,55 @@ impl Tool for WriteTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let begun = Instant::now();
             let inp: Input = match parse_input("Write", &input) {
                 Ok(i) => i,
                 Err(e) => return ToolOutcome::failed(e.to_string()),
             };
-            if cx.cancel.is_cancelled() {
-                return cx.stopped(false, String::new(), begun.elapsed(), 0);
-            }
             let path = cx.resolve(&inp.file_path);
-            // Not raced against the cancel token: the write is short and atomic, and reporting
-            // "stopped" while it completes anyway would not be truthful.
-            let outcome =
-                tokio::task::spawn_blocking(move || write_file(&path, &inp.content)).await;
-            outcome.unwrap_or_else(|e| ToolOutcome::failed(format!("Internal error in Write: {e}")))
+            // A stop reported while the write completes anyway says `started: true`, which
+            // claims no more than that the file may have been written; a stop the write sees
+            // before its rename leaves the old file in place.
+            run_blocking(&cx, move |cancel| write_file(&path, &inp.content, &cancel)).await
         })
     }
 }
 
-fn write_file(path: &std::path::Path, content: &str) -> ToolOutcome {
+fn write_file(
+    path: &std::path::Path,
+    content: &str,
+    cancel: &CancelToken,
+) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let existed = match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => {
-            return ToolOutcome::failed(format!(
+            return Ok(ToolOutcome::failed(format!(
                 "{shown} is a directory; give the path of a file inside it."
-            ))
+            )))
         }
         Ok(_) => true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return ToolOutcome::failed(format!("Cannot write {shown}: {e}")),
+        Err(e) => return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}"))),
     };
     if let Some(parent) = path.parent() {
         if let Err(e) = std::fs::create_dir_all(parent) {
-            return ToolOutcome::failed(format!(
+            return Ok(ToolOutcome::failed(format!(
                 "Cannot create the directory {} for {shown}: {e}",
                 parent.display()
-            ));
+            )));
         }
     }
-    if let Err(e) = write_atomic(path, content.as_bytes()) {
-        return ToolOutcome::failed(format!("Cannot write {shown}: {e}"));
+    if let Err(e) = write_atomic(path, content.as_bytes(), cancel)? {
+        return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}")));
     }
     let verb = if existed { "Overwrote" } else { "Created" };
-    ToolOutcome::Ok {
+    Ok(ToolOutcome::Ok {
         content: format!("{verb} {shown} ({} bytes)", content.len()),
         meta: Some(json!({
             "file_path": shown,
             "type": if existed { "update" } else { "create" },
             "bytes": content.len(),
         })),
-    }
+    })
 }
 
 #[cfg(test)]
