@@ -254,11 +254,11 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let begun = Instant::now();
     let inp: Input = match parse_input("Bash", &input) {
         Ok(i) => i,
-        Err(e) => return ToolOutcome::failed(e.to_string()),
+        Err(e) => return e.into(),
     };
     if inp.command.trim().is_empty() {
         let rule = "`command` is empty; give the command line to run.";
-        return ToolOutcome::failed(InputError::rule("Bash", rule).to_string());
+        return InputError::rule("Bash", rule).into();
     }
     let (timeout, timeout_note) = effective_timeout(inp.timeout, &cx.limits);
     if cx.cancel.is_cancelled() {

@@ -63,17 +63,17 @@ impl Tool for EditTool {
         Box::pin(async move {
             let inp: Input = match parse_input("Edit", &input) {
                 Ok(i) => i,
-                Err(e) => return ToolOutcome::failed(e.to_string()),
+                Err(e) => return e.into(),
             };
             if inp.old_string.is_empty() {
                 let rule = "`old_string` is empty. Give the exact text to replace; to create a \
                             new file, use Write.";
-                return ToolOutcome::failed(InputError::rule("Edit", rule).to_string());
+                return InputError::rule("Edit", rule).into();
             }
             if inp.old_string == inp.new_string {
                 let rule = "`old_string` and `new_string` are identical, so there is nothing to \
                             change.";
-                return ToolOutcome::failed(InputError::rule("Edit", rule).to_string());
+                return InputError::rule("Edit", rule).into();
             }
             let path = cx.resolve(&inp.file_path);
             // What a stop means for the file: see Write.

@@ -61,11 +61,11 @@ impl Tool for GlobTool {
         Box::pin(async move {
             let inp: Input = match parse_input("Glob", &input) {
                 Ok(i) => i,
-                Err(e) => return ToolOutcome::failed(e.to_string()),
+                Err(e) => return e.into(),
             };
             if inp.pattern.trim().is_empty() {
                 let rule = "`pattern` is empty; give a glob such as `**/*.rs`.";
-                return ToolOutcome::failed(InputError::rule("Glob", rule).to_string());
+                return InputError::rule("Glob", rule).into();
             }
             let base = match inp.path.as_deref().filter(|p| !p.is_empty()) {
                 Some(p) => cx.resolve(p),

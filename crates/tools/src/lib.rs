@@ -282,6 +282,13 @@ impl ToolOutcome {
     }
 }
 
+/// Refused input is a failed call whose message is the error's text.
+impl From<InputError> for ToolOutcome {
+    fn from(e: InputError) -> Self {
+        ToolOutcome::failed(e.to_string())
+    }
+}
+
 /// The built-in tools, in the order they are offered to the model.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     vec![

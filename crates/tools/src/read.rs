@@ -66,13 +66,13 @@ impl Tool for ReadTool {
         Box::pin(async move {
             let inp: Input = match parse_input("Read", &input) {
                 Ok(i) => i,
-                Err(e) => return ToolOutcome::failed(e.to_string()),
+                Err(e) => return e.into(),
             };
             let start = match inp.offset {
                 None | Some(0) => 1,
                 Some(n) if n < 0 => {
                     let rule = format!("`offset` must be a line number from 1 up, not {n}.");
-                    return ToolOutcome::failed(InputError::rule("Read", rule).to_string());
+                    return InputError::rule("Read", rule).into();
                 }
                 Some(n) => n as usize,
             };
@@ -80,7 +80,7 @@ impl Tool for ReadTool {
                 None => DEFAULT_LIMIT,
                 Some(n) if n <= 0 => {
                     let rule = format!("`limit` must be at least 1, not {n}.");
-                    return ToolOutcome::failed(InputError::rule("Read", rule).to_string());
+                    return InputError::rule("Read", rule).into();
                 }
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
             };

@@ -53,7 +53,7 @@ impl Tool for WriteTool {
         Box::pin(async move {
             let inp: Input = match parse_input("Write", &input) {
                 Ok(i) => i,
-                Err(e) => return ToolOutcome::failed(e.to_string()),
+                Err(e) => return e.into(),
             };
             let path = cx.resolve(&inp.file_path);
             // A stop reported while the write completes anyway says `started: true`, which
