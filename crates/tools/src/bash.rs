@@ -7,13 +7,16 @@ use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::input::{self, Field, Kind};
-use crate::output::HeadTail;
+use crate::fsutil::{off_worker, NotDone};
+use crate::input::{input_schema, parse_input, InputError};
+use crate::output::{HeadTail, SpillFile};
 use crate::process::{group_alive, spawn_shell, stop_group, GroupGuard};
 use crate::shell::is_read_only_command;
 use crate::{BoxFuture, CancelReason, Tool, ToolContext, ToolLimits, ToolOutcome};
@@ -31,28 +34,20 @@ shell: `cd` and variables do not carry over to the next call, so use absolute pa
 (`server &`) keep running until the session ends. For reading, editing and searching files \
 prefer the Read, Edit, Write, Glob and Grep tools.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "command",
-        Kind::Str,
-        "the command line to run with `bash -c`",
-    ),
-    Field::opt(
-        "timeout",
-        Kind::Num,
-        "how long the command may run, in milliseconds (default 120000, at most 600000)",
-    ),
-    Field::opt(
-        "description",
-        Kind::Str,
-        "a few words saying what the command does, shown to the user",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Bash's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The command line to run with `bash -c`.
     command: String,
+    /// How long the command may run, in milliseconds (default 120000, at most 600000).
+    // Offered as a JSON number, as models are used to; read as whole milliseconds.
+    #[schemars(extend("type" = "number"))]
     timeout: Option<i64>,
+    /// A few words saying what the command does, shown to the user.
+    // Read by the front ends from the raw input; declared here so the schema offers it.
+    #[allow(dead_code)]
+    description: Option<String>,
 }
 
 impl Tool for BashTool {
@@ -68,7 +63,7 @@ impl Tool for BashTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, input: &Value) -> bool {
@@ -107,6 +102,19 @@ fn effective_timeout(requested: Option<i64>, limits: &ToolLimits) -> (Duration, 
     }
 }
 
+/// How long a command's result may wait for its spill files to be written out. The queue to a
+/// spill file is short, so only a disk that has stopped answering takes this long.
+const SPILL_CLOSE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// `/bin/bash`, or `/bin/sh` where there is no bash.
+fn pick_shell() -> &'static Path {
+    if Path::new("/bin/bash").exists() {
+        Path::new("/bin/bash")
+    } else {
+        Path::new("/bin/sh")
+    }
+}
+
 /// One output stream being captured by a reader task.
 #[derive(Clone)]
 struct Capture(Arc<Mutex<CaptureState>>);
@@ -116,6 +124,8 @@ struct CaptureState {
     /// Reading was cut short: the reader keeps draining the pipe (so a background writer is not
     /// blocked or killed by SIGPIPE) but throws the bytes away.
     detached: bool,
+    /// The full output's file, opened at the first byte the capture drops.
+    spill: Option<SpillFile>,
 }
 
 impl Capture {
@@ -127,6 +137,7 @@ impl Capture {
         Capture(Arc::new(Mutex::new(CaptureState {
             buf,
             detached: false,
+            spill: None,
         })))
     }
 
@@ -134,12 +145,31 @@ impl Capture {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Stop keeping bytes and return the text kept so far.
-    fn finish(&self) -> String {
+    /// Keep `bytes`; returns where to queue what the spill file needs of them, if anything.
+    fn push(&self, bytes: &[u8]) -> Option<(mpsc::Sender<Vec<u8>>, Vec<u8>)> {
         let mut st = self.lock();
-        st.detached = true;
-        st.buf.flush();
-        st.buf.render()
+        if st.detached {
+            return None;
+        }
+        let for_spill = st.buf.push(bytes)?;
+        let path = st.buf.spill_path()?.to_path_buf();
+        let file = st.spill.get_or_insert_with(|| SpillFile::create(path));
+        Some((file.sender(), for_spill))
+    }
+
+    /// Stop keeping bytes, close the spill file (waiting at most `deadline` for the disk) and
+    /// return the text kept so far.
+    async fn finish(&self, deadline: Duration) -> String {
+        let spill = {
+            let mut st = self.lock();
+            st.detached = true;
+            st.spill.take()
+        };
+        if let Some(file) = spill {
+            let report = file.finish(deadline).await;
+            self.lock().buf.spill_done(report);
+        }
+        self.lock().buf.render()
     }
 }
 
@@ -149,9 +179,9 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, capture: Capture) {
         match pipe.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                let mut st = capture.lock();
-                if !st.detached {
-                    st.buf.push(&chunk[..n]);
+                if let Some((spill, bytes)) = capture.push(&chunk[..n]) {
+                    // A failed file is reported by its writer; the output is still captured.
+                    let _ = spill.send(bytes).await;
                 }
             }
         }
@@ -222,29 +252,35 @@ fn describe_exit(status: &ExitStatus) -> (Option<i32>, Option<String>) {
 
 async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let begun = Instant::now();
-    let inp: Input = match input::parse("Bash", &input, FIELDS) {
+    let inp: Input = match parse_input("Bash", &input) {
         Ok(i) => i,
-        Err(message) => return ToolOutcome::failed(message),
+        Err(e) => return e.into(),
     };
     if inp.command.trim().is_empty() {
-        return ToolOutcome::failed(
-            "Invalid input for Bash: `command` is empty; give the command line to run.",
-        );
+        let rule = "`command` is empty; give the command line to run.";
+        return InputError::rule("Bash", rule).into();
     }
     let (timeout, timeout_note) = effective_timeout(inp.timeout, &cx.limits);
     if cx.cancel.is_cancelled() {
         return cx.stopped(false, String::new(), begun.elapsed(), 0);
     }
-    if !cx.cwd.is_dir() {
-        return ToolOutcome::failed(format!(
-            "Cannot run the command: the working directory {} does not exist or is not a directory.",
-            cx.cwd.display()
-        ));
-    }
-    let shell = if Path::new("/bin/bash").exists() {
-        Path::new("/bin/bash")
-    } else {
-        Path::new("/bin/sh")
+    // File system checks go to the blocking pool (a hung mount must not stall a worker); the
+    // spawn itself stays here, on a long-lived worker thread (see `spawn_shell`).
+    let cwd = cx.cwd.clone();
+    let probe = off_worker(&cx.cancel, move |_| (cwd.is_dir(), pick_shell())).await;
+    let shell = match probe {
+        Ok((true, shell)) => shell,
+        Ok((false, _)) => {
+            return ToolOutcome::failed(format!(
+                "Cannot run the command: the working directory {} does not exist or is not a \
+                 directory.",
+                cx.cwd.display()
+            ))
+        }
+        Err(NotDone::Cancelled) => return cx.stopped(false, String::new(), begun.elapsed(), 0),
+        Err(NotDone::Panicked(e)) => {
+            return ToolOutcome::failed(format!("Internal error in Bash: {e}"))
+        }
     };
     let mut child = match spawn_shell(shell, &inp.command, &cx.cwd) {
         Ok(c) => c,
@@ -292,7 +328,11 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             // Reap the shell; after SIGKILL this is immediate.
             let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
             let complete = drain(&mut readers, cx.limits.drain_deadline).await;
-            let mut partial = combine(&out.finish(), &err.finish());
+            let (stdout, stderr) = tokio::join!(
+                out.finish(SPILL_CLOSE_DEADLINE),
+                err.finish(SPILL_CLOSE_DEADLINE)
+            );
+            let mut partial = combine(&stdout, &stderr);
             if !complete {
                 push_line(
                     &mut partial,
@@ -311,13 +351,23 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             let complete = drain(&mut readers, cx.limits.drain_deadline).await;
             // Whatever is still running in the group was started in the background on purpose
             // (or holds our pipe): leave it running, but make sure the session can stop it.
-            let background = group_alive(pgid);
-            if background {
-                cx.processes.register(pgid, inp.command.clone());
+            // Looking for it reads /proc, so it is done off the worker.
+            let processes = cx.processes.clone();
+            let command = inp.command.clone();
+            let tracked = tokio::task::spawn_blocking(move || {
+                if group_alive(pgid) {
+                    processes.register(pgid, command);
+                }
+            })
+            .await;
+            // Should the look fail, the guard stops the group: nothing may run untracked.
+            if tracked.is_ok() {
+                guard.disarm();
             }
-            guard.disarm();
-            let stdout = out.finish();
-            let stderr = err.finish();
+            let (stdout, stderr) = tokio::join!(
+                out.finish(SPILL_CLOSE_DEADLINE),
+                err.finish(SPILL_CLOSE_DEADLINE)
+            );
             let mut text = combine(&stdout, &stderr);
             if !complete {
                 push_line(
@@ -385,6 +435,32 @@ fn finish_exited(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            BashTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "description": "The command line to run with `bash -c`."
+                    },
+                    "timeout": {
+                        "type": "number",
+                        "description": "How long the command may run, in milliseconds (default 120000, at most 600000)."
+                    },
+                    "description": {
+                        "type": "string",
+                        "description": "A few words saying what the command does, shown to the user."
+                    }
+                },
+                "required": ["command"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     #[test]
     fn timeout_clamping() {

@@ -2,14 +2,14 @@
 
 use std::io;
 use std::path::Path;
-use std::time::Instant;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::{numbered, write_atomic};
-use crate::input::{self, Field, Kind};
-use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
+use crate::fsutil::{job_failed, numbered, run_blocking, write_atomic, Cancelled};
+use crate::input::{input_schema, parse_input, InputError};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Replaces exact text in a file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -25,31 +25,17 @@ current text exactly, including whitespace and indentation, and must occur exact
 surrounding lines to make it unique) unless `replace_all` is true. Read the file first so you \
 copy the text exactly as it is. The write is atomic. To create a new file, use Write.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "file_path",
-        Kind::Str,
-        "the file to edit: an absolute path, or one relative to the working directory",
-    ),
-    Field::req("old_string", Kind::Str, "the exact text to replace"),
-    Field::req(
-        "new_string",
-        Kind::Str,
-        "the text to put in its place (must differ from `old_string`)",
-    ),
-    Field::opt(
-        "replace_all",
-        Kind::Bool,
-        "replace every occurrence of `old_string` instead of exactly one (default false)",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Edit's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The file to edit: an absolute path, or one relative to the working directory.
     file_path: String,
+    /// The exact text to replace.
     old_string: String,
+    /// The text to put in its place (must differ from `old_string`).
     new_string: String,
-    #[serde(default)]
+    /// Replace every occurrence of `old_string` instead of exactly one (default false).
     replace_all: Option<bool>,
 }
 
@@ -66,7 +52,7 @@ impl Tool for EditTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -75,51 +61,43 @@ impl Tool for EditTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let begun = Instant::now();
-            let inp: Input = match input::parse("Edit", &input, FIELDS) {
+            let inp: Input = match parse_input("Edit", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return e.into(),
             };
             if inp.old_string.is_empty() {
-                return ToolOutcome::failed(
-                    "Invalid input for Edit: `old_string` is empty. Give the exact text to \
-                     replace; to create a new file, use Write.",
-                );
+                let rule = "`old_string` is empty. Give the exact text to replace; to create a \
+                            new file, use Write.";
+                return InputError::rule("Edit", rule).into();
             }
             if inp.old_string == inp.new_string {
-                return ToolOutcome::failed(
-                    "Invalid input for Edit: `old_string` and `new_string` are identical, so \
-                     there is nothing to change.",
-                );
-            }
-            if cx.cancel.is_cancelled() {
-                return cx.stopped(false, String::new(), begun.elapsed(), 0);
+                let rule = "`old_string` and `new_string` are identical, so there is nothing to \
+                            change.";
+                return InputError::rule("Edit", rule).into();
             }
             let path = cx.resolve(&inp.file_path);
-            // Not raced against the cancel token: short and atomic (see Write).
-            tokio::task::spawn_blocking(move || edit_file(&path, &inp))
-                .await
-                .unwrap_or_else(|e| ToolOutcome::failed(format!("Internal error in Edit: {e}")))
+            // What a stop means for the file: see Write.
+            run_blocking(&cx, move |cancel| edit_file(&path, &inp, &cancel)).await
         })
     }
 }
 
-fn edit_file(path: &Path, inp: &Input) -> ToolOutcome {
+fn edit_file(path: &Path, inp: &Input, cancel: &CancelToken) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return ToolOutcome::failed(format!(
+            return job_failed(format!(
                 "File does not exist: {shown}. To create a new file, use Write."
             ))
         }
         Err(_) if path.is_dir() => {
-            return ToolOutcome::failed(format!("{shown} is a directory, not a file."))
+            return job_failed(format!("{shown} is a directory, not a file."))
         }
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     let Ok(content) = String::from_utf8(bytes) else {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "{shown} is not UTF-8 text; Edit only changes text files."
         ));
     };
@@ -138,13 +116,13 @@ fn edit_file(path: &Path, inp: &Input) -> ToolOutcome {
     }
     let replace_all = inp.replace_all.unwrap_or(false);
     if count == 0 {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "The text to replace was not found in {shown}. Read the file to get its current \
              text and copy `old_string` exactly (whitespace and indentation must match)."
         ));
     }
     if count > 1 && !replace_all {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "`old_string` occurs {count} times in {shown}. Include more surrounding lines to \
              make it unique, or set `replace_all` to true to replace every occurrence."
         ));
@@ -155,18 +133,18 @@ fn edit_file(path: &Path, inp: &Input) -> ToolOutcome {
     } else {
         content.replacen(old.as_str(), &new, 1)
     };
-    if let Err(e) = write_atomic(path, updated.as_bytes()) {
-        return ToolOutcome::failed(format!("Cannot write {shown}: {e}"));
+    if let Err(e) = write_atomic(path, updated.as_bytes(), cancel)? {
+        return job_failed(format!("Cannot write {shown}: {e}"));
     }
     let plural = if count == 1 { "" } else { "s" };
     let snippet = snippet(&updated, first, &new);
-    ToolOutcome::Ok {
+    Ok(ToolOutcome::Ok {
         content: format!("Edited {shown}: {count} replacement{plural}.\n{snippet}"),
         meta: Some(json!({
             "file_path": shown,
             "replacements": count,
         })),
-    }
+    })
 }
 
 /// Numbered lines around the first change (which starts at byte `at` and is `new` long).
@@ -189,6 +167,36 @@ fn snippet(updated: &str, at: usize, new: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            EditTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to edit: an absolute path, or one relative to the working directory."
+                    },
+                    "old_string": {
+                        "type": "string",
+                        "description": "The exact text to replace."
+                    },
+                    "new_string": {
+                        "type": "string",
+                        "description": "The text to put in its place (must differ from `old_string`)."
+                    },
+                    "replace_all": {
+                        "type": "boolean",
+                        "description": "Replace every occurrence of `old_string` instead of exactly one (default false)."
+                    }
+                },
+                "required": ["file_path", "old_string", "new_string"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     #[test]
     fn snippet_shows_context() {

@@ -15,9 +15,17 @@ pub(crate) const SNIFF_BYTES: usize = 8 * 1024;
 /// Write `data` to `path` atomically: a temporary file in the same directory, fsync, rename.
 /// A crash leaves either the old file or the new one, never half of one. Keeps the permissions
 /// of a file being replaced. A symlink is followed (its target is replaced, not the link).
-pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
+/// A cancel seen before the rename leaves the old file in place ([`Cancelled`]).
+pub(crate) fn write_atomic(
+    path: &Path,
+    data: &[u8],
+    cancel: &CancelToken,
+) -> Result<io::Result<()>, Cancelled> {
     let target = match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => fs::canonicalize(path)?,
+        Ok(m) if m.file_type().is_symlink() => match fs::canonicalize(path) {
+            Ok(target) => target,
+            Err(e) => return Ok(Err(e)),
+        },
         _ => path.to_path_buf(),
     };
     let dir = target
@@ -36,12 +44,22 @@ pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> io::Result<()> {
         }
         f.sync_all()?;
         drop(f);
-        fs::rename(&tmp, &target)
+        if cancel.is_cancelled() {
+            return Ok(Err(Cancelled));
+        }
+        fs::rename(&tmp, &target).map(Ok)
     })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+    match result {
+        Ok(Ok(())) => Ok(Ok(())),
+        Ok(Err(Cancelled)) => {
+            let _ = fs::remove_file(&tmp);
+            Err(Cancelled)
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Ok(Err(e))
+        }
     }
-    result
 }
 
 fn temp_name(target: &Path, dir: &Path) -> PathBuf {
@@ -103,25 +121,61 @@ pub(crate) fn human_size(bytes: u64) -> String {
     format!("{v:.1} {unit}")
 }
 
-/// Run `work` on the blocking pool, raced against the cancel token. `work` gets a clone of the
-/// token and should check it between units of work (files, lines) so the thread stops soon
-/// after a cancel. On cancel the result is `Stopped` (started: true, no partial output).
+/// A blocking job saw the cancel token and stopped before finishing.
+#[derive(Debug)]
+pub(crate) struct Cancelled;
+
+/// Why [`off_worker`] has no result.
+#[derive(Debug)]
+pub(crate) enum NotDone {
+    /// The token was cancelled first (the job may still be winding down).
+    Cancelled,
+    /// The job panicked.
+    Panicked(String),
+}
+
+/// Run blocking `work` (file system calls, directory walks) on the blocking pool so it never
+/// holds up an async worker, raced against `cancel`. `work` gets a clone of the token and
+/// should check it between units of work (files, lines) so the thread stops soon after a
+/// cancel. A job that has already finished wins over a cancel that comes at the same time.
+pub(crate) async fn off_worker<T, F>(cancel: &CancelToken, work: F) -> Result<T, NotDone>
+where
+    T: Send + 'static,
+    F: FnOnce(CancelToken) -> T + Send + 'static,
+{
+    let token = cancel.clone();
+    let handle = tokio::task::spawn_blocking(move || work(token));
+    tokio::select! {
+        biased;
+        res = handle => res.map_err(|e| NotDone::Panicked(e.to_string())),
+        _ = cancel.cancelled() => Err(NotDone::Cancelled),
+    }
+}
+
+/// A job's own failure (not a stop), for jobs run with [`run_blocking`].
+pub(crate) fn job_failed(message: impl Into<String>) -> Result<ToolOutcome, Cancelled> {
+    Ok(ToolOutcome::failed(message))
+}
+
+/// [`off_worker`] for a tool's whole job. A call whose token is already cancelled never starts
+/// (`Stopped`, started: false); one cancelled while the job runs, or whose job gave up on the
+/// token, is `Stopped` with started: true and no partial output.
 pub(crate) async fn run_blocking<F>(cx: &ToolContext, work: F) -> ToolOutcome
 where
-    F: FnOnce(CancelToken) -> ToolOutcome + Send + 'static,
+    F: FnOnce(CancelToken) -> Result<ToolOutcome, Cancelled> + Send + 'static,
 {
     let begun = Instant::now();
     if cx.cancel.is_cancelled() {
         return cx.stopped(false, String::new(), begun.elapsed(), 0);
     }
-    let token = cx.cancel.clone();
-    let handle = tokio::task::spawn_blocking(move || work(token));
-    tokio::select! {
-        res = handle => match res {
-            Ok(outcome) => outcome,
-            Err(e) => ToolOutcome::failed(format!("Internal error in the tool: {e}")),
-        },
-        _ = cx.cancel.cancelled() => cx.stopped(true, String::new(), begun.elapsed(), 0),
+    match off_worker(&cx.cancel, work).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(Cancelled)) | Err(NotDone::Cancelled) => {
+            cx.stopped(true, String::new(), begun.elapsed(), 0)
+        }
+        Err(NotDone::Panicked(e)) => {
+            ToolOutcome::failed(format!("Internal error in the tool: {e}"))
+        }
     }
 }
 
@@ -152,7 +206,9 @@ mod tests {
         let p = dir.path().join("f.sh");
         fs::write(&p, "old").unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
-        write_atomic(&p, b"new").unwrap();
+        write_atomic(&p, b"new", &CancelToken::new())
+            .unwrap()
+            .unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "new");
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
@@ -169,12 +225,45 @@ mod tests {
         let link = dir.path().join("link.txt");
         fs::write(&real, "old").unwrap();
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        write_atomic(&link, b"new").unwrap();
+        write_atomic(&link, b"new", &CancelToken::new())
+            .unwrap()
+            .unwrap();
         assert!(fs::symlink_metadata(&link)
             .unwrap()
             .file_type()
             .is_symlink());
         assert_eq!(fs::read_to_string(&real).unwrap(), "new");
+    }
+
+    #[test]
+    fn cancelled_write_keeps_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.txt");
+        fs::write(&p, "old").unwrap();
+        let cancel = CancelToken::new();
+        cancel.cancel(crate::CancelReason::UserInterrupted);
+        assert!(write_atomic(&p, b"new", &cancel).is_err());
+        assert_eq!(fs::read_to_string(&p).unwrap(), "old");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[tokio::test]
+    async fn job_that_gives_up_is_stopped() {
+        let cx = ToolContext::new(".", CancelToken::new());
+        let token = cx.cancel.clone();
+        let out = run_blocking(&cx, move |_| {
+            token.cancel(crate::CancelReason::SiblingError);
+            Err(Cancelled)
+        })
+        .await;
+        assert!(matches!(
+            out,
+            ToolOutcome::Stopped {
+                reason: crate::CancelReason::SiblingError,
+                started: true,
+                ..
+            }
+        ));
     }
 
     #[tokio::test]
@@ -191,7 +280,7 @@ mod tests {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 let _ = done_tx.send(());
-                ToolOutcome::ok("finished")
+                Ok(ToolOutcome::ok("finished"))
             })
             .await
         });

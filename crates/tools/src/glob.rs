@@ -6,11 +6,12 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 
 use globset::{GlobBuilder, GlobMatcher};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::run_blocking;
-use crate::input::{self, Field, Kind};
+use crate::fsutil::{job_failed, run_blocking, Cancelled};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Finds files by glob pattern.
@@ -26,22 +27,13 @@ directory level, `**` crosses any number. Files ignored by .gitignore or .ignore
 directories are skipped. Returns absolute paths, most recently modified first, at most 200. To \
 search file contents, use Grep.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "pattern",
-        Kind::Str,
-        "the glob to match against paths relative to `path`, e.g. `**/*.rs`",
-    ),
-    Field::opt(
-        "path",
-        Kind::Str,
-        "the directory to search in (default: the working directory)",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Glob's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The glob to match against paths relative to `path`, e.g. `**/*.rs`.
     pattern: String,
+    /// The directory to search in (default: the working directory).
     path: Option<String>,
 }
 
@@ -58,7 +50,7 @@ impl Tool for GlobTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -67,31 +59,19 @@ impl Tool for GlobTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match input::parse("Glob", &input, FIELDS) {
+            let inp: Input = match parse_input("Glob", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return e.into(),
             };
             if inp.pattern.trim().is_empty() {
-                return ToolOutcome::failed(
-                    "Invalid input for Glob: `pattern` is empty; give a glob such as `**/*.rs`.",
-                );
+                let rule = "`pattern` is empty; give a glob such as `**/*.rs`.";
+                return InputError::rule("Glob", rule).into();
             }
             let base = match inp.path.as_deref().filter(|p| !p.is_empty()) {
                 Some(p) => cx.resolve(p),
                 None => cx.cwd.clone(),
             };
             let (base, pattern) = split_absolute(base, &inp.pattern);
-            if !base.is_dir() {
-                let what = if base.exists() {
-                    "is not a directory"
-                } else {
-                    "does not exist"
-                };
-                return ToolOutcome::failed(format!(
-                    "The search directory {} {what}. Give `path` as an existing directory.",
-                    show(&base)
-                ));
-            }
             let matcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
                 Ok(g) => g.compile_matcher(),
                 Err(e) => {
@@ -104,6 +84,17 @@ impl Tool for GlobTool {
             let hidden_ok = mentions_hidden(&pattern);
             let shown_pattern = inp.pattern.clone();
             run_blocking(&cx, move |cancel| {
+                if !base.is_dir() {
+                    let what = if base.exists() {
+                        "is not a directory"
+                    } else {
+                        "does not exist"
+                    };
+                    return job_failed(format!(
+                        "The search directory {} {what}. Give `path` as an existing directory.",
+                        show(&base)
+                    ));
+                }
                 find(&base, &matcher, hidden_ok, &cancel, &shown_pattern)
             })
             .await
@@ -143,7 +134,7 @@ fn find(
     hidden_ok: bool,
     cancel: &CancelToken,
     pattern: &str,
-) -> ToolOutcome {
+) -> Result<ToolOutcome, Cancelled> {
     let walker = ignore::WalkBuilder::new(base)
         .hidden(!hidden_ok)
         .require_git(false)
@@ -155,7 +146,7 @@ fn find(
     let mut total = 0usize;
     for entry in walker {
         if cancel.is_cancelled() {
-            return ToolOutcome::failed("cancelled");
+            return Err(Cancelled);
         }
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -180,10 +171,10 @@ fn find(
         }
     }
     if total == 0 {
-        return ToolOutcome::Ok {
+        return Ok(ToolOutcome::Ok {
             content: format!("No files matched {pattern} under {}", show(base)),
             meta: Some(json!({ "num_files": 0, "truncated": false })),
-        };
+        });
     }
     let shown: Vec<String> = best
         .into_sorted_vec()
@@ -197,10 +188,10 @@ fn find(
             total - shown.len()
         ));
     }
-    ToolOutcome::Ok {
+    Ok(ToolOutcome::Ok {
         content: text,
         meta: Some(json!({ "num_files": total, "truncated": total > shown.len() })),
-    }
+    })
 }
 
 /// `path` without `.` components (the walk root may be relative to nothing if cwd was).
@@ -213,6 +204,28 @@ fn absolute(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            GlobTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "The glob to match against paths relative to `path`, e.g. `**/*.rs`."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "The directory to search in (default: the working directory)."
+                    }
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     #[test]
     fn absolute_patterns_split() {

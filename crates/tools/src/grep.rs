@@ -6,11 +6,12 @@ use std::time::SystemTime;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::run_blocking;
-use crate::input::{self, Field, Kind};
+use crate::fsutil::{job_failed, run_blocking, Cancelled};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Searches file contents with a regular expression.
@@ -28,89 +29,49 @@ with `glob` (e.g. `*.rs`, `src/**/*.ts`) or `type` (e.g. rust, py, js). `output_
 (matching lines as path:line:text, with optional context lines) or \"count\" (path:count). \
 Use this instead of running grep or rg through Bash.";
 
-const MODES: &[&str] = &["content", "files_with_matches", "count"];
-
-const FIELDS: &[Field] = &[
-    Field::req("pattern", Kind::Str, "the regular expression to search for"),
-    Field::opt(
-        "path",
-        Kind::Str,
-        "the file or directory to search (default: the working directory)",
-    ),
-    Field::opt(
-        "glob",
-        Kind::Str,
-        "only search files matching this glob, e.g. `*.rs` or `src/**/*.{ts,tsx}`",
-    ),
-    Field::opt(
-        "type",
-        Kind::Str,
-        "only search files of this type, e.g. rust, py, js, ts, go, java, md",
-    ),
-    Field::opt(
-        "output_mode",
-        Kind::Str,
-        "what to return: \"files_with_matches\" (default), \"content\" or \"count\"",
-    )
-    .one_of(MODES),
-    Field::opt("-i", Kind::Bool, "ignore case"),
-    Field::opt(
-        "-n",
-        Kind::Bool,
-        "show line numbers in content mode (default true)",
-    ),
-    Field::opt(
-        "-A",
-        Kind::Int,
-        "lines of context to show after each match (content mode)",
-    ),
-    Field::opt(
-        "-B",
-        Kind::Int,
-        "lines of context to show before each match (content mode)",
-    ),
-    Field::opt(
-        "-C",
-        Kind::Int,
-        "lines of context to show before and after each match (content mode)",
-    ),
-    Field::opt(
-        "multiline",
-        Kind::Bool,
-        "let `.` match newlines and patterns span lines (default false)",
-    ),
-    Field::opt(
-        "head_limit",
-        Kind::Int,
-        "return at most this many lines (content) or entries (other modes)",
-    ),
-];
-
-#[derive(Deserialize)]
+/// Grep's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The regular expression to search for.
     pattern: String,
+    /// The file or directory to search (default: the working directory).
     path: Option<String>,
+    /// Only search files matching this glob, e.g. `*.rs` or `src/**/*.{ts,tsx}`.
     glob: Option<String>,
+    /// Only search files of this type, e.g. rust, py, js, ts, go, java, md.
     #[serde(rename = "type")]
     file_type: Option<String>,
-    output_mode: Option<String>,
+    /// What to return: "files_with_matches" (default), "content" or "count".
+    output_mode: Option<Mode>,
+    /// Ignore case.
     #[serde(rename = "-i")]
     ignore_case: Option<bool>,
+    /// Show line numbers in content mode (default true).
     #[serde(rename = "-n")]
     line_numbers: Option<bool>,
+    /// Lines of context to show after each match (content mode).
     #[serde(rename = "-A")]
     after: Option<i64>,
+    /// Lines of context to show before each match (content mode).
     #[serde(rename = "-B")]
     before: Option<i64>,
+    /// Lines of context to show before and after each match (content mode).
     #[serde(rename = "-C")]
     context: Option<i64>,
+    /// Let `.` match newlines and patterns span lines (default false).
     multiline: Option<bool>,
+    /// Return at most this many lines (content) or entries (other modes).
     head_limit: Option<i64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a search returns (the field's doc above is what the model reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 enum Mode {
     Content,
+    #[default]
+    #[serde(rename = "files_with_matches")]
     Files,
     Count,
 }
@@ -143,7 +104,7 @@ impl Tool for GrepTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -161,38 +122,29 @@ impl Tool for GrepTool {
     }
 }
 
+/// The message for input that breaks one of Grep's own rules.
+fn rule(sentence: impl Into<String>) -> String {
+    InputError::rule("Grep", sentence).to_string()
+}
+
 fn nonneg(name: &str, v: Option<i64>) -> Result<Option<usize>, String> {
     match v {
-        Some(n) if n < 0 => Err(format!(
-            "Invalid input for Grep: `{name}` must be 0 or more, not {n}."
-        )),
+        Some(n) if n < 0 => Err(rule(format!("`{name}` must be 0 or more, not {n}."))),
         Some(n) => Ok(Some(n as usize)),
         None => Ok(None),
     }
 }
 
 fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
-    let inp: Input = input::parse("Grep", input, FIELDS)?;
+    let inp: Input = parse_input("Grep", input).map_err(|e| e.to_string())?;
     if inp.pattern.is_empty() {
-        return Err(
-            "Invalid input for Grep: `pattern` is empty; give a regular expression.".into(),
-        );
+        return Err(rule("`pattern` is empty; give a regular expression."));
     }
-    let mode = match inp.output_mode.as_deref() {
-        Some("content") => Mode::Content,
-        Some("count") => Mode::Count,
-        _ => Mode::Files,
-    };
+    let mode = inp.output_mode.unwrap_or_default();
     let root = match inp.path.as_deref().filter(|p| !p.is_empty()) {
         Some(p) => cx.resolve(p),
         None => cx.cwd.clone(),
     };
-    if !root.exists() {
-        return Err(format!(
-            "The search path {} does not exist. Give `path` as an existing file or directory.",
-            show(&root)
-        ));
-    }
     let multiline = inp.multiline.unwrap_or(false);
     let mut mb = RegexMatcherBuilder::new();
     mb.case_insensitive(inp.ignore_case.unwrap_or(false))
@@ -236,10 +188,10 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
             tb.add_defaults();
             tb.select(t);
             Some(tb.build().map_err(|_| {
-                format!(
-                    "Invalid input for Grep: unknown file `type` \"{t}\". Use a name such as \
-                     rust, py, js, ts, go, java, c, cpp, md, json, yaml, or use `glob` instead."
-                )
+                rule(format!(
+                    "unknown file `type` \"{t}\". Use a name such as rust, py, js, ts, go, \
+                     java, c, cpp, md, json, yaml, or use `glob` instead."
+                ))
             })?)
         }
         None => None,
@@ -272,18 +224,14 @@ impl Globs {
         let mut paths = GlobSetBuilder::new();
         for g in spec.split_whitespace() {
             let g = g.trim_start_matches("./");
-            let glob = Glob::new(g)
-                .map_err(|e| format!("Invalid input for Grep: bad `glob` \"{g}\": {e}"))?;
+            let glob = Glob::new(g).map_err(|e| rule(format!("bad `glob` \"{g}\": {e}")))?;
             if g.contains('/') {
                 paths.add(glob);
             } else {
                 names.add(glob);
             }
         }
-        let build = |b: GlobSetBuilder| {
-            b.build()
-                .map_err(|e| format!("Invalid input for Grep: bad `glob`: {e}"))
-        };
+        let build = |b: GlobSetBuilder| b.build().map_err(|e| rule(format!("bad `glob`: {e}")));
         Ok(Globs {
             names: build(names)?,
             paths: build(paths)?,
@@ -339,7 +287,13 @@ impl Out {
 }
 
 impl Search {
-    fn run(mut self, cancel: &CancelToken) -> ToolOutcome {
+    fn run(mut self, cancel: &CancelToken) -> Result<ToolOutcome, Cancelled> {
+        if !self.root.exists() {
+            return job_failed(format!(
+                "The search path {} does not exist. Give `path` as an existing file or directory.",
+                show(&self.root)
+            ));
+        }
         let mut out = Out {
             lines: Vec::new(),
             bytes: 0,
@@ -351,7 +305,7 @@ impl Search {
         let mut matched_files = 0usize;
         for path in self.files() {
             if cancel.is_cancelled() {
-                return ToolOutcome::failed("cancelled");
+                return Err(Cancelled);
             }
             let shown = show(&path);
             let mut sink = FileSink {
@@ -406,10 +360,10 @@ impl Search {
             }
         }
         if out.lines.is_empty() {
-            return ToolOutcome::Ok {
+            return Ok(ToolOutcome::Ok {
                 content: format!("No matches for {} in {}", self.pattern, show(&self.root)),
                 meta: Some(json!({ "num_files": 0, "num_lines": 0 })),
-            };
+            });
         }
         let num_lines = out.lines.len();
         let mut text = out.lines.join("\n");
@@ -417,10 +371,10 @@ impl Search {
             text.push('\n');
             text.push_str(&note);
         }
-        ToolOutcome::Ok {
+        Ok(ToolOutcome::Ok {
             content: text,
             meta: Some(json!({ "num_files": matched_files, "num_lines": num_lines })),
-        }
+        })
     }
 
     /// The files to search: `root` itself if it is a file, else a gitignore-aware walk.
@@ -528,5 +482,73 @@ impl Sink for FileSink<'_> {
     fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
         self.binary = true;
         Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            GrepTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "The regular expression to search for."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "The file or directory to search (default: the working directory)."
+                    },
+                    "glob": {
+                        "type": "string",
+                        "description": "Only search files matching this glob, e.g. `*.rs` or `src/**/*.{ts,tsx}`."
+                    },
+                    "type": {
+                        "type": "string",
+                        "description": "Only search files of this type, e.g. rust, py, js, ts, go, java, md."
+                    },
+                    "output_mode": {
+                        "type": "string",
+                        "description": "What to return: \"files_with_matches\" (default), \"content\" or \"count\".",
+                        "enum": ["content", "files_with_matches", "count"]
+                    },
+                    "-i": {
+                        "type": "boolean",
+                        "description": "Ignore case."
+                    },
+                    "-n": {
+                        "type": "boolean",
+                        "description": "Show line numbers in content mode (default true)."
+                    },
+                    "-A": {
+                        "type": "integer",
+                        "description": "Lines of context to show after each match (content mode)."
+                    },
+                    "-B": {
+                        "type": "integer",
+                        "description": "Lines of context to show before each match (content mode)."
+                    },
+                    "-C": {
+                        "type": "integer",
+                        "description": "Lines of context to show before and after each match (content mode)."
+                    },
+                    "multiline": {
+                        "type": "boolean",
+                        "description": "Let `.` match newlines and patterns span lines (default false)."
+                    },
+                    "head_limit": {
+                        "type": "integer",
+                        "description": "Return at most this many lines (content) or entries (other modes)."
+                    }
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        );
     }
 }

@@ -27,6 +27,7 @@ pub use cancel::CancelToken;
 pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
+pub use input::{input_schema, parse_input, InputError, InputProblem};
 pub use keel_protocol::CancelReason;
 pub use process::ProcessRegistry;
 pub use read::ReadTool;
@@ -304,6 +305,13 @@ impl ToolOutcome {
             ToolOutcome::Failed { message, .. } => message,
             ToolOutcome::Stopped { partial, .. } => partial,
         }
+    }
+}
+
+/// Refused input is a failed call whose message is the error's text.
+impl From<InputError> for ToolOutcome {
+    fn from(e: InputError) -> Self {
+        ToolOutcome::failed(e.to_string())
     }
 }
 

@@ -1,17 +1,26 @@
 //! Bounded capture of a byte stream: the first `head` bytes, the last `tail` bytes, and the count
 //! of everything. Memory stays bounded however much a command prints. When something had to be
-//! dropped, the full stream can be spilled to a file (opened lazily, at the first dropped byte).
+//! dropped, the full stream can be saved to a spill file: [`HeadTail`] says which bytes the file
+//! needs (none until the first dropped byte), and [`SpillFile`] writes them on the blocking pool,
+//! so a slow disk never stalls an async worker.
 
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// The most a spill file may hold; past this the file is cut off (and the marker says so).
 pub const SPILL_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// When cutting the kept head/tail back to a line boundary, how far we are willing to look.
 const LINE_ALIGN_WINDOW: usize = 512;
+
+/// Pieces queued for a spill file before the stream's reader waits for the disk.
+const SPILL_QUEUE: usize = 64;
 
 /// Head + tail capture of one stream.
 #[derive(Debug)]
@@ -28,16 +37,26 @@ pub struct HeadTail {
 #[derive(Debug)]
 enum Spill {
     Off,
-    Pending(PathBuf),
-    Open {
+    /// Wanted at this path once something has to be dropped.
+    Wanted(PathBuf),
+    /// Bytes are being handed out for the file; `sent` counts them.
+    Started {
         path: PathBuf,
-        file: BufWriter<File>,
-        written: u64,
+        sent: u64,
     },
-    Failed {
-        path: PathBuf,
-        error: String,
-    },
+    /// The file is closed.
+    Done(SpillReport),
+}
+
+/// How saving the full stream to a spill file went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpillReport {
+    /// The spill file.
+    pub path: PathBuf,
+    /// Bytes that reached the file.
+    pub written: u64,
+    /// Why the file is incomplete, if it is for another reason than [`SPILL_MAX_BYTES`].
+    pub error: Option<String>,
 }
 
 impl HeadTail {
@@ -56,12 +75,14 @@ impl HeadTail {
 
     /// Save the full stream to `path` if anything has to be dropped.
     pub fn with_spill(mut self, path: PathBuf) -> Self {
-        self.spill = Spill::Pending(path);
+        self.spill = Spill::Wanted(path);
         self
     }
 
-    /// Append bytes.
-    pub fn push(&mut self, mut data: &[u8]) {
+    /// Append bytes. Returns the bytes to append to the spill file, if one is wanted: none while
+    /// the whole stream is still kept, everything so far at the first dropped byte, then each
+    /// new piece, up to [`SPILL_MAX_BYTES`] in all.
+    pub fn push(&mut self, mut data: &[u8]) -> Option<Vec<u8>> {
         self.total += data.len() as u64;
         if self.head.len() < self.head_cap {
             let n = (self.head_cap - self.head.len()).min(data.len());
@@ -69,13 +90,29 @@ impl HeadTail {
             data = &data[n..];
         }
         if data.is_empty() {
-            return;
+            return None;
         }
+        let mut for_spill = None;
         if !self.dropped && self.tail.len() + data.len() > self.tail_cap {
             self.dropped = true;
-            self.open_spill();
+            if let Spill::Wanted(path) = &self.spill {
+                let mut all = self.head.clone();
+                all.extend(&self.tail);
+                self.spill = Spill::Started {
+                    path: path.clone(),
+                    sent: 0,
+                };
+                for_spill = Some(all);
+            }
         }
-        self.write_spill(data);
+        if let Spill::Started { sent, .. } = &mut self.spill {
+            let mut bytes = for_spill.unwrap_or_default();
+            bytes.extend_from_slice(data);
+            let room = SPILL_MAX_BYTES.saturating_sub(*sent);
+            bytes.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+            *sent += bytes.len() as u64;
+            for_spill = (!bytes.is_empty()).then_some(bytes);
+        }
         if data.len() >= self.tail_cap {
             self.tail.clear();
             self.tail.extend(&data[data.len() - self.tail_cap..]);
@@ -84,6 +121,7 @@ impl HeadTail {
             self.tail.drain(..overflow);
             self.tail.extend(data);
         }
+        for_spill
     }
 
     /// Total bytes seen.
@@ -96,79 +134,18 @@ impl HeadTail {
         self.dropped
     }
 
-    /// Flush the spill file, if one was opened.
-    pub fn flush(&mut self) {
-        if let Spill::Open { file, path, .. } = &mut self.spill {
-            if let Err(e) = file.flush() {
-                let path = path.clone();
-                self.spill = Spill::Failed {
-                    path,
-                    error: e.to_string(),
-                };
-            }
-        }
-    }
-
-    /// The path of the spill file, if the full stream was saved.
-    pub fn spill_path(&self) -> Option<&PathBuf> {
+    /// The path of the spill file, once bytes were handed out for it.
+    pub fn spill_path(&self) -> Option<&Path> {
         match &self.spill {
-            Spill::Open { path, .. } => Some(path),
-            _ => None,
+            Spill::Started { path, .. } => Some(path),
+            Spill::Done(report) => Some(&report.path),
+            Spill::Off | Spill::Wanted(_) => None,
         }
     }
 
-    fn open_spill(&mut self) {
-        let Spill::Pending(path) = &self.spill else {
-            return;
-        };
-        let path = path.clone();
-        let opened = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| File::create(&path))
-            .and_then(|f| {
-                let mut w = BufWriter::with_capacity(64 * 1024, f);
-                w.write_all(&self.head)?;
-                let (a, b) = self.tail.as_slices();
-                w.write_all(a)?;
-                w.write_all(b)?;
-                Ok(w)
-            });
-        self.spill = match opened {
-            Ok(file) => Spill::Open {
-                path,
-                file,
-                written: (self.head.len() + self.tail.len()) as u64,
-            },
-            Err(e) => Spill::Failed {
-                path,
-                error: e.to_string(),
-            },
-        };
-    }
-
-    fn write_spill(&mut self, data: &[u8]) {
-        if let Spill::Open {
-            file,
-            written,
-            path,
-        } = &mut self.spill
-        {
-            let room = SPILL_MAX_BYTES.saturating_sub(*written) as usize;
-            let n = room.min(data.len());
-            if n == 0 {
-                return;
-            }
-            if let Err(e) = file.write_all(&data[..n]) {
-                let path = path.clone();
-                self.spill = Spill::Failed {
-                    path,
-                    error: e.to_string(),
-                };
-                return;
-            }
-            *written += n as u64;
-        }
+    /// Record how writing the spill file ended, for the marker.
+    pub fn spill_done(&mut self, report: SpillReport) {
+        self.spill = Spill::Done(report);
     }
 
     /// The kept text: lossy UTF-8, `\r` progress lines collapsed, and a marker line where
@@ -195,23 +172,110 @@ impl HeadTail {
 
     fn marker(&self, omitted: u64) -> String {
         match &self.spill {
-            Spill::Open { path, written, .. } if *written < self.total => format!(
-                "[... {omitted} bytes omitted; the first {written} bytes of the output were saved to {} ...]",
-                path.display()
-            ),
-            Spill::Open { path, .. } => format!(
-                "[... {omitted} bytes omitted; full output saved to {} ...]",
-                path.display()
-            ),
-            Spill::Failed { path, error } => format!(
+            Spill::Done(SpillReport {
+                path,
+                error: Some(error),
+                ..
+            }) => format!(
                 "[... {omitted} bytes omitted; the full output could not be saved to {}: {error} ...]",
                 path.display()
             ),
-            Spill::Off | Spill::Pending(_) => {
+            Spill::Done(SpillReport { path, written, .. }) if *written < self.total => format!(
+                "[... {omitted} bytes omitted; the first {written} bytes of the output were saved to {} ...]",
+                path.display()
+            ),
+            Spill::Done(SpillReport { path, .. }) => format!(
+                "[... {omitted} bytes omitted; full output saved to {} ...]",
+                path.display()
+            ),
+            // Rendered before the writer reported: nothing is promised about the file.
+            Spill::Started { path, .. } => format!(
+                "[... {omitted} bytes omitted; the full output is being saved to {} ...]",
+                path.display()
+            ),
+            Spill::Off | Spill::Wanted(_) => {
                 format!("[... {omitted} bytes omitted; the full output was not kept ...]")
             }
         }
     }
+}
+
+/// A spill file written on the blocking pool. Bytes reach it through a bounded queue, so a disk
+/// slower than the command slows the reading of the command's output instead of growing memory.
+#[derive(Debug)]
+pub struct SpillFile {
+    path: PathBuf,
+    tx: mpsc::Sender<Vec<u8>>,
+    job: JoinHandle<SpillReport>,
+}
+
+impl SpillFile {
+    /// Start writing `path` (creating its directory). Must be called within a tokio runtime.
+    pub fn create(path: PathBuf) -> Self {
+        let (tx, rx) = mpsc::channel(SPILL_QUEUE);
+        let target = path.clone();
+        let job = tokio::task::spawn_blocking(move || write_spill(target, rx));
+        Self { path, tx, job }
+    }
+
+    /// A handle that queues bytes for the file (it waits while the queue is full).
+    pub fn sender(&self) -> mpsc::Sender<Vec<u8>> {
+        self.tx.clone()
+    }
+
+    /// Close the queue and wait, at most `deadline`, for the file to be written and flushed.
+    /// Every handle from [`sender`](Self::sender) must be dropped for the file to be closed.
+    pub async fn finish(self, deadline: Duration) -> SpillReport {
+        drop(self.tx);
+        match tokio::time::timeout(deadline, self.job).await {
+            Ok(Ok(report)) => report,
+            Ok(Err(e)) => SpillReport {
+                path: self.path,
+                written: 0,
+                error: Some(format!("the writer failed: {e}")),
+            },
+            Err(_) => SpillReport {
+                path: self.path,
+                written: 0,
+                error: Some(format!(
+                    "writing it took longer than {} ms",
+                    deadline.as_millis()
+                )),
+            },
+        }
+    }
+}
+
+/// The blocking side of [`SpillFile`]: write what arrives until every sender is gone.
+fn write_spill(path: PathBuf, mut rx: mpsc::Receiver<Vec<u8>>) -> SpillReport {
+    let mut report = SpillReport {
+        path,
+        written: 0,
+        error: None,
+    };
+    let opened = report
+        .path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| File::create(&report.path));
+    let mut file = match opened {
+        Ok(f) => BufWriter::with_capacity(64 * 1024, f),
+        Err(e) => {
+            report.error = Some(e.to_string());
+            return report;
+        }
+    };
+    while let Some(bytes) = rx.blocking_recv() {
+        if let Err(e) = file.write_all(&bytes) {
+            report.error = Some(e.to_string());
+            return report;
+        }
+        report.written += bytes.len() as u64;
+    }
+    if let Err(e) = file.flush() {
+        report.error = Some(e.to_string());
+    }
+    report
 }
 
 /// The head, cut back to the end of its last complete line (if one ends near the end) and never
@@ -304,30 +368,76 @@ mod tests {
         assert!(r.contains("[... 16 bytes omitted"), "{r}");
     }
 
-    #[test]
-    fn spills_everything_when_truncated() {
+    /// Push `pieces` the way a stream reader does, spilling what `push` hands out.
+    async fn capture(mut h: HeadTail, pieces: &[&[u8]]) -> HeadTail {
+        let mut file = None;
+        for p in pieces {
+            if let Some(bytes) = h.push(p) {
+                let path = h.spill_path().unwrap().to_path_buf();
+                let f = file.get_or_insert_with(|| SpillFile::create(path));
+                let _ = f.sender().send(bytes).await;
+            }
+        }
+        if let Some(f) = file {
+            h.spill_done(f.finish(Duration::from_secs(20)).await);
+        }
+        h
+    }
+
+    #[tokio::test]
+    async fn spills_everything_when_truncated() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.txt");
-        let mut h = HeadTail::new(3, 3).with_spill(path.clone());
-        h.push(b"12");
-        h.push(b"345");
-        h.push(b"6789");
-        h.push(b"0");
-        h.flush();
+        let path = dir.path().join("deeper/out.txt");
+        let h = HeadTail::new(3, 3).with_spill(path.clone());
+        let h = capture(h, &[b"12", b"345", b"6789", b"0"]).await;
         assert_eq!(std::fs::read(&path).unwrap(), b"1234567890");
-        assert!(h
-            .render()
-            .contains(&format!("full output saved to {}", path.display())));
+        assert_eq!(
+            h.render(),
+            format!(
+                "123\n[... 4 bytes omitted; full output saved to {} ...]\n890",
+                path.display()
+            )
+        );
     }
 
     #[test]
-    fn no_spill_file_without_truncation() {
+    fn spill_bytes_handed_out_in_order() {
+        let mut h = HeadTail::new(3, 3).with_spill(PathBuf::from("/x"));
+        assert_eq!(h.push(b"12"), None);
+        assert_eq!(h.push(b"345"), None);
+        assert_eq!(h.push(b"6789").as_deref(), Some(&b"123456789"[..]));
+        assert_eq!(h.push(b"0").as_deref(), Some(&b"0"[..]));
+        let mut h = HeadTail::new(3, 3);
+        assert_eq!(h.push(b"1234567890"), None);
+        assert!(h.truncated());
+    }
+
+    #[tokio::test]
+    async fn no_spill_file_without_truncation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.txt");
-        let mut h = HeadTail::new(3, 3).with_spill(path.clone());
-        h.push(b"123456");
-        h.flush();
+        let h = HeadTail::new(3, 3).with_spill(path.clone());
+        let h = capture(h, &[b"123456"]).await;
         assert!(!path.exists());
+        assert_eq!(h.spill_path(), None);
+    }
+
+    #[tokio::test]
+    async fn spill_failure_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocker = dir.path().join("file");
+        std::fs::write(&blocker, "").unwrap();
+        let path = blocker.join("out.txt");
+        let h = HeadTail::new(2, 2).with_spill(path.clone());
+        let h = capture(h, &[b"123456"]).await;
+        let r = h.render();
+        assert!(
+            r.contains(&format!(
+                "the full output could not be saved to {}:",
+                path.display()
+            )),
+            "{r}"
+        );
     }
 
     #[test]

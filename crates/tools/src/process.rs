@@ -46,38 +46,29 @@ pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result
 /// process — so spawn from a tokio worker, never from a `spawn_blocking` thread (those exit when
 /// idle); and it reaches only the direct child: grandchildren are covered by the group kill and
 /// by [`ProcessRegistry`].
-#[allow(unsafe_code)]
 fn own_session_and_die_with_parent(cmd: &mut Command) {
-    // Captured before fork: in the child, `getppid()` must still be this pid, else keel died
-    // between fork and prctl (the race PDEATHSIG has) and the child must not run.
+    // Taken before the fork: in the child, a parent pid other than this one means keel died
+    // between fork and prctl (the race PDEATHSIG has), so the command must not run.
     #[cfg(target_os = "linux")]
-    let parent = std::process::id() as libc::pid_t;
+    let keel = nix::unistd::Pid::this();
+    let in_child = move || -> io::Result<()> {
+        nix::unistd::setsid()?;
+        #[cfg(target_os = "linux")]
+        {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != keel {
+                // Failing here makes the spawn fail instead of starting an orphan.
+                return Err(nix::errno::Errno::ESRCH.into());
+            }
+        }
+        Ok(())
+    };
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed. It calls only setsid, prctl, getppid and _exit (all async-signal-safe),
-    // allocates nothing, and builds io::Error from a raw errno (no allocation).
+    // calls are allowed. It makes only the setsid, prctl and getppid system calls, allocates
+    // nothing, and its errors are raw errnos (an io::Error from an errno does not allocate).
+    #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            #[cfg(target_os = "linux")]
-            {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) == -1
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-            }
-            Ok(())
-        });
+        cmd.pre_exec(in_child);
     }
 }
 
@@ -144,27 +135,27 @@ pub async fn stop_group(pgid: i32, grace: Duration) -> usize {
     stop_groups(&[pgid], grace).await
 }
 
-/// [`stop_group`] for several groups at once (one shared grace period).
+/// [`stop_group`] for several groups at once (one shared grace period), waiting (briefly) for
+/// the killed groups to be gone.
+///
+/// Watching the groups means reading /proc every few milliseconds, so it is done on the blocking
+/// pool. Dropping the future does not stop it: the groups are still killed.
 pub async fn stop_groups(pgids: &[i32], grace: Duration) -> usize {
-    let (count, live) = terminate(pgids);
-    if live.is_empty() {
-        return count;
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && live.iter().any(|&g| group_alive(g)) {
-        tokio::time::sleep(POLL).await;
-    }
-    let killed = kill(&live);
-    let deadline = Instant::now() + AFTER_KILL;
-    while !killed.is_empty() && Instant::now() < deadline && killed.iter().any(|&g| group_alive(g))
-    {
-        tokio::time::sleep(POLL).await;
-    }
-    count
+    let pgids = pgids.to_vec();
+    let job = tokio::task::spawn_blocking(move || stop_and_wait(&pgids, grace, AFTER_KILL));
+    // The job does not panic; were it to, there is no count to give.
+    job.await.unwrap_or(0)
 }
 
-/// [`stop_groups`] for threads that may block (e.g. a `Drop` or a shutdown path without a runtime).
+/// [`stop_groups`] for threads that may block (e.g. a `Drop` or a shutdown path without a
+/// runtime). It does not wait for the killed groups to be gone.
 pub fn stop_groups_blocking(pgids: &[i32], grace: Duration) -> usize {
+    stop_and_wait(pgids, grace, Duration::ZERO)
+}
+
+/// SIGTERM, up to `grace` for the groups to empty, SIGKILL, then up to `after_kill` for the
+/// kernel to finish them off. Blocks the thread.
+fn stop_and_wait(pgids: &[i32], grace: Duration, after_kill: Duration) -> usize {
     let (count, live) = terminate(pgids);
     if live.is_empty() {
         return count;
@@ -173,7 +164,12 @@ pub fn stop_groups_blocking(pgids: &[i32], grace: Duration) -> usize {
     while Instant::now() < deadline && live.iter().any(|&g| group_alive(g)) {
         std::thread::sleep(POLL);
     }
-    kill(&live);
+    let killed = kill(&live);
+    let deadline = Instant::now() + after_kill;
+    while !killed.is_empty() && Instant::now() < deadline && killed.iter().any(|&g| group_alive(g))
+    {
+        std::thread::sleep(POLL);
+    }
     count
 }
 
@@ -230,6 +226,7 @@ impl ProcessRegistry {
     }
 
     /// Remember group `pgid` (started by `command`) so it is stopped at the end of the session.
+    /// Reads /proc (to forget dead groups): call it off the async workers.
     pub fn register(&self, pgid: i32, command: impl Into<String>) {
         if !is_signallable(pgid) {
             return;
@@ -242,7 +239,7 @@ impl ProcessRegistry {
         });
     }
 
-    /// The tracked groups that are still alive (dead ones are forgotten).
+    /// The tracked groups that are still alive (dead ones are forgotten). Reads /proc.
     pub fn live(&self) -> Vec<TrackedGroup> {
         let mut groups = self.lock();
         groups.retain(|g| group_alive(g.pgid));
@@ -274,10 +271,10 @@ impl ProcessRegistry {
 
 impl Drop for ProcessRegistry {
     fn drop(&mut self) {
+        // Signalled without looking in /proc first (a drop may happen on an async worker): a
+        // group that is already gone just makes the signal fail.
         for g in self.take() {
-            if group_alive(g) {
-                signal_group(g, Signal::SIGKILL);
-            }
+            signal_group(g, Signal::SIGKILL);
         }
     }
 }
@@ -300,7 +297,8 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if self.armed && group_alive(self.pgid) {
+        // No look in /proc first, as in the registry's drop.
+        if self.armed {
             signal_group(self.pgid, Signal::SIGKILL);
         }
     }

@@ -4,11 +4,14 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read as _};
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::{human_size, looks_binary, numbered, run_blocking, SNIFF_BYTES};
-use crate::input::{self, Field, Kind};
+use crate::fsutil::{
+    human_size, job_failed, looks_binary, numbered, run_blocking, Cancelled, SNIFF_BYTES,
+};
+use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Reads a text file with line numbers.
@@ -27,24 +30,15 @@ const DESCRIPTION: &str = "Read a text file and return its lines numbered like `
 `offset` (the first line, counting from 1) and `limit` to read another part. Very long lines are \
 cut. Binary files are refused. Read a file before editing it, so your edit matches its exact text.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "file_path",
-        Kind::Str,
-        "the file to read: an absolute path, or one relative to the working directory",
-    ),
-    Field::opt(
-        "offset",
-        Kind::Int,
-        "the line to start at, counting from 1 (default 1)",
-    ),
-    Field::opt("limit", Kind::Int, "how many lines to read (default 2000)"),
-];
-
-#[derive(Deserialize)]
+/// Read's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The file to read: an absolute path, or one relative to the working directory.
     file_path: String,
+    /// The line to start at, counting from 1 (default 1).
     offset: Option<i64>,
+    /// How many lines to read (default 2000).
     limit: Option<i64>,
 }
 
@@ -61,7 +55,7 @@ impl Tool for ReadTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -70,25 +64,23 @@ impl Tool for ReadTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match input::parse("Read", &input, FIELDS) {
+            let inp: Input = match parse_input("Read", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return e.into(),
             };
             let start = match inp.offset {
                 None | Some(0) => 1,
                 Some(n) if n < 0 => {
-                    return ToolOutcome::failed(format!(
-                        "Invalid input for Read: `offset` must be a line number from 1 up, not {n}."
-                    ))
+                    let rule = format!("`offset` must be a line number from 1 up, not {n}.");
+                    return InputError::rule("Read", rule).into();
                 }
                 Some(n) => n as usize,
             };
             let limit = match inp.limit {
                 None => DEFAULT_LIMIT,
                 Some(n) if n <= 0 => {
-                    return ToolOutcome::failed(format!(
-                        "Invalid input for Read: `limit` must be at least 1, not {n}."
-                    ))
+                    let rule = format!("`limit` must be at least 1, not {n}.");
+                    return InputError::rule("Read", rule).into();
                 }
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
             };
@@ -98,47 +90,55 @@ impl Tool for ReadTool {
     }
 }
 
-fn read_file(path: &Path, start: usize, limit: usize, cancel: &CancelToken) -> ToolOutcome {
+fn read_file(
+    path: &Path,
+    start: usize,
+    limit: usize,
+    cancel: &CancelToken,
+) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return ToolOutcome::failed(format!(
+            return job_failed(format!(
             "File does not exist: {shown}. Check the path, or use Glob to find the file by name."
         ))
         }
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     if meta.is_dir() {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
         ));
     }
     // Only a regular file's size is meaningful; a pipe or device reports 0 and must be read.
     if meta.is_file() && meta.len() == 0 {
-        return ToolOutcome::ok(format!("The file {shown} is empty (0 bytes)."));
+        return Ok(ToolOutcome::ok(format!(
+            "The file {shown} is empty (0 bytes)."
+        )));
     }
     let mut file = match File::open(path) {
         Ok(f) => f,
-        Err(e) => return ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     let mut sample = Vec::with_capacity(SNIFF_BYTES);
     if let Err(e) = (&mut file)
         .take(SNIFF_BYTES as u64)
         .read_to_end(&mut sample)
     {
-        return ToolOutcome::failed(format!("Cannot read {shown}: {e}"));
+        return job_failed(format!("Cannot read {shown}: {e}"));
     }
     if looks_binary(&sample) {
-        return ToolOutcome::failed(format!(
+        return job_failed(format!(
             "{shown} is a binary file ({}); Read only shows text files.",
             human_size(meta.len())
         ));
     }
     let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
     match number_lines(reader, start, limit, cancel) {
-        Ok(w) => render(path, start, w),
-        Err(e) => ToolOutcome::failed(format!("Cannot read {shown}: {e}")),
+        Ok(w) => Ok(render(path, start, w)),
+        Err(_) if cancel.is_cancelled() => Err(Cancelled),
+        Err(e) => job_failed(format!("Cannot read {shown}: {e}")),
     }
 }
 
@@ -278,6 +278,32 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            ReadTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to read: an absolute path, or one relative to the working directory."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "description": "The line to start at, counting from 1 (default 1)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "description": "How many lines to read (default 2000)."
+                    }
+                },
+                "required": ["file_path"],
+                "additionalProperties": false
+            }),
+        );
+    }
 
     fn lines(text: &str, start: usize, limit: usize) -> Window {
         number_lines(

@@ -1,14 +1,14 @@
 //! The Write tool: create or replace a whole file, atomically.
 
 use std::io;
-use std::time::Instant;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::write_atomic;
-use crate::input::{self, Field, Kind};
-use crate::{show, BoxFuture, Tool, ToolContext, ToolOutcome};
+use crate::fsutil::{run_blocking, write_atomic, Cancelled};
+use crate::input::{input_schema, parse_input};
+use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Creates or overwrites a file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -19,18 +19,13 @@ parent directories) or replacing it entirely. The write is atomic: the file hold
 content or the new one, never a mix. To change part of an existing file, prefer Edit; before \
 overwriting a file, Read it so nothing is lost by accident.";
 
-const FIELDS: &[Field] = &[
-    Field::req(
-        "file_path",
-        Kind::Str,
-        "the file to write: an absolute path, or one relative to the working directory",
-    ),
-    Field::req("content", Kind::Str, "the full new content of the file"),
-];
-
-#[derive(Deserialize)]
+/// Write's input.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
 struct Input {
+    /// The file to write: an absolute path, or one relative to the working directory.
     file_path: String,
+    /// The full new content of the file.
     content: String,
 }
 
@@ -47,7 +42,7 @@ impl Tool for WriteTool {
     }
 
     fn input_schema(&self) -> Value {
-        input::schema(FIELDS)
+        input_schema::<Input>()
     }
 
     fn is_read_only(&self, _input: &Value) -> bool {
@@ -56,54 +51,80 @@ impl Tool for WriteTool {
 
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let begun = Instant::now();
-            let inp: Input = match input::parse("Write", &input, FIELDS) {
+            let inp: Input = match parse_input("Write", &input) {
                 Ok(i) => i,
-                Err(m) => return ToolOutcome::failed(m),
+                Err(e) => return e.into(),
             };
-            if cx.cancel.is_cancelled() {
-                return cx.stopped(false, String::new(), begun.elapsed(), 0);
-            }
             let path = cx.resolve(&inp.file_path);
-            // Not raced against the cancel token: the write is short and atomic, and reporting
-            // "stopped" while it completes anyway would not be truthful.
-            let outcome =
-                tokio::task::spawn_blocking(move || write_file(&path, &inp.content)).await;
-            outcome.unwrap_or_else(|e| ToolOutcome::failed(format!("Internal error in Write: {e}")))
+            // A stop reported while the write completes anyway says `started: true`, which
+            // claims no more than that the file may have been written; a stop the write sees
+            // before its rename leaves the old file in place.
+            run_blocking(&cx, move |cancel| write_file(&path, &inp.content, &cancel)).await
         })
     }
 }
 
-fn write_file(path: &std::path::Path, content: &str) -> ToolOutcome {
+fn write_file(
+    path: &std::path::Path,
+    content: &str,
+    cancel: &CancelToken,
+) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let existed = match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => {
-            return ToolOutcome::failed(format!(
+            return Ok(ToolOutcome::failed(format!(
                 "{shown} is a directory; give the path of a file inside it."
-            ))
+            )))
         }
         Ok(_) => true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return ToolOutcome::failed(format!("Cannot write {shown}: {e}")),
+        Err(e) => return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}"))),
     };
     if let Some(parent) = path.parent() {
         if let Err(e) = std::fs::create_dir_all(parent) {
-            return ToolOutcome::failed(format!(
+            return Ok(ToolOutcome::failed(format!(
                 "Cannot create the directory {} for {shown}: {e}",
                 parent.display()
-            ));
+            )));
         }
     }
-    if let Err(e) = write_atomic(path, content.as_bytes()) {
-        return ToolOutcome::failed(format!("Cannot write {shown}: {e}"));
+    if let Err(e) = write_atomic(path, content.as_bytes(), cancel)? {
+        return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}")));
     }
     let verb = if existed { "Overwrote" } else { "Created" };
-    ToolOutcome::Ok {
+    Ok(ToolOutcome::Ok {
         content: format!("{verb} {shown} ({} bytes)", content.len()),
         meta: Some(json!({
             "file_path": shown,
             "type": if existed { "update" } else { "create" },
             "bytes": content.len(),
         })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_is_pinned() {
+        crate::input::assert_schema(
+            WriteTool.input_schema(),
+            serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to write: an absolute path, or one relative to the working directory."
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The full new content of the file."
+                    }
+                },
+                "required": ["file_path", "content"],
+                "additionalProperties": false
+            }),
+        );
     }
 }

@@ -162,6 +162,28 @@ async fn write_creates_then_overwrites() {
 }
 
 #[tokio::test]
+async fn write_is_cancellable_before_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let cx = cx(dir.path());
+    cx.cancel.cancel(CancelReason::UserInterrupted);
+    let out = WriteTool
+        .call(json!({"file_path": "x.txt", "content": "x"}), cx)
+        .await;
+    assert!(
+        matches!(
+            out,
+            ToolOutcome::Stopped {
+                reason: CancelReason::UserInterrupted,
+                started: false,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert!(!dir.path().join("x.txt").exists());
+}
+
+#[tokio::test]
 async fn write_to_directory_fails() {
     let dir = tempfile::tempdir().unwrap();
     let out = WriteTool
