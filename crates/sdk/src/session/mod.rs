@@ -1,42 +1,36 @@
 //! One running CLI: the reader that sorts its stdout into messages, control answers and
 //! callbacks; the writer; pending control requests; and how the session ends.
 
+mod incoming;
+mod pending;
+mod reader;
+mod writer;
+
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use futures_util::future::{abortable, AbortHandle};
-use futures_util::FutureExt;
-use serde::Deserialize;
+use futures_util::future::AbortHandle;
 use serde_json::{json, Value};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 
 use keel_protocol::{
-    ControlError, ControlRequest, ControlRequestFrame, ControlResponse, ControlResponseFrame,
-    ControlSuccess, Extra, Frame, MessageContent, Role, UserFrame, UserMessage,
+    ControlRequest, ControlRequestFrame, Extra, Frame, MessageContent, Role, UserFrame, UserMessage,
 };
 
 use crate::argv::{build_args, resolve_cli};
-use crate::callbacks::{
-    CallbackResult, CanUseTool, HookCallback, HookInput, ToolPermissionRequest,
-};
+use crate::callbacks::{CanUseTool, HookCallback};
 use crate::error::{Error, Result};
-use crate::lines::{read_line, Line};
 use crate::message::Message;
 use crate::options::{Options, PromptMode};
 use crate::process::{self, Killer, ProcessGuard, Spec};
 use crate::stderr::{pump, StderrRing};
 use crate::tracker::{ErrorResult, Tracker};
 
-/// After the CLI exits, how long its pipes may still deliver output (a grandchild that inherited
-/// them could hold them open forever).
-const PIPE_DRAIN: Duration = Duration::from_secs(2);
+use pending::PendingTable;
+use writer::{writer_task, WriteError, WriterCmd};
 
 /// Locks a std mutex, ignoring poisoning (the data stays consistent: every critical section is a
 /// few plain assignments).
@@ -102,72 +96,10 @@ impl Ended {
     }
 }
 
-struct Pending {
-    map: HashMap<String, (String, oneshot::Sender<Result<Value>>)>,
-    ended: Option<Ended>,
-}
-
-enum WriteError {
-    /// The SDK closed stdin (end of input, or the session ended).
-    Closed,
-    /// The write failed: the CLI is gone or going.
-    Io(std::io::Error),
-}
-
-/// What the writer task is asked to do.
-enum WriterCmd {
-    /// Write one whole line, then report how it went.
-    Line(
-        Vec<u8>,
-        oneshot::Sender<std::result::Result<(), WriteError>>,
-    ),
-    /// End the input (EOF), after the lines queued before.
-    Close,
-}
-
-/// Removes a pending control request when its caller is done with it.
-struct PendingEntry<'a> {
-    pending: &'a Mutex<Pending>,
-    id: &'a str,
-}
-
-impl Drop for PendingEntry<'_> {
-    fn drop(&mut self) {
-        lock(self.pending).map.remove(self.id);
-    }
-}
-
-/// Owns the CLI's stdin. Lines are written whole, in order, even when the caller that queued
-/// one gives up waiting: a cancelled caller can never leave half a line on the wire.
-async fn writer_task(mut stdin: Option<ChildStdin>, mut rx: mpsc::UnboundedReceiver<WriterCmd>) {
-    while let Some(cmd) = rx.recv().await {
-        match cmd {
-            WriterCmd::Line(line, ack) => {
-                let outcome = match stdin.as_mut() {
-                    None => Err(WriteError::Closed),
-                    Some(w) => {
-                        let written = async {
-                            w.write_all(&line).await?;
-                            w.flush().await
-                        }
-                        .await;
-                        written.map_err(|e| {
-                            stdin = None;
-                            WriteError::Io(e)
-                        })
-                    }
-                };
-                let _ = ack.send(outcome);
-            }
-            WriterCmd::Close => stdin = None,
-        }
-    }
-}
-
 /// State shared by the owner, its handles, the reader and callback tasks.
 pub(crate) struct Shared {
     writer: mpsc::UnboundedSender<WriterCmd>,
-    pending: Mutex<Pending>,
+    pending: PendingTable,
     counter: AtomicU64,
     tracker: Mutex<Tracker>,
     exit: watch::Receiver<Option<i32>>,
@@ -231,10 +163,7 @@ pub(crate) fn start(options: &Options, mode: PromptMode, prompt: Option<&str>) -
     tokio::spawn(writer_task(spawned.stdin, writer_rx));
     let shared = Arc::new(Shared {
         writer,
-        pending: Mutex::new(Pending {
-            map: HashMap::new(),
-            ended: None,
-        }),
+        pending: PendingTable::default(),
         counter: AtomicU64::new(0),
         tracker: Mutex::new(Tracker::default()),
         exit: spawned.exit.clone(),
@@ -254,7 +183,7 @@ pub(crate) fn start(options: &Options, mode: PromptMode, prompt: Option<&str>) -
         tokio::spawn(async move { pump(spawned.stderr, &shared.stderr, cb).await })
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(read_loop(
+    tokio::spawn(reader::read_loop(
         shared.clone(),
         spawned.stdout,
         stderr_task,
@@ -317,19 +246,9 @@ impl Shared {
     pub(crate) async fn request(&self, subtype: &str, fields: Extra) -> Result<Value> {
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("req_{n}_{:08x}", uuid::Uuid::new_v4().as_u128() as u32);
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut p = lock(&self.pending);
-            if let Some(ended) = &p.ended {
-                return Err(ended.error_for(subtype));
-            }
-            p.map.insert(id.clone(), (subtype.to_owned(), tx));
-        }
+        let rx = self.pending.insert(&id, subtype)?;
         // However this ends (answer, timeout, the caller giving up), the entry goes.
-        let _entry = PendingEntry {
-            pending: &self.pending,
-            id: &id,
-        };
+        let _entry = self.pending.entry(&id);
         let frame = Frame::ControlRequest(ControlRequestFrame {
             request_id: id.clone(),
             request: ControlRequest {
@@ -438,259 +357,9 @@ impl Shared {
         done.await.unwrap_or(Err(WriteError::Closed))
     }
 
-    /// Sorts one stdout line: a message for the stream, a control answer, or a callback to run.
-    /// Never blocks (the reader must keep draining stdout).
-    fn handle_line(self: &Arc<Self>, line: &[u8], tx: &mpsc::UnboundedSender<Result<Message>>) {
-        let line = line.trim_ascii();
-        if line.is_empty() {
-            return;
-        }
-        {
-            let mut s = lock(&self.stats);
-            s.lines += 1;
-            if line[0] != b'{' {
-                // Not a JSON object: noise (a banner, a debug print). Counted, kept out of the stream.
-                s.ignored += 1;
-                if s.first_ignored.is_none() {
-                    let text = String::from_utf8_lossy(line);
-                    s.first_ignored = Some(text.chars().take(200).collect());
-                }
-                return;
-            }
-        }
-        let v: Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = tx.send(Err(Error::JsonDecode {
-                    line: String::from_utf8_lossy(line).into_owned(),
-                    error: e.to_string(),
-                }));
-                return;
-            }
-        };
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        match kind.as_str() {
-            "control_response" => self.on_control_response(v),
-            "control_request" => match ControlRequestFrame::deserialize(&v) {
-                Ok(f) => self.spawn_incoming(f),
-                Err(e) => {
-                    let _ = tx.send(Err(Error::MessageParse {
-                        message: format!("a control_request: {e}"),
-                        raw: v,
-                    }));
-                }
-            },
-            "control_cancel_request" => {
-                if let Some(id) = v.get("request_id").and_then(Value::as_str) {
-                    if let Some(h) = lock(&self.inflight).remove(id) {
-                        h.abort();
-                    }
-                }
-            }
-            _ => {
-                lock(&self.tracker).observe(&v);
-                let item = match Frame::deserialize(&v) {
-                    Ok(frame) => {
-                        lock(&self.stats).messages += 1;
-                        Ok(Message(frame))
-                    }
-                    Err(e) => Err(Error::MessageParse {
-                        message: format!("a `{kind}` message: {e}"),
-                        raw: v,
-                    }),
-                };
-                let _ = tx.send(item);
-                if kind == "result" && self.close_after_result.load(Ordering::Relaxed) {
-                    self.close_stdin();
-                }
-            }
-        }
-    }
-
-    fn on_control_response(&self, v: Value) {
-        let Some(id) = v.pointer("/response/request_id").and_then(Value::as_str) else {
-            return;
-        };
-        let Some((subtype, tx)) = lock(&self.pending).map.remove(id) else {
-            return; // an answer nobody waits for any more (timed out)
-        };
-        let answer = match ControlResponseFrame::deserialize(&v) {
-            Ok(f) => match f.response {
-                ControlResponse::Success(s) => Ok(s.response.unwrap_or(Value::Null)),
-                ControlResponse::Error(e) => Err(Error::ControlError {
-                    subtype,
-                    error: e.error,
-                    error_code: e.error_code,
-                }),
-                ControlResponse::Other(o) => Err(Error::ControlError {
-                    subtype,
-                    error: format!("unexpected control response: {o}"),
-                    error_code: None,
-                }),
-            },
-            Err(e) => Err(Error::MessageParse {
-                message: format!("a control_response: {e}"),
-                raw: v,
-            }),
-        };
-        let _ = tx.send(answer);
-    }
-
-    /// Answers a request from the CLI in its own task; a `control_cancel_request` aborts it
-    /// (and then nothing is sent, as the CLI expects).
-    fn spawn_incoming(self: &Arc<Self>, frame: ControlRequestFrame) {
-        let ControlRequestFrame {
-            request_id,
-            request,
-        } = frame;
-        let (answer, handle) = abortable(self.clone().answer(request));
-        let shared = self.clone();
-        let id = request_id.clone();
-        let mut inflight = lock(&self.inflight);
-        tokio::spawn(async move {
-            let outcome = AssertUnwindSafe(answer).catch_unwind().await;
-            lock(&shared.inflight).remove(&id);
-            let response = match outcome {
-                Ok(Ok(Ok(v))) => ControlResponse::Success(ControlSuccess {
-                    request_id: id,
-                    response: Some(v),
-                    extra: Extra::new(),
-                }),
-                Ok(Ok(Err(message))) => ControlResponse::Error(ControlError {
-                    request_id: id,
-                    error: message,
-                    error_code: None,
-                    extra: Extra::new(),
-                }),
-                Ok(Err(_aborted)) => return,
-                Err(_panic) => ControlResponse::Error(ControlError {
-                    request_id: id,
-                    error: "the SDK callback panicked".into(),
-                    error_code: None,
-                    extra: Extra::new(),
-                }),
-            };
-            let frame = Frame::ControlResponse(ControlResponseFrame { response });
-            let _ = shared.write_frame(&frame).await;
-        });
-        inflight.insert(request_id, handle);
-    }
-
-    async fn answer(self: Arc<Self>, request: ControlRequest) -> CallbackResult<Value> {
-        match request.subtype.as_str() {
-            "can_use_tool" => {
-                let cb = self
-                    .can_use_tool
-                    .clone()
-                    .ok_or_else(|| "this SDK session has no can_use_tool callback".to_owned())?;
-                let req = ToolPermissionRequest::from_fields(&request.fields);
-                let input = req.input.clone();
-                Ok(cb(req).await?.to_wire(&input))
-            }
-            "hook_callback" => {
-                let str_field = |k: &str| {
-                    request
-                        .fields
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                };
-                let id = str_field("callback_id").unwrap_or_default();
-                let cb = self
-                    .hooks
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| format!("no hook callback is registered as {id:?}"))?;
-                cb(HookInput {
-                    callback_id: id,
-                    tool_use_id: str_field("tool_use_id"),
-                    input: request.fields.get("input").cloned().unwrap_or(json!({})),
-                })
-                .await
-            }
-            other => Err(format!("Unsupported control request subtype: {other}")),
-        }
-    }
-
     /// The CLI has ended: stop callbacks, fail pending requests, refuse new ones.
     fn finish(&self, ended: &Ended) {
-        for (_, h) in lock(&self.inflight).drain() {
-            h.abort();
-        }
-        let mut p = lock(&self.pending);
-        p.ended = Some(ended.clone());
-        for (_, (subtype, tx)) in p.map.drain() {
-            let _ = tx.send(Err(ended.error_for(&subtype)));
-        }
+        self.abort_incoming();
+        self.pending.end(ended);
     }
-}
-
-/// Reads stdout to its end, then reports how the CLI ended.
-async fn read_loop(
-    shared: Arc<Shared>,
-    stdout: ChildStdout,
-    stderr_task: JoinHandle<()>,
-    tx: mpsc::UnboundedSender<Result<Message>>,
-    max_line: usize,
-) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    let mut buf = Vec::new();
-    let mut exit = shared.exit.clone();
-    let drained = async move {
-        let _ = exit.wait_for(Option::is_some).await;
-        tokio::time::sleep(PIPE_DRAIN).await;
-    };
-    tokio::pin!(drained);
-    let mut stdout_held_open = false;
-    loop {
-        let read = tokio::select! {
-            biased;
-            r = read_line(&mut reader, &mut buf, max_line) => r,
-            () = &mut drained => {
-                stdout_held_open = true;
-                break;
-            }
-        };
-        match read {
-            Ok(Line::Eof) | Err(_) => break,
-            Ok(Line::TooLong(len)) => {
-                lock(&shared.stats).lines += 1;
-                let _ = tx.send(Err(Error::LineTooLong {
-                    len,
-                    limit: max_line,
-                }));
-            }
-            Ok(Line::Text) => shared.handle_line(&buf, &tx),
-        }
-    }
-    let mut exit = shared.exit.clone();
-    let exit_code = process::exit_code_of(&mut exit).await;
-    // stderr gets the same drain time after the exit; if stdout already used it up, only a
-    // moment more.
-    let stderr_drain = if stdout_held_open {
-        Duration::from_millis(100)
-    } else {
-        PIPE_DRAIN
-    };
-    let abort = stderr_task.abort_handle();
-    if tokio::time::timeout(stderr_drain, stderr_task)
-        .await
-        .is_err()
-    {
-        abort.abort();
-    }
-    let ended = Ended {
-        exit_code,
-        stderr: shared.stderr.snapshot(),
-        error_result: lock(&shared.tracker).last_error(),
-    };
-    shared.finish(&ended);
-    if let Some(e) = ended.stream_error() {
-        let _ = tx.send(Err(e));
-    }
-    shared.close_stdin();
 }

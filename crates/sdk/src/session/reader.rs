@@ -1,0 +1,164 @@
+//! The reader: sorts the CLI's stdout into messages, control answers and callbacks, then
+//! reports how the CLI ended.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::BufReader;
+use tokio::process::ChildStdout;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use keel_protocol::{ControlRequestFrame, Frame};
+
+use super::{lock, Ended, Shared};
+use crate::error::{Error, Result};
+use crate::lines::{read_line, Line};
+use crate::message::Message;
+use crate::process;
+
+/// After the CLI exits, how long its pipes may still deliver output (a grandchild that inherited
+/// them could hold them open forever).
+const PIPE_DRAIN: Duration = Duration::from_secs(2);
+
+/// Reads stdout to its end, then reports how the CLI ended.
+pub(super) async fn read_loop(
+    shared: Arc<Shared>,
+    stdout: ChildStdout,
+    stderr_task: JoinHandle<()>,
+    tx: mpsc::UnboundedSender<Result<Message>>,
+    max_line: usize,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut buf = Vec::new();
+    let mut exit = shared.exit.clone();
+    let drained = async move {
+        let _ = exit.wait_for(Option::is_some).await;
+        tokio::time::sleep(PIPE_DRAIN).await;
+    };
+    tokio::pin!(drained);
+    let mut stdout_held_open = false;
+    loop {
+        let read = tokio::select! {
+            biased;
+            r = read_line(&mut reader, &mut buf, max_line) => r,
+            () = &mut drained => {
+                stdout_held_open = true;
+                break;
+            }
+        };
+        match read {
+            Ok(Line::Eof) | Err(_) => break,
+            Ok(Line::TooLong(len)) => {
+                lock(&shared.stats).lines += 1;
+                let _ = tx.send(Err(Error::LineTooLong {
+                    len,
+                    limit: max_line,
+                }));
+            }
+            Ok(Line::Text) => shared.handle_line(&buf, &tx),
+        }
+    }
+    let mut exit = shared.exit.clone();
+    let exit_code = process::exit_code_of(&mut exit).await;
+    // stderr gets the same drain time after the exit; if stdout already used it up, only a
+    // moment more.
+    let stderr_drain = if stdout_held_open {
+        Duration::from_millis(100)
+    } else {
+        PIPE_DRAIN
+    };
+    let abort = stderr_task.abort_handle();
+    if tokio::time::timeout(stderr_drain, stderr_task)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
+    let ended = Ended {
+        exit_code,
+        stderr: shared.stderr.snapshot(),
+        error_result: lock(&shared.tracker).last_error(),
+    };
+    shared.finish(&ended);
+    if let Some(e) = ended.stream_error() {
+        let _ = tx.send(Err(e));
+    }
+    shared.close_stdin();
+}
+
+impl Shared {
+    /// Sorts one stdout line: a message for the stream, a control answer, or a callback to run.
+    /// Never blocks (the reader must keep draining stdout).
+    fn handle_line(self: &Arc<Self>, line: &[u8], tx: &mpsc::UnboundedSender<Result<Message>>) {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            return;
+        }
+        {
+            let mut s = lock(&self.stats);
+            s.lines += 1;
+            if line[0] != b'{' {
+                // Not a JSON object: noise (a banner, a debug print). Counted, kept out of the stream.
+                s.ignored += 1;
+                if s.first_ignored.is_none() {
+                    let text = String::from_utf8_lossy(line);
+                    s.first_ignored = Some(text.chars().take(200).collect());
+                }
+                return;
+            }
+        }
+        let v: Value = match serde_json::from_slice(line) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = tx.send(Err(Error::JsonDecode {
+                    line: String::from_utf8_lossy(line).into_owned(),
+                    error: e.to_string(),
+                }));
+                return;
+            }
+        };
+        let kind = v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        match kind.as_str() {
+            "control_response" => self.pending.answer(v),
+            "control_request" => match ControlRequestFrame::deserialize(&v) {
+                Ok(f) => self.spawn_incoming(f),
+                Err(e) => {
+                    let _ = tx.send(Err(Error::MessageParse {
+                        message: format!("a control_request: {e}"),
+                        raw: v,
+                    }));
+                }
+            },
+            "control_cancel_request" => {
+                if let Some(id) = v.get("request_id").and_then(Value::as_str) {
+                    self.cancel_incoming(id);
+                }
+            }
+            _ => {
+                lock(&self.tracker).observe(&v);
+                let item = match Frame::deserialize(&v) {
+                    Ok(frame) => {
+                        lock(&self.stats).messages += 1;
+                        Ok(Message(frame))
+                    }
+                    Err(e) => Err(Error::MessageParse {
+                        message: format!("a `{kind}` message: {e}"),
+                        raw: v,
+                    }),
+                };
+                let _ = tx.send(item);
+                if kind == "result" && self.close_after_result.load(Ordering::Relaxed) {
+                    self.close_stdin();
+                }
+            }
+        }
+    }
+}
