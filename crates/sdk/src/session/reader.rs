@@ -5,18 +5,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::BufReader;
 use tokio::process::ChildStdout;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::codec::FramedRead;
 
 use keel_protocol::{ControlRequestFrame, Frame};
 
 use super::{lock, Ended, Shared};
 use crate::error::{Error, Result};
-use crate::lines::{read_line, Line};
+use crate::lines::{Line, LineCodec};
 use crate::message::Message;
 use crate::process;
 
@@ -32,8 +33,7 @@ pub(super) async fn read_loop(
     tx: mpsc::UnboundedSender<Result<Message>>,
     max_line: usize,
 ) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    let mut buf = Vec::new();
+    let mut lines = FramedRead::with_capacity(stdout, LineCodec::new(max_line), 64 * 1024);
     let mut exit = shared.exit.clone();
     let drained = async move {
         let _ = exit.wait_for(Option::is_some).await;
@@ -44,22 +44,23 @@ pub(super) async fn read_loop(
     loop {
         let read = tokio::select! {
             biased;
-            r = read_line(&mut reader, &mut buf, max_line) => r,
+            line = lines.next() => line,
             () = &mut drained => {
                 stdout_held_open = true;
                 break;
             }
         };
         match read {
-            Ok(Line::Eof) | Err(_) => break,
-            Ok(Line::TooLong(len)) => {
+            // A read error is as final as the end: the CLI's stdout is gone either way.
+            None | Some(Err(_)) => break,
+            Some(Ok(Line::TooLong(len))) => {
                 lock(&shared.stats).lines += 1;
                 let _ = tx.send(Err(Error::LineTooLong {
                     len,
                     limit: max_line,
                 }));
             }
-            Ok(Line::Text) => shared.handle_line(&buf, &tx),
+            Some(Ok(Line::Text(line))) => shared.handle_line(&line, &tx),
         }
     }
     let mut exit = shared.exit.clone();
