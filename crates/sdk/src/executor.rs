@@ -300,7 +300,7 @@ fn start_failure(command: &str, e: &Error) -> String {
         Error::CliNotFound { path } => format!(
             "could not start `{command}`: {}: {} (set Options::cli_path, or put the CLI on PATH)",
             path.display(),
-            std::io::Error::from_raw_os_error(libc::ENOENT)
+            std::io::Error::from(nix::errno::Errno::ENOENT)
         ),
         Error::Spawn { source, .. } => format!("could not start `{command}`: {source}"),
         other => format!("could not start `{command}`: {other}"),

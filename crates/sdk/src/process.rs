@@ -214,31 +214,29 @@ pub(crate) async fn exit_code_of(exit: &mut watch::Receiver<Option<i32>>) -> i32
 /// creates the session; with tokio that is a runtime worker thread, which lives as long as the
 /// runtime.
 #[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
+    use nix::errno::Errno;
+    use nix::sys::prctl;
+    use nix::unistd::getppid;
+
     // Read before the fork: in the child, getppid() must still be this process, or the parent
     // died between fork and prctl and the death signal would never come.
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec. It calls only prctl, getppid
-    // and reads errno (all async-signal-safe), takes no locks and does not allocate
-    // (`last_os_error` and `from_raw_os_error` build an error from an integer).
+    let parent = nix::unistd::getpid();
+    let in_child = move || -> std::io::Result<()> {
+        prctl::set_pdeathsig(Signal::SIGKILL)?;
+        if getppid() != parent {
+            return Err(Errno::ESRCH.into());
+        }
+        Ok(())
+    };
+    // The death signal is a property of the child process itself: only code run between fork
+    // and exec can set it, hence the one `pre_exec`.
+    #[allow(unsafe_code)]
+    // SAFETY: `in_child` runs in the forked child before exec. It only makes the prctl and
+    // getppid system calls and reads errno (all async-signal-safe); it takes no locks and does
+    // not allocate (an `io::Error` made from an errno is a plain integer).
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
+        cmd.pre_exec(in_child);
     }
 }
 
