@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use futures_util::future::abortable;
 use futures_util::FutureExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use keel_protocol::control::{Request, RequestError};
 use keel_protocol::{
     ControlError, ControlRequest, ControlRequestFrame, ControlResponse, ControlResponseFrame,
     ControlSuccess, Extra, Frame,
@@ -72,38 +73,57 @@ impl Shared {
     }
 
     async fn answer(self: Arc<Self>, request: ControlRequest) -> CallbackResult<Value> {
-        match request.subtype.as_str() {
-            "can_use_tool" => {
+        let typed = Request::from_wire(&request).map_err(|e| invalid(&request, &e))?;
+        match typed {
+            Request::CanUseTool(req) => {
                 let cb = self
                     .can_use_tool
                     .clone()
                     .ok_or_else(|| "this SDK session has no can_use_tool callback".to_owned())?;
-                let req = ToolPermissionRequest::from_fields(&request.fields);
+                let req = ToolPermissionRequest::from_request(req, request.fields);
                 let input = req.input.clone();
                 Ok(cb(req).await?.to_wire(&input))
             }
-            "hook_callback" => {
-                let str_field = |k: &str| {
-                    request
-                        .fields
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                };
-                let id = str_field("callback_id").unwrap_or_default();
-                let cb = self
-                    .hooks
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| format!("no hook callback is registered as {id:?}"))?;
-                cb(HookInput {
-                    callback_id: id,
-                    tool_use_id: str_field("tool_use_id"),
-                    input: request.fields.get("input").cloned().unwrap_or(json!({})),
-                })
-                .await
+            Request::HookCallback(req) => {
+                let cb = self.hooks.get(&req.callback_id).cloned().ok_or_else(|| {
+                    format!("no hook callback is registered as {:?}", req.callback_id)
+                })?;
+                cb(HookInput::from_request(req)).await
             }
-            other => Err(format!("Unsupported control request subtype: {other}")),
+            // The requests a host sends (initialize, interrupt, ...) are not the SDK's to answer.
+            other => Err(format!(
+                "Unsupported control request subtype: {}",
+                other.subtype()
+            )),
         }
     }
+}
+
+/// The error text for a known request whose fields do not fit, naming the field at fault.
+fn invalid(request: &ControlRequest, e: &RequestError) -> String {
+    match field_at_fault(request, e) {
+        Some(field) => format!(
+            "Invalid {} request: field `{field}`: {}",
+            e.subtype, e.message
+        ),
+        None => format!("Invalid {} request: {}", e.subtype, e.message),
+    }
+}
+
+/// serde names a missing field but not a mistyped one; the field whose removal cures the
+/// request (or turns the complaint into "missing field `it`") is the one at fault.
+fn field_at_fault(request: &ControlRequest, e: &RequestError) -> Option<String> {
+    if e.message.contains("field `") {
+        return None; // already named
+    }
+    // Each try re-reads the whole request: a few dozen fields are plenty for a known request.
+    request.fields.keys().take(32).find_map(|key| {
+        let mut without = request.clone();
+        without.fields.remove(key);
+        let cured = match Request::from_wire(&without) {
+            Ok(_) => true,
+            Err(again) => again.message.contains(&format!("`{key}`")),
+        };
+        cured.then(|| key.clone())
+    })
 }
