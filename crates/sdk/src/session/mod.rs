@@ -2,6 +2,7 @@
 //! callbacks; the writer; pending control requests; and how the session ends.
 
 mod incoming;
+mod outbox;
 mod pending;
 mod reader;
 mod writer;
@@ -29,8 +30,9 @@ use crate::process::{self, Killer, ProcessGuard, Spec};
 use crate::stderr::{pump, StderrRing};
 use crate::tracker::{ErrorResult, Tracker};
 
+use outbox::Outbox;
 use pending::PendingTable;
-use writer::{writer_task, WriteError, WriterCmd};
+use writer::{writer_task, LineCmd, WriteError};
 
 /// Locks a std mutex, ignoring poisoning (the data stays consistent: every critical section is a
 /// few plain assignments).
@@ -41,7 +43,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A started session. The owner keeps `guard`: dropping it kills the CLI's process group.
 pub(crate) struct Session {
     pub shared: Arc<Shared>,
-    pub rx: mpsc::UnboundedReceiver<Result<Message>>,
+    pub rx: mpsc::Receiver<Result<Message>>,
     /// Held for its Drop: kills the process group when the owner goes away.
     pub _guard: ProcessGuard,
     pub killer: Killer,
@@ -98,7 +100,9 @@ impl Ended {
 
 /// State shared by the owner, its handles, the reader and callback tasks.
 pub(crate) struct Shared {
-    writer: mpsc::UnboundedSender<WriterCmd>,
+    writer: mpsc::Sender<LineCmd>,
+    /// Ends the CLI's input (after the lines already queued).
+    close_input: watch::Sender<bool>,
     pending: PendingTable,
     counter: AtomicU64,
     tracker: Mutex<Tracker>,
@@ -159,10 +163,12 @@ pub(crate) fn start(options: &Options, mode: PromptMode, prompt: Option<&str>) -
     })?;
 
     let (hooks, hooks_config) = register_hooks(options);
-    let (writer, writer_rx) = mpsc::unbounded_channel();
-    tokio::spawn(writer_task(spawned.stdin, writer_rx));
+    let (writer, writer_rx) = mpsc::channel(writer::QUEUE);
+    let (close_input, close_rx) = watch::channel(false);
+    tokio::spawn(writer_task(spawned.stdin, writer_rx, close_rx));
     let shared = Arc::new(Shared {
         writer,
+        close_input,
         pending: PendingTable::default(),
         counter: AtomicU64::new(0),
         tracker: Mutex::new(Tracker::default()),
@@ -182,12 +188,12 @@ pub(crate) fn start(options: &Options, mode: PromptMode, prompt: Option<&str>) -
         let cb = options.stderr.clone();
         tokio::spawn(async move { pump(spawned.stderr, &shared.stderr, cb).await })
     };
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(outbox::QUEUE);
     tokio::spawn(reader::read_loop(
         shared.clone(),
         spawned.stdout,
         stderr_task,
-        tx,
+        Outbox::new(tx),
         options.max_line_bytes(),
     ));
     Ok(Session {
@@ -306,7 +312,7 @@ impl Shared {
 
     /// Ends the CLI's input (EOF on its stdin) once the lines already queued are written.
     pub(crate) fn close_stdin(&self) {
-        let _ = self.writer.send(WriterCmd::Close);
+        self.close_input.send_replace(true);
     }
 
     /// Close stdin as soon as a `result` arrives (one-shot queries with callbacks).
@@ -351,8 +357,10 @@ impl Shared {
         let mut line = serde_json::to_vec(frame).map_err(|e| WriteError::Io(e.into()))?;
         line.push(b'\n');
         let (ack, done) = oneshot::channel();
+        // Waits for room: a CLI that does not read its stdin holds its writers back.
         self.writer
-            .send(WriterCmd::Line(line, ack))
+            .send((line, ack))
+            .await
             .map_err(|_| WriteError::Closed)?;
         done.await.unwrap_or(Err(WriteError::Closed))
     }

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use keel_protocol::{ControlResponse, ControlResponseFrame};
 
@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 #[derive(Default)]
 pub(super) struct PendingTable {
     inner: Mutex<Inner>,
+    /// Wakes the reader when a request starts: a reader held back by a slow consumer must read
+    /// ahead again, or the answer would be stuck behind unread messages.
+    started: Notify,
 }
 
 #[derive(Default)]
@@ -38,7 +41,21 @@ impl PendingTable {
         }
         let (tx, rx) = oneshot::channel();
         p.map.insert(id.to_owned(), (subtype.to_owned(), tx));
+        drop(p);
+        // A stored permit if the reader is not waiting yet: it cannot miss this start.
+        self.started.notify_one();
         Ok(rx)
+    }
+
+    /// Whether any caller waits for an answer.
+    pub(super) fn is_waiting(&self) -> bool {
+        !lock(&self.inner).map.is_empty()
+    }
+
+    /// Completes when a request has started (possibly one that started earlier: check
+    /// [`is_waiting`](Self::is_waiting) after).
+    pub(super) async fn started(&self) {
+        self.started.notified().await
     }
 
     /// Removes request `id` when its caller is done with it, however that ended: the returned

@@ -2,7 +2,10 @@
 
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Lines queued for the writer; a caller waits for room beyond this.
+pub(super) const QUEUE: usize = 16;
 
 /// Why a line was not written.
 pub(super) enum WriteError {
@@ -12,26 +15,28 @@ pub(super) enum WriteError {
     Io(std::io::Error),
 }
 
-/// What the writer task is asked to do.
-pub(super) enum WriterCmd {
-    /// Write one whole line, then report how it went.
-    Line(
-        Vec<u8>,
-        oneshot::Sender<std::result::Result<(), WriteError>>,
-    ),
-    /// End the input (EOF), after the lines queued before.
-    Close,
-}
+/// One whole line to write, and where to report how it went.
+pub(super) type LineCmd = (
+    Vec<u8>,
+    oneshot::Sender<std::result::Result<(), WriteError>>,
+);
 
 /// Owns the CLI's stdin. Lines are written whole, in order, even when the caller that queued
 /// one gives up waiting: a cancelled caller can never leave half a line on the wire.
+///
+/// The end of input comes on `close`, not in the queue, so that ending it never waits for room
+/// (the reader ends it, and the reader must never wait on the CLI's stdin); the lines already
+/// queued are still written first.
 pub(super) async fn writer_task(
     mut stdin: Option<ChildStdin>,
-    mut rx: mpsc::UnboundedReceiver<WriterCmd>,
+    mut rx: mpsc::Receiver<LineCmd>,
+    mut close: watch::Receiver<bool>,
 ) {
-    while let Some(cmd) = rx.recv().await {
-        match cmd {
-            WriterCmd::Line(line, ack) => {
+    loop {
+        tokio::select! {
+            biased;
+            cmd = rx.recv() => {
+                let Some((line, ack)) = cmd else { break };
                 let outcome = match stdin.as_mut() {
                     None => Err(WriteError::Closed),
                     Some(w) => {
@@ -48,7 +53,13 @@ pub(super) async fn writer_task(
                 };
                 let _ = ack.send(outcome);
             }
-            WriterCmd::Close => stdin = None,
+            // Whether closed on purpose or because the session is gone, the input ends.
+            () = closed(&mut close), if stdin.is_some() => stdin = None,
         }
     }
+}
+
+/// Completes once the input is to end (or nobody can end it any more).
+async fn closed(close: &mut watch::Receiver<bool>) {
+    let _ = close.wait_for(|closed| *closed).await;
 }
