@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::{json, Value};
 
+use keel_protocol::control::{CanUseToolRequest, HookCallbackRequest, PermissionAnswer};
 use keel_protocol::Extra;
 
 /// A callback's result: `Err(text)` is sent to the CLI as a control error response.
@@ -63,20 +64,25 @@ pub struct ToolPermissionRequest {
 }
 
 impl ToolPermissionRequest {
-    pub(crate) fn from_fields(fields: &Extra) -> ToolPermissionRequest {
-        let s = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_owned);
+    /// Built from the typed request; `raw` is the request's fields as they came.
+    pub(crate) fn from_request(req: CanUseToolRequest, raw: Extra) -> ToolPermissionRequest {
         ToolPermissionRequest {
-            tool_name: s("tool_name").unwrap_or_default(),
-            input: fields.get("input").cloned().unwrap_or_else(|| json!({})),
-            tool_use_id: s("tool_use_id"),
-            suggestions: fields
-                .get("permission_suggestions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-            blocked_path: s("blocked_path"),
-            raw: fields.clone(),
+            tool_name: req.tool_name,
+            input: object_or_empty(req.input),
+            tool_use_id: req.tool_use_id,
+            suggestions: req.permission_suggestions,
+            blocked_path: req.blocked_path,
+            raw,
         }
+    }
+}
+
+/// A missing input is an empty object, as the CLI would have sent for a call without arguments.
+fn object_or_empty(v: Value) -> Value {
+    if v.is_null() {
+        json!({})
+    } else {
+        v
     }
 }
 
@@ -116,30 +122,40 @@ impl PermissionResult {
         }
     }
 
-    /// The wire form (`{"behavior":"allow","updatedInput":...}` / `{"behavior":"deny",...}`).
-    pub(crate) fn to_wire(&self, original_input: &Value) -> Value {
+    /// The protocol's answer. An allow always carries the input to run (the original when the
+    /// callback did not replace it), as the CLI expects.
+    pub(crate) fn to_answer(&self, original_input: &Value) -> PermissionAnswer {
         match self {
             PermissionResult::Allow {
                 updated_input,
                 updated_permissions,
-            } => {
-                let mut v = json!({
-                    "behavior": "allow",
-                    "updatedInput": updated_input.clone().unwrap_or_else(|| original_input.clone()),
-                });
-                if let Some(p) = updated_permissions {
-                    v["updatedPermissions"] = Value::Array(p.clone());
-                }
-                v
-            }
-            PermissionResult::Deny { message, interrupt } => {
-                let mut v = json!({"behavior": "deny", "message": message});
-                if *interrupt {
-                    v["interrupt"] = Value::Bool(true);
-                }
-                v
+            } => PermissionAnswer::Allow {
+                updated_input: Some(
+                    updated_input
+                        .clone()
+                        .unwrap_or_else(|| original_input.clone()),
+                ),
+                updated_permissions: updated_permissions.clone(),
+            },
+            PermissionResult::Deny { message, interrupt } => PermissionAnswer::Deny {
+                message: message.clone(),
+                interrupt: *interrupt,
+            },
+        }
+    }
+
+    /// The wire form (`{"behavior":"allow","updatedInput":...}` / `{"behavior":"deny",...}`).
+    pub(crate) fn to_wire(&self, original_input: &Value) -> Value {
+        let mut v = serde_json::to_value(self.to_answer(original_input))
+            .unwrap_or_else(|_| json!({"behavior": "deny", "message": "unserializable answer"}));
+        // The official SDKs send `interrupt` only when it is true; so does this one, so that a
+        // CLI that reads the answer strictly sees the same bytes from every SDK.
+        if v.get("interrupt") == Some(&Value::Bool(false)) {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("interrupt");
             }
         }
+        v
     }
 }
 
@@ -155,6 +171,15 @@ pub struct HookInput {
 }
 
 impl HookInput {
+    /// Built from the typed request.
+    pub(crate) fn from_request(req: HookCallbackRequest) -> HookInput {
+        HookInput {
+            callback_id: req.callback_id,
+            tool_use_id: req.tool_use_id,
+            input: object_or_empty(req.input),
+        }
+    }
+
     /// The event name (`PreToolUse`, `PostToolUse`, ...).
     pub fn event(&self) -> Option<&str> {
         self.input.get("hook_event_name").and_then(Value::as_str)
@@ -232,6 +257,38 @@ mod tests {
         assert_eq!(
             deny.to_wire(&input),
             json!({"behavior": "deny", "message": "no", "interrupt": true})
+        );
+        let wire = PermissionResult::deny("no").to_wire(&input).to_string();
+        assert_eq!(wire, r#"{"behavior":"deny","message":"no"}"#);
+        let allow = PermissionResult::Allow {
+            updated_input: Some(json!({"command": "ls -a"})),
+            updated_permissions: Some(vec![json!({"type": "setMode", "mode": "plan"})]),
+        };
+        assert_eq!(
+            allow.to_wire(&input).to_string(),
+            r#"{"behavior":"allow","updatedInput":{"command":"ls -a"},"updatedPermissions":[{"type":"setMode","mode":"plan"}]}"#
+        );
+    }
+
+    #[test]
+    fn requests_are_built_from_the_typed_fields() {
+        let raw: Extra = serde_json::from_value(json!({
+            "tool_name": "Write", "tool_use_id": "t1", "blocked_path": "/etc/x",
+            "permission_suggestions": [{"type": "addRules"}], "display_name": "Write file"
+        }))
+        .unwrap();
+        let typed: CanUseToolRequest = serde_json::from_value(Value::Object(raw.clone())).unwrap();
+        let req = ToolPermissionRequest::from_request(typed, raw.clone());
+        assert_eq!(
+            req,
+            ToolPermissionRequest {
+                tool_name: "Write".into(),
+                input: json!({}),
+                tool_use_id: Some("t1".into()),
+                suggestions: vec![json!({"type": "addRules"})],
+                blocked_path: Some("/etc/x".into()),
+                raw,
+            }
         );
     }
 }

@@ -21,7 +21,8 @@ use crate::session::{self, Session, Shared};
 /// [`Options`].
 ///
 /// Messages are read with [`next_message`](Client::next_message),
-/// [`receive_response`](Client::receive_response) or as a `Stream`. Control methods take
+/// [`receive_response`](Client::receive_response) or as a `Stream`; the CLI waits while they are
+/// not taken (control requests still get their answers, within a bounded read-ahead). Control methods take
 /// `&self`, and [`handle`](Client::handle) gives a cloneable handle for other tasks.
 /// Dropping the client kills the CLI's process group; [`close`](Client::close) ends it politely.
 ///

@@ -1,5 +1,6 @@
 //! The executor API: run a prompt from a script or a tool and get a plain verdict.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -14,11 +15,13 @@ use crate::argv::{build_args, render_command, resolve_cli};
 use crate::error::{result_message, tail_chars, Error};
 use crate::message::Message;
 use crate::options::{Options, PromptMode};
-use crate::process::wait_exit;
+use crate::process::{wait_exit, Killer};
 use crate::session::{self, Session};
 
 /// How much stderr a diagnostic quotes.
 const STDERR_IN_DIAGNOSTIC: usize = 4000;
+/// Events queued for the consumer of an [`ExecStream`]; the run waits for room beyond this.
+const EVENT_QUEUE: usize = 32;
 
 /// The verdict of [`execute_prompt`].
 #[derive(Clone, Debug, PartialEq)]
@@ -118,7 +121,7 @@ pub async fn execute_prompt(prompt: impl Into<String>, options: Options) -> Prom
 
 /// Runs `prompt` and streams [`ExecEvent`]s. Dropping the stream kills the CLI.
 pub fn execute_streaming(prompt: impl Into<String>, options: Options) -> ExecStream {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::channel(EVENT_QUEUE);
     let task = tokio::spawn(run(prompt.into(), options, tx));
     ExecStream { rx, task }
 }
@@ -126,7 +129,7 @@ pub fn execute_streaming(prompt: impl Into<String>, options: Options) -> ExecStr
 /// The events of [`execute_streaming`].
 #[must_use = "streams do nothing unless polled"]
 pub struct ExecStream {
-    rx: mpsc::UnboundedReceiver<ExecEvent>,
+    rx: mpsc::Receiver<ExecEvent>,
     task: JoinHandle<()>,
 }
 
@@ -155,11 +158,16 @@ struct Seen {
     session_id: Option<String>,
 }
 
-async fn run(prompt: String, options: Options, tx: mpsc::UnboundedSender<ExecEvent>) {
+async fn run(prompt: String, options: Options, tx: mpsc::Sender<ExecEvent>) {
     let started = Instant::now();
     let deadline = options.timeout.map(|t| tokio::time::Instant::now() + t);
+    // A consumer that has gone also aborts this task (ExecStream's Drop): a failed send needs
+    // no handling.
     let send = |ev: ExecEvent| {
-        let _ = tx.send(ev);
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(ev).await;
+        }
     };
     let mode = options.prompt_mode.unwrap_or(PromptMode::Argv);
     let command_line = planned_command(&options, mode, &prompt);
@@ -173,18 +181,9 @@ async fn run(prompt: String, options: Options, tx: mpsc::UnboundedSender<ExecEve
         Some(Ok(s)) => s,
         Some(Err(e)) => {
             let message = start_failure(&command_line, &e);
-            send(ExecEvent::ProcessError {
-                message: message.clone(),
-            });
-            send(ExecEvent::Finished(PromptResult {
-                success: false,
-                output: String::new(),
-                error: Some(message),
-                session_id: None,
-                num_turns: 0,
-                exit_code: e.exit_code(),
-                duration: started.elapsed(),
-            }));
+            for ev in failed_start(message, e.exit_code(), started.elapsed()) {
+                send(ev).await;
+            }
             return;
         }
         None => {
@@ -194,60 +193,48 @@ async fn run(prompt: String, options: Options, tx: mpsc::UnboundedSender<ExecEve
                 "timed out after {:?} while starting `{command_line}`; its process group was killed",
                 options.timeout.unwrap_or_default()
             );
-            send(ExecEvent::ProcessError {
-                message: message.clone(),
-            });
-            send(ExecEvent::Finished(PromptResult {
-                success: false,
-                output: String::new(),
-                error: Some(message),
-                session_id: None,
-                num_turns: 0,
-                exit_code: None,
-                duration: started.elapsed(),
-            }));
+            for ev in failed_start(message, None, started.elapsed()) {
+                send(ev).await;
+            }
             return;
         }
     };
     send(ExecEvent::Started {
         command: session.command.clone(),
         pid: session.pid,
-    });
+    })
+    .await;
 
     let mut seen = Seen::default();
     let mut terminal: Option<Error> = None;
-    let mut timed_out = false;
+    let mut deadline = Deadline {
+        at: deadline,
+        killer: session.killer.clone(),
+        expired: false,
+    };
     loop {
-        let item = match deadline {
-            Some(d) => tokio::select! {
-                item = session.rx.recv() => item,
-                () = tokio::time::sleep_until(d), if !timed_out => {
-                    timed_out = true;
-                    // Kill the whole group now; keep reading to collect what it wrote.
-                    session.killer.signal(Signal::SIGKILL);
-                    continue;
-                }
-            },
-            None => session.rx.recv().await,
-        };
-        match item {
+        let event = match deadline.guard(session.rx.recv()).await {
             None => break,
             Some(Ok(m)) => {
                 seen.record(&m);
-                send(ExecEvent::Message(m));
+                ExecEvent::Message(m)
             }
-            Some(Err(e)) if e.is_terminal() => terminal = Some(e),
+            Some(Err(e)) if e.is_terminal() => {
+                terminal = Some(e);
+                continue;
+            }
             Some(Err(e)) => {
                 if let Error::MessageParse { raw, .. } = &e {
                     if raw.get("type").and_then(|t| t.as_str()) == Some("result") {
                         seen.raw_result = Some(raw.clone());
                     }
                 }
-                send(ExecEvent::Warning {
+                ExecEvent::Warning {
                     message: e.to_string(),
-                });
+                }
             }
-        }
+        };
+        deadline.guard(send(event)).await;
     }
     let exit_code = wait_exit(&mut session.exit, Duration::from_secs(5)).await;
     let verdict = Verdict {
@@ -258,12 +245,58 @@ async fn run(prompt: String, options: Options, tx: mpsc::UnboundedSender<ExecEve
         cwd: &session.shared.cwd,
         seen: &seen,
         terminal: terminal.as_ref(),
-        timed_out: timed_out.then(|| options.timeout.unwrap_or_default()),
+        timed_out: deadline
+            .expired
+            .then(|| options.timeout.unwrap_or_default()),
         duration: started.elapsed(),
     };
     for ev in verdict.events() {
-        send(ev);
+        send(ev).await;
     }
+}
+
+/// `Options::timeout` once the CLI runs: when it passes, the process group is killed, whatever
+/// the run is waiting for then (the CLI's output, or room in a slow consumer's queue); the run
+/// goes on to collect what the CLI wrote.
+struct Deadline {
+    at: Option<tokio::time::Instant>,
+    killer: Killer,
+    expired: bool,
+}
+
+impl Deadline {
+    /// Awaits `fut`, killing the CLI if the deadline passes first (and still awaiting `fut`).
+    async fn guard<F: Future>(&mut self, fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        if let (Some(at), false) = (self.at, self.expired) {
+            tokio::select! {
+                out = &mut fut => return out,
+                () = tokio::time::sleep_until(at) => {
+                    self.expired = true;
+                    self.killer.signal(Signal::SIGKILL);
+                }
+            }
+        }
+        fut.await
+    }
+}
+
+/// The events of a run that never started: why, then the verdict.
+fn failed_start(message: String, exit_code: Option<i32>, duration: Duration) -> [ExecEvent; 2] {
+    [
+        ExecEvent::ProcessError {
+            message: message.clone(),
+        },
+        ExecEvent::Finished(PromptResult {
+            success: false,
+            output: String::new(),
+            error: Some(message),
+            session_id: None,
+            num_turns: 0,
+            exit_code,
+            duration,
+        }),
+    ]
 }
 
 async fn start(prompt: &str, options: &Options, mode: PromptMode) -> crate::Result<Session> {
@@ -300,7 +333,7 @@ fn start_failure(command: &str, e: &Error) -> String {
         Error::CliNotFound { path } => format!(
             "could not start `{command}`: {}: {} (set Options::cli_path, or put the CLI on PATH)",
             path.display(),
-            std::io::Error::from_raw_os_error(libc::ENOENT)
+            std::io::Error::from(nix::errno::Errno::ENOENT)
         ),
         Error::Spawn { source, .. } => format!("could not start `{command}`: {source}"),
         other => format!("could not start `{command}`: {other}"),

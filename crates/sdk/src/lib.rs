@@ -23,6 +23,10 @@
 //! The CLI runs in its own process group with stdout read line by line (no small line cap) and
 //! stderr kept in a bounded ring. It dies with its owner: dropping a stream or client kills the
 //! group, and on Linux the CLI also gets SIGKILL if the host process dies.
+//!
+//! Every queue is bounded: stdout is read as fast as messages are taken, so a consumer that
+//! stops reading holds the CLI back. While a control request waits for its answer the reader
+//! reads ahead (bounded) so that the answer still gets through.
 
 #![warn(missing_docs)]
 

@@ -6,12 +6,13 @@
 
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::argv::render_command;
 use crate::error::{Error, Result};
@@ -39,15 +40,24 @@ pub(crate) struct Spawned {
 }
 
 /// Sends signals to the CLI's process group (through the task that owns the child).
+///
+/// The request is a single slot, not a queue: the supervisor delivers the latest signal asked
+/// for, so asking never waits and never grows. A SIGKILL is never replaced by a milder signal.
 #[derive(Clone, Debug)]
 pub(crate) struct Killer {
-    tx: mpsc::UnboundedSender<Signal>,
+    tx: Arc<watch::Sender<Option<Signal>>>,
 }
 
 impl Killer {
     /// Signals the process group, unless the CLI has already been reaped.
     pub(crate) fn signal(&self, sig: Signal) {
-        let _ = self.tx.send(sig);
+        self.tx.send_if_modified(|wanted| {
+            if *wanted == Some(Signal::SIGKILL) && sig != Signal::SIGKILL {
+                return false;
+            }
+            *wanted = Some(sig);
+            true
+        });
     }
 }
 
@@ -137,7 +147,7 @@ pub(crate) fn spawn(spec: Spec) -> Result<Spawned> {
     };
     let stdin = child.stdin.take();
     let (exit_tx, exit) = watch::channel(None);
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = watch::channel(None);
     tokio::spawn(supervise(child, pid, rx, exit_tx));
     Ok(Spawned {
         stdin,
@@ -146,7 +156,7 @@ pub(crate) fn spawn(spec: Spec) -> Result<Spawned> {
         pid,
         command,
         exit,
-        killer: Killer { tx },
+        killer: Killer { tx: Arc::new(tx) },
     })
 }
 
@@ -155,18 +165,21 @@ pub(crate) fn spawn(spec: Spec) -> Result<Spawned> {
 async fn supervise(
     mut child: Child,
     pid: u32,
-    mut rx: mpsc::UnboundedReceiver<Signal>,
+    mut rx: watch::Receiver<Option<Signal>>,
     exit_tx: watch::Sender<Option<i32>>,
 ) {
     let group = Pid::from_raw(pid as i32);
     let status = loop {
         tokio::select! {
             status = child.wait() => break status,
-            sig = rx.recv() => match sig {
-                Some(sig) => {
-                    let _ = killpg(group, sig);
+            asked = rx.changed() => match asked {
+                Ok(()) => {
+                    let sig = *rx.borrow_and_update();
+                    if let Some(sig) = sig {
+                        let _ = killpg(group, sig);
+                    }
                 }
-                None => {
+                Err(_) => {
                     let _ = killpg(group, Signal::SIGKILL);
                     break child.wait().await;
                 }
@@ -200,6 +213,11 @@ pub(crate) async fn wait_exit(
     waited.or_else(|| *exit.borrow())
 }
 
+/// Completes once the CLI has been reaped.
+pub(crate) async fn exited(exit: &mut watch::Receiver<Option<i32>>) {
+    let _ = exit.wait_for(Option::is_some).await;
+}
+
 /// Waits for the exit code with no limit (the supervisor always reports one).
 pub(crate) async fn exit_code_of(exit: &mut watch::Receiver<Option<i32>>) -> i32 {
     let waited = match exit.wait_for(Option::is_some).await {
@@ -214,33 +232,47 @@ pub(crate) async fn exit_code_of(exit: &mut watch::Receiver<Option<i32>>) -> i32
 /// creates the session; with tokio that is a runtime worker thread, which lives as long as the
 /// runtime.
 #[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
+    use nix::errno::Errno;
+    use nix::sys::prctl;
+    use nix::unistd::getppid;
+
     // Read before the fork: in the child, getppid() must still be this process, or the parent
     // died between fork and prctl and the death signal would never come.
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child before exec. It calls only prctl, getppid
-    // and reads errno (all async-signal-safe), takes no locks and does not allocate
-    // (`last_os_error` and `from_raw_os_error` build an error from an integer).
+    let parent = nix::unistd::getpid();
+    let in_child = move || -> std::io::Result<()> {
+        prctl::set_pdeathsig(Signal::SIGKILL)?;
+        if getppid() != parent {
+            return Err(Errno::ESRCH.into());
+        }
+        Ok(())
+    };
+    // The death signal is a property of the child process itself: only code run between fork
+    // and exec can set it, hence the one `pre_exec`.
+    #[allow(unsafe_code)]
+    // SAFETY: `in_child` runs in the forked child before exec. It only makes the prctl and
+    // getppid system calls and reads errno (all async-signal-safe); it takes no locks and does
+    // not allocate (an `io::Error` made from an errno is a plain integer).
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
+        cmd.pre_exec(in_child);
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_sigkill_is_never_replaced_by_a_milder_signal() {
+        let (tx, rx) = watch::channel(None);
+        let killer = Killer { tx: Arc::new(tx) };
+        killer.signal(Signal::SIGTERM);
+        assert_eq!(*rx.borrow(), Some(Signal::SIGTERM));
+        killer.signal(Signal::SIGKILL);
+        killer.signal(Signal::SIGTERM);
+        assert_eq!(*rx.borrow(), Some(Signal::SIGKILL));
+    }
+}

@@ -102,6 +102,19 @@ impl Fake {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    /// Waits (bounded) until the fake has created file `name`.
+    pub async fn wait_file_exists(&self, name: &str) {
+        let p = self.dir.path().join(name);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !p.exists() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the fake never created {name}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// Runs `fut`, failing the test (instead of hanging it) after 60 s.

@@ -212,6 +212,23 @@ result_ok "fine""#,
 }
 
 #[tokio::test]
+async fn bytes_that_are_not_utf8_are_reported_and_a_last_line_needs_no_newline() {
+    let fake = Fake::new(
+        r#"printf 'banner \xff\n'
+printf '{"type":"assistant","bad":"\xff\xfe"}\n'
+printf '{"type":"result","subtype":"success","is_error":false,"duration_ms":1,"duration_api_ms":1,"num_turns":1,"result":"last","session_id":"s1","uuid":"u-r"}'"#,
+    );
+    let items = collect(query("x", fake.argv_options())).await;
+    assert_eq!(items.len(), 2, "{items:?}");
+    match &items[0] {
+        Err(Error::JsonDecode { line, .. }) => assert!(line.contains('\u{fffd}'), "{line}"),
+        other => panic!("expected JsonDecode, got {other:?}"),
+    }
+    let r = items[1].as_ref().unwrap().as_result().unwrap();
+    assert_eq!(r.result.as_deref(), Some("last"));
+}
+
+#[tokio::test]
 async fn a_line_over_the_cap_is_skipped_with_an_error() {
     let fake = Fake::new(
         r#"assistant "$(head -c 5000 /dev/zero | tr '\0' 'a')"

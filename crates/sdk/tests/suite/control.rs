@@ -103,6 +103,49 @@ while next; do :; done"#,
 }
 
 #[tokio::test]
+async fn a_request_with_bad_fields_is_refused_naming_the_field() {
+    let fake = Fake::new(
+        r#"init
+next   # the prompt
+printf '{"type":"control_request","request_id":"p1","request":{"subtype":"can_use_tool","input":{}}}\n'
+next
+printf '{"type":"control_request","request_id":"h1","request":{"subtype":"hook_callback","callback_id":7}}\n'
+next
+printf '{"type":"control_request","request_id":"h2","request":{"subtype":"hook_callback","callback_id":"hook_9"}}\n'
+next
+result_ok "done"
+while next; do :; done"#,
+    );
+    let opts = fake
+        .options()
+        .with_can_use_tool(|_| async { Ok(PermissionResult::allow()) })
+        .with_hook(
+            "PreToolUse",
+            HookMatcher::new(None).callback(|_| async { Ok(json!({})) }),
+        );
+    let (_, errs) = split(collect(query("x", opts)).await);
+    assert!(errs.is_empty(), "{errs:?}");
+    let stdin = fake.stdin_frames();
+    let error_of = |id: &str| {
+        let r = &response_to(&stdin, id)["response"];
+        assert_eq!(r["subtype"], "error", "{r}");
+        r["error"].as_str().unwrap().to_owned()
+    };
+    let p1 = error_of("p1");
+    assert!(p1.starts_with("Invalid can_use_tool request"), "{p1}");
+    assert!(p1.contains("tool_name"), "{p1}");
+    let h1 = error_of("h1");
+    assert!(
+        h1.starts_with("Invalid hook_callback request: field `callback_id`"),
+        "{h1}"
+    );
+    assert_eq!(
+        error_of("h2"),
+        r#"no hook callback is registered as "hook_9""#
+    );
+}
+
+#[tokio::test]
 async fn set_model_set_permission_mode_and_interrupt_return_the_answers() {
     let fake = Fake::new(
         r#"init

@@ -1,3 +1,4 @@
+mod backpressure;
 mod common;
 mod contract;
 mod control;
