@@ -6,4 +6,5 @@ mod cancel;
 mod control;
 mod demo;
 mod failures;
+mod live_context;
 mod sessions;
