@@ -104,7 +104,7 @@ fn unknown_and_missing_fields() {
     );
     assert_eq!(
         e(r#"{"steps":[{"text":"a"}]}"#),
-        "step 0: field `kind` is required (one of text, tool_use, error, sse_error, drop, stall)"
+        "step 0: field `kind` is required (one of text, tool_use, error, sse_error, drop, stall, raw)"
     );
     assert_eq!(
         e(r#"{"steps":[{"kind":"error","status":500,"headers":{"bad header":"x"}}]}"#),
