@@ -154,7 +154,7 @@ mod tests {
             ])
             .raw_status(201)
             .raw_end(RawEnd::Hang)
-            .header("x-odd", " spaced  ")
+            .header("x-odd", "spaced  out")
             .times(3),
         ])
         .model("m")
