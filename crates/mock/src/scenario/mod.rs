@@ -10,6 +10,8 @@ mod de;
 mod error;
 mod file;
 mod read;
+#[cfg(test)]
+mod tests;
 mod write;
 
 use std::collections::BTreeMap;
