@@ -354,9 +354,15 @@ fn nested(
     }
 }
 
-fn calls(at: &Place, calls: Vec<Call>) -> Result<Vec<Call>> {
+fn calls(at: &Place, mut calls: Vec<Call>) -> Result<Vec<Call>> {
     if calls.is_empty() {
         return Err(at.err("calls", "must contain at least one call"));
+    }
+    // As everywhere in the file, `null` means absent: no input.
+    for c in &mut calls {
+        if c.input.is_null() {
+            c.input = Value::Object(Map::new());
+        }
     }
     let mut ids = HashSet::new();
     for (i, c) in calls.iter().enumerate() {

@@ -224,6 +224,23 @@ fn header_values_are_kept_verbatim() {
 }
 
 #[test]
+fn null_means_absent() {
+    let s = Scenario::from_json(
+        r#"{"model":null,"on_exhausted":null,"steps":[
+            {"kind":"tool_use","text":null,"times":null,"match":null,"calls":[{"name":"Bash","input":null,"id":null}]}
+        ]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        s,
+        Scenario::new(vec![super::Step::tool_use(vec![super::Call::new(
+            "Bash",
+            serde_json::json!({})
+        )])])
+    );
+}
+
+#[test]
 fn syntax_error_is_reported() {
     assert!(err("{").starts_with("the scenario is not valid JSON:"));
 }
