@@ -22,6 +22,9 @@ pub(crate) enum Piece {
     Pause(Duration),
     /// Abort the connection without finishing the body.
     Cut,
+    /// Send nothing more, ever: the body ends only when hyper drops it (client gone or server
+    /// shut down), so the connection stays open without holding any timer.
+    Hang,
 }
 
 /// The error a body yields to make hyper abort the connection.
@@ -110,6 +113,11 @@ impl Body for ScriptBody {
                 }
                 Some(Piece::Pause(d)) => this.pause = Some(Box::pin(tokio::time::sleep(d))),
                 Some(Piece::Cut) => return Poll::Ready(Some(Err(CutConnection))),
+                Some(Piece::Hang) => {
+                    // Stay at the front so every later poll lands here again.
+                    this.pieces.push_front(Piece::Hang);
+                    return Poll::Pending;
+                }
             }
         }
     }

@@ -14,7 +14,7 @@ use crate::body::{CutConnection, Piece, ScriptBody};
 use crate::record::{RecordedRequest, Recorder};
 use crate::reply::{self, Counters, ReplyCtx};
 use crate::scenario::{
-    status_for_error_type, Scenario, StallPhase, Step, StepKind, DEFAULT_DROP_TEXT,
+    status_for_error_type, RawEnd, Scenario, StallPhase, Step, StepKind, DEFAULT_DROP_TEXT,
     DEFAULT_STALL_TEXT,
 };
 use crate::select::{Cursor, Pick};
@@ -241,11 +241,36 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
         } => {
             let mut a = error_answer(*status, error_type, message, &r.request_id);
             if let Plan::Respond { headers: h, .. } = &mut a.plan {
-                for (name, value) in headers {
-                    h.push((name.clone(), value.clone()));
-                }
+                set_headers(h, headers);
             }
             a.plan
+        }
+        StepKind::Raw {
+            status,
+            headers,
+            events,
+            end,
+        } => {
+            if r.stream {
+                let mut pieces: Vec<Piece> = events
+                    .iter()
+                    .map(|e| Piece::Data(reply::raw_event(e)))
+                    .collect();
+                if *end == RawEnd::Hang {
+                    pieces.push(Piece::Hang);
+                }
+                let mut h = sse_headers(r);
+                set_headers(&mut h, headers);
+                Plan::Respond {
+                    status: *status,
+                    headers: h,
+                    body: ScriptBody::script(pieces),
+                }
+            } else {
+                let msg = "keel-mock: this request was answered by a `raw` step, which only \
+                           streams; send \"stream\": true";
+                error_answer(500, "api_error", msg, &r.request_id).plan
+            }
         }
         StepKind::SseError {
             error_type,
@@ -358,15 +383,27 @@ fn complete(reply: reply::Reply, r: &Req<'_>) -> Plan {
 fn sse(pieces: Vec<Piece>, r: &Req<'_>) -> Plan {
     Plan::Respond {
         status: 200,
-        headers: vec![
-            (
-                "content-type".into(),
-                "text/event-stream; charset=utf-8".into(),
-            ),
-            ("cache-control".into(), "no-cache".into()),
-            ("request-id".into(), r.request_id.clone()),
-        ],
+        headers: sse_headers(r),
         body: ScriptBody::script(pieces),
+    }
+}
+
+fn sse_headers(r: &Req<'_>) -> Vec<(String, String)> {
+    vec![
+        (
+            "content-type".into(),
+            "text/event-stream; charset=utf-8".into(),
+        ),
+        ("cache-control".into(), "no-cache".into()),
+        ("request-id".into(), r.request_id.clone()),
+    ]
+}
+
+/// Put the scenario's headers in, each replacing a default header of the same name.
+fn set_headers(into: &mut Vec<(String, String)>, headers: &BTreeMap<String, String>) {
+    for (name, value) in headers {
+        into.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        into.push((name.clone(), value.clone()));
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::scenario::{Step, StepKind, UsageOverride};
+use crate::scenario::{RawData, RawEvent, Step, StepKind, UsageOverride};
 
 /// Counters for the ids the server hands out; unique for the server's life.
 #[derive(Default)]
@@ -260,6 +260,15 @@ impl Reply {
 /// One SSE event as sent on the wire.
 pub(crate) fn sse_event(name: &str, data: &Value) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// One event of a `raw` step as sent on the wire: JSON data as serialized by serde_json (which
+/// writes integers as integers, whatever their size), text data byte for byte.
+pub(crate) fn raw_event(e: &RawEvent) -> Bytes {
+    match &e.data {
+        RawData::Json(v) => sse_event(&e.event, v),
+        RawData::Text(t) => Bytes::from(format!("event: {}\ndata: {t}\n\n", e.event)),
+    }
 }
 
 /// The body of an error response (also the data of an SSE `error` event, without request_id).

@@ -10,7 +10,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +19,16 @@ use crate::record::{RecordedRequest, Recorder};
 use crate::reply::Counters;
 use crate::scenario::Scenario;
 use crate::select::Cursor;
+
+/// Most client connections served at once. Past it the server stops accepting until one
+/// ends, leaving newcomers in the kernel's backlog: a runaway client slows down instead of
+/// making the server spawn without end.
+const MAX_CONNECTIONS: usize = 1024;
+/// Most request headers hyper accepts in one request.
+const MAX_HEADERS: usize = 100;
+/// Most bytes hyper buffers while reading a request head (request line and headers); the
+/// body has its own cap in the handler.
+const MAX_HEAD_BYTES: usize = 400 * 1024;
 
 /// How to run a server.
 #[derive(Clone, Debug)]
@@ -143,19 +153,23 @@ impl Drop for MockServer {
     }
 }
 
-/// Counts a connection as open for as long as it lives.
-struct ConnGuard(Arc<watch::Sender<usize>>);
+/// Counts a connection as open, and holds its place under [`MAX_CONNECTIONS`], for as long
+/// as it lives.
+struct ConnGuard {
+    count: Arc<watch::Sender<usize>>,
+    _slot: OwnedSemaphorePermit,
+}
 
 impl ConnGuard {
-    fn new(tx: Arc<watch::Sender<usize>>) -> ConnGuard {
-        tx.send_modify(|n| *n += 1);
-        ConnGuard(tx)
+    fn new(count: Arc<watch::Sender<usize>>, slot: OwnedSemaphorePermit) -> ConnGuard {
+        count.send_modify(|n| *n += 1);
+        ConnGuard { count, _slot: slot }
     }
 }
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        self.count.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -165,14 +179,23 @@ async fn accept_loop(
     token: CancellationToken,
     conns: Arc<watch::Sender<usize>>,
 ) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let slot = tokio::select! {
+            () = token.cancelled() => return,
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                // Never closed; if it were, there would be nothing left to serve.
+                Err(_) => return,
+            },
+        };
         let accepted = tokio::select! {
             () = token.cancelled() => return,
             r = listener.accept() => r,
         };
         match accepted {
             Ok((socket, _)) => {
-                let guard = ConnGuard::new(conns.clone());
+                let guard = ConnGuard::new(conns.clone(), slot);
                 tokio::spawn(serve(socket, shared.clone(), token.clone(), guard));
             }
             Err(_) => {
@@ -195,6 +218,8 @@ async fn serve(socket: TcpStream, shared: Arc<Shared>, token: CancellationToken,
     });
     let conn = http1::Builder::new()
         .keep_alive(true)
+        .max_headers(MAX_HEADERS)
+        .max_buf_size(MAX_HEAD_BYTES)
         .serve_connection(TokioIo::new(socket), service);
     // Dropping the connection future drops any handler and body with it, stalls included.
     tokio::select! {

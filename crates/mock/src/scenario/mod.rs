@@ -1,15 +1,25 @@
 //! The scenario: what the mock answers, step by step, and the Rust builders for it.
 //!
-//! The JSON format is parsed in [`parse`] and written back in [`write`]; both go through the
-//! same types, so a scenario built in Rust is checked by exactly the rules a file is.
+//! The JSON format is described by the serde types of [`file`]; [`read`] turns a file into a
+//! [`Scenario`] (with the range checks serde cannot express) and [`write`] turns a scenario
+//! back into a file. A scenario built in Rust is checked by writing and reading it, so it
+//! meets exactly the rules a file does.
 
-mod parse;
+mod build;
+mod de;
+mod error;
+mod file;
+mod read;
+#[cfg(test)]
+mod tests;
 mod write;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use error::ScenarioError;
 
 /// Default `after_events` of a `drop` step: message_start, ping, content_block_start and one delta.
 pub const DEFAULT_DROP_AFTER_EVENTS: usize = 4;
@@ -21,6 +31,13 @@ pub const DEFAULT_DROP_TEXT: &str = "keel-mock partial reply that will be cut of
 pub const DEFAULT_STALL_AFTER_EVENTS: usize = 2;
 /// Text of the reply a `stall` step sends when it has no `then`.
 pub const DEFAULT_STALL_TEXT: &str = "keel-mock reply after a stall";
+
+/// Largest `times` a step may have.
+pub const MAX_TIMES: u64 = 1_000_000;
+/// Largest `ms` or `delay_ms`: one day, far beyond any test's patience.
+pub const MAX_MS: u64 = 86_400_000;
+/// Largest `after_events`; a reply has far fewer events, so more only means "all of them".
+pub const MAX_AFTER_EVENTS: u64 = 100_000;
 
 /// A parsed scenario: the replies to give, in order, and what to do when they run out.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +51,11 @@ pub struct Scenario {
 }
 
 /// What the server does when no step is left.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    rename_all = "snake_case",
+    expecting = "one of \"error\", \"repeat_last\", \"loop\""
+)]
 pub enum OnExhausted {
     /// Answer HTTP 400 `invalid_request_error` (a permanent error, so clients fail fast).
     #[default]
@@ -50,13 +71,13 @@ pub enum OnExhausted {
 pub struct Step {
     /// What to answer.
     pub kind: StepKind,
-    /// How many consecutive matching requests this step answers (at least 1).
+    /// How many consecutive matching requests this step answers (1..=[`MAX_TIMES`]).
     pub times: usize,
     /// Overrides of the reported token usage.
     pub usage: Option<UsageOverride>,
     /// Overrides the reported `stop_reason` (e.g. `max_tokens`).
     pub stop_reason: Option<String>,
-    /// Wait this long before answering at all.
+    /// Wait this long before answering at all (at most [`MAX_MS`]).
     pub delay_ms: u64,
     /// Only requests meeting these conditions are answered by this step (JSON field `match`).
     pub when: Option<Match>,
@@ -87,7 +108,7 @@ pub enum StepKind {
         error_type: String,
         /// The `error.message` of the body.
         message: String,
-        /// Extra response headers such as `retry-after`.
+        /// Extra response headers such as `retry-after`, sent verbatim (lower-case names).
         headers: BTreeMap<String, String>,
     },
     /// HTTP 200 stream that sends some events of a normal reply, then an `error` event.
@@ -120,10 +141,25 @@ pub enum StepKind {
         /// silence (default 2: message_start and ping).
         after_events: usize,
     },
+    /// Exactly these SSE events, for replies no well-behaved server would send.
+    Raw {
+        /// HTTP status (200..=599, default 200).
+        status: u16,
+        /// Response headers, sent verbatim; each replaces a default header of the same name.
+        headers: BTreeMap<String, String>,
+        /// The events, sent in order, each flushed on its own.
+        events: Vec<RawEvent>,
+        /// How the body ends after the last event.
+        end: RawEnd,
+    },
 }
 
 /// Where a `stall` step goes silent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    rename_all = "snake_case",
+    expecting = "\"before_headers\" or \"after_message_start\""
+)]
 pub enum StallPhase {
     /// Before any response header.
     BeforeHeaders,
@@ -131,123 +167,87 @@ pub enum StallPhase {
     AfterMessageStart,
 }
 
-/// One tool call of a `tool_use` step.
+/// One event of a `raw` step: `event: NAME` and one `data:` line.
 #[derive(Clone, Debug, PartialEq)]
+pub struct RawEvent {
+    /// The event name.
+    pub event: String,
+    /// What follows `data: `.
+    pub data: RawData,
+}
+
+/// The data line of a raw event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RawData {
+    /// A JSON value, serialized as it is (big integers stay integers).
+    Json(Value),
+    /// Text sent byte for byte, whether or not it is valid JSON.
+    Text(String),
+}
+
+/// How a `raw` step's body ends after its events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", expecting = "\"close\" or \"hang\"")]
+pub enum RawEnd {
+    /// Finish the body cleanly.
+    #[default]
+    Close,
+    /// Send nothing more and keep the connection open until the client leaves.
+    Hang,
+}
+
+/// One tool call of a `tool_use` step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a JSON object")]
 pub struct Call {
     /// Tool name.
     pub name: String,
     /// Tool input, a JSON object.
+    #[serde(default = "empty_object")]
     pub input: Value,
     /// Explicit tool_use id; `None` gives a unique `toolu_mock_<n>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
 }
 
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
 /// Overrides of the usage numbers a reply reports; `None` keeps the computed value.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a JSON object")]
 pub struct UsageOverride {
     /// `usage.input_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
     /// `usage.output_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
     /// `usage.cache_read_input_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_input_tokens: Option<u64>,
     /// `usage.cache_creation_input_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_creation_input_tokens: Option<u64>,
 }
 
 /// Conditions a request must meet for a step to answer it; every condition given must hold.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a JSON object")]
 pub struct Match {
     /// The system prompt (a string, or its text blocks joined) contains this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_contains: Option<String>,
     /// The text of the last user message (text blocks and tool_result contents) contains this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_user_contains: Option<String>,
     /// The text of the first user message contains this (it stays the same for a whole agent run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_user_contains: Option<String>,
     /// The request's `tools` include one with this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_tool: Option<String>,
-}
-
-/// Why a scenario could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ScenarioError {
-    /// The file could not be read.
-    #[error("{}: cannot read the scenario file: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The text is not JSON.
-    #[error("{}the scenario is not valid JSON: {message}", path_prefix(path))]
-    Syntax {
-        /// The file, when read from one.
-        path: Option<PathBuf>,
-        /// The parser's message.
-        message: String,
-    },
-    /// The JSON does not describe a valid scenario.
-    #[error("{}{}{}", path_prefix(path), step_prefix(*step, kind), field_problem(field, problem))]
-    Invalid {
-        /// The file, when read from one.
-        path: Option<PathBuf>,
-        /// Index of the offending step; `None` for a top-level field.
-        step: Option<usize>,
-        /// Kind of the offending step when it is known.
-        kind: Option<String>,
-        /// The field, dotted for nested ones (`then.text`, `calls.0.input`); empty when the
-        /// problem is the step (or the scenario) as a whole.
-        field: String,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
-
-fn path_prefix(path: &Option<PathBuf>) -> String {
-    match path {
-        Some(p) => format!("{}: ", p.display()),
-        None => String::new(),
-    }
-}
-
-fn field_problem(field: &str, problem: &str) -> String {
-    if field.is_empty() {
-        problem.to_string()
-    } else {
-        format!("field `{field}` {problem}")
-    }
-}
-
-fn step_prefix(step: Option<usize>, kind: &Option<String>) -> String {
-    match (step, kind) {
-        (Some(i), Some(k)) => format!("step {i} ({k}): "),
-        (Some(i), None) => format!("step {i}: "),
-        (None, _) => String::new(),
-    }
-}
-
-impl ScenarioError {
-    fn with_path(self, file: &std::path::Path) -> Self {
-        let p = Some(file.to_path_buf());
-        match self {
-            ScenarioError::Syntax { message, .. } => ScenarioError::Syntax { path: p, message },
-            ScenarioError::Invalid {
-                step,
-                kind,
-                field,
-                problem,
-                ..
-            } => ScenarioError::Invalid {
-                path: p,
-                step,
-                kind,
-                field,
-                problem,
-            },
-            other => other,
-        }
-    }
 }
 
 impl Scenario {
@@ -278,12 +278,12 @@ impl Scenario {
             path: None,
             message: e.to_string(),
         })?;
-        parse::scenario(&value)
+        read::scenario(&value)
     }
 
     /// Parse a scenario from an already decoded JSON value.
     pub fn from_value(value: &Value) -> Result<Scenario, ScenarioError> {
-        parse::scenario(value)
+        read::scenario(value)
     }
 
     /// Read and parse a scenario file; errors name the file, the step and the field.
@@ -302,230 +302,7 @@ impl Scenario {
 
     /// Check a scenario built in Rust by the same rules as a file (e.g. an error status in 400..=599).
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        parse::scenario(&self.to_value()).map(|_| ())
-    }
-}
-
-impl Step {
-    fn of(kind: StepKind) -> Step {
-        Step {
-            kind,
-            times: 1,
-            usage: None,
-            stop_reason: None,
-            delay_ms: 0,
-            when: None,
-        }
-    }
-
-    /// A text reply.
-    pub fn text(text: impl Into<String>) -> Step {
-        Step::of(StepKind::Text {
-            text: text.into(),
-            thinking: None,
-        })
-    }
-
-    /// A text reply preceded by a thinking block.
-    pub fn text_with_thinking(thinking: impl Into<String>, text: impl Into<String>) -> Step {
-        Step::of(StepKind::Text {
-            text: text.into(),
-            thinking: Some(thinking.into()),
-        })
-    }
-
-    /// A reply that calls tools.
-    pub fn tool_use(calls: Vec<Call>) -> Step {
-        Step::of(StepKind::ToolUse { text: None, calls })
-    }
-
-    /// A reply with a text block, then tool calls.
-    pub fn tool_use_with_text(text: impl Into<String>, calls: Vec<Call>) -> Step {
-        Step::of(StepKind::ToolUse {
-            text: Some(text.into()),
-            calls,
-        })
-    }
-
-    /// An HTTP error with the error type that belongs to `status` and a default message.
-    pub fn error(status: u16) -> Step {
-        let error_type = default_error_type(status).to_string();
-        let message = default_error_message(&error_type);
-        Step::of(StepKind::Error {
-            status,
-            error_type,
-            message,
-            headers: BTreeMap::new(),
-        })
-    }
-
-    /// An HTTP error with an explicit error type and message.
-    pub fn error_with(
-        status: u16,
-        error_type: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Step {
-        Step::of(StepKind::Error {
-            status,
-            error_type: error_type.into(),
-            message: message.into(),
-            headers: BTreeMap::new(),
-        })
-    }
-
-    /// Add a response header to an `error` step (ignored by other kinds).
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Step {
-        if let StepKind::Error { headers, .. } = &mut self.kind {
-            headers.insert(name.into().to_ascii_lowercase(), value.into());
-        }
-        self
-    }
-
-    /// An error event inside an HTTP 200 stream, after message_start.
-    pub fn sse_error(error_type: impl Into<String>, message: impl Into<String>) -> Step {
-        Step::of(StepKind::SseError {
-            error_type: error_type.into(),
-            message: message.into(),
-            after_events: DEFAULT_SSE_ERROR_AFTER_EVENTS,
-            reply: None,
-        })
-    }
-
-    /// Stream the default partial reply and cut the connection after `after_events` events.
-    pub fn drop_after(after_events: usize) -> Step {
-        Step::of(StepKind::Drop {
-            after_events,
-            reply: None,
-        })
-    }
-
-    /// Stream `reply` and cut the connection after `after_events` events.
-    pub fn drop_reply(after_events: usize, reply: Step) -> Step {
-        Step::of(StepKind::Drop {
-            after_events,
-            reply: Some(Box::new(reply)),
-        })
-    }
-
-    /// Stay silent for `ms` before any header, then answer `then` or close the connection.
-    pub fn stall_before_headers(ms: u64, then: Option<Step>) -> Step {
-        Step::of(StepKind::Stall {
-            phase: StallPhase::BeforeHeaders,
-            ms,
-            then: then.map(Box::new),
-            after_events: DEFAULT_STALL_AFTER_EVENTS,
-        })
-    }
-
-    /// Stream message_start and ping, stay silent for `ms`, then stream the rest of `then`.
-    pub fn stall_after_message_start(ms: u64, then: Option<Step>) -> Step {
-        Step::of(StepKind::Stall {
-            phase: StallPhase::AfterMessageStart,
-            ms,
-            then: then.map(Box::new),
-            after_events: DEFAULT_STALL_AFTER_EVENTS,
-        })
-    }
-
-    /// Answer this many consecutive matching requests with this step.
-    pub fn times(mut self, n: usize) -> Step {
-        self.times = n;
-        self
-    }
-
-    /// Override the reported usage.
-    pub fn usage(mut self, usage: UsageOverride) -> Step {
-        self.usage = Some(usage);
-        self
-    }
-
-    /// Override the reported stop_reason.
-    pub fn stop_reason(mut self, reason: impl Into<String>) -> Step {
-        self.stop_reason = Some(reason.into());
-        self
-    }
-
-    /// Wait this long before answering.
-    pub fn delay_ms(mut self, ms: u64) -> Step {
-        self.delay_ms = ms;
-        self
-    }
-
-    /// Answer only requests meeting `m`.
-    pub fn when(mut self, m: Match) -> Step {
-        self.when = Some(m);
-        self
-    }
-
-    /// Only for `sse_error` and `drop`: how many events go out first (ignored by other kinds).
-    pub fn after_events(mut self, n: usize) -> Step {
-        match &mut self.kind {
-            StepKind::SseError { after_events, .. } | StepKind::Drop { after_events, .. } => {
-                *after_events = n
-            }
-            _ => {}
-        }
-        self
-    }
-
-    /// The name of this step's kind as written in scenario files.
-    pub fn kind_name(&self) -> &'static str {
-        match self.kind {
-            StepKind::Text { .. } => "text",
-            StepKind::ToolUse { .. } => "tool_use",
-            StepKind::Error { .. } => "error",
-            StepKind::SseError { .. } => "sse_error",
-            StepKind::Drop { .. } => "drop",
-            StepKind::Stall { .. } => "stall",
-        }
-    }
-}
-
-impl Call {
-    /// A call of tool `name` with `input`; the id is generated.
-    pub fn new(name: impl Into<String>, input: Value) -> Call {
-        Call {
-            name: name.into(),
-            input,
-            id: None,
-        }
-    }
-
-    /// Use this tool_use id instead of a generated one.
-    pub fn id(mut self, id: impl Into<String>) -> Call {
-        self.id = Some(id.into());
-        self
-    }
-}
-
-impl Match {
-    /// No condition yet (matches every request).
-    pub fn new() -> Match {
-        Match::default()
-    }
-
-    /// Require the system prompt to contain `s`.
-    pub fn system_contains(mut self, s: impl Into<String>) -> Match {
-        self.system_contains = Some(s.into());
-        self
-    }
-
-    /// Require the last user message to contain `s`.
-    pub fn last_user_contains(mut self, s: impl Into<String>) -> Match {
-        self.last_user_contains = Some(s.into());
-        self
-    }
-
-    /// Require the first user message to contain `s`.
-    pub fn first_user_contains(mut self, s: impl Into<String>) -> Match {
-        self.first_user_contains = Some(s.into());
-        self
-    }
-
-    /// Require a tool of this name in the request.
-    pub fn has_tool(mut self, name: impl Into<String>) -> Match {
-        self.has_tool = Some(name.into());
-        self
+        read::scenario(&self.to_value()).map(|_| ())
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod binary;
 mod faults;
+mod raw;
 mod recording;
 mod scenario_files;
 mod selection;

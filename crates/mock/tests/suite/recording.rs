@@ -87,3 +87,25 @@ async fn wait_for_requests_is_event_driven() {
     let seqs: Vec<usize> = server.requests().iter().map(|r| r.seq).collect();
     assert_eq!(seqs, vec![0, 1, 2]);
 }
+
+#[tokio::test]
+async fn an_oversized_request_head_is_refused_and_not_recorded() {
+    let server = MockServer::start(Scenario::new(vec![Step::text("x")]))
+        .await
+        .unwrap();
+    let huge = "a".repeat(512 * 1024);
+    let r = client()
+        .post(format!("{}/v1/messages", server.base_url()))
+        .header("x-huge", huge)
+        .json(&request(false))
+        .send()
+        .await;
+    // The server may close before the client has finished writing, so the client sees
+    // either the refusal or a broken connection; never an answer from a step.
+    if let Ok(resp) = r {
+        assert_eq!(resp.status(), 431);
+    }
+    assert!(server.requests().is_empty());
+    assert_eq!(post(&server, &request(false)).await.status(), 200);
+    assert_eq!(server.requests().len(), 1);
+}

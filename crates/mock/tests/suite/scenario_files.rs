@@ -1,6 +1,6 @@
 //! Scenario files: the documented example parses; mistakes are reported by file, step and field.
 
-use keel_mock::{OnExhausted, Scenario, ScenarioError, StallPhase, StepKind};
+use keel_mock::{OnExhausted, RawData, RawEnd, Scenario, ScenarioError, StallPhase, StepKind};
 use pretty_assertions::assert_eq;
 
 const EXAMPLE: &str = r#"{
@@ -15,6 +15,10 @@ const EXAMPLE: &str = r#"{
     {"kind": "drop", "after_events": 4, "reply": {"kind":"text","text":"this text is being streamed when the connection is cut"}},
     {"kind": "stall", "phase": "before_headers", "ms": 20000, "then": {"kind":"text","text":"late"}},
     {"kind": "stall", "phase": "after_message_start", "ms": 3000},
+    {"kind": "raw", "status": 200, "headers": {"x-mock": "raw"},
+     "events": [{"event": "content_block_start", "data": {"type": "content_block_start", "index": 18446744073709551615}},
+                {"event": "content_block_start", "data_text": "{\"type\":\"content_block_start\",\"index\":1e10}"}],
+     "end": "hang"},
     {"kind": "text", "text": "x", "times": 2, "delay_ms": 5, "stop_reason": "max_tokens",
      "usage": {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 4},
      "match": {"system_contains": "a", "last_user_contains": "b", "has_tool": "Bash"}}
@@ -26,7 +30,7 @@ fn the_documented_example_parses() {
     let s = Scenario::from_json(EXAMPLE).unwrap();
     assert_eq!(s.model, None);
     assert_eq!(s.on_exhausted, OnExhausted::Error);
-    assert_eq!(s.steps.len(), 8);
+    assert_eq!(s.steps.len(), 9);
     assert!(matches!(
         s.steps[6].kind,
         StepKind::Stall {
@@ -36,9 +40,15 @@ fn the_documented_example_parses() {
             after_events: keel_mock::DEFAULT_STALL_AFTER_EVENTS
         }
     ));
-    assert_eq!(s.steps[7].times, 2);
+    assert!(matches!(
+        &s.steps[7].kind,
+        StepKind::Raw { status: 200, end: RawEnd::Hang, events, .. }
+            if events[0].data == RawData::Json(serde_json::json!(
+                {"type": "content_block_start", "index": u64::MAX}))
+    ));
+    assert_eq!(s.steps[8].times, 2);
     assert_eq!(
-        s.steps[7].when.as_ref().unwrap().has_tool.as_deref(),
+        s.steps[8].when.as_ref().unwrap().has_tool.as_deref(),
         Some("Bash")
     );
     // And it survives a trip through its own JSON form.
@@ -104,7 +114,7 @@ fn unknown_and_missing_fields() {
     );
     assert_eq!(
         e(r#"{"steps":[{"text":"a"}]}"#),
-        "step 0: field `kind` is required (one of text, tool_use, error, sse_error, drop, stall)"
+        "step 0: field `kind` is required (one of text, tool_use, error, sse_error, drop, stall, raw)"
     );
     assert_eq!(
         e(r#"{"steps":[{"kind":"error","status":500,"headers":{"bad header":"x"}}]}"#),
