@@ -17,6 +17,7 @@ use clap::Parser;
 
 fn main() {
     init_tracing();
+    quiet_panics();
     let argv: Vec<String> = std::env::args().collect();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -29,7 +30,22 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let code = runtime.block_on(dispatch(argv));
+    // Turns have their own panic boundary; this one catches what panics outside any turn, so
+    // even then keel ends with one clear line and exit 1, not a crash report.
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(dispatch(argv))
+    })) {
+        Ok(code) => code,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            eprintln!("keel: internal error outside a turn (a panic: {what}); this is a keel bug");
+            1
+        }
+    };
     // Leave at once: background tasks (a blocked stdin reader, say) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     std::process::exit(code);
@@ -63,6 +79,25 @@ async fn dispatch(argv: Vec<String>) -> i32 {
     }
 }
 
+/// A panic inside a turn is caught by the engine and reported as the turn's result, and one
+/// outside a turn by `main`; the default hook would also print a multi-line report on stderr,
+/// where keel promises one line. Panics are logged at debug level instead.
+fn quiet_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::debug!("a panic{at}: {what}");
+    }));
+}
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     // --debug / --debug-file (flags the SDKs pass) raise the default level to debug.
@@ -91,7 +126,13 @@ fn init_tracing() {
             ),
         }
     }
-    let _ = builder.with_writer(std::io::stderr).try_init();
+    // Colours only for a person at a terminal, and never with NO_COLOR.
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let _ = builder
+        .with_ansi(colour)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Parse a command line; on an error (or `--help`/`--version`) print what clap says and return

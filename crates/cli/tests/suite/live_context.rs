@@ -26,7 +26,10 @@ fn delegating(calls: &[Value]) -> String {
         steps.push(step("SUB", json!({"kind": "tool_use", "calls": [c]})));
     }
     steps.push(step("SUB", json!({"kind": "text", "text": "sub finished"})));
-    steps.push(step("MAIN", json!({"kind": "text", "text": "main finished"})));
+    steps.push(step(
+        "MAIN",
+        json!({"kind": "text", "text": "main finished"}),
+    ));
     json!({ "steps": steps }).to_string()
 }
 
@@ -184,5 +187,8 @@ async fn a_rule_granted_with_an_approval_binds_a_running_subagent() {
         .iter()
         .filter(|f| f["type"] == "control_request" && f["request"]["subtype"] == "can_use_tool")
         .count();
-    assert_eq!(asks, 1, "the session rule decided the second call without asking");
+    assert_eq!(
+        asks, 1,
+        "the session rule decided the second call without asking"
+    );
 }

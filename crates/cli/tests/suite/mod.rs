@@ -2,6 +2,7 @@ pub mod common;
 
 mod agents;
 mod basic;
+mod boundary;
 mod cancel;
 mod control;
 mod demo;

@@ -267,9 +267,10 @@ async fn last_resort(
             message,
             request_id,
         }),
+        // Both failures are named: the stream's is usually the one worth knowing.
         Ok(Err(e)) => Err(r.failed(
             e,
-            format!("{gave_up}; a final non-streaming attempt failed too"),
+            format!("{gave_up}; the stream kept failing ({error}), and a final non-streaming attempt failed too"),
         )),
         Err(_) => Err(r.failed(
             error,

@@ -34,7 +34,7 @@ impl Session {
             },
             Err(payload) => {
                 let what = crate::dispatch::panic_message(payload.as_ref());
-                tracing::error!("a turn panicked: {what}");
+                tracing::debug!("a turn panicked: {what}");
                 turn.cancel(CancelReason::Shutdown);
                 self.repair_after_panic().await;
                 TurnEnd::Internal {
