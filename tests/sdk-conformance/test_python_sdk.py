@@ -313,3 +313,62 @@ def test_resume_a_session_by_id(start):
     assert resumed[-1].session_id == session_id
     msgs = env.mock.requests()[1]["body"]["messages"]
     assert "Remember the word tangerine." in str(msgs[0]), "the resumed request carries the old conversation"
+
+
+def test_a_hook_blocks_a_subagents_tool_call(start):
+    """The host's PreToolUse hook is asked about a call a subagent makes, and its block holds:
+    subagents read the session's live hooks, not a copy made before the host registered them."""
+    env = start("subagent_touch")
+    calls = []
+
+    async def guard(input_data, tool_use_id, context):
+        calls.append((input_data["tool_name"], tool_use_id))
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "no files from subagents",
+            }
+        }
+
+    async def main():
+        opts = env.options(
+            allowed_tools=["Bash", "Task"],
+            hooks={"PreToolUse": [HookMatcher(matcher="Bash", hooks=[guard])]},
+        )
+        async with ClaudeSDKClient(options=opts) as client:
+            await client.query("MAIN: delegate the work.")
+            return [m async for m in client.receive_response()]
+
+    messages = run(main)
+    assert_keel_ran(env, messages)
+    assert calls == [("Bash", "toolu_sub_touch")], calls
+    sub = [r for r in tool_results(messages) if r.tool_use_id == "toolu_sub_touch"]
+    assert len(sub) == 1 and sub[0].is_error, sub
+    assert "no files from subagents" in result_text(sub[0])
+    assert not (env.cwd / "made_by_sub.txt").exists(), "the subagent's blocked command did not run"
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and result.subtype == "success"
+
+
+def test_a_mode_change_binds_a_running_subagent(start):
+    """set_permission_mode while a subagent runs: its next call is decided in the new mode."""
+    env = start("subagent_wait_then_touch")
+
+    async def main():
+        async with ClaudeSDKClient(options=env.options(allowed_tools=["Bash", "Task"])) as client:
+            await client.query("MAIN: delegate the work.")
+            waiting = env.cwd / "waiting.txt"
+            with anyio.fail_after(60):
+                while not waiting.exists():
+                    await anyio.sleep(0.02)
+            await client.set_permission_mode("plan")
+            (env.cwd / "go").write_text("")
+            return [m async for m in client.receive_response()]
+
+    messages = run(main)
+    assert_keel_ran(env, messages)
+    denied = [r for r in tool_results(messages) if r.tool_use_id == "toolu_sub_touch"]
+    assert len(denied) == 1 and denied[0].is_error, denied
+    assert "plan mode" in result_text(denied[0])
+    assert not (env.cwd / "made_after_plan.txt").exists()

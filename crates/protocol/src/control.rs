@@ -237,9 +237,17 @@ impl std::fmt::Display for RequestError {
 impl std::error::Error for RequestError {}
 
 fn fields_of<T: DeserializeOwned>(subtype: &str, fields: &Extra) -> Result<T, RequestError> {
-    serde_json::from_value(Value::Object(fields.clone())).map_err(|e| RequestError {
-        subtype: subtype.to_owned(),
-        message: e.to_string(),
+    serde_path_to_error::deserialize(Value::Object(fields.clone())).map_err(|e| {
+        let path = e.path().to_string();
+        let message = if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("field `{path}`: {}", e.inner())
+        };
+        RequestError {
+            subtype: subtype.to_owned(),
+            message,
+        }
     })
 }
 
@@ -335,7 +343,10 @@ mod tests {
         assert_eq!(r.subtype(), "rewind_files");
         let e = Request::from_wire(&wire(json!({"subtype": "set_model", "model": 5}))).unwrap_err();
         assert_eq!(e.subtype, "set_model");
-        assert!(e.message.contains("string"), "{e}");
+        assert!(
+            e.message.contains("field `model`") && e.message.contains("string"),
+            "{e}"
+        );
         let e = Request::from_wire(&wire(json!({"subtype": "stop_task"}))).unwrap_err();
         assert!(e.message.contains("task_id"), "{e}");
     }

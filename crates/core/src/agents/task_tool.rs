@@ -12,7 +12,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use keel_protocol::{CancelReason, ContentBlock};
-use keel_tools::{BoxFuture, CancelToken, Tool, ToolContext, ToolKind, ToolOutcome};
+use keel_tools::{
+    input_schema, parse_input, BoxFuture, CancelToken, Tool, ToolContext, ToolKind, ToolOutcome,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::agents::registry::AgentDef;
@@ -72,35 +76,30 @@ impl TaskTool {
     }
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
 struct Input {
+    /// A short (3-5 word) label for the task.
     description: String,
+    /// The task, complete and self-contained.
     prompt: String,
+    /// The agent type.
     subagent_type: String,
-    background: bool,
+    /// Run as a background task; read the result later with TaskOutput.
+    run_in_background: Option<bool>,
+    /// The agent id of an earlier subagent to continue.
     resume: Option<String>,
+    /// A model for this subagent (default: the agent type's, else the session's).
     model: Option<String>,
 }
 
 fn parse(input: &Value) -> Result<Input, String> {
-    let s = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
-    let need = |k: &str, what: &str| {
-        s(k).filter(|v| !v.trim().is_empty())
-            .ok_or_else(|| format!("Invalid input for Task: `{k}` is required ({what})."))
-    };
-    Ok(Input {
-        description: s("description").unwrap_or_else(|| "subagent task".into()),
-        prompt: need(
-            "prompt",
-            "the task for the subagent, complete and self-contained",
-        )?,
-        subagent_type: s("subagent_type").unwrap_or_else(|| "general-purpose".into()),
-        background: input
-            .get("run_in_background")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        resume: s("resume").filter(|r| !r.is_empty()),
-        model: s("model").filter(|m| !m.is_empty()),
-    })
+    let mut i: Input = parse_input("Task", input).map_err(|e| e.to_string())?;
+    if i.prompt.trim().is_empty() {
+        return Err("Invalid input for Task: `prompt` is required (the task for the subagent, complete and self-contained).".into());
+    }
+    i.resume = i.resume.filter(|r| !r.is_empty());
+    i.model = i.model.filter(|m| !m.is_empty());
+    Ok(i)
 }
 
 impl Tool for TaskTool {
@@ -114,15 +113,14 @@ impl Tool for TaskTool {
         "Delegate a task to a subagent that works on its own and reports back. Give it a complete, self-contained prompt: it sees nothing of this conversation. Pick subagent_type from the available agent types (general-purpose for anything; Explore and Plan are read-only). run_in_background starts it as a background task and returns its id at once. resume continues an earlier subagent by its agent id, with its history."
     }
     fn input_schema(&self) -> Value {
-        let types = self.ctx.agent_names();
-        json!({"type": "object", "properties": {
-            "description": {"type": "string", "description": "A short (3-5 word) label for the task."},
-            "prompt": {"type": "string", "description": "The task, complete and self-contained."},
-            "subagent_type": {"type": "string", "description": format!("The agent type: one of {}.", types.join(", "))},
-            "run_in_background": {"type": "boolean", "description": "Run as a background task; read the result later with TaskOutput."},
-            "resume": {"type": "string", "description": "The agent id of an earlier subagent to continue."},
-            "model": {"type": "string", "description": "A model for this subagent (default: the agent type's, else the session's)."}
-        }, "required": ["description", "prompt", "subagent_type"]})
+        let mut schema = input_schema::<Input>();
+        // The agent types change while a session runs (a host may add some): list them now.
+        let types = format!(
+            "The agent type: one of {}.",
+            self.ctx.agent_names().join(", ")
+        );
+        schema["properties"]["subagent_type"]["description"] = json!(types);
+        schema
     }
     fn is_read_only(&self, _: &Value) -> bool {
         // A subagent's own calls are checked against the session's live permissions.
@@ -164,7 +162,7 @@ impl Tool for TaskTool {
                 Ok(c) => c,
                 Err(e) => return ToolOutcome::failed(e),
             };
-            if inp.background {
+            if inp.run_in_background.unwrap_or(false) {
                 return self.run_background(child, slot, &def, &inp, agent_id).await;
             }
             self.run_foreground(child, slot, &def, &inp, &agent_id, cx)
@@ -415,5 +413,29 @@ fn explain(s: &TaskStatus) -> &'static str {
         TaskStatus::Failed(_) => "It failed; keel did not retry it. Decide whether to retry, resume it, or do the work another way.",
         TaskStatus::Killed(_) => "It was stopped before finishing; its work is partial.",
         TaskStatus::Running | TaskStatus::Completed => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_schema_comes_from_the_input_type() {
+        assert_eq!(
+            input_schema::<Input>()["required"],
+            json!(["description", "prompt", "subagent_type"])
+        );
+        let e = parse(&json!({"description": "d", "prompt": "  ", "subagent_type": "Plan"}))
+            .err()
+            .unwrap();
+        assert!(e.contains("`prompt` is required"), "{e}");
+        let i = parse(
+            &json!({"description": "d", "prompt": "p", "subagent_type": "Plan",
+            "run_in_background": "true", "resume": ""}),
+        )
+        .unwrap();
+        assert_eq!((i.run_in_background, i.resume), (Some(true), None));
     }
 }

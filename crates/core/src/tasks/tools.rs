@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_tools::{BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use keel_tools::{input_schema, parse_input, BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{read_log, shell_quote, KilledBy, TaskKind, TaskManager, TaskStatus};
@@ -20,18 +22,27 @@ pub struct TaskStopTool {
     pub kind: ToolKind,
 }
 
-impl TaskStopTool {
-    /// The input field naming the task: KillShell calls it `shell_id`.
-    fn id_field(&self) -> &'static str {
-        match self.kind {
-            ToolKind::KillShell => "shell_id",
-            _ => "task_id",
-        }
-    }
+#[derive(Debug, Deserialize, JsonSchema)]
+struct OutputInput {
+    /// The id the task was started with.
+    task_id: String,
+    /// Wait for the task to end (default true).
+    block: Option<bool>,
+    /// How long to wait, in ms (0 to 600000, default 30000).
+    timeout: Option<f64>,
 }
 
-fn str_field<'a>(input: &'a Value, tool: &str, field: &str) -> Result<&'a str, ToolOutcome> {
-    input.get(field).and_then(Value::as_str).ok_or_else(|| ToolOutcome::failed(format!("Invalid input for {tool}: `{field}` is required (the id a background task was started with).")))
+#[derive(Debug, Deserialize, JsonSchema)]
+struct StopInput {
+    /// The id of the background task to stop.
+    task_id: String,
+}
+
+/// KillShell's older spelling of the same field.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct KillShellInput {
+    /// The id of the background task to stop.
+    shell_id: String,
 }
 
 impl Tool for TaskOutputTool {
@@ -45,28 +56,23 @@ impl Tool for TaskOutputTool {
         "Get the status and output of a background task (a background shell or subagent). With block=true (the default) it waits until the task ends or the timeout passes, then reports; a task still running is reported as running."
     }
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {
-            "task_id": {"type": "string", "description": "The id the task was started with."},
-            "block": {"type": "boolean", "description": "Wait for the task to end (default true)."},
-            "timeout": {"type": "number", "description": "How long to wait, in ms (0 to 600000, default 30000)."}
-        }, "required": ["task_id"]})
+        input_schema::<OutputInput>()
     }
     fn is_read_only(&self, _: &Value) -> bool {
         true
     }
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let id = match str_field(&input, "TaskOutput", "task_id") {
-                Ok(i) => i.to_owned(),
-                Err(e) => return e,
+            let inp: OutputInput = match parse_input("TaskOutput", &input) {
+                Ok(i) => i,
+                Err(e) => return e.into(),
             };
-            let block = input.get("block").and_then(Value::as_bool).unwrap_or(true);
-            let ms = match input.get("timeout") {
-                None | Some(Value::Null) => 30_000,
-                Some(v) => match v.as_f64() {
-                    Some(ms) if (0.0..=600_000.0).contains(&ms) => ms as u64,
-                    _ => return ToolOutcome::failed("Invalid input for TaskOutput: `timeout` must be a number of milliseconds from 0 to 600000."),
-                },
+            let id = inp.task_id;
+            let block = inp.block.unwrap_or(true);
+            let ms = match inp.timeout {
+                None => 30_000,
+                Some(ms) if (0.0..=600_000.0).contains(&ms) => ms as u64,
+                Some(_) => return ToolOutcome::failed("Invalid input for TaskOutput: `timeout` must be a number of milliseconds from 0 to 600000."),
             };
             let waited = tokio::select! {
                 r = self.0.output(&id, block, Duration::from_millis(ms)) => r,
@@ -127,8 +133,10 @@ impl Tool for TaskStopTool {
         }
     }
     fn input_schema(&self) -> Value {
-        let field = self.id_field();
-        json!({"type": "object", "properties": {field: {"type": "string", "description": "The id of the background task to stop."}}, "required": [field]})
+        match self.kind {
+            ToolKind::KillShell => input_schema::<KillShellInput>(),
+            _ => input_schema::<StopInput>(),
+        }
     }
     fn is_read_only(&self, _: &Value) -> bool {
         // It only stops work keel itself started in this session.
@@ -136,10 +144,15 @@ impl Tool for TaskStopTool {
     }
     fn call<'a>(&'a self, input: Value, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let field = self.id_field();
-            let id = match str_field(&input, self.name(), field) {
-                Ok(i) => i.to_owned(),
-                Err(e) => return e,
+            let parsed = match self.kind {
+                ToolKind::KillShell => {
+                    parse_input::<KillShellInput>(self.name(), &input).map(|i| i.shell_id)
+                }
+                _ => parse_input::<StopInput>(self.name(), &input).map(|i| i.task_id),
+            };
+            let id = match parsed {
+                Ok(id) => id,
+                Err(e) => return e.into(),
             };
             match self.tasks.kill(&id, KilledBy::Parent).await {
                 Err(e) => ToolOutcome::failed(e.to_string()),
@@ -285,5 +298,31 @@ fn short(s: &str) -> String {
         format!("{}…", one.chars().take(80).collect::<String>())
     } else {
         one.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn schemas_come_from_the_input_types() {
+        assert_eq!(
+            input_schema::<OutputInput>(),
+            json!({"type": "object", "properties": {
+                "task_id": {"type": "string", "description": "The id the task was started with."},
+                "block": {"type": "boolean", "description": "Wait for the task to end (default true)."},
+                "timeout": {"type": "number", "description": "How long to wait, in ms (0 to 600000, default 30000)."}
+            }, "required": ["task_id"]})
+        );
+        assert_eq!(
+            input_schema::<KillShellInput>(),
+            json!({"type": "object", "properties": {
+                "shell_id": {"type": "string", "description": "The id of the background task to stop."}
+            }, "required": ["shell_id"]})
+        );
+        let e = parse_input::<OutputInput>("TaskOutput", &json!({"block": "yes"})).unwrap_err();
+        assert!(e.to_string().contains("task_id"), "{e}");
     }
 }

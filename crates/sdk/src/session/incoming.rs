@@ -73,7 +73,7 @@ impl Shared {
     }
 
     async fn answer(self: Arc<Self>, request: ControlRequest) -> CallbackResult<Value> {
-        let typed = Request::from_wire(&request).map_err(|e| invalid(&request, &e))?;
+        let typed = Request::from_wire(&request).map_err(|e| invalid(&e))?;
         match typed {
             Request::CanUseTool(req) => {
                 let cb = self
@@ -99,31 +99,8 @@ impl Shared {
     }
 }
 
-/// The error text for a known request whose fields do not fit, naming the field at fault.
-fn invalid(request: &ControlRequest, e: &RequestError) -> String {
-    match field_at_fault(request, e) {
-        Some(field) => format!(
-            "Invalid {} request: field `{field}`: {}",
-            e.subtype, e.message
-        ),
-        None => format!("Invalid {} request: {}", e.subtype, e.message),
-    }
-}
-
-/// serde names a missing field but not a mistyped one; the field whose removal cures the
-/// request (or turns the complaint into "missing field `it`") is the one at fault.
-fn field_at_fault(request: &ControlRequest, e: &RequestError) -> Option<String> {
-    if e.message.contains("field `") {
-        return None; // already named
-    }
-    // Each try re-reads the whole request: a few dozen fields are plenty for a known request.
-    request.fields.keys().take(32).find_map(|key| {
-        let mut without = request.clone();
-        without.fields.remove(key);
-        let cured = match Request::from_wire(&without) {
-            Ok(_) => true,
-            Err(again) => again.message.contains(&format!("`{key}`")),
-        };
-        cured.then(|| key.clone())
-    })
+/// The error text for a known request whose fields do not fit (the protocol's error names
+/// the field at fault).
+fn invalid(e: &RequestError) -> String {
+    format!("Invalid {} request: {}", e.subtype, e.message)
 }

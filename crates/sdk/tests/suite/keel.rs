@@ -363,3 +363,77 @@ fn find_process(needle: &str) -> Option<u32> {
         (cmd.contains(needle) && !super::common::process_gone(pid)).then_some(pid)
     })
 }
+
+/// The main agent delegates; its subagent runs `first`, then `second`, then both finish.
+fn delegating(first: &str, second: &str) -> String {
+    let m = |who: &str| json!({"first_user_contains": who});
+    json!({"steps": [
+        {"match": m("MAIN"), "kind": "tool_use", "calls": [{"name": "Task", "id": "toolu_task", "input": {
+            "description": "delegated", "prompt": "SUB: do it", "subagent_type": "general-purpose"}}]},
+        {"match": m("SUB"), "kind": "tool_use", "calls": [{"name": "Bash", "id": "toolu_sub_1", "input": {"command": first}}]},
+        {"match": m("SUB"), "kind": "tool_use", "calls": [{"name": "Bash", "id": "toolu_sub_2", "input": {"command": second}}]},
+        {"match": m("SUB"), "kind": "text", "text": "sub finished"},
+        {"match": m("MAIN"), "kind": "text", "text": "main finished"}
+    ]})
+    .to_string()
+}
+
+/// The tool_result a request to the mock carried for `id`.
+fn tool_result(k: &Keel, id: &str) -> serde_json::Value {
+    k.mock
+        .requests()
+        .iter()
+        .rev()
+        .flat_map(|r| r.body["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["tool_use_id"] == id)
+        .unwrap_or_else(|| panic!("no tool_result for {id}"))
+}
+
+#[tokio::test]
+async fn a_hosts_hook_and_an_approvals_rule_bind_inside_a_subagent() {
+    let k = Keel::new(&delegating("touch first.txt", "rm first.txt")).await;
+    let hooked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let h = hooked.clone();
+    let opts = k
+        .stream_options()
+        .with_hook(
+            "PreToolUse",
+            HookMatcher::new(Some("Bash")).callback(move |input| {
+                let hooked = h.clone();
+                async move {
+                    hooked.lock().unwrap().push(
+                        input.input["tool_input"]["command"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_owned(),
+                    );
+                    Ok(json!({"continue": true}))
+                }
+            }),
+        )
+        .with_can_use_tool(|_req| async {
+            // Allow this call, and deny every `rm` from now on, for the whole session.
+            Ok(PermissionResult::Allow {
+                updated_input: None,
+                updated_permissions: Some(vec![json!({"type": "addRules", "behavior": "deny",
+                    "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}], "destination": "session"})]),
+            })
+        });
+    let (msgs, errs) = split(collect(query("MAIN: delegate it", opts)).await);
+    assert!(errs.is_empty(), "{errs:?}");
+    let r = msgs.last().and_then(|m| m.as_result()).expect("a result");
+    assert_eq!(r.result.as_deref(), Some("main finished"), "{r:?}");
+    assert_eq!(
+        *hooked.lock().unwrap(),
+        ["touch first.txt", "rm first.txt"],
+        "the host's hook was asked about both of the subagent's calls"
+    );
+    let second = tool_result(&k, "toolu_sub_2");
+    assert_eq!(second["is_error"], true, "{second}");
+    assert!(
+        second.to_string().contains("Bash(rm:*)"),
+        "the approval's rule denied the subagent's rm: {second}"
+    );
+    assert!(k.dir.path().join("first.txt").exists(), "rm did not run");
+}
