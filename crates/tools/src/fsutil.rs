@@ -271,7 +271,7 @@ mod tests {
         use crate::CancelReason;
         let cx = ToolContext::new(".", CancelToken::new());
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
         let token = cx.cancel.clone();
         let call = tokio::spawn(async move {
             run_blocking(&cx, move |cancel| {
