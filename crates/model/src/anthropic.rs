@@ -62,7 +62,8 @@ pub struct AnthropicClient {
 }
 
 impl AnthropicClient {
-    /// Build a client. Fails only if the TLS stack cannot start or a header value is invalid.
+    /// Build a client. Fails if the base URL is not an http(s) URL, a header value is invalid,
+    /// or the TLS stack cannot start.
     pub fn new(cfg: ClientConfig) -> Result<Self, ApiError> {
         let mut headers = HeaderMap::new();
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
@@ -97,6 +98,23 @@ impl AnthropicClient {
                 )
             })?;
         let url = format!("{}/v1/messages", cfg.base_url.trim_end_matches('/'));
+        // Checked now, not at the first request: a bad URL is a configuration error.
+        match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            Ok(u) => return Err(ApiError::new(
+                ApiErrorKind::Config,
+                format!(
+                    "the base URL must be an http:// or https:// URL with a host, not a {}: URL",
+                    u.scheme()
+                ),
+            )),
+            Err(e) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::Config,
+                    format!("the base URL is not a URL ({e})"),
+                ))
+            }
+        }
         Ok(Self { http, cfg, url })
     }
 

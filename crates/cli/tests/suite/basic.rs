@@ -477,6 +477,56 @@ async fn argument_errors_are_clear_and_print_nothing_on_stdout() {
 }
 
 #[tokio::test]
+async fn bad_environment_agents_and_settings_are_usage_errors_that_name_their_source() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"unused"}]}"#).await;
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+        (
+            &["-p", "x"],
+            &[("KEEL_BASH_DEFAULT_TIMEOUT_MS", "0")],
+            "KEEL_BASH_DEFAULT_TIMEOUT_MS=\"0\"",
+        ),
+        (
+            &["-p", "x"],
+            &[("KEEL_SUBAGENT_MAX_CONCURRENCY", "lots")],
+            "KEEL_SUBAGENT_MAX_CONCURRENCY",
+        ),
+        (
+            &["-p", "x"],
+            &[("KEEL_STREAM_IDLE_TIMEOUT_MS", "-5")],
+            "KEEL_STREAM_IDLE_TIMEOUT_MS",
+        ),
+        (&["-p", "x", "--agents", "{bad"], &[], "--agents"),
+        (
+            &["-p", "x"],
+            &[("ANTHROPIC_BASE_URL", "not a url")],
+            "ANTHROPIC_BASE_URL",
+        ),
+    ];
+    for (args, env, needle) in cases {
+        let run = h.run(args, env).await;
+        assert_eq!(run.code, 2, "{env:?} {args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+        assert!(run.stderr.contains(needle), "{env:?}: {}", run.stderr);
+    }
+    // A settings file whose `permissions` has the wrong type is refused, never skipped: its
+    // deny rules would silently stop applying.
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        r#"{"permissions": ["Bash(rm:*)"]}"#,
+    )
+    .unwrap();
+    let run = h.run(&["-p", "x"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("settings.json") && run.stderr.contains("`permissions`"),
+        "{}",
+        run.stderr
+    );
+    assert!(h.requests().is_empty(), "no run started");
+}
+
+#[tokio::test]
 async fn long_output_keeps_head_and_tail_and_saves_the_whole_beside_the_session() {
     let h = Harness::from_json(
         r#"{"steps":[
