@@ -101,13 +101,15 @@ impl AnthropicClient {
         // Checked now, not at the first request: a bad URL is a configuration error.
         match reqwest::Url::parse(&url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
-            Ok(u) => return Err(ApiError::new(
-                ApiErrorKind::Config,
-                format!(
+            Ok(u) => {
+                return Err(ApiError::new(
+                    ApiErrorKind::Config,
+                    format!(
                     "the base URL must be an http:// or https:// URL with a host, not a {}: URL",
                     u.scheme()
                 ),
-            )),
+                ))
+            }
             Err(e) => {
                 return Err(ApiError::new(
                     ApiErrorKind::Config,

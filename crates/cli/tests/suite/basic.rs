@@ -480,7 +480,8 @@ async fn argument_errors_are_clear_and_print_nothing_on_stdout() {
 async fn bad_environment_agents_and_settings_are_usage_errors_that_name_their_source() {
     let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"unused"}]}"#).await;
     std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
         (
             &["-p", "x"],
             &[("KEEL_BASH_DEFAULT_TIMEOUT_MS", "0")],
