@@ -53,7 +53,17 @@ fn tool_hook_input(
     }
 }
 
-/// Decide one call; resolve it here when it will not run.
+/// What the PreToolUse hooks said about a call that may still run.
+#[derive(Default)]
+struct HookVerdict {
+    /// Run it without asking (deny rules still win).
+    allow: bool,
+    /// Ask even if the rules allow it; why.
+    ask: Option<String>,
+}
+
+/// Decide one call; resolve it here when it will not run. The steps: PreToolUse hooks, the
+/// rules (with the hooks' opinion), then the approver when the rules leave it open.
 pub(super) async fn gate(
     cx: &DispatchCx<'_>,
     pending: &mut PendingResults,
@@ -61,49 +71,18 @@ pub(super) async fn gate(
     tool: &dyn Tool,
     out: &mut Dispatched,
 ) -> Result<Gate, EmitError> {
-    let mode = cx.ctx.permissions(cx.plan_only).mode;
-    let mut hook_allow = false;
-    let mut hook_ask: Option<String> = None;
-    if let Some(hooks) = cx
-        .ctx
-        .hooks()
-        .filter(|h| h.wants(HookEvent::PreToolUse, Some(&call.name)))
-    {
-        let input = tool_hook_input(cx, HookEvent::PreToolUse, &call, mode.as_str());
-        let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
-            return Ok(Gate::Halt);
-        };
-        if let Some(reason) = d.stop {
-            let message = format!(
-                "{} was not run: a PreToolUse hook stopped the turn: {reason}",
-                call.name
-            );
-            deny(cx, pending, &call, message, out, DenialSource::Hook).await?;
-            out.hook_stop = Some((HookEvent::PreToolUse, reason));
-            return Ok(Gate::Halt);
-        }
-        if let Some(reason) = d.block {
-            let message = format!(
-                "{} was not run: a PreToolUse hook blocked it: {reason}",
-                call.name
-            );
-            deny(cx, pending, &call, message, out, DenialSource::Hook).await?;
-            return Ok(Gate::Resolved);
-        }
-        if let Some(input) = d.updated_input {
-            call.input = input;
-        }
-        hook_allow = d.allow;
-        hook_ask = d.ask;
-    }
-    // The mode and rules may have changed while the hook ran.
+    let hooks = match pre_tool_use(cx, pending, &mut call, out).await? {
+        Ok(v) => v,
+        Err(gate) => return Ok(gate),
+    };
+    // The mode and rules may have changed while the hooks ran: decide on the live ones.
     let perms = cx.ctx.permissions(cx.plan_only);
     let read_only = tool.is_read_only(&call.input);
     let mut decision = perms.decide(&call.name, tool.kind(), &call.input, read_only);
-    if hook_ask.is_some() && matches!(decision, Decision::Allow(_)) {
+    if hooks.ask.is_some() && matches!(decision, Decision::Allow(_)) {
         decision = Decision::Ask;
     }
-    if hook_allow && decision == Decision::Ask {
+    if hooks.allow && decision == Decision::Ask {
         decision = Decision::Allow(AllowedBy::Hook);
     }
     match decision {
@@ -112,67 +91,125 @@ pub(super) async fn gate(
             deny(cx, pending, &call, message, out, DenialSource::Config).await?;
             Ok(Gate::Resolved)
         }
-        Decision::Ask => {
-            let Some(approver) = cx.ctx.approver() else {
-                let message = perms.headless_denial(&call.name, tool.kind(), &call.input);
-                deny(cx, pending, &call, message, out, DenialSource::Config).await?;
-                return Ok(Gate::Resolved);
-            };
-            let req = ApprovalRequest {
-                tool_name: call.name.clone(),
-                tool_use_id: call.id.clone(),
-                input: call.input.clone(),
-                description: call
-                    .input
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                blocked_path: tool
-                    .kind()
-                    .edits_files()
-                    .then(|| call.input.get("file_path").and_then(Value::as_str))
-                    .flatten()
-                    .map(|p| cx.ctx.cwd.join(p).display().to_string()),
-                suggestions: suggestions(&call.name, tool.kind(), &call.input),
-                reason: hook_ask,
-                mode: perms.mode,
-            };
-            let answer = tokio::select! {
-                a = approver.approve(req) => a,
-                _ = cx.turn.cancelled() => return Ok(Gate::Halt),
-            };
-            match answer {
-                Approval::Allow {
-                    updated_input,
-                    updates,
-                } => {
-                    // Into the shared context: every agent of the session sees them.
-                    cx.ctx.apply_permission_updates(&updates);
-                    if let Some(input) = updated_input.filter(Value::is_object) {
-                        call.input = input;
-                    }
-                    Ok(Gate::Run {
-                        call,
-                        allowed_by: AllowedBy::Approver,
-                    })
-                }
-                Approval::Deny { message, interrupt } => {
-                    let message = if message.trim().is_empty() {
-                        format!(
-                            "The user did not allow this {} call, so it was not run.",
-                            call.name
-                        )
-                    } else {
-                        message
-                    };
-                    deny(cx, pending, &call, message, out, DenialSource::User).await?;
-                    if interrupt {
-                        cx.turn.cancel(CancelReason::UserInterrupted);
-                        return Ok(Gate::Halt);
-                    }
-                    Ok(Gate::Resolved)
-                }
+        Decision::Ask => ask(cx, pending, call, tool, hooks.ask, out).await,
+    }
+}
+
+/// Run the PreToolUse hooks. `Err(gate)`: they settled the call (blocked it, stopped the
+/// turn, or the turn was cancelled while they ran); otherwise their opinion, with the call's
+/// input replaced if a hook asked.
+async fn pre_tool_use(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    call: &mut ToolUseBlock,
+    out: &mut Dispatched,
+) -> Result<Result<HookVerdict, Gate>, EmitError> {
+    let Some(hooks) = cx
+        .ctx
+        .hooks()
+        .filter(|h| h.wants(HookEvent::PreToolUse, Some(&call.name)))
+    else {
+        return Ok(Ok(HookVerdict::default()));
+    };
+    let mode = cx.ctx.permissions(cx.plan_only).mode;
+    let input = tool_hook_input(cx, HookEvent::PreToolUse, call, mode.as_str());
+    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
+        return Ok(Err(Gate::Halt));
+    };
+    if let Some(reason) = d.stop {
+        let message = format!(
+            "{} was not run: a PreToolUse hook stopped the turn: {reason}",
+            call.name
+        );
+        deny(cx, pending, call, message, out, DenialSource::Hook).await?;
+        out.hook_stop = Some((HookEvent::PreToolUse, reason));
+        return Ok(Err(Gate::Halt));
+    }
+    if let Some(reason) = d.block {
+        let message = format!(
+            "{} was not run: a PreToolUse hook blocked it: {reason}",
+            call.name
+        );
+        deny(cx, pending, call, message, out, DenialSource::Hook).await?;
+        return Ok(Err(Gate::Resolved));
+    }
+    if let Some(input) = d.updated_input {
+        call.input = input;
+    }
+    Ok(Ok(HookVerdict {
+        allow: d.allow,
+        ask: d.ask,
+    }))
+}
+
+/// The rules leave the call open: ask the session's approver (headless: deny, saying how to
+/// allow it). Rules granted with an approval go into the shared context, for every agent.
+async fn ask(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    mut call: ToolUseBlock,
+    tool: &dyn Tool,
+    reason: Option<String>,
+    out: &mut Dispatched,
+) -> Result<Gate, EmitError> {
+    let perms = cx.ctx.permissions(cx.plan_only);
+    let Some(approver) = cx.ctx.approver() else {
+        let message = perms.headless_denial(&call.name, tool.kind(), &call.input);
+        deny(cx, pending, &call, message, out, DenialSource::Config).await?;
+        return Ok(Gate::Resolved);
+    };
+    let req = ApprovalRequest {
+        tool_name: call.name.clone(),
+        tool_use_id: call.id.clone(),
+        input: call.input.clone(),
+        description: call
+            .input
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        blocked_path: tool
+            .kind()
+            .edits_files()
+            .then(|| call.input.get("file_path").and_then(Value::as_str))
+            .flatten()
+            .map(|p| cx.ctx.cwd.join(p).display().to_string()),
+        suggestions: suggestions(&call.name, tool.kind(), &call.input),
+        reason,
+        mode: perms.mode,
+    };
+    let answer = tokio::select! {
+        a = approver.approve(req) => a,
+        _ = cx.turn.cancelled() => return Ok(Gate::Halt),
+    };
+    match answer {
+        Approval::Allow {
+            updated_input,
+            updates,
+        } => {
+            cx.ctx.apply_permission_updates(&updates);
+            if let Some(input) = updated_input.filter(Value::is_object) {
+                call.input = input;
             }
+            Ok(Gate::Run {
+                call,
+                allowed_by: AllowedBy::Approver,
+            })
+        }
+        Approval::Deny { message, interrupt } => {
+            let message = if message.trim().is_empty() {
+                format!(
+                    "The user did not allow this {} call, so it was not run.",
+                    call.name
+                )
+            } else {
+                message
+            };
+            deny(cx, pending, &call, message, out, DenialSource::User).await?;
+            if interrupt {
+                cx.turn.cancel(CancelReason::UserInterrupted);
+                return Ok(Gate::Halt);
+            }
+            Ok(Gate::Resolved)
         }
     }
 }
