@@ -142,6 +142,11 @@ impl HookInput {
     }
 }
 
+/// A hook's output keel cannot use, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HookOutputError(pub String);
+
 /// What the hooks of one event decided, all together.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct HookDecision {
@@ -179,7 +184,11 @@ impl HookDecision {
     /// Parse one hook's output. An answer that is not an object, or that uses a field wrongly
     /// (an unknown `decision` or `permissionDecision`), is an error: the caller applies the
     /// hook's failure policy. Unknown fields are ignored.
-    pub fn from_output(event: HookEvent, out: &Value) -> Result<Self, String> {
+    pub fn from_output(event: HookEvent, out: &Value) -> Result<Self, HookOutputError> {
+        Self::read_output(event, out).map_err(HookOutputError)
+    }
+
+    fn read_output(event: HookEvent, out: &Value) -> Result<Self, String> {
         let obj = match out {
             Value::Object(o) => o,
             Value::Null => return Err("the hook returned nothing (null)".into()),
