@@ -13,6 +13,8 @@
 //!   result that says why.
 //! - [`store`]: where files live; new, resume, continue, fork; listing sessions.
 
+mod list;
+mod notices;
 mod reader;
 mod rebuild;
 mod store;
@@ -24,9 +26,10 @@ use keel_protocol::Extra;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+pub use list::SessionSummary;
 pub use reader::{parse, read_file, LineIssue, Loaded, Record, TornTail};
 pub use rebuild::{rebuild, Rebuilt, Repair, RepairCause};
-pub use store::{OpenError, OpenRequest, Opened, SessionSummary, Start, Store};
+pub use store::{OpenError, OpenRequest, Opened, Start, Store};
 pub use writer::TranscriptWriter;
 
 /// The record format version this keel writes (and the newest it reads).

@@ -9,10 +9,10 @@ use std::time::SystemTime;
 use keel_protocol::Frame;
 use serde_json::json;
 
+use super::notices::{notices, repair_notices, Disposition};
 use super::writer::lock_exclusive_within;
 use super::{
-    parse, rebuild, FsyncMode, Loaded, Notice, NoticeKind, Rebuilt, RepairCause, SessionHeader,
-    TranscriptWriter, SCHEMA,
+    parse, rebuild, FsyncMode, Notice, NoticeKind, RepairCause, SessionHeader, TranscriptWriter,
 };
 use crate::emit::new_uuid;
 use crate::history::History;
@@ -134,33 +134,6 @@ fn elsewhere_hint(e: &Option<(PathBuf, Option<String>)>) -> String {
         ),
         None => String::new(),
     }
-}
-
-/// One session, as `keel sessions` lists it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionSummary {
-    /// The id.
-    pub session_id: String,
-    /// The transcript.
-    pub path: PathBuf,
-    /// The working directory (from the header).
-    pub cwd: Option<String>,
-    /// When it was created (from the header).
-    pub created_at: Option<String>,
-    /// The last write to the transcript.
-    pub last_activity: SystemTime,
-    /// The first prompt.
-    pub first_prompt: Option<String>,
-    /// Messages in the conversation (as sent to the model).
-    pub messages: usize,
-    /// The last record is a `result`: the last run ended properly (whatever its outcome).
-    pub ended_cleanly: bool,
-    /// The `subtype` of the last `result`, if any.
-    pub last_result: Option<keel_protocol::ResultSubtype>,
-    /// Damaged lines (a torn tail included).
-    pub damaged_lines: usize,
-    /// The session it was forked from.
-    pub forked_from: Option<String>,
 }
 
 impl Store {
@@ -409,7 +382,7 @@ impl Store {
             .map(|(id, p, _)| (id, p))
     }
 
-    fn project_dirs(&self) -> Vec<PathBuf> {
+    pub(super) fn project_dirs(&self) -> Vec<PathBuf> {
         let Ok(rd) = std::fs::read_dir(self.projects_dir()) else {
             return Vec::new();
         };
@@ -421,59 +394,10 @@ impl Store {
         dirs.sort();
         dirs
     }
-
-    /// The sessions of `cwd` (or of every directory when `None`), most recent first.
-    pub fn list(&self, cwd: Option<&Path>) -> Vec<SessionSummary> {
-        let dirs = match cwd {
-            Some(c) => vec![self.project_dir(c)],
-            None => self.project_dirs(),
-        };
-        let want = cwd.map(|c| c.display().to_string());
-        let mut out: Vec<SessionSummary> = dirs
-            .iter()
-            .flat_map(|d| transcripts_in(d))
-            .filter_map(|(id, path, modified)| {
-                let mut loaded = super::read_file(&path).ok()?;
-                let header = loaded.header.clone();
-                if let (Some(w), Some(h)) = (&want, &header) {
-                    if &h.cwd != w {
-                        return None;
-                    }
-                }
-                let last_result = loaded.records.last().and_then(|r| match &r.frame {
-                    Frame::Result(res) => Some(res.subtype.clone()),
-                    _ => None,
-                });
-                let rebuilt = rebuild(std::mem::take(&mut loaded.records), &id);
-                Some(SessionSummary {
-                    session_id: id,
-                    path,
-                    cwd: header.as_ref().map(|h| h.cwd.clone()),
-                    created_at: header.as_ref().map(|h| h.created_at.clone()),
-                    last_activity: modified,
-                    first_prompt: rebuilt.first_prompt,
-                    messages: rebuilt.history.len(),
-                    ended_cleanly: last_result.is_some() && loaded.torn.is_none(),
-                    last_result,
-                    damaged_lines: loaded.issues.len() + usize::from(loaded.torn.is_some()),
-                    forked_from: header.and_then(|h| {
-                        h.forked_from
-                            .and_then(|f| f.get("session_id")?.as_str().map(str::to_owned))
-                    }),
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| {
-            b.last_activity
-                .cmp(&a.last_activity)
-                .then_with(|| a.session_id.cmp(&b.session_id))
-        });
-        out
-    }
 }
 
 /// `(id, path, modified)` of every `*.jsonl` in `dir`.
-fn transcripts_in(dir: &Path) -> Vec<(String, PathBuf, SystemTime)> {
+pub(super) fn transcripts_in(dir: &Path) -> Vec<(String, PathBuf, SystemTime)> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -493,7 +417,7 @@ fn transcripts_in(dir: &Path) -> Vec<(String, PathBuf, SystemTime)> {
 }
 
 /// The header of a transcript (its first line), if it has a readable one.
-fn read_header(path: &Path) -> Option<SessionHeader> {
+pub(super) fn read_header(path: &Path) -> Option<SessionHeader> {
     let f = File::open(path).ok()?;
     let mut line = Vec::new();
     // A header is small; a file whose first line is huge has no header worth reading.
@@ -518,124 +442,4 @@ fn with_session(frame: &Frame, id: &str) -> Frame {
         _ => {}
     }
     f
-}
-
-/// What happens to the loaded file, which decides how notices are worded.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Disposition {
-    /// Appended to: the torn tail is cut, tail repairs are recorded.
-    Resume,
-    /// Copied into a new file; the old one is left as it was.
-    Fork,
-    /// Could not be opened for writing: nothing is changed or recorded.
-    ReadOnly,
-}
-
-fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> Vec<Notice> {
-    let path = &loaded.path;
-    let shown = path.display();
-    let mut out = Vec::new();
-    let notice = |kind, message: String, line| Notice {
-        kind,
-        message,
-        path: path.clone(),
-        line,
-        tool_use_ids: Vec::new(),
-    };
-    if let Some(h) = &loaded.header {
-        if h.schema > SCHEMA {
-            out.push(notice(
-                NoticeKind::NewerSchema,
-                format!(
-                    "the transcript {shown} was written by a newer keel ({}, record schema {}; this keel reads schema {SCHEMA}); what this keel does not know was ignored",
-                    h.keel_version, h.schema
-                ),
-                None,
-            ));
-        }
-    }
-    for i in &loaded.issues {
-        out.push(notice(
-            NoticeKind::CorruptLine,
-            format!(
-                "line {} of the transcript {shown} is damaged ({}); keel skipped it and read the rest of the session",
-                i.line, i.reason
-            ),
-            Some(i.line),
-        ));
-    }
-    if let Some(t) = &loaded.torn {
-        let after = match how {
-            Disposition::Resume => "; it was ignored and cut off the end of the file",
-            Disposition::Fork => "; it was ignored (the original file is left as it was)",
-            Disposition::ReadOnly => "; it was ignored",
-        };
-        out.push(notice(
-            NoticeKind::TornTail,
-            format!(
-                "the last record of the transcript {shown} (line {}, {} bytes) is incomplete ({}): keel was probably stopped while writing it{after}",
-                t.line, t.bytes, t.reason
-            ),
-            Some(t.line),
-        ));
-    }
-    if rebuilt.missing_prompt {
-        out.push(notice(
-            NoticeKind::MissingPrompt,
-            format!("the first prompt of the transcript {shown} could not be read; keel put a placeholder prompt first"),
-            None,
-        ));
-    }
-    out.extend(repair_notices(rebuilt, path, how != Disposition::ReadOnly));
-    out
-}
-
-fn repair_notices(rebuilt: &Rebuilt, path: &Path, recorded: bool) -> Vec<Notice> {
-    let mut out = Vec::new();
-    for cause in [RepairCause::SessionEnded, RepairCause::ResultMissing] {
-        let rs: Vec<_> = rebuilt
-            .repairs
-            .iter()
-            .filter(|r| r.cause == cause)
-            .collect();
-        if rs.is_empty() {
-            continue;
-        }
-        let calls = rs
-            .iter()
-            .map(|r| format!("{} {}", r.tool_name, r.tool_use_id))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let n = rs.len();
-        let (s, they, each) = if n == 1 {
-            ("", "it", "it")
-        } else {
-            ("s", "they", "each")
-        };
-        let why = match cause {
-            RepairCause::SessionEnded => format!("the session ended before {they} finished"),
-            RepairCause::ResultMissing => {
-                format!(
-                    "the transcript holds no result for {}",
-                    if n == 1 { "it" } else { "them" }
-                )
-            }
-        };
-        let recorded = if cause == RepairCause::SessionEnded && recorded {
-            ", and recorded that in the transcript"
-        } else {
-            ""
-        };
-        let what = format!(
-            "; keel gave {each} a result saying it may have run and had side effects{recorded}"
-        );
-        out.push(Notice {
-            kind: NoticeKind::RepairedToolCalls,
-            message: format!("{n} tool call{s} had no result because {why} ({calls}){what}"),
-            path: path.to_owned(),
-            line: None,
-            tool_use_ids: rs.iter().map(|r| r.tool_use_id.clone()).collect(),
-        });
-    }
-    out
 }

@@ -1,0 +1,169 @@
+//! keel's cost benchmark (a measurement, not a test).
+//!
+//! ```text
+//! cargo build --release -p keel-cli
+//! cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N] [--turns N] [--env K=V]... [--json]
+//! ```
+//!
+//! It runs the release `keel` binary against keel-mock (in this process, on loopback) and
+//! reports medians over N runs of:
+//!
+//! - a one-turn text run: launch → first request received by the model server, launch → exit,
+//!   and peak RSS;
+//! - a session of `--turns` tool turns (the scripted model asks for Bash `true` each turn, then
+//!   answers with text): keel's own time per tool turn, and peak RSS.
+//!
+//! Timing. "launch" is an `Instant` taken just before `spawn`; the first request's arrival is
+//! keel-mock's `elapsed_ms` (microsecond resolution, measured from the server's start), moved
+//! onto the same clock with an `Instant` taken right after the server started (so the figure
+//! is an upper bound, off by at most the server's start-up, which is printed). The time the
+//! model server itself spends answering is measured by replaying the same request bodies to a
+//! fresh keel-mock with a minimal raw-socket HTTP client, so keel's own time per turn is
+//! `(wall − launch-to-first-request − server time) / turns`.
+//!
+//! Peak RSS and CPU time come from a separate pass of N runs, each under this binary re-run as
+//! a probe (`--usage-probe`) that waits for keel and reads `getrusage(RUSAGE_CHILDREN)`: a fresh
+//! process per run, so the figures are that run's alone (`/usr/bin/time -f %M` reports the same
+//! peak RSS; the probe also gives CPU time to the microsecond). Timing runs are never wrapped.
+//! CPU time is the figure to trust on a busy machine: wall times there include waiting for a core.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use keel_mock::{MockServer, RecordedRequest, Scenario};
+use serde_json::{json, Value};
+
+mod probe;
+mod replay;
+mod report;
+mod run;
+
+use probe::*;
+use replay::*;
+use report::*;
+use run::*;
+
+const DEFAULT_RUNS: usize = 7;
+const DEFAULT_TURNS: usize = 50;
+
+/// Targets and the incumbents' figures (DESIGN, "What we are building").
+const TARGET_TTFR_MS: f64 = 5.0;
+const TARGET_TURN_MS: f64 = 3.0;
+const TARGET_RSS_MB: f64 = 20.0;
+const INCUMBENT_TTFR_MS: f64 = 350.0;
+const INCUMBENT_TURN_MS: f64 = 75.0;
+const INCUMBENT_RSS_MB: f64 = 200.0;
+
+struct Opts {
+    keel: PathBuf,
+    /// Extra environment for keel (`--env K=V`), e.g. `KEEL_FSYNC=message`.
+    env: Vec<(String, String)>,
+    runs: usize,
+    turns: usize,
+    json_only: bool,
+}
+
+fn usage() -> String {
+    format!(
+        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--env KEY=VALUE]... [--json]"
+    )
+}
+
+fn parse_opts(args: &[String]) -> Result<Opts> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let mut o = Opts {
+        keel: target.join("release/keel"),
+        env: Vec::new(),
+        runs: DEFAULT_RUNS,
+        turns: DEFAULT_TURNS,
+        json_only: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .with_context(|| format!("{a} needs a value\n{}", usage()))
+        };
+        match a.as_str() {
+            "--keel" => o.keel = PathBuf::from(val()?),
+            "--runs" => o.runs = val()?.parse().context("--runs takes a number")?,
+            "--turns" => o.turns = val()?.parse().context("--turns takes a number")?,
+            "--json" => o.json_only = true,
+            "--env" => {
+                let kv = val()?;
+                let (k, v) = kv.split_once('=').context("--env takes KEY=VALUE")?;
+                o.env.push((k.to_owned(), v.to_owned()));
+            }
+            "-h" | "--help" => {
+                println!("{}", usage());
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}\n{}", usage()),
+        }
+    }
+    if o.runs == 0 || o.turns == 0 {
+        bail!("--runs and --turns must be at least 1");
+    }
+    Ok(o)
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--usage-probe") {
+        return usage_probe(&args[1..]);
+    }
+    let o = parse_opts(&args)?;
+    if !o.keel.is_file() {
+        bail!(
+            "no keel binary at {}.\nBuild it first: cargo build --release -p keel-cli (or pass --keel PATH)",
+            o.keel.display()
+        );
+    }
+    let keel = o.keel.canonicalize()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let b = Bench {
+        rt: &rt,
+        keel: &keel,
+        me: std::env::current_exe()?,
+        env: &o.env,
+    };
+    if !o.json_only {
+        eprintln!(
+            "keel bench: {} · {} runs per measurement",
+            keel.display(),
+            o.runs
+        );
+    }
+
+    // Warm the page cache and the loopback path once; not counted.
+    b.timed(&text_case())?;
+
+    let text = text_case();
+    let tools = tool_case(o.turns);
+    let t1: Vec<Timed> = (0..o.runs).map(|_| b.timed(&text)).collect::<Result<_>>()?;
+    let r1: Vec<Usage> = (0..o.runs).map(|_| b.usage(&text)).collect::<Result<_>>()?;
+    let t2: Vec<Timed> = (0..o.runs)
+        .map(|_| b.timed(&tools))
+        .collect::<Result<_>>()?;
+    let r2: Vec<Usage> = (0..o.runs)
+        .map(|_| b.usage(&tools))
+        .collect::<Result<_>>()?;
+    let shell = shell_spawn(o.runs.max(20))?;
+
+    let report = Report::new(&o, &t1, &r1, &t2, &r2, shell);
+    if !o.json_only {
+        report.print_table();
+    }
+    println!("{}", report.json());
+    Ok(())
+}

@@ -1,0 +1,204 @@
+//! The scripted runs: the one-turn text case, the N-turn tool case, and timing keel through them.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// One measured scenario.
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) scenario: String,
+    pub(crate) args: Vec<String>,
+    /// Tool turns in the scenario (0 for the text run).
+    pub(crate) turns: usize,
+}
+
+pub(crate) fn text_case() -> Case {
+    let scenario = json!({"steps": [{"kind": "text", "text": "Hello from keel-mock."}]});
+    Case {
+        name: "text",
+        scenario: scenario.to_string(),
+        args: vec![],
+        turns: 0,
+    }
+}
+
+pub(crate) fn tool_case(turns: usize) -> Case {
+    let scenario = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "true"}}], "times": turns},
+        {"kind": "text", "text": "Ran `true` every turn."}
+    ]});
+    Case {
+        name: "tools",
+        scenario: scenario.to_string(),
+        args: vec!["--allowedTools".into(), "Bash".into()],
+        turns,
+    }
+}
+
+/// The measurements of one timed run.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Timed {
+    pub(crate) wall_ms: f64,
+    pub(crate) ttfr_ms: f64,
+    /// How much `ttfr_ms` may overstate (the server's start-up).
+    pub(crate) ttfr_slack_ms: f64,
+    /// The model server's own time answering every request (raw-socket replay).
+    pub(crate) server_ms: f64,
+    /// keel's `duration_api_ms` (waiting on the model, as keel sees it).
+    pub(crate) api_ms: f64,
+    /// Gaps between consecutive requests (ms).
+    pub(crate) gaps_ms: Vec<f64>,
+}
+
+pub(crate) struct Bench<'a> {
+    pub(crate) rt: &'a tokio::runtime::Runtime,
+    pub(crate) keel: &'a Path,
+    /// This binary, re-run as the usage probe.
+    pub(crate) me: PathBuf,
+    pub(crate) env: &'a [(String, String)],
+}
+
+impl Bench<'_> {
+    pub(crate) fn start_mock(&self, case: &Case) -> Result<(MockServer, Instant, Instant)> {
+        let scenario = Scenario::from_json(&case.scenario).context("bench scenario")?;
+        let before = Instant::now();
+        let mock = self.rt.block_on(MockServer::start(scenario))?;
+        Ok((mock, before, Instant::now()))
+    }
+
+    pub(crate) fn command(
+        &self,
+        prefix: &[String],
+        case: &Case,
+        mock: &MockServer,
+        dirs: &Dirs,
+    ) -> Command {
+        let (prog, pre) = match prefix.split_first() {
+            Some((p, rest)) => (PathBuf::from(p), rest.to_vec()),
+            None => (self.keel.to_path_buf(), vec![]),
+        };
+        let mut c = Command::new(prog);
+        c.args(pre);
+        if !prefix.is_empty() {
+            c.arg(self.keel);
+        }
+        c.args(["-p", "bench", "--output-format", "stream-json", "--verbose"])
+            .args(&case.args)
+            .current_dir(dirs.cwd.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", dirs.home.path())
+            .env("KEEL_HOME", dirs.home.path().join(".keel"))
+            .env("ANTHROPIC_BASE_URL", mock.base_url())
+            .env("ANTHROPIC_API_KEY", "bench")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        c
+    }
+
+    pub(crate) fn timed(&self, case: &Case) -> Result<Timed> {
+        let dirs = Dirs::new()?;
+        let (mock, before, started) = self.start_mock(case)?;
+        let mut cmd = self.command(&[], case, &mock, &dirs);
+        let launch = Instant::now();
+        let out = cmd.spawn()?.wait_with_output()?;
+        let wall = launch.elapsed();
+        let result = check_run(case, &out)?;
+        let reqs = messages_requests(&mock);
+        mock.shutdown();
+        let first = reqs.first().context("keel sent no request")?;
+        let offset_ms = (launch - started).as_secs_f64() * 1000.0;
+        let gaps_ms = reqs
+            .windows(2)
+            .map(|w| w[1].elapsed_ms - w[0].elapsed_ms)
+            .collect();
+        let bodies: Vec<Value> = reqs.iter().map(|r| r.body.clone()).collect();
+        Ok(Timed {
+            wall_ms: wall.as_secs_f64() * 1000.0,
+            ttfr_ms: first.elapsed_ms - offset_ms,
+            ttfr_slack_ms: (started - before).as_secs_f64() * 1000.0,
+            server_ms: self.replay(case, &bodies)?,
+            api_ms: result["duration_api_ms"].as_f64().unwrap_or(0.0),
+            gaps_ms,
+        })
+    }
+
+    /// Peak RSS and CPU time of one run of keel, read by the usage probe.
+    pub(crate) fn usage(&self, case: &Case) -> Result<Usage> {
+        let dirs = Dirs::new()?;
+        let (mock, _, _) = self.start_mock(case)?;
+        let file = dirs.home.path().join("usage");
+        let prefix = [
+            self.me.display().to_string(),
+            "--usage-probe".into(),
+            file.display().to_string(),
+        ];
+        let out = self
+            .command(&prefix, case, &mock, &dirs)
+            .spawn()?
+            .wait_with_output()?;
+        mock.shutdown();
+        check_run(case, &out)?;
+        let text = std::fs::read_to_string(&file).context("reading the probe's figures")?;
+        let n: Vec<f64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        let [rss_kb, user_us, sys_us] = n[..] else {
+            bail!("the usage probe wrote {text:?}");
+        };
+        Ok(Usage {
+            rss_mb: rss_kb / 1024.0,
+            cpu_ms: (user_us + sys_us) / 1000.0,
+        })
+    }
+
+    /// Time the model server needs to answer `bodies`, replayed in order on one keep-alive
+    /// connection by a client that does nothing but write bytes and read them back (ms).
+    pub(crate) fn replay(&self, case: &Case, bodies: &[Value]) -> Result<f64> {
+        let (mock, _, _) = self.start_mock(case)?;
+        let total = replay_raw(mock.addr(), bodies);
+        mock.shutdown();
+        total
+    }
+}
+
+/// A scratch working directory and home for one run.
+pub(crate) struct Dirs {
+    pub(crate) cwd: tempfile::TempDir,
+    pub(crate) home: tempfile::TempDir,
+}
+
+impl Dirs {
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Dirs {
+            cwd: tempfile::tempdir()?,
+            home: tempfile::tempdir()?,
+        })
+    }
+}
+
+/// Fail loudly unless the run ended as the scenario says; returns the result frame.
+pub(crate) fn check_run(case: &Case, out: &std::process::Output) -> Result<Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last: Value = stdout
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or(Value::Null);
+    let want_turns = case.turns as u64 + 1;
+    if !out.status.success()
+        || last["subtype"] != "success"
+        || last["num_turns"].as_u64() != Some(want_turns)
+    {
+        bail!(
+            "keel did not complete the {} run as scripted (exit {:?}, expected {want_turns} turns)\nlast frame: {last}\nstderr: {stderr}",
+            case.name,
+            out.status.code()
+        );
+    }
+    Ok(last)
+}
