@@ -26,8 +26,7 @@ impl Persist for AgentPersist {
             ..e.envelope.clone()
         };
         self.inner
-            .append_frame(&crate::wire::frame_of(&env, &e.event))
-            .map_err(PersistError)?;
+            .append_frame(&crate::wire::frame_of(&env, &e.event))?;
         let pending = self
             .replace
             .lock()
@@ -45,7 +44,7 @@ impl Persist for AgentPersist {
     }
 
     fn sync(&self) -> Result<(), PersistError> {
-        self.inner.sync_now().map_err(PersistError)
+        self.inner.sync_now()
     }
 }
 
@@ -63,8 +62,7 @@ pub fn open(
     }
     let header = SessionHeader::new(session_id, cwd, model);
     if !path.exists() {
-        let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)
-            .map_err(PersistError)?;
+        let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)?;
         return Ok((
             Arc::new(AgentPersist {
                 inner: w,
@@ -82,8 +80,8 @@ pub fn open(
     let rebuilt = rebuild(loaded.records, session_id);
     let tmp = path.with_extension("jsonl.resuming");
     let _ = std::fs::remove_file(&tmp);
-    let w = TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)
-        .map_err(PersistError)?;
+    let w =
+        TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
     let persist = AgentPersist {
         inner: w,
         replace: Mutex::new(Some((tmp, path.to_path_buf()))),

@@ -206,7 +206,7 @@ impl Store {
         }
         let history: Vec<Frame> = history.iter().map(|f| with_session(f, &id)).collect();
         let writer = TranscriptWriter::create_lazily(path.clone(), &header, &history, req.fsync)
-            .unwrap_or_else(|m| TranscriptWriter::broken(path, id.clone(), m));
+            .unwrap_or_else(|m| TranscriptWriter::broken(path, id.clone(), m.0));
         Ok(Opened {
             session_id: id,
             writer: Arc::new(writer),
@@ -329,12 +329,12 @@ impl Store {
             .filter(|r| r.cause == RepairCause::SessionEnded)
         {
             if let Err(m) = writer.append_frame(&r.frame) {
-                writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m));
+                writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m.0));
                 break;
             }
         }
         if let Err(m) = writer.sync_now() {
-            writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m));
+            writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m.0));
         }
         if !writer.is_created() {
             // Broken: the notices said "recorded"; say what really happened.

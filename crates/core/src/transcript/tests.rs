@@ -574,8 +574,8 @@ fn an_unwritable_location_fails_every_append_naming_the_file_and_the_os_error() 
     let path = blocker.join("projects").join("s.jsonl");
     let w = writer(&path);
     let e = w.append_frame(&init()).unwrap_err();
-    assert!(e.contains(&path.display().to_string()), "{e}");
-    assert!(e.contains("Not a directory"), "{e}");
+    assert!(e.0.contains(&path.display().to_string()), "{e}");
+    assert!(e.0.contains("Not a directory"), "{e}");
     assert!(w.append_frame(&result_frame()).is_err());
 }
 

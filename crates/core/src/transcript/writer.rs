@@ -102,8 +102,10 @@ impl TranscriptWriter {
         header: &SessionHeader,
         history: &[Frame],
         mode: FsyncMode,
-    ) -> Result<Self, String> {
-        let bad = |e: serde_json::Error| format!("could not encode a transcript record: {e}");
+    ) -> Result<Self, PersistError> {
+        let bad = |e: serde_json::Error| {
+            PersistError(format!("could not encode a transcript record: {e}"))
+        };
         let mut prefix = serde_json::to_vec(header).map_err(bad)?;
         prefix.push(b'\n');
         let mut last: Option<String> = None;
@@ -189,7 +191,11 @@ impl TranscriptWriter {
     }
 
     /// Append one frame as a record (`stream_event` frames are partial and are not kept).
-    pub fn append_frame(&self, frame: &Frame) -> Result<(), String> {
+    pub fn append_frame(&self, frame: &Frame) -> Result<(), PersistError> {
+        self.append_record(frame).map_err(PersistError)
+    }
+
+    fn append_record(&self, frame: &Frame) -> Result<(), String> {
         if matches!(frame, Frame::StreamEvent(_)) {
             return Ok(());
         }
@@ -213,13 +219,17 @@ impl TranscriptWriter {
         st.last_uuid = Some(uuid);
         if self.mode == FsyncMode::Message {
             drop(st);
-            return self.sync_now();
+            return self.sync_records();
         }
         Ok(())
     }
 
     /// fsync what was appended since the last sync.
-    pub fn sync_now(&self) -> Result<(), String> {
+    pub fn sync_now(&self) -> Result<(), PersistError> {
+        self.sync_records().map_err(PersistError)
+    }
+
+    fn sync_records(&self) -> Result<(), String> {
         let mut st = self.lock();
         let new_file = std::mem::take(&mut st.new_file);
         match &mut st.target {
@@ -348,10 +358,9 @@ fn try_lock(file: File) -> Result<Flock<File>, (File, std::io::Error)> {
 impl Persist for TranscriptWriter {
     fn append(&self, e: &Emitted) -> Result<(), PersistError> {
         self.append_frame(&crate::wire::frame(e))
-            .map_err(PersistError)
     }
 
     fn sync(&self) -> Result<(), PersistError> {
-        self.sync_now().map_err(PersistError)
+        self.sync_now()
     }
 }
