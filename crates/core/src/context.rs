@@ -67,6 +67,8 @@ struct Live {
 /// Subagents: the agent types and how many run.
 pub(crate) struct Agents {
     registry: RwLock<AgentRegistry>,
+    /// Bumped whenever agent types are added: the Task tool's schema lists them.
+    pub(crate) generation: std::sync::atomic::AtomicU64,
     running: Arc<AtomicUsize>,
     /// Where subagent transcripts go (`<session dir>/subagents`), when transcripts are kept.
     pub(crate) transcript_dir: Option<PathBuf>,
@@ -152,6 +154,7 @@ impl SessionContext {
             tasks: p.tasks,
             agents: Agents {
                 registry: RwLock::new(p.registry),
+                generation: std::sync::atomic::AtomicU64::new(0),
                 running: Arc::new(AtomicUsize::new(0)),
                 transcript_dir,
             },
@@ -283,6 +286,7 @@ impl SessionContext {
         for d in defs {
             reg.insert(d);
         }
+        self.agents.generation.fetch_add(1, Ordering::SeqCst);
         Ok(names)
     }
 

@@ -131,7 +131,7 @@ impl fmt::Display for Paren<'_> {
 /// (for closed sets) an `enum` per field. No meta-schema, no title, no `$defs` (subschemas are
 /// inlined; recursive types are not supported), no `format`, no `null` for optional fields. The
 /// type's own doc comment is left out: what the tool does is its description's job.
-pub fn input_schema<T: JsonSchema>() -> Value {
+pub fn input_schema<T: JsonSchema + 'static>() -> Value {
     let raw = raw_schema::<T>();
     let mut out = Map::new();
     out.insert("type".into(), json!("object"));
@@ -147,16 +147,16 @@ pub fn input_schema<T: JsonSchema>() -> Value {
     // Whatever else the type asks for (`additionalProperties`) is kept; naming and
     // meta-data are not, since a tool has its own name and description.
     const DROPPED: [&str; 3] = ["$schema", "title", "description"];
-    for (k, v) in raw {
-        if !out.contains_key(&k) && !DROPPED.contains(&k.as_str()) {
-            out.insert(k, v);
+    for (k, v) in raw.iter() {
+        if !out.contains_key(k) && !DROPPED.contains(&k.as_str()) {
+            out.insert(k.clone(), v.clone());
         }
     }
     Value::Object(out)
 }
 
 /// Check `input` against the schema of `T` and deserialize it, leniently (see the module doc).
-pub fn parse_input<T: DeserializeOwned + JsonSchema>(
+pub fn parse_input<T: DeserializeOwned + JsonSchema + 'static>(
     tool: &str,
     input: &Value,
 ) -> Result<T, InputError> {
@@ -211,14 +211,36 @@ pub fn parse_input<T: DeserializeOwned + JsonSchema>(
 }
 
 /// The schema as schemars derives it, subschemas inlined, as a JSON object.
-fn raw_schema<T: JsonSchema>() -> Map<String, Value> {
+/// The generated schema of `T`. Generating one is costly (it walks the type and hashes every
+/// name), and tools ask for theirs on every model request and every call, so each type's is
+/// made once per process.
+fn raw_schema<T: JsonSchema + 'static>() -> std::sync::Arc<Map<String, Value>> {
+    use std::any::TypeId;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<TypeId, Arc<Map<String, Value>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(s) = cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&TypeId::of::<T>())
+    {
+        return s.clone();
+    }
     let mut settings = SchemaSettings::draft2020_12();
     settings.inline_subschemas = true;
     settings.meta_schema = None;
-    match Value::from(settings.into_generator().into_root_schema_for::<T>()) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
+    let made = Arc::new(
+        match Value::from(settings.into_generator().into_root_schema_for::<T>()) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+    );
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(TypeId::of::<T>(), made.clone());
+    made
 }
 
 fn properties(raw: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {

@@ -80,6 +80,8 @@ pub struct Session {
     pub(crate) system: Vec<Value>,
     /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
     pub(crate) warnings: Vec<(String, Extra)>,
+    /// The tools as last offered, and the agent-type generation they were made for.
+    specs: Option<(u64, Vec<ToolSpec>)>,
 }
 
 impl Session {
@@ -102,6 +104,7 @@ impl Session {
             results_emitted: 0,
             system: Vec::new(),
             warnings: Vec::new(),
+            specs: None,
         };
         s.system = s.build_system();
         s
@@ -165,6 +168,24 @@ impl Session {
                 input_schema: t.input_schema(),
             })
             .collect()
+    }
+
+    /// The tools for the next request: made once, and again only when agent types were added
+    /// (the Task tool's schema lists them).
+    pub(crate) fn request_tools(&mut self) -> Vec<ToolSpec> {
+        let generation = self
+            .ctx
+            .agents
+            .generation
+            .load(std::sync::atomic::Ordering::SeqCst);
+        match &self.specs {
+            Some((g, specs)) if *g == generation => specs.clone(),
+            _ => {
+                let specs = self.tool_specs();
+                self.specs = Some((generation, specs.clone()));
+                specs
+            }
+        }
     }
 
     fn build_system(&self) -> Vec<Value> {

@@ -229,12 +229,13 @@ impl Session {
         stats: &mut TurnStats,
     ) -> Result<Result<Reply, TurnEnd>, EmitError> {
         let asked = self.model();
+        let tools = self.request_tools();
         let mut req = ModelRequest {
             model: asked.clone(),
             max_tokens: self.ctx.limits.max_tokens,
             system: self.system.clone(),
             messages: self.history.messages().to_vec(),
-            tools: self.tool_specs(),
+            tools,
             stream: true,
             metadata: None,
         };
