@@ -218,7 +218,8 @@ fn raw_schema<T: JsonSchema + 'static>() -> std::sync::Arc<Map<String, Value>> {
     use std::any::TypeId;
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<TypeId, Arc<Map<String, Value>>>>> = OnceLock::new();
+    type Schemas = Mutex<HashMap<TypeId, Arc<Map<String, Value>>>>;
+    static CACHE: OnceLock<Schemas> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(s) = cache
         .lock()
