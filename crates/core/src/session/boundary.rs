@@ -54,7 +54,16 @@ impl Session {
                 c.name
             )
         });
-        if let Err(e) = self.emit_unrun(blocks, NonExecution::Interrupted).await {
+        // A call whose real result was already recorded keeps it in the transcript (a resume
+        // reads that one); only the others are recorded as lost.
+        let lost: Vec<ContentBlock> = blocks
+            .into_iter()
+            .filter(|b| match b {
+                ContentBlock::ToolResult(r) => !self.turn_state.is_done(&r.tool_use_id),
+                _ => false,
+            })
+            .collect();
+        if let Err(e) = self.emit_unrun(lost, NonExecution::Interrupted).await {
             tracing::error!("could not record the repaired calls: {e}");
         }
     }

@@ -90,6 +90,14 @@ impl TurnState {
         self.set_state(id, CallState::Done);
     }
 
+    /// Whether the call's result was already given (emitted and recorded).
+    pub(crate) fn is_done(&self, id: &str) -> bool {
+        self.lock()
+            .calls
+            .iter()
+            .any(|c| c.0 == id && c.1 == CallState::Done)
+    }
+
     pub(crate) fn add_killed(&self, n: usize) {
         self.lock().killed += n;
     }
