@@ -19,6 +19,10 @@ pub struct Printed {
     pub write_error: Option<String>,
 }
 
+/// Called once when stdout cannot be written any more (the reader went away): the run must
+/// stop, since nobody sees it.
+pub type OnClosed = Box<dyn FnOnce(String) + Send>;
+
 /// Print until the event channel (and the control channel, when given) close. Session events
 /// go first when both are ready: a control request about a call is written after the call.
 pub async fn print(
@@ -26,6 +30,7 @@ pub async fn print(
     mut control: Option<mpsc::Receiver<Frame>>,
     format: OutputFormat,
     verbose: bool,
+    mut on_closed: Option<OnClosed>,
 ) -> Printed {
     let mut out = Printed::default();
     let mut all: Vec<Frame> = Vec::new();
@@ -64,7 +69,11 @@ pub async fn print(
             OutputFormat::Json | OutputFormat::Text => Ok(()),
         };
         if let Err(e) = res {
+            let why = format!("keel's output (stdout) could not be written any more ({e}): whoever read it went away, so the run was stopped");
             out.write_error = Some(format!("writing to stdout failed: {e}"));
+            if let Some(f) = on_closed.take() {
+                f(why);
+            }
         }
     }
     let res = match (format, &out.result) {

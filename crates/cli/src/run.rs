@@ -101,7 +101,14 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         Err(code) => return Ok(code),
     };
     let prompt = read_prompt(&cli)?;
-    let printer = tokio::spawn(printer::print(events, None, cli.output_format, cli.verbose));
+    let handle = session.handle();
+    let printer = tokio::spawn(printer::print(
+        events,
+        None,
+        cli.output_format,
+        cli.verbose,
+        Some(Box::new(move |why| handle.fail(why))),
+    ));
     let signals = spawn_signal_handler(session.handle());
     let end = session.run_turn(vec![ContentBlock::text(prompt)]).await;
     signals.abort();

@@ -207,13 +207,19 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
         ctx.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
     }
+    let queue = Arc::new(Queue::default());
+    let (h, q) = (handle.clone(), queue.clone());
     let printer = tokio::spawn(printer::print(
         events,
         Some(control_rx),
         OutputFormat::StreamJson,
         true,
+        // Nobody reads any more: stop the turn (and its tools), and run no further turn.
+        Some(Box::new(move |why| {
+            q.stop();
+            h.fail(why);
+        })),
     ));
-    let queue = Arc::new(Queue::default());
     let controller = Arc::new(Controller::new(
         bridge.clone(),
         handle.clone(),

@@ -7,7 +7,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::{job_failed, numbered, run_blocking, write_atomic, Cancelled};
+use crate::files::{
+    check_fresh, decode, encode, open_for_read, replace_contents, FileStamp, ReadLedger,
+};
+use crate::fsutil::{job_failed, numbered, run_blocking, Cancelled};
 use crate::input::{input_schema, parse_input, InputError};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
@@ -22,8 +25,9 @@ const MAX_SNIPPET_LINES: usize = 30;
 
 const DESCRIPTION: &str = "Replace exact text in a file. `old_string` must match the file's \
 current text exactly, including whitespace and indentation, and must occur exactly once (add \
-surrounding lines to make it unique) unless `replace_all` is true. Read the file first so you \
-copy the text exactly as it is. The write is atomic. To create a new file, use Write.";
+surrounding lines to make it unique) unless `replace_all` is true. The file must have been read \
+with Read in this session, and not changed since, or the edit is refused. The file keeps its \
+owner, mode and links. To create a new file, use Write.";
 
 /// Edit's input.
 #[derive(Deserialize, JsonSchema)]
@@ -76,31 +80,43 @@ impl Tool for EditTool {
                 return InputError::rule("Edit", rule).into();
             }
             let path = cx.resolve(&inp.file_path);
+            let reads = cx.reads.clone();
             // What a stop means for the file: see Write.
-            run_blocking(&cx, move |cancel| edit_file(&path, &inp, &cancel)).await
+            run_blocking(&cx, move |cancel| edit_file(&path, &inp, &cancel, &reads)).await
         })
     }
 }
 
-fn edit_file(path: &Path, inp: &Input, cancel: &CancelToken) -> Result<ToolOutcome, Cancelled> {
+fn edit_file(
+    path: &Path,
+    inp: &Input,
+    cancel: &CancelToken,
+    reads: &ReadLedger,
+) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    match std::fs::metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return job_failed(format!(
                 "File does not exist: {shown}. To create a new file, use Write."
             ))
         }
-        Err(_) if path.is_dir() => {
-            return job_failed(format!("{shown} is a directory, not a file."))
-        }
-        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
+        Ok(m) if m.is_dir() => return job_failed(format!("{shown} is a directory, not a file.")),
+        _ => {}
+    }
+    let (mut file, meta) = match open_for_read(path) {
+        Ok(f) => f,
+        Err(Ok(refusal)) => return job_failed(refusal),
+        Err(Err(e)) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
-    let Ok(content) = String::from_utf8(bytes) else {
-        return job_failed(format!(
-            "{shown} is not UTF-8 text; Edit only changes text files."
-        ));
-    };
+    if let Err(why) = check_fresh(path, &meta, reads, "Edit") {
+        return job_failed(why);
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    if let Err(e) = io::Read::read_to_end(&mut file, &mut bytes) {
+        return job_failed(format!("Cannot read {shown}: {e}"));
+    }
+    drop(file);
+    let (content, encoding) = decode(bytes);
 
     let (mut old, mut new) = (inp.old_string.clone(), inp.new_string.clone());
     let mut count = content.matches(old.as_str()).count();
@@ -133,21 +149,43 @@ fn edit_file(path: &Path, inp: &Input, cancel: &CancelToken) -> Result<ToolOutco
     } else {
         content.replacen(old.as_str(), &new, 1)
     };
-    if let Err(e) = write_atomic(path, updated.as_bytes(), cancel)? {
-        return job_failed(format!("Cannot write {shown}: {e}"));
+    let data = match encode(&updated, encoding) {
+        Ok(d) => d,
+        Err(c) => {
+            return job_failed(format!(
+                "{shown} is a Latin-1 file and `new_string` has the character {c:?}, which Latin-1 cannot hold; nothing was changed. Use characters from Latin-1, or convert the file to UTF-8 first."
+            ))
+        }
+    };
+    let how = match replace_contents(path, &data, cancel)? {
+        Ok(how) => how,
+        Err(e) => return job_failed(format!("Cannot write {shown}: {e}")),
+    };
+    if let Ok(m) = std::fs::metadata(path) {
+        reads.record(path, FileStamp::of(&m));
     }
     let plural = if count == 1 { "" } else { "s" };
     let snippet = snippet(&updated, first, &new);
+    let note = encoding
+        .note()
+        .map(|n| format!("\n[{shown}: {n}; it was written back the same way.]"))
+        .unwrap_or_default();
     Ok(ToolOutcome::Ok {
-        content: format!("Edited {shown}: {count} replacement{plural}.\n{snippet}"),
+        content: format!("Edited {shown}: {count} replacement{plural}.\n{snippet}{note}"),
         meta: Some(json!({
             "file_path": shown,
             "replacements": count,
+            "written": format!("{how:?}").to_lowercase(),
         })),
     })
 }
 
-/// Numbered lines around the first change (which starts at byte `at` and is `new` long).
+/// The longest line shown in a snippet; longer lines (minified code) are cut around the change.
+const SNIPPET_LINE_CHARS: usize = 240;
+
+/// Numbered lines around the first change (which starts at byte `at` and is `new` long),
+/// bounded: at most [`MAX_SNIPPET_LINES`] lines of at most [`SNIPPET_LINE_CHARS`] characters,
+/// each cut line saying how much was cut.
 fn snippet(updated: &str, at: usize, new: &str) -> String {
     let first_line = updated[..at].matches('\n').count(); // 0-based
     let new_lines = new.matches('\n').count() + 1;
@@ -159,9 +197,45 @@ fn snippet(updated: &str, at: usize, new: &str) -> String {
         .enumerate()
         .skip(from)
         .take(to - from)
-        .map(|(i, l)| numbered(i + 1, l))
+        .map(|(i, l)| {
+            numbered(
+                i + 1,
+                &cut(l, (i == first_line).then(|| column(updated, at))),
+            )
+        })
         .collect();
     lines.join("\n")
+}
+
+/// The character column of byte `at` within its line.
+fn column(text: &str, at: usize) -> usize {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    text[line_start..at].chars().count()
+}
+
+/// `line` cut to [`SNIPPET_LINE_CHARS`] characters, kept around `focus` (the change's column)
+/// when given, with markers saying how many characters were cut on each side.
+fn cut(line: &str, focus: Option<usize>) -> String {
+    let n = line.chars().count();
+    if n <= SNIPPET_LINE_CHARS {
+        return line.to_owned();
+    }
+    let half = SNIPPET_LINE_CHARS / 2;
+    let from = focus
+        .unwrap_or(0)
+        .saturating_sub(half)
+        .min(n - SNIPPET_LINE_CHARS);
+    let to = from + SNIPPET_LINE_CHARS;
+    let kept: String = line.chars().skip(from).take(SNIPPET_LINE_CHARS).collect();
+    let mut out = String::new();
+    if from > 0 {
+        out.push_str(&format!("[… {from} characters cut] "));
+    }
+    out.push_str(&kept);
+    if to < n {
+        out.push_str(&format!(" [… {} characters cut]", n - to));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -196,6 +270,15 @@ mod tests {
                 "additionalProperties": false
             }),
         );
+    }
+
+    #[test]
+    fn a_change_in_a_huge_line_shows_a_bounded_snippet() {
+        let line = format!("{}NEW{}", "a".repeat(3_000_000), "b".repeat(1000));
+        let at = line.find("NEW").unwrap();
+        let s = snippet(&line, at, "NEW");
+        assert!(s.len() < 1000, "{} bytes", s.len());
+        assert!(s.contains("NEW") && s.contains("characters cut]"), "{s}");
     }
 
     #[test]

@@ -1,8 +1,6 @@
-//! File helpers shared by the file tools: atomic writes, binary detection, numbered lines, and
-//! running blocking work raced against the cancel token.
+//! File helpers shared by the file tools: temporary names, binary detection, numbered lines,
+//! and running blocking work raced against the cancel token.
 
-use std::fs;
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -12,57 +10,8 @@ use crate::{CancelToken, ToolContext, ToolOutcome};
 /// How many bytes at the start of a file decide whether it is binary.
 pub(crate) const SNIFF_BYTES: usize = 8 * 1024;
 
-/// Write `data` to `path` atomically: a temporary file in the same directory, fsync, rename.
-/// A crash leaves either the old file or the new one, never half of one. Keeps the permissions
-/// of a file being replaced. A symlink is followed (its target is replaced, not the link).
-/// A cancel seen before the rename leaves the old file in place ([`Cancelled`]).
-pub(crate) fn write_atomic(
-    path: &Path,
-    data: &[u8],
-    cancel: &CancelToken,
-) -> Result<io::Result<()>, Cancelled> {
-    let target = match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => match fs::canonicalize(path) {
-            Ok(target) => target,
-            Err(e) => return Ok(Err(e)),
-        },
-        _ => path.to_path_buf(),
-    };
-    let dir = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = temp_name(&target, dir);
-    let result = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        if let Ok(meta) = fs::metadata(&target) {
-            f.set_permissions(meta.permissions())?;
-        }
-        f.sync_all()?;
-        drop(f);
-        if cancel.is_cancelled() {
-            return Ok(Err(Cancelled));
-        }
-        fs::rename(&tmp, &target).map(Ok)
-    })();
-    match result {
-        Ok(Ok(())) => Ok(Ok(())),
-        Ok(Err(Cancelled)) => {
-            let _ = fs::remove_file(&tmp);
-            Err(Cancelled)
-        }
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Ok(Err(e))
-        }
-    }
-}
-
-fn temp_name(target: &Path, dir: &Path) -> PathBuf {
+/// A fresh temporary name beside `target`, for writing a file that is then renamed over it.
+pub(crate) fn temp_name(target: &Path, dir: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = target
         .file_name()
@@ -182,6 +131,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn binary_detection() {
@@ -200,13 +150,13 @@ mod tests {
     }
 
     #[test]
-    fn atomic_write_replaces_and_keeps_mode() {
+    fn a_replaced_file_keeps_its_mode() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.sh");
         fs::write(&p, "old").unwrap();
         fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
-        write_atomic(&p, b"new", &CancelToken::new())
+        crate::files::replace_contents(&p, b"new", &CancelToken::new())
             .unwrap()
             .unwrap();
         assert_eq!(fs::read_to_string(&p).unwrap(), "new");
@@ -219,13 +169,13 @@ mod tests {
     }
 
     #[test]
-    fn atomic_write_follows_symlink() {
+    fn a_replaced_symlink_stays_a_symlink() {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().join("real.txt");
         let link = dir.path().join("link.txt");
         fs::write(&real, "old").unwrap();
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        write_atomic(&link, b"new", &CancelToken::new())
+        crate::files::replace_contents(&link, b"new", &CancelToken::new())
             .unwrap()
             .unwrap();
         assert!(fs::symlink_metadata(&link)
@@ -242,7 +192,7 @@ mod tests {
         fs::write(&p, "old").unwrap();
         let cancel = CancelToken::new();
         cancel.cancel(crate::CancelReason::UserInterrupted);
-        assert!(write_atomic(&p, b"new", &cancel).is_err());
+        assert!(crate::files::replace_contents(&p, b"new", &cancel).is_err());
         assert_eq!(fs::read_to_string(&p).unwrap(), "old");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }

@@ -6,6 +6,7 @@
 pub mod bash;
 pub mod cancel;
 pub mod edit;
+pub mod files;
 mod fsutil;
 pub mod glob;
 pub mod grep;
@@ -25,6 +26,7 @@ use std::time::Duration;
 pub use bash::BashTool;
 pub use cancel::CancelToken;
 pub use edit::EditTool;
+pub use files::{FileStamp, Freshness, ReadLedger};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use input::{input_schema, parse_input, InputError, InputProblem};
@@ -148,6 +150,9 @@ pub struct ToolContext {
     /// The session's registry of process groups left running in the background (killed at the
     /// end of the session). Share one registry per session: dropping the last handle kills them.
     pub processes: Arc<ProcessRegistry>,
+    /// The files this agent has read (Write and Edit refuse to overwrite a file it has not
+    /// read, or that changed since). One per agent.
+    pub reads: Arc<ReadLedger>,
 }
 
 impl ToolContext {
@@ -159,7 +164,14 @@ impl ToolContext {
             limits: Arc::new(ToolLimits::default()),
             tool_use_id: String::new(),
             processes: Arc::new(ProcessRegistry::new()),
+            reads: Arc::new(ReadLedger::new()),
         }
+    }
+
+    /// Use this agent's read ledger.
+    pub fn with_reads(mut self, reads: Arc<ReadLedger>) -> Self {
+        self.reads = reads;
+        self
     }
 
     /// Replace the limits.
@@ -233,6 +245,10 @@ pub struct ToolLimits {
     pub kill_grace: Duration,
     /// Where the full output of a truncated command is saved (the marker names the file).
     pub spill_dir: Option<PathBuf>,
+    /// The most bytes any one tool result may give the model; a longer one keeps its head and
+    /// tail around a marker, and the whole is saved beside the session. Tools have tighter
+    /// limits of their own; this one binds them all, a host's or a server's tools included.
+    pub max_result_bytes: usize,
 }
 
 impl Default for ToolLimits {
@@ -245,6 +261,7 @@ impl Default for ToolLimits {
             drain_deadline: Duration::from_millis(500),
             kill_grace: Duration::from_millis(500),
             spill_dir: None,
+            max_result_bytes: 256 * 1024,
         }
     }
 }

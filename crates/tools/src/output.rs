@@ -200,6 +200,36 @@ impl HeadTail {
     }
 }
 
+/// `text` bounded to about `max` bytes: its head and tail (cut at line ends) around a marker
+/// that says how much was left out and where the whole was saved (`spill`, written here: call
+/// this off the async workers). `None` when `text` already fits.
+pub fn bound_text(text: &str, max: usize, spill: Option<&Path>) -> Option<String> {
+    if text.len() <= max {
+        return None;
+    }
+    let mut ht = HeadTail::new(max / 2, max / 2);
+    if let Some(p) = spill {
+        ht = ht.with_spill(p.to_path_buf());
+    }
+    let bytes = ht.push(text.as_bytes());
+    if let (Some(path), Some(bytes)) = (spill, bytes) {
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::write(path, &bytes));
+        ht.spill_done(SpillReport {
+            path: path.to_path_buf(),
+            written: if written.is_ok() {
+                bytes.len() as u64
+            } else {
+                0
+            },
+            error: written.err().map(|e| e.to_string()),
+        });
+    }
+    Some(ht.render())
+}
+
 /// A spill file written on the blocking pool. Bytes reach it through a bounded queue, so a disk
 /// slower than the command slows the reading of the command's output instead of growing memory.
 #[derive(Debug)]

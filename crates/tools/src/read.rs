@@ -1,6 +1,5 @@
 //! The Read tool: a text file with line numbers, a window at a time.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read as _};
 use std::path::{Path, PathBuf};
 
@@ -8,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::files::{open_for_read, Encoding, FileStamp, ReadLedger};
 use crate::fsutil::{
     human_size, job_failed, looks_binary, numbered, run_blocking, Cancelled, SNIFF_BYTES,
 };
@@ -85,7 +85,11 @@ impl Tool for ReadTool {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
             };
             let path = cx.resolve(&inp.file_path);
-            run_blocking(&cx, move |cancel| read_file(&path, start, limit, &cancel)).await
+            let reads = cx.reads.clone();
+            run_blocking(&cx, move |cancel| {
+                read_file(&path, start, limit, &cancel, &reads)
+            })
+            .await
         })
     }
 }
@@ -95,31 +99,25 @@ fn read_file(
     start: usize,
     limit: usize,
     cancel: &CancelToken,
+    reads: &ReadLedger,
 ) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return job_failed(format!(
+            "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
+        )),
+        Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return job_failed(format!(
             "File does not exist: {shown}. Check the path, or use Glob to find the file by name."
         ))
         }
         Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
-    };
-    if meta.is_dir() {
-        return job_failed(format!(
-            "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
-        ));
     }
-    // Only a regular file's size is meaningful; a pipe or device reports 0 and must be read.
-    if meta.is_file() && meta.len() == 0 {
-        return Ok(ToolOutcome::ok(format!(
-            "The file {shown} is empty (0 bytes)."
-        )));
-    }
-    let mut file = match File::open(path) {
+    let (mut file, meta) = match open_for_read(path) {
         Ok(f) => f,
-        Err(e) => return job_failed(format!("Cannot read {shown}: {e}")),
+        Err(Ok(refusal)) => return job_failed(refusal),
+        Err(Err(e)) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     let mut sample = Vec::with_capacity(SNIFF_BYTES);
     if let Err(e) = (&mut file)
@@ -128,17 +126,38 @@ fn read_file(
     {
         return job_failed(format!("Cannot read {shown}: {e}"));
     }
+    // Decided on what was read, not on the size: pseudo-files (/proc) report 0 and have lines.
+    if sample.is_empty() {
+        reads.record(path, FileStamp::of(&meta));
+        return Ok(ToolOutcome::ok(format!(
+            "The file {shown} is empty (0 bytes)."
+        )));
+    }
     if looks_binary(&sample) {
         return job_failed(format!(
             "{shown} is a binary file ({}); Read only shows text files.",
             human_size(meta.len())
         ));
     }
+    let encoding = sample_encoding(&sample);
     let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
-    match number_lines(reader, start, limit, cancel) {
-        Ok(w) => Ok(render(path, start, w)),
+    match number_lines(reader, start, limit, encoding, cancel) {
+        Ok(w) => {
+            reads.record(path, FileStamp::of(&meta));
+            Ok(render(path, start, w))
+        }
         Err(_) if cancel.is_cancelled() => Err(Cancelled),
         Err(e) => job_failed(format!("Cannot read {shown}: {e}")),
+    }
+}
+
+/// The file's encoding as its first bytes tell it (an incomplete sequence at the very end of
+/// the sample is the sample's cut, not a fault).
+fn sample_encoding(sample: &[u8]) -> Encoding {
+    match std::str::from_utf8(sample) {
+        Ok(_) => Encoding::Utf8,
+        Err(e) if e.error_len().is_none() => Encoding::Utf8,
+        Err(_) => Encoding::Latin1,
     }
 }
 
@@ -150,12 +169,18 @@ struct Window {
     total: usize,
     /// The window was cut by [`MAX_OUTPUT_BYTES`] before reaching `limit`.
     cut_by_size: bool,
+    /// How the lines were decoded.
+    encoding: Encoding,
+    /// Lines that were not valid UTF-8 in a file read as UTF-8 (shown with replacement
+    /// characters, and said so).
+    lossy_lines: usize,
 }
 
 fn number_lines(
     mut reader: impl BufRead,
     start: usize,
     limit: usize,
+    encoding: Encoding,
     cancel: &CancelToken,
 ) -> io::Result<Window> {
     let end = start.saturating_add(limit); // exclusive
@@ -164,6 +189,8 @@ fn number_lines(
         last: 0,
         total: 0,
         cut_by_size: false,
+        encoding,
+        lossy_lines: 0,
     };
     let mut buf = Vec::new();
     let keep = MAX_LINE_CHARS * 4;
@@ -175,7 +202,8 @@ fn number_lines(
         if w.total < start || w.total >= end || w.cut_by_size {
             continue;
         }
-        let line = render_line(&buf, len);
+        let (line, lossy) = render_line(&buf, len, encoding);
+        w.lossy_lines += usize::from(lossy);
         let entry = numbered(w.total, &line);
         if w.text.len() + entry.len() + 1 > MAX_OUTPUT_BYTES && w.last > 0 {
             w.cut_by_size = true;
@@ -190,19 +218,30 @@ fn number_lines(
     Ok(w)
 }
 
-/// One line as text: `\r` of CRLF dropped, lossy UTF-8, cut at [`MAX_LINE_CHARS`] characters.
-fn render_line(bytes: &[u8], full_len: usize) -> String {
+/// One line as text: `\r` of CRLF dropped, decoded as `encoding` (UTF-8 that turns out invalid
+/// is shown lossily, and the second value says so), cut at [`MAX_LINE_CHARS`] characters.
+fn render_line(bytes: &[u8], full_len: usize, encoding: Encoding) -> (String, bool) {
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-    let text = String::from_utf8_lossy(bytes);
+    let (text, lossy): (std::borrow::Cow<'_, str>, bool) = match encoding {
+        Encoding::Latin1 => (bytes.iter().map(|&b| char::from(b)).collect(), false),
+        Encoding::Utf8 => match std::str::from_utf8(bytes) {
+            Ok(s) => (s.into(), false),
+            Err(_) => (String::from_utf8_lossy(bytes), true),
+        },
+    };
+    (cut_line(&text, full_len, bytes.len()), lossy)
+}
+
+fn cut_line(text: &str, full_len: usize, kept: usize) -> String {
     match text.char_indices().nth(MAX_LINE_CHARS) {
         Some((cut, _)) => format!(
             "{}... [line cut at {MAX_LINE_CHARS} characters; it is {full_len} bytes long]",
             &text[..cut]
         ),
-        None if full_len > bytes.len() + 1 => {
+        None if full_len > kept + 1 => {
             format!("{text}... [line cut; it is {full_len} bytes long]")
         }
-        None => text.into_owned(),
+        None => text.to_owned(),
     }
 }
 
@@ -251,6 +290,18 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
         ));
     }
     let mut text = w.text;
+    if let Some(note) = w.encoding.note() {
+        text.push_str(&format!("\n\n[{shown}: {note}.]"));
+    }
+    if w.lossy_lines > 0 {
+        text.push_str(&format!(
+            "\n\n[{shown}: {} line{} of this file {} not valid UTF-8 and {} shown with replacement characters.]",
+            w.lossy_lines,
+            if w.lossy_lines == 1 { "" } else { "s" },
+            if w.lossy_lines == 1 { "is" } else { "are" },
+            if w.lossy_lines == 1 { "is" } else { "are" },
+        ));
+    }
     if w.last < w.total {
         let why = if w.cut_by_size {
             " (the output size limit was reached)"
@@ -271,6 +322,7 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
             "start_line": start,
             "num_lines": w.last + 1 - start,
             "total_lines": w.total,
+            "encoding": match w.encoding { Encoding::Utf8 => "utf-8", Encoding::Latin1 => "latin-1" },
         })),
     }
 }
@@ -310,6 +362,7 @@ mod tests {
             io::Cursor::new(text.as_bytes().to_vec()),
             start,
             limit,
+            Encoding::Utf8,
             &CancelToken::new(),
         )
         .unwrap()

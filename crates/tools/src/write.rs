@@ -6,7 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::fsutil::{run_blocking, write_atomic, Cancelled};
+use crate::files::{check_fresh, refuse_kind, replace_contents, FileStamp, ReadLedger};
+use crate::fsutil::{run_blocking, Cancelled};
 use crate::input::{input_schema, parse_input};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
@@ -15,9 +16,9 @@ use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 pub struct WriteTool;
 
 const DESCRIPTION: &str = "Write a file with the given content, creating it (and any missing \
-parent directories) or replacing it entirely. The write is atomic: the file holds either its old \
-content or the new one, never a mix. To change part of an existing file, prefer Edit; before \
-overwriting a file, Read it so nothing is lost by accident.";
+parent directories) or replacing it entirely. An existing file must have been read with Read in \
+this session, and not changed since, or the write is refused. The file keeps its owner, mode and \
+links. To change part of an existing file, prefer Edit.";
 
 /// Write's input.
 #[derive(Deserialize, JsonSchema)]
@@ -56,10 +57,14 @@ impl Tool for WriteTool {
                 Err(e) => return e.into(),
             };
             let path = cx.resolve(&inp.file_path);
+            let reads = cx.reads.clone();
             // A stop reported while the write completes anyway says `started: true`, which
             // claims no more than that the file may have been written; a stop the write sees
-            // before its rename leaves the old file in place.
-            run_blocking(&cx, move |cancel| write_file(&path, &inp.content, &cancel)).await
+            // before it touches the file leaves the old file in place.
+            run_blocking(&cx, move |cancel| {
+                write_file(&path, &inp.content, &cancel, &reads)
+            })
+            .await
         })
     }
 }
@@ -68,6 +73,7 @@ fn write_file(
     path: &std::path::Path,
     content: &str,
     cancel: &CancelToken,
+    reads: &ReadLedger,
 ) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let existed = match std::fs::metadata(path) {
@@ -76,7 +82,15 @@ fn write_file(
                 "{shown} is a directory; give the path of a file inside it."
             )))
         }
-        Ok(_) => true,
+        Ok(m) => {
+            if let Some(refusal) = refuse_kind(path, &m) {
+                return Ok(ToolOutcome::failed(refusal));
+            }
+            if let Err(why) = check_fresh(path, &m, reads, "Write") {
+                return Ok(ToolOutcome::failed(why));
+            }
+            true
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => false,
         Err(e) => return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}"))),
     };
@@ -88,8 +102,13 @@ fn write_file(
             )));
         }
     }
-    if let Err(e) = write_atomic(path, content.as_bytes(), cancel)? {
-        return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}")));
+    let how = match replace_contents(path, content.as_bytes(), cancel)? {
+        Ok(how) => how,
+        Err(e) => return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}"))),
+    };
+    // What the agent wrote it knows: a following Edit needs no new Read.
+    if let Ok(m) = std::fs::metadata(path) {
+        reads.record(path, FileStamp::of(&m));
     }
     let verb = if existed { "Overwrote" } else { "Created" };
     Ok(ToolOutcome::Ok {
@@ -98,6 +117,7 @@ fn write_file(
             "file_path": shown,
             "type": if existed { "update" } else { "create" },
             "bytes": content.len(),
+            "written": format!("{how:?}").to_lowercase(),
         })),
     })
 }

@@ -35,6 +35,8 @@ pub(crate) struct DispatchCx<'a> {
     pub emitter: &'a Emitter,
     pub turn: &'a CancelToken,
     pub processes: &'a Arc<ProcessRegistry>,
+    /// The files this agent has read.
+    pub reads: &'a Arc<keel_tools::ReadLedger>,
     pub state: &'a TurnState,
     /// The session's transcript, for hook inputs (empty when none is kept).
     pub transcript_path: String,

@@ -36,7 +36,8 @@ pub(super) async fn run_batch(
         let ctx = ToolContext::new(cx.ctx.cwd.clone(), token.clone())
             .with_limits(limits.clone())
             .with_tool_use_id(r.call.id.clone())
-            .with_processes(cx.processes.clone());
+            .with_processes(cx.processes.clone())
+            .with_reads(cx.reads.clone());
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();
@@ -66,10 +67,47 @@ pub(super) async fn run_batch(
             cx.state.add_killed(*processes_killed);
         }
         let mut f = describe(&r, outcome, elapsed, failed_sibling.as_ref(), &limits);
+        bound(&mut f, &limits, &r.call.id).await;
         gate::post_tool_use(cx, &r, &mut f, out).await;
         finish(cx, pending, &r.call, f).await?;
     }
     Ok(())
+}
+
+/// Hold every result to one size cap, whatever tool made it: a longer text keeps its head and
+/// tail, and the whole is saved beside the session (the marker names the file). A result too
+/// large for the API would otherwise be written into the history — and every resume of the
+/// session would send it again.
+async fn bound(f: &mut Finished, limits: &ToolLimits, call_id: &str) {
+    let max = limits.max_result_bytes;
+    let ContentBlock::ToolResult(b) = &mut f.block else {
+        return;
+    };
+    let keel_protocol::ToolResultContent::Text(text) = &b.content else {
+        return;
+    };
+    if text.len() > max {
+        let text = text.clone();
+        let spill = limits
+            .spill_dir
+            .as_ref()
+            .map(|d| d.join(format!("{call_id}.result.txt")));
+        let bounded = tokio::task::spawn_blocking(move || {
+            keel_tools::output::bound_text(&text, max, spill.as_deref())
+        })
+        .await;
+        if let Ok(Some(t)) = bounded {
+            b.content = keel_protocol::ToolResultContent::Text(t);
+        }
+    }
+    // The structured detail goes to front ends and the transcript: hold it to the same cap.
+    if let Some(d) = &f.detail {
+        if d.to_string().len() > max {
+            f.detail = Some(
+                json!({"truncated": true, "reason": format!("the detail of this result was over {max} bytes")}),
+            );
+        }
+    }
 }
 
 /// The message of a panic payload.

@@ -23,6 +23,9 @@ struct Inner {
     turn: Option<CancelToken>,
     calls: Vec<(String, CallState)>,
     killed: usize,
+    /// Why the session cannot go on (its output was closed, say): the running turn ends with
+    /// this as its internal error, and every later turn ends at once the same way.
+    failure: Option<String>,
 }
 
 /// What a running turn shares with its handles: its token and the state of its calls.
@@ -61,6 +64,11 @@ impl TurnState {
     pub(crate) fn end(&self) {
         self.lock().turn = None;
         self.turns_done.send_modify(|n| *n += 1);
+    }
+
+    /// The failure that ends every turn, if the session has one.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
     }
 
     pub(crate) fn cancel_running(&self, reason: CancelReason) {
@@ -172,6 +180,19 @@ impl SessionHandle {
         receipt.background_running = self.background_running();
         receipt.processes_killed = self.turn.lock().killed;
         receipt
+    }
+
+    /// The session cannot go on (its front end's output was closed, say): stop the running turn
+    /// — its tools too — and end it, and every later turn, with the internal-error result
+    /// naming `why`. The first reason given is kept.
+    pub fn fail(&self, why: impl Into<String>) {
+        let mut g = self.turn.lock();
+        if g.failure.is_none() {
+            g.failure = Some(why.into());
+        }
+        if let Some(t) = g.turn.clone() {
+            t.cancel(CancelReason::Shutdown);
+        }
     }
 
     /// Stop the running turn on the user's behalf.

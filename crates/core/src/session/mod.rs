@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use keel_model::ToolSpec;
 use keel_protocol::{ContentBlock, Extra, Role};
-use keel_tools::{ProcessRegistry, Tool};
+use keel_tools::{ProcessRegistry, ReadLedger, Tool};
 use serde_json::{json, Value};
 
 use crate::context::SessionContext;
@@ -76,6 +76,8 @@ pub struct Session {
     pub(crate) emitter: Emitter,
     pub(crate) turn_state: Arc<TurnState>,
     pub(crate) processes: Arc<ProcessRegistry>,
+    /// The files this agent has read (each agent, subagents too, has its own).
+    pub(crate) reads: Arc<ReadLedger>,
     pub(crate) results_emitted: u32,
     pub(crate) system: Vec<Value>,
     /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
@@ -101,6 +103,7 @@ impl Session {
             emitter,
             turn_state: Arc::new(TurnState::new()),
             processes: Arc::new(ProcessRegistry::new()),
+            reads: Arc::new(ReadLedger::new()),
             results_emitted: 0,
             system: Vec::new(),
             warnings: Vec::new(),

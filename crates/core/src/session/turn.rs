@@ -56,7 +56,16 @@ impl Session {
         let turn = parent.map(|p| p.child()).unwrap_or_default();
         self.turn_state.start(turn.clone());
         let mut stats = TurnStats::default();
-        let mut end = self.guarded_turn(prompt, &turn, &mut stats).await;
+        let mut end = match self.turn_state.failure() {
+            // The session already failed: no model call, no tool.
+            Some(_) => TurnEnd::Internal {
+                message: String::new(),
+            },
+            None => self.guarded_turn(prompt, &turn, &mut stats).await,
+        };
+        if let Some(why) = self.turn_state.failure() {
+            end = TurnEnd::Internal { message: why };
+        }
         debug_assert!(
             self.history.open_calls().is_empty(),
             "a turn ended with open tool calls"
@@ -348,6 +357,7 @@ impl Session {
             emitter: &self.emitter,
             turn,
             processes: &self.processes,
+            reads: &self.reads,
             state: &self.turn_state,
             transcript_path: self.transcript_path(),
         };

@@ -113,6 +113,14 @@ pub enum OpenError {
         /// Its transcript.
         path: PathBuf,
     },
+    /// The transcript is empty: a crash or a full disk truncated it, or it was never written.
+    #[error("session {id} cannot be resumed: its transcript {} is empty (0 bytes), so there is no conversation to continue; it was cut off (a crash, a full disk) or never written. Start a new session, or restore the file from a backup", path.display())]
+    Empty {
+        /// The id.
+        id: String,
+        /// Its transcript.
+        path: PathBuf,
+    },
     /// The transcript could not be read.
     #[error("could not read the transcript {}: {source}", path.display())]
     Read {
@@ -217,6 +225,7 @@ impl Store {
     }
 
     fn fork(&self, req: &OpenRequest<'_>, old: &str, path: &Path) -> Result<Opened, OpenError> {
+        refuse_empty(old, path)?;
         let bytes = std::fs::read(path).map_err(|source| OpenError::Read {
             path: path.to_owned(),
             source,
@@ -236,6 +245,7 @@ impl Store {
         id: String,
         path: PathBuf,
     ) -> Result<Opened, OpenError> {
+        refuse_empty(&id, &path)?;
         let read_err = |source| OpenError::Read {
             path: path.clone(),
             source,
@@ -442,4 +452,15 @@ fn with_session(frame: &Frame, id: &str) -> Frame {
         _ => {}
     }
     f
+}
+
+/// A zero-byte transcript is not an empty conversation to resume silently: it lost everything.
+fn refuse_empty(id: &str, path: &Path) -> Result<(), OpenError> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => Err(OpenError::Empty {
+            id: id.to_owned(),
+            path: path.to_path_buf(),
+        }),
+        _ => Ok(()),
+    }
 }

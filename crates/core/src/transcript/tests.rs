@@ -612,3 +612,27 @@ fn a_file_torn_inside_its_header_starts_again_with_a_header() {
     assert_eq!(raw[0]["session_id"], SID);
     assert_eq!(raw[1]["parent_uuid"], Value::Null);
 }
+
+#[test]
+fn a_zero_byte_transcript_is_reported_not_resumed_as_an_empty_session() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = Path::new("/w");
+    let store = Store::new(home.path());
+    let path = store.session_path(cwd, SID);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, "").unwrap();
+    for start in [Start::Resume(SID.into()), Start::Continue] {
+        let e = store.open(&open_req(cwd, start)).unwrap_err();
+        assert!(matches!(e, OpenError::Empty { .. }), "{e}");
+        assert!(
+            e.to_string().contains("0 bytes") && e.to_string().contains(SID),
+            "{e}"
+        );
+    }
+    let mut fork = open_req(cwd, Start::Resume(SID.into()));
+    fork.fork = true;
+    assert!(matches!(
+        store.open(&fork).unwrap_err(),
+        OpenError::Empty { .. }
+    ));
+}

@@ -1,13 +1,18 @@
 //! Edit.
 
-use keel_tools::{EditTool, Tool, ToolOutcome};
+use keel_tools::{EditTool, ReadTool, Tool, ToolOutcome};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::common::{cx, put};
 
+/// Read the file (as the model must), then Edit it, as one agent.
 async fn edit(dir: &std::path::Path, input: serde_json::Value) -> ToolOutcome {
-    EditTool.call(input, cx(dir)).await
+    let cx = cx(dir);
+    ReadTool
+        .call(json!({"file_path": input["file_path"]}), cx.clone())
+        .await;
+    EditTool.call(input, cx).await
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 mod bash;
 mod common;
 mod edit;
+mod files;
 mod glob;
 mod grep;
 mod inputs;

@@ -139,17 +139,19 @@ async fn read_is_cancellable_before_start() {
 async fn write_creates_then_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("new/deep/file.txt");
+    let agent = cx(dir.path());
     let out = WriteTool
         .call(
             json!({"file_path": "new/deep/file.txt", "content": "hello\n"}),
-            cx(dir.path()),
+            agent.clone(),
         )
         .await;
     assert_eq!(out.text(), format!("Created {} (6 bytes)", p.display()));
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "hello\n");
 
+    // The agent wrote it, so it knows it: overwriting needs no Read.
     let out = WriteTool
-        .call(json!({"file_path": p, "content": "bye"}), cx(dir.path()))
+        .call(json!({"file_path": p, "content": "bye"}), agent)
         .await;
     assert_eq!(out.text(), format!("Overwrote {} (3 bytes)", p.display()));
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "bye");
