@@ -56,8 +56,11 @@ pub enum Freshness {
 /// agent has its own: a subagent must read a file itself before it overwrites it.
 #[derive(Debug, Default)]
 pub struct ReadLedger {
-    seen: Mutex<(HashMap<PathBuf, (FileStamp, u64)>, u64)>,
+    seen: Mutex<Seen>,
 }
+
+/// Each file's stamp and when it was recorded (a counter), plus the counter.
+type Seen = (HashMap<PathBuf, (FileStamp, u64)>, u64);
 
 impl ReadLedger {
     /// An empty ledger.

@@ -103,9 +103,11 @@ fn read_file(
 ) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => return job_failed(format!(
+        Ok(m) if m.is_dir() => {
+            return job_failed(format!(
             "{shown} is a directory, not a file. Use Glob (or Bash `ls`) to see what it contains."
-        )),
+        ))
+        }
         Ok(_) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return job_failed(format!(
