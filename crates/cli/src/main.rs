@@ -18,6 +18,10 @@ use clap::Parser;
 fn main() {
     init_tracing();
     quiet_panics();
+    // Whatever a command orphans comes to keel, not to init, so keel can still stop it.
+    if let Err(e) = keel_core::os::own_descendants() {
+        tracing::warn!("could not become a subreaper ({e}); processes that leave their command's group may outlive keel");
+    }
     let argv: Vec<String> = std::env::args().collect();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -48,6 +52,11 @@ fn main() {
     };
     // Leave at once: background tasks (a blocked stdin reader, say) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // Anything still a child of keel now was orphaned by something keel started.
+    let orphans = keel_core::os::kill_orphans();
+    if orphans > 0 {
+        tracing::info!("stopped {orphans} orphaned process(es) at exit");
+    }
     std::process::exit(code);
 }
 

@@ -101,13 +101,15 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         Err(code) => return Ok(code),
     };
     let prompt = read_prompt(&cli)?;
-    let handle = session.handle();
+    // Only what can fail the session: the printer must not keep the session (and so its
+    // event channel) alive.
+    let failer = session.handle().failer();
     let printer = tokio::spawn(printer::print(
         events,
         None,
         cli.output_format,
         cli.verbose,
-        Some(Box::new(move |why| handle.fail(why))),
+        Some(Box::new(move |why| failer.fail(why))),
     ));
     let signals = spawn_signal_handler(session.handle());
     let end = session.run_turn(vec![ContentBlock::text(prompt)]).await;

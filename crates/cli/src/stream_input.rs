@@ -208,7 +208,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         ctx.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
     }
     let queue = Arc::new(Queue::default());
-    let (h, q) = (handle.clone(), queue.clone());
+    let (h, q) = (handle.failer(), queue.clone());
     let printer = tokio::spawn(printer::print(
         events,
         Some(control_rx),

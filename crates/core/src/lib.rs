@@ -30,6 +30,11 @@ pub mod tasks;
 pub mod transcript;
 pub mod wire;
 
+/// Owning every process keel's sessions start, in the process that runs them.
+pub mod os {
+    pub use keel_tools::process::{kill_orphans, own_descendants};
+}
+
 pub use builder::{BuildError, Built, Env, SessionBuilder, SessionOptions, DEFAULT_MODEL};
 pub use context::SessionContext;
 pub use emit::Emitter;

@@ -1,9 +1,7 @@
 //! The Bash tool: run one shell command under supervision (own process group, deadline, bounded
 //! output, drain deadline) and report honestly how it ended.
 
-use std::io;
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,6 +17,7 @@ use crate::input::{input_schema, parse_input, InputError};
 use crate::output::{HeadTail, SpillFile};
 use crate::process::{group_alive, spawn_shell, stop_group, GroupGuard};
 use crate::shell::is_read_only_command;
+use crate::supervise::{ExitStatus, Report};
 use crate::{BoxFuture, CancelReason, Tool, ToolContext, ToolLimits, ToolOutcome};
 
 /// Runs a shell command.
@@ -236,20 +235,6 @@ fn push_line(text: &mut String, line: &str) {
     text.push_str(line);
 }
 
-fn describe_exit(status: &ExitStatus) -> (Option<i32>, Option<String>) {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => (Some(code), None),
-        (None, Some(sig)) => {
-            let name = nix::sys::signal::Signal::try_from(sig)
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|_| format!("signal {sig}"));
-            (None, Some(name))
-        }
-        (None, None) => (None, None),
-    }
-}
-
 async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let begun = Instant::now();
     let inp: Input = match parse_input("Bash", &input) {
@@ -282,17 +267,24 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             return ToolOutcome::failed(format!("Internal error in Bash: {e}"))
         }
     };
-    let mut child = match spawn_shell(shell, &inp.command, &cx.cwd) {
+    let spawned = match spawn_shell(shell, &inp.command, &cx.cwd) {
         Ok(c) => c,
         Err(e) => {
             return ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()));
         }
     };
+    let mut child = spawned.child;
     let Some(pid) = child.id() else {
         return ToolOutcome::failed("The command's process vanished before it could be tracked.");
     };
     let pgid = pid as i32;
     let mut guard = GroupGuard::new(pgid);
+    let report = match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.report) {
+        Ok(r) => r,
+        Err(e) => {
+            return ToolOutcome::failed(format!("Could not watch the command: {e}"));
+        }
+    };
 
     let out = Capture::new(
         &cx.limits,
@@ -309,13 +301,18 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     if let Some(pipe) = child.stderr.take() {
         readers.push(tokio::spawn(pump(pipe, err.clone())));
     }
+    // The supervisor may stay while background jobs of the group run: reap it whenever it ends.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
 
     enum End {
-        Exited(io::Result<ExitStatus>),
+        Exited(Report),
         Stopped(CancelReason),
     }
+    let mut text = Vec::new();
     let end = tokio::select! {
-        status = child.wait() => End::Exited(status),
+        r = read_report(report, &mut text) => End::Exited(r),
         _ = tokio::time::sleep(timeout) => End::Stopped(CancelReason::Timeout),
         _ = cx.cancel.cancelled() => {
             End::Stopped(cx.cancel.reason().unwrap_or(CancelReason::Shutdown))
@@ -324,9 +321,10 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
 
     match end {
         End::Stopped(reason) => {
-            let killed = stop_group(pgid, cx.limits.kill_grace).await;
-            // Reap the shell; after SIGKILL this is immediate.
-            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            // The group includes the supervisor, which stops what left the group on our TERM.
+            let killed = stop_group(pgid, cx.limits.kill_grace)
+                .await
+                .saturating_sub(1);
             let complete = drain(&mut readers, cx.limits.drain_deadline).await;
             let (stdout, stderr) = tokio::join!(
                 out.finish(SPILL_CLOSE_DEADLINE),
@@ -347,15 +345,16 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
                 processes_killed: killed,
             }
         }
-        End::Exited(status) => {
+        End::Exited(report) => {
             let complete = drain(&mut readers, cx.limits.drain_deadline).await;
             // Whatever is still running in the group was started in the background on purpose
             // (or holds our pipe): leave it running, but make sure the session can stop it.
-            // Looking for it reads /proc, so it is done off the worker.
+            // The group's supervisor stays while it runs (and stops it if keel dies). Looking
+            // for it reads /proc, so it is done off the worker.
             let processes = cx.processes.clone();
             let command = inp.command.clone();
             let tracked = tokio::task::spawn_blocking(move || {
-                if group_alive(pgid) {
+                if group_has_more_than_its_leader(pgid) {
                     processes.register(pgid, command);
                 }
             })
@@ -379,27 +378,85 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
                     ),
                 );
             }
+            if report.stopped_count > 0 {
+                push_line(&mut text, &escaped_note(&report));
+            }
             if let Some(note) = timeout_note {
                 push_line(&mut text, &note);
             }
-            finish_exited(status, text, stdout, stderr)
+            finish_exited(report.status, text, stdout, stderr, report.stopped_count)
         }
     }
 }
 
+/// Read the supervisor's report until it says how the shell ended (or the supervisor is gone).
+async fn read_report(mut pipe: tokio::net::unix::pipe::Receiver, text: &mut Vec<u8>) -> Report {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                // Reports are a few short lines; a flood would be a bug, not a reason to grow.
+                if text.len() < 64 * 1024 {
+                    text.extend_from_slice(&buf[..n]);
+                }
+                if Report::complete(&String::from_utf8_lossy(text)) {
+                    break;
+                }
+            }
+        }
+    }
+    Report::parse(&String::from_utf8_lossy(text))
+}
+
+/// What the tool result says about processes that had left the command's group.
+fn escaped_note(r: &Report) -> String {
+    let named: Vec<String> = r
+        .stopped
+        .iter()
+        .map(|(pid, name)| format!("{name} (pid {pid})"))
+        .collect();
+    let more = r.stopped_count.saturating_sub(named.len());
+    let mut list = named.join(", ");
+    if more > 0 {
+        list.push_str(&format!(" and {more} more"));
+    }
+    format!(
+        "[keel stopped {} process{} this command had moved out of its process group (setsid, daemonizing): {list}. Commands may not leave processes behind; to keep something running, start it with run_in_background.]",
+        r.stopped_count,
+        if r.stopped_count == 1 { "" } else { "es" }
+    )
+}
+
+/// Whether group `pgid` still has members besides its leader (the supervisor, which stays only
+/// while there are).
+fn group_has_more_than_its_leader(pgid: i32) -> bool {
+    match crate::process::group_members(pgid) {
+        Some(m) => m.iter().any(|&p| p != pgid),
+        None => group_alive(pgid),
+    }
+}
+
 fn finish_exited(
-    status: io::Result<ExitStatus>,
+    status: Option<ExitStatus>,
     text: String,
     stdout: String,
     stderr: String,
+    escaped_stopped: usize,
 ) -> ToolOutcome {
-    let status = match status {
-        Ok(s) => s,
-        Err(e) => {
-            return ToolOutcome::failed(format!("Could not wait for the command to finish: {e}"))
-        }
+    let (code, signal) = match status {
+        Some(ExitStatus::Code(c)) => (Some(c), None),
+        Some(ExitStatus::Signal(s)) => (
+            None,
+            Some(
+                nix::sys::signal::Signal::try_from(s)
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_else(|_| format!("signal {s}")),
+            ),
+        ),
+        None => (None, Some("SIGKILL".to_owned())),
     };
-    let (code, signal) = describe_exit(&status);
     let mut meta = json!({
         "stdout": stdout,
         "stderr": stderr,
@@ -408,6 +465,9 @@ fn finish_exited(
     });
     if let Some(sig) = &signal {
         meta["signal"] = json!(sig);
+    }
+    if escaped_stopped > 0 {
+        meta["escaped_processes_stopped"] = json!(escaped_stopped);
     }
     if code == Some(0) {
         let content = if text.is_empty() {

@@ -15,6 +15,7 @@ pub mod output;
 pub mod process;
 pub mod read;
 pub mod shell;
+mod supervise;
 pub mod write;
 
 use std::future::Future;

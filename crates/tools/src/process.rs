@@ -20,12 +20,24 @@ const POLL: Duration = Duration::from_millis(10);
 /// How long we wait for the kernel to finish off a group after SIGKILL.
 const AFTER_KILL: Duration = Duration::from_secs(2);
 
-/// Spawn `<shell> -c <command>` in `cwd`: its own session, stdin /dev/null, stdout and stderr
-/// piped, `KEEL=1` added to the inherited environment.
+/// A command running under its supervisor: the supervisor's process (its pid is the group's
+/// id), and the read end of the pipe the supervisor reports on.
+pub(crate) struct Spawned {
+    pub child: Child,
+    pub report: std::os::fd::OwnedFd,
+}
+
+/// Spawn `<shell> -c <command>` in `cwd` under a supervisor (see [`crate::supervise`]): a new
+/// session and process group, stdin /dev/null, stdout and stderr piped, `KEEL=1` added to the
+/// inherited environment. Nothing the command starts outlives keel, not even after keel is
+/// SIGKILLed.
 ///
 /// Must be called from a tokio worker thread (or any long-lived thread), never from
-/// `spawn_blocking`: see [`own_session_and_die_with_parent`].
-pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result<Child> {
+/// `spawn_blocking`: the supervisor's parent-death signal fires when the *thread* that forked
+/// it exits, and blocking-pool threads exit when idle.
+pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result<Spawned> {
+    let pipe = crate::supervise::ReportPipe::new()?;
+    let devnull = std::fs::File::open("/dev/null")?;
     let mut cmd = Command::new(shell);
     cmd.arg("-c")
         .arg(command)
@@ -35,41 +47,63 @@ pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    own_session_and_die_with_parent(&mut cmd);
-    cmd.spawn()
-}
-
-/// Put the child in a new session (so it leads a fresh process group whose id is its pid) and,
-/// on Linux, ask the kernel to SIGKILL it when its parent goes away.
-///
-/// Caveats of `PR_SET_PDEATHSIG`: it fires when the *thread* that forked the child exits, not the
-/// process — so spawn from a tokio worker, never from a `spawn_blocking` thread (those exit when
-/// idle); and it reaches only the direct child: grandchildren are covered by the group kill and
-/// by [`ProcessRegistry`].
-fn own_session_and_die_with_parent(cmd: &mut Command) {
-    // Taken before the fork: in the child, a parent pid other than this one means keel died
-    // between fork and prctl (the race PDEATHSIG has), so the command must not run.
-    #[cfg(target_os = "linux")]
     let keel = nix::unistd::Pid::this();
-    let in_child = move || -> io::Result<()> {
-        nix::unistd::setsid()?;
-        #[cfg(target_os = "linux")]
-        {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            if nix::unistd::getppid() != keel {
-                // Failing here makes the spawn fail instead of starting an orphan.
-                return Err(nix::errno::Errno::ESRCH.into());
-            }
-        }
-        Ok(())
-    };
+    let report = crate::supervise::raw(&pipe.write);
+    let null = std::os::fd::AsRawFd::as_raw_fd(&devnull);
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed. It makes only the setsid, prctl and getppid system calls, allocates
-    // nothing, and its errors are raw errnos (an io::Error from an errno does not allocate).
+    // calls are allowed: `become_supervisor` makes raw system calls only, on fixed buffers, and
+    // its errors are raw errnos (an io::Error from an errno does not allocate).
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(in_child);
+        cmd.pre_exec(move || crate::supervise::become_supervisor(keel, report, null));
     }
+    let child = cmd.spawn()?;
+    // Only the supervisor writes reports: keel's copy of the write end must go, or the read end
+    // would never see the supervisor close it.
+    drop(pipe.write);
+    drop(devnull);
+    Ok(Spawned {
+        child,
+        report: pipe.read,
+    })
+}
+
+/// Make keel a child subreaper: a process one of keel's commands (or anything else keel
+/// started) orphans is re-parented to keel, not to init, so keel can still find and stop it.
+/// Call it once, early, in the process that runs sessions (the `keel` binary does).
+pub fn own_descendants() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    nix::sys::prctl::set_child_subreaper(true)?;
+    Ok(())
+}
+
+/// SIGKILL every child of this process and the process group each leads (the last step before
+/// keel exits: whatever is still a child of keel then was orphaned by something keel started).
+/// Returns how many were signalled.
+pub fn kill_orphans() -> usize {
+    let mut n = 0;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    for t in tasks.flatten() {
+        let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
+            continue;
+        };
+        for pid in list
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            let p = Pid::from_raw(pid);
+            if let Ok(g) = nix::unistd::getpgid(Some(p)) {
+                if is_signallable(g.as_raw()) {
+                    let _ = killpg(g, Signal::SIGKILL);
+                }
+            }
+            let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
+            n += 1;
+        }
+    }
+    n
 }
 
 /// The live (not zombie) processes whose process group is `pgid`, from /proc.
@@ -274,8 +308,21 @@ impl Drop for ProcessRegistry {
         // Signalled without looking in /proc first (a drop may happen on an async worker): a
         // group that is already gone just makes the signal fail.
         for g in self.take() {
-            signal_group(g, Signal::SIGKILL);
+            kill_supervised(g);
         }
+    }
+}
+
+/// Stop a supervised command's whole tree at once, without waiting: its supervisor (the group's
+/// leader) SIGKILLs everything it holds, processes that left the group included. A group
+/// without its supervisor is SIGKILLed directly.
+pub(crate) fn kill_supervised(pgid: i32) {
+    if !is_signallable(pgid) {
+        return;
+    }
+    let leader = nix::sys::signal::kill(Pid::from_raw(pgid), Signal::SIGUSR1);
+    if leader.is_err() {
+        signal_group(pgid, Signal::SIGKILL);
     }
 }
 
@@ -299,7 +346,7 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         // No look in /proc first, as in the registry's drop.
         if self.armed {
-            signal_group(self.pgid, Signal::SIGKILL);
+            kill_supervised(self.pgid);
         }
     }
 }
@@ -326,14 +373,15 @@ mod tests {
 
     #[tokio::test]
     async fn registry_kills_background_group() {
-        let mut child = spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/")).unwrap();
+        let spawned = spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/")).unwrap();
+        let mut child = spawned.child;
         let pgid = child.id().unwrap() as i32;
         let reg = ProcessRegistry::new();
         reg.register(pgid, "sleep 1000");
         assert_eq!(reg.live().len(), 1);
-        // The shell, and the sleep if the shell forked it rather than exec'ing it.
+        // The supervisor, the shell, and the sleep if the shell forked it rather than exec'ing it.
         let n = reg.kill_all(Duration::from_millis(200)).await;
-        assert!((1..=2).contains(&n), "{n}");
+        assert!((2..=3).contains(&n), "{n}");
         child.wait().await.unwrap();
         assert!(!group_alive(pgid));
         assert!(reg.live().is_empty());

@@ -22,7 +22,8 @@ fn is_tool_use(f: &Value) -> bool {
 }
 
 /// Start keel on a one-Bash-call scenario, wait until the command's shell is running, and
-/// return it with the shell's pid (= its process group: keel starts every command in its own).
+/// return it with the command's process group (keel starts every command in its own, led by
+/// the command's supervisor).
 async fn running_command(h: &Harness, marker: &str) -> (Live, i32) {
     let mut live = h.live_stream("run it", &["--allowedTools", "Bash"], &[]);
     live.wait_for(Duration::from_secs(30), is_tool_use).await;
@@ -35,7 +36,7 @@ async fn running_command(h: &Harness, marker: &str) -> (Live, i32) {
         .await,
         "the command never started"
     );
-    (live, pid)
+    (live, super::common::pgid_of(pid))
 }
 
 #[tokio::test]

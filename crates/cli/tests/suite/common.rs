@@ -277,6 +277,17 @@ impl Live {
 }
 
 /// Processes whose process group is `pgid` (zombies excluded).
+/// The process group of `pid` (0 if it is gone).
+pub fn pgid_of(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(2)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 pub fn group_members(pgid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir("/proc") else {

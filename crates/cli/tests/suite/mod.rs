@@ -8,4 +8,5 @@ mod control;
 mod demo;
 mod failures;
 mod live_context;
+mod ownership;
 mod sessions;

@@ -128,6 +128,23 @@ pub struct InterruptReceipt {
     pub background_running: Vec<String>,
 }
 
+/// Fails a session from its front end's output path (see [`SessionHandle::failer`]).
+#[derive(Clone)]
+pub struct Failer(Arc<TurnState>);
+
+impl Failer {
+    /// See [`SessionHandle::fail`].
+    pub fn fail(&self, why: impl Into<String>) {
+        let mut g = self.0.lock();
+        if g.failure.is_none() {
+            g.failure = Some(why.into());
+        }
+        if let Some(t) = g.turn.clone() {
+            t.cancel(CancelReason::Shutdown);
+        }
+    }
+}
+
 /// A cheap handle on a session: interrupt it, stop its tasks, change its live settings.
 #[derive(Clone)]
 pub struct SessionHandle {
@@ -186,13 +203,14 @@ impl SessionHandle {
     /// — its tools too — and end it, and every later turn, with the internal-error result
     /// naming `why`. The first reason given is kept.
     pub fn fail(&self, why: impl Into<String>) {
-        let mut g = self.turn.lock();
-        if g.failure.is_none() {
-            g.failure = Some(why.into());
-        }
-        if let Some(t) = g.turn.clone() {
-            t.cancel(CancelReason::Shutdown);
-        }
+        self.failer().fail(why);
+    }
+
+    /// A handle that can only [`fail`](Self::fail) the session. It holds none of the session's
+    /// context, so a front end's output path may keep it without keeping the session (and its
+    /// event channel) alive.
+    pub fn failer(&self) -> Failer {
+        Failer(self.turn.clone())
     }
 
     /// Stop the running turn on the user's behalf.

@@ -12,7 +12,7 @@ mod hook_points;
 mod turn;
 
 pub(crate) use handle::TurnState;
-pub use handle::{InterruptReceipt, SessionHandle};
+pub use handle::{Failer, InterruptReceipt, SessionHandle};
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Bash: output, exit codes, deadlines, cancellation and the process tree.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use keel_tools::{BashTool, CancelReason, Tool, ToolLimits, ToolOutcome};
 use pretty_assertions::assert_eq;
@@ -81,11 +81,11 @@ async fn environment_cwd_and_stdin() {
             .text(),
         "no-tty"
     );
-    // Its own session: the shell leads its own process group.
+    // Its own session and group, led by its supervisor (the shell's parent).
     assert_eq!(
         bash(
             dir.path(),
-            "[ \"$(ps -o pgid= -p $$ | tr -d ' ')\" = \"$$\" ] && echo leader"
+            "[ \"$(ps -o pgid= -p $$ | tr -d ' ')\" = \"$PPID\" ] && [ \"$(ps -o sid= -p $$ | tr -d ' ')\" = \"$PPID\" ] && echo leader"
         )
         .await
         .text(),
@@ -341,4 +341,61 @@ fn read_only_follows_the_command() {
     assert!(!BashTool.is_read_only(&json!({"command": "echo > f"})));
     assert!(!BashTool.is_read_only(&json!({"command": 5})));
     assert!(!BashTool.is_read_only(&json!({})));
+}
+
+/// Live processes whose command line contains `needle`.
+fn alive(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z "))
+            .unwrap_or(true);
+        if !zombie
+            && String::from_utf8_lossy(&cmd)
+                .replace('\0', " ")
+                .contains(needle)
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn daemons_that_leave_the_group_are_stopped_when_the_call_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let forms = [
+        ("setsid sleep 300.11 &", "sleep 300.11"),
+        ("setsid -f sleep 300.12", "sleep 300.12"),
+        (
+            "nohup setsid sleep 300.13 >/dev/null 2>&1 & disown",
+            "sleep 300.13",
+        ),
+        (
+            "setsid sh -c 'sleep 300.14 & echo started' ",
+            "sleep 300.14",
+        ),
+    ];
+    for (command, needle) in forms {
+        let out = bash(dir.path(), command).await;
+        let text = out.text().to_owned();
+        // The call has returned: nothing it started may be left.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !alive(needle).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            alive(needle).is_empty(),
+            "{command}: still running: {:?}",
+            alive(needle)
+        );
+        assert!(
+            text.contains("keel stopped") && text.contains("run_in_background"),
+            "{command}: the result says what was stopped: {text}"
+        );
+    }
 }
