@@ -156,8 +156,7 @@ async fn a_closed_stdout_stops_the_run_and_the_transcript_agrees() {
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r["frame"]["type"] == "result")
-        .next_back()
+        .rfind(|r| r["frame"]["type"] == "result")
         .expect("a result in the transcript");
     let r = &last_result["frame"];
     assert_eq!(r["terminal_reason"], "model_error", "{r}");
