@@ -6,6 +6,8 @@ use std::io::Write;
 
 use keel_core::Emitted;
 use keel_protocol::{Frame, ResultFrame};
+
+use crate::control::host::Outgoing;
 use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
@@ -27,7 +29,7 @@ pub type OnClosed = Box<dyn FnOnce(String) + Send>;
 /// go first when both are ready: a control request about a call is written after the call.
 pub async fn print(
     mut events: mpsc::Receiver<Emitted>,
-    mut control: Option<mpsc::Receiver<Frame>>,
+    mut control: Option<mpsc::Receiver<Outgoing>>,
     format: OutputFormat,
     verbose: bool,
     mut on_closed: Option<OnClosed>,
@@ -36,17 +38,17 @@ pub async fn print(
     let mut all: Vec<Frame> = Vec::new();
     let mut events_open = true;
     loop {
-        let frame = tokio::select! {
+        let (frame, written) = tokio::select! {
             biased;
             e = events.recv(), if events_open => match e {
-                Some(e) => keel_core::wire::frame(&e),
+                Some(e) => (keel_core::wire::frame(&e), None),
                 None => {
                     events_open = false;
                     continue;
                 }
             },
             f = recv(&mut control), if control.is_some() => match f {
-                Some(f) => f,
+                Some(o) => (o.frame, o.written),
                 None => {
                     control = None;
                     continue;
@@ -57,6 +59,9 @@ pub async fn print(
         if let Frame::Result(r) = &frame {
             out.result = Some(r.clone());
         }
+        // Whoever waits for this frame hears once it was handled (also when it was not
+        // written because stdout is gone: nobody would ever read it).
+        let _written = Ack(written);
         if out.write_error.is_some() {
             continue; // keep draining so the session never blocks on a dead printer
         }
@@ -95,9 +100,20 @@ pub async fn print(
     out
 }
 
+/// Tells its waiter when dropped, i.e. once the frame was handled.
+struct Ack(Option<tokio::sync::oneshot::Sender<()>>);
+
+impl Drop for Ack {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
 /// The next control frame; pending forever when there is no control channel (the `select!`
 /// then waits on events alone).
-async fn recv(control: &mut Option<mpsc::Receiver<Frame>>) -> Option<Frame> {
+async fn recv(control: &mut Option<mpsc::Receiver<Outgoing>>) -> Option<Outgoing> {
     match control {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,

@@ -109,27 +109,25 @@ impl Emitter {
         }
     }
 
-    /// Persist on the blocking pool; hands the event back with the outcome. `Err` only when
-    /// the runtime is shutting down and the event is gone with the blocking job.
+    /// Persist; hands the event back with the outcome. An append is one `write` of one line
+    /// into the page cache, done in place: handing each event to the blocking pool cost more
+    /// (two thread wake-ups per event) than the write itself. What can wait on the disk — the
+    /// fsync at a turn's end — runs on the blocking pool ([`sync`](Self::sync)).
     async fn persist(&self, e: Emitted) -> Result<(Emitted, Result<(), EmitError>), EmitError> {
-        let Some(p) = self.persist.clone() else {
+        let Some(p) = self.persist.as_ref() else {
             return Ok((e, Ok(())));
         };
         if matches!(e.event, Event::StreamEvent { .. }) {
             return Ok((e, Ok(()))); // partial events are never kept
         }
-        tokio::task::spawn_blocking(move || {
-            // A panicking writer is an error like any other: the event must come back.
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.append(&e)))
-                .unwrap_or_else(|_| {
-                    Err(PersistError(
-                        "the transcript writer crashed (a keel bug)".into(),
-                    ))
-                });
-            (e, r.map_err(EmitError::from))
-        })
-        .await
-        .map_err(|join| EmitError::Persist(format!("the transcript writer stopped: {join}")))
+        // A panicking writer is an error like any other: the event must come back.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.append(&e)))
+            .unwrap_or_else(|_| {
+                Err(PersistError(
+                    "the transcript writer crashed (a keel bug)".into(),
+                ))
+            });
+        Ok((e, r.map_err(EmitError::from)))
     }
 
     /// Persist, then send.

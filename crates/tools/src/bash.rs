@@ -349,20 +349,12 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             let complete = drain(&mut readers, cx.limits.drain_deadline).await;
             // Whatever is still running in the group was started in the background on purpose
             // (or holds our pipe): leave it running, but make sure the session can stop it.
-            // The group's supervisor stays while it runs (and stops it if keel dies). Looking
-            // for it reads /proc, so it is done off the worker.
-            let processes = cx.processes.clone();
-            let command = inp.command.clone();
-            let tracked = tokio::task::spawn_blocking(move || {
-                if group_has_more_than_its_leader(pgid) {
-                    processes.register(pgid, command);
-                }
-            })
-            .await;
-            // Should the look fail, the guard stops the group: nothing may run untracked.
-            if tracked.is_ok() {
-                guard.disarm();
+            // The group's supervisor stays while it runs (and stops it if keel dies), and it
+            // said whether anything is left; without its word, a signal-0 probe decides.
+            if report.running.unwrap_or_else(|| group_alive(pgid)) {
+                cx.processes.register(pgid, inp.command.clone());
             }
+            guard.disarm();
             let (stdout, stderr) = tokio::join!(
                 out.finish(SPILL_CLOSE_DEADLINE),
                 err.finish(SPILL_CLOSE_DEADLINE)
@@ -431,13 +423,6 @@ fn escaped_note(r: &Report) -> String {
 
 /// Whether group `pgid` still has members besides its leader (the supervisor, which stays only
 /// while there are).
-fn group_has_more_than_its_leader(pgid: i32) -> bool {
-    match crate::process::group_members(pgid) {
-        Some(m) => m.iter().any(|&p| p != pgid),
-        None => group_alive(pgid),
-    }
-}
-
 fn finish_exited(
     status: Option<ExitStatus>,
     text: String,

@@ -38,11 +38,17 @@ pub(crate) struct Spawned {
 pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result<Spawned> {
     let pipe = crate::supervise::ReportPipe::new()?;
     let devnull = std::fs::File::open("/dev/null")?;
+    let exec =
+        crate::supervise::ShellExec::new(shell, command, &[("KEEL", "1")]).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the command or the environment holds a NUL byte",
+            )
+        })?;
+    // The process std forks becomes the supervisor and starts the shell itself (it never execs
+    // the program named here).
     let mut cmd = Command::new(shell);
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env("KEEL", "1")
+    cmd.current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -51,11 +57,12 @@ pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result
     let report = crate::supervise::raw(&pipe.write);
     let null = std::os::fd::AsRawFd::as_raw_fd(&devnull);
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed: `become_supervisor` makes raw system calls only, on fixed buffers, and
-    // its errors are raw errnos (an io::Error from an errno does not allocate).
+    // calls are allowed: `become_supervisor` makes raw system calls only, on fixed buffers and
+    // on what `exec` prepared before the fork, and its errors are raw errnos (an io::Error from
+    // an errno does not allocate).
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(move || crate::supervise::become_supervisor(keel, report, null));
+        cmd.pre_exec(move || crate::supervise::become_supervisor(keel, report, null, &exec));
     }
     let child = cmd.spawn()?;
     // Only the supervisor writes reports: keel's copy of the write end must go, or the read end

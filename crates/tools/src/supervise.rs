@@ -2,8 +2,8 @@
 //! outlive keel — not even when keel itself is killed with SIGKILL.
 //!
 //! `spawn_shell` forks a child that leads a new session (and so a fresh process group), becomes a
-//! *child subreaper*, and forks again: the grandchild execs the shell; the child stays behind as
-//! the supervisor, never execs, and runs [`supervise`]. Because it is a subreaper, every process
+//! *child subreaper*, and starts the shell with `posix_spawn`; the child stays behind as the
+//! supervisor, never execs, and runs [`supervise`]. Because it is a subreaper, every process
 //! the command leaves behind is re-parented to it rather than to init — daemons that called
 //! `setsid` or double-forked included. It then:
 //! - when the shell exits: stops every process that left the group (TERM, a short grace, KILL),
@@ -64,6 +64,10 @@ pub(crate) struct Report {
     pub stopped: Vec<(i32, String)>,
     /// How many were stopped (may be more than `stopped` names).
     pub stopped_count: usize,
+    /// Whether processes of the command's own group were still running when the shell ended
+    /// (background jobs): the supervisor holds every one of them as a child, so it knows
+    /// without anyone scanning /proc. `None`: not reported (the supervisor was killed).
+    pub running: Option<bool>,
 }
 
 /// How the shell ended.
@@ -76,8 +80,8 @@ pub(crate) enum ExitStatus {
 }
 
 impl Report {
-    /// Parse the supervisor's lines: `stopped <pid> <name>`, `stopped-count <n>`, then
-    /// `exit <code>` or `signal <n>`.
+    /// Parse the supervisor's lines: `stopped <pid> <name>`, `stopped-count <n>`,
+    /// `running <n>`, then `exit <code>` or `signal <n>`.
     pub(crate) fn parse(text: &str) -> Self {
         let mut r = Report::default();
         for line in text.lines() {
@@ -89,6 +93,7 @@ impl Report {
                     }
                 }
                 (Some("stopped-count"), Some(n), _) => r.stopped_count += n.parse().unwrap_or(0),
+                (Some("running"), Some(n), _) => r.running = n.parse::<u64>().ok().map(|n| n > 0),
                 (Some("exit"), Some(c), _) => r.status = c.parse().ok().map(ExitStatus::Code),
                 (Some("signal"), Some(s), _) => r.status = s.parse().ok().map(ExitStatus::Signal),
                 _ => {}
@@ -104,34 +109,119 @@ impl Report {
     }
 }
 
-/// In the forked child, before exec: become the supervisor of a new session and fork the
-/// process that will exec the shell. Returns (in the process that goes on to exec) once the
-/// supervisor is in place; the supervisor itself never returns.
+/// What the supervisor needs to start the shell, prepared in keel before the fork (the forked
+/// child may not allocate): C strings and the null-terminated pointer arrays over them.
+pub(crate) struct ShellExec {
+    _strings: Vec<std::ffi::CString>,
+    path: *const nix::libc::c_char,
+    argv: Vec<*mut nix::libc::c_char>,
+    envp: Vec<*mut nix::libc::c_char>,
+}
+
+// SAFETY: the pointers point into `_strings`, which the struct owns and never changes; nothing
+// writes through them.
+#[allow(unsafe_code)]
+unsafe impl Send for ShellExec {}
+#[allow(unsafe_code)]
+unsafe impl Sync for ShellExec {}
+
+impl ShellExec {
+    /// `shell -c command`, with keel's environment plus `extra_env`. `None` when a string holds
+    /// a NUL byte (no process could be given it).
+    pub(crate) fn new(
+        shell: &std::path::Path,
+        command: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Option<Self> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let mut strings = vec![
+            CString::new(shell.as_os_str().as_bytes()).ok()?,
+            CString::new("-c").ok()?,
+            CString::new(command).ok()?,
+        ];
+        let n_args = strings.len();
+        for (k, v) in std::env::vars_os() {
+            if extra_env.iter().any(|(e, _)| k.as_bytes() == e.as_bytes()) {
+                continue;
+            }
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            strings.push(CString::new(kv).ok()?);
+        }
+        for (k, v) in extra_env {
+            strings.push(CString::new(format!("{k}={v}")).ok()?);
+        }
+        let ptr = |c: &CString| c.as_ptr() as *mut nix::libc::c_char;
+        let mut argv: Vec<_> = strings[..n_args].iter().map(ptr).collect();
+        argv.push(std::ptr::null_mut());
+        let mut envp: Vec<_> = strings[n_args..].iter().map(ptr).collect();
+        envp.push(std::ptr::null_mut());
+        Some(Self {
+            path: strings[0].as_ptr(),
+            _strings: strings,
+            argv,
+            envp,
+        })
+    }
+}
+
+/// In the forked child, before exec: become the supervisor of a new session, start the shell
+/// in it and supervise it. Never returns on success: this process never execs (the shell is
+/// started with `posix_spawn`, which shares this process's memory until the shell execs, so
+/// keel's page tables are copied once per command, as for any fork).
 ///
 /// Must only make async-signal-safe calls (see the module doc).
-pub(crate) fn become_supervisor(keel: Pid, report: RawFd, devnull: RawFd) -> std::io::Result<()> {
+pub(crate) fn become_supervisor(
+    keel: Pid,
+    report: RawFd,
+    devnull: RawFd,
+    shell: &ShellExec,
+) -> std::io::Result<()> {
     nix::unistd::setsid()?;
     nix::sys::prctl::set_child_subreaper(true)?;
     let mut watched = SigSet::empty();
     for s in [Signal::SIGCHLD, Signal::SIGTERM, KEEL_DIED] {
         watched.add(s);
     }
-    // Blocked before the fork, so no SIGCHLD is lost; the shell unblocks them again.
+    // Blocked before the shell starts, so no SIGCHLD is lost; the shell starts with none blocked.
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None)?;
-    // SAFETY: fork in the child of a fork, before exec: only async-signal-safe calls follow in
-    // both branches (see `supervise` and the shell's branch below).
+    let pid = spawn(shell)?;
+    supervise(keel, pid, report, devnull, &watched)
+}
+
+/// Start the shell (stdio, working directory and session are this process's).
+fn spawn(shell: &ShellExec) -> std::io::Result<Pid> {
+    use nix::libc;
+    // SAFETY: glibc's posix_spawn with attributes and no file actions does not allocate; the
+    // attribute object lives on this stack and is destroyed before returning; argv and envp are
+    // null-terminated arrays of valid C strings owned by `shell`.
     #[allow(unsafe_code)]
-    let forked = unsafe { nix::unistd::fork() }?;
-    match forked {
-        nix::unistd::ForkResult::Child => {
-            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
-            // The shell dies with its supervisor (which only dies by SIGKILL).
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            Ok(())
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        let rc = libc::posix_spawnattr_init(&mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
         }
-        nix::unistd::ForkResult::Parent { child } => {
-            supervise(keel, child, report, devnull, &watched)
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::posix_spawnattr_setsigmask(&mut attr, &none);
+        libc::posix_spawnattr_setflags(&mut attr, libc::POSIX_SPAWN_SETSIGMASK as libc::c_short);
+        let mut pid: libc::pid_t = 0;
+        let rc = libc::posix_spawn(
+            &mut pid,
+            shell.path,
+            std::ptr::null(),
+            &attr,
+            shell.argv.as_ptr(),
+            shell.envp.as_ptr(),
+        );
+        libc::posix_spawnattr_destroy(&mut attr);
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
         }
+        Ok(Pid::from_raw(pid))
     }
 }
 
@@ -172,12 +262,14 @@ fn supervise(keel: Pid, shell: Pid, report: RawFd, devnull: RawFd, watched: &Sig
                     shell_done = true;
                     settle(me);
                     stop_escaped(me, report, true);
+                    report_running(report);
                     write_kv(report, b"exit ", code as i64, b"");
                 }
                 Ok(WaitStatus::Signaled(pid, s, _)) if pid == shell => {
                     shell_done = true;
                     settle(me);
                     stop_escaped(me, report, true);
+                    report_running(report);
                     write_kv(report, b"signal ", s as i64, b"");
                 }
                 Ok(WaitStatus::StillAlive) => break,
@@ -260,6 +352,15 @@ fn stop_escaped(me: Pid, report: RawFd, say: bool) {
     if say {
         write_kv(report, b"stopped-count ", count as i64, b"");
     }
+}
+
+/// Say how many processes the command left running in its group. Every one of them is a child
+/// of this supervisor by now (a subreaper inherits the orphans of its descendants, and the
+/// escaped ones were stopped), so its children are the exact answer.
+fn report_running(report: RawFd) {
+    let mut buf = [0u8; 8192];
+    let n = children(&mut buf).count();
+    write_kv(report, b"running ", n as i64, b"");
 }
 
 /// The shell ended with processes of its group still running: give a daemon being born (a

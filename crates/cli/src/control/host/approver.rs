@@ -44,7 +44,10 @@ impl Drop for AwaitingApproval<'_> {
         if self.bridge.awaiting_approval.fetch_sub(1, Ordering::SeqCst) == 1
             && self.bridge.state_frames
         {
-            let _ = self.bridge.tx.try_send(self.bridge.state_frame("running"));
+            let _ = self
+                .bridge
+                .tx
+                .try_send(self.bridge.state_frame("running").into());
         }
     }
 }

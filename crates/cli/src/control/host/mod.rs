@@ -53,11 +53,31 @@ impl std::fmt::Display for RequestError {
 
 type Answer = Result<Value, String>;
 
+/// A frame for the printer, with an optional word back once it has been written (or dropped,
+/// when stdout is gone): what must reach stdout before anything the session emits next waits
+/// for it, since the session's events travel on another channel.
+#[derive(Debug)]
+pub struct Outgoing {
+    /// The frame.
+    pub frame: Frame,
+    /// Told when the frame was handled.
+    pub written: Option<oneshot::Sender<()>>,
+}
+
+impl From<Frame> for Outgoing {
+    fn from(frame: Frame) -> Self {
+        Self {
+            frame,
+            written: None,
+        }
+    }
+}
+
 /// The keel → host side of the control protocol, shared by the approver, the hooks and the
 /// control server.
 #[derive(Debug)]
 pub struct Bridge {
-    tx: mpsc::Sender<Frame>,
+    tx: mpsc::Sender<Outgoing>,
     session_id: String,
     pending: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     closed: AtomicBool,
@@ -73,7 +93,7 @@ pub struct Bridge {
 impl Bridge {
     /// A bridge writing into the frame channel `tx`.
     pub fn new(
-        tx: mpsc::Sender<Frame>,
+        tx: mpsc::Sender<Outgoing>,
         session_id: String,
         state_frames: bool,
         hook_events: bool,
@@ -101,7 +121,18 @@ impl Bridge {
 
     /// Write a frame (in order with every other stdout line). False if the printer is gone.
     pub async fn send(&self, frame: Frame) -> bool {
-        self.tx.send(frame).await.is_ok()
+        self.tx.send(frame.into()).await.is_ok()
+    }
+
+    /// Write a frame and wait until the printer has written it: whatever is emitted after
+    /// this returns comes after it on stdout. False if the printer is gone.
+    pub async fn send_written(&self, frame: Frame) -> bool {
+        let (tx, rx) = oneshot::channel();
+        let out = Outgoing {
+            frame,
+            written: Some(tx),
+        };
+        self.tx.send(out).await.is_ok() && rx.await.is_ok()
     }
 
     /// Send a request and wait for its answer (at most `deadline`, when given).
@@ -188,7 +219,8 @@ impl Bridge {
         if !self.state_frames {
             return;
         }
-        let _ = self.send(self.state_frame(state)).await;
+        // In order with the turn's own frames: `running` before its `init`.
+        let _ = self.send_written(self.state_frame(state)).await;
     }
 
     fn state_frame(&self, state: &str) -> Frame {
@@ -266,12 +298,12 @@ impl Drop for Withdraw<'_> {
         let was_pending = self.bridge.pending().remove(&self.id).is_some();
         if was_pending && !self.bridge.closed.load(Ordering::SeqCst) {
             // Not async here; the channel is large and drained continuously.
-            let _ = self
-                .bridge
-                .tx
-                .try_send(Frame::ControlCancelRequest(ControlCancelFrame {
+            let _ = self.bridge.tx.try_send(
+                Frame::ControlCancelRequest(ControlCancelFrame {
                     request_id: self.id.clone(),
-                }));
+                })
+                .into(),
+            );
         }
     }
 }
@@ -292,10 +324,10 @@ mod tests {
             )
             .await;
         assert_eq!(r, Err(RequestError::Timeout(Duration::from_millis(10))));
-        let Some(Frame::ControlRequest(req)) = rx.recv().await else {
+        let Some(Frame::ControlRequest(req)) = rx.recv().await.map(|o: Outgoing| o.frame) else {
             panic!()
         };
-        let Some(Frame::ControlCancelRequest(c)) = rx.recv().await else {
+        let Some(Frame::ControlCancelRequest(c)) = rx.recv().await.map(|o| o.frame) else {
             panic!()
         };
         assert_eq!(c.request_id, req.request_id);
