@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use crate::{CancelToken, ToolContext, ToolOutcome};
+use crate::{CancelReason, CancelToken, ToolContext, ToolOutcome};
 
 /// How many bytes at the start of a file decide whether it is binary.
 pub(crate) const SNIFF_BYTES: usize = 8 * 1024;
@@ -117,12 +117,30 @@ where
     if cx.cancel.is_cancelled() {
         return cx.stopped(false, String::new(), begun.elapsed(), 0);
     }
-    match off_worker(&cx.cancel, work).await {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(Cancelled)) | Err(NotDone::Cancelled) => {
+    // The deadline cancels the job's own token (so a walk stops between files); a job stuck
+    // inside one system call is left to finish on its thread, unseen.
+    let job = cx.cancel.child();
+    let deadline = cx.limits.file_deadline;
+    let timed_out = tokio::select! {
+        biased;
+        r = off_worker(&job, work) => Some(r),
+        _ = tokio::time::sleep(deadline) => None,
+    };
+    match timed_out {
+        None => {
+            job.cancel(CancelReason::Timeout);
+            ToolOutcome::failed(format!(
+                "The file system did not answer within {} s (a hung network mount or a failing \
+                 disk?), so the call was given up. Nothing was changed by keel after that point; \
+                 check the path and retry, or narrow the search.",
+                deadline.as_secs_f64()
+            ))
+        }
+        Some(Ok(Ok(outcome))) => outcome,
+        Some(Ok(Err(Cancelled)) | Err(NotDone::Cancelled)) => {
             cx.stopped(true, String::new(), begun.elapsed(), 0)
         }
-        Err(NotDone::Panicked(e)) => {
+        Some(Err(NotDone::Panicked(e))) => {
             ToolOutcome::failed(format!("Internal error in the tool: {e}"))
         }
     }
@@ -132,6 +150,30 @@ where
 mod tests {
     use super::*;
     use std::fs;
+
+    #[tokio::test]
+    async fn a_file_job_that_never_answers_ends_at_the_deadline_with_an_error() {
+        let mut cx = ToolContext::new(std::env::temp_dir(), CancelToken::new());
+        let limits = std::sync::Arc::make_mut(&mut cx.limits);
+        limits.file_deadline = std::time::Duration::from_millis(50);
+        let begun = Instant::now();
+        // A job stuck in the file system: it never looks at its token.
+        let out = run_blocking(&cx, |_| {
+            std::thread::sleep(std::time::Duration::from_millis(800));
+            Ok(ToolOutcome::ok("late"))
+        })
+        .await;
+        assert!(begun.elapsed() < std::time::Duration::from_millis(700));
+        match out {
+            ToolOutcome::Failed { message, .. } => {
+                assert!(
+                    message.contains("did not answer within 0.05 s"),
+                    "{message}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn binary_detection() {

@@ -250,6 +250,10 @@ pub struct ToolLimits {
     /// tail around a marker, and the whole is saved beside the session. Tools have tighter
     /// limits of their own; this one binds them all, a host's or a server's tools included.
     pub max_result_bytes: usize,
+    /// The longest a file tool (Read, Write, Edit, Glob, Grep) may wait on the file system: a
+    /// hung network mount or a disk that stopped answering ends the call with an error that
+    /// says so, instead of holding the turn.
+    pub file_deadline: Duration,
 }
 
 impl Default for ToolLimits {
@@ -263,6 +267,7 @@ impl Default for ToolLimits {
             kill_grace: Duration::from_millis(500),
             spill_dir: None,
             max_result_bytes: 256 * 1024,
+            file_deadline: Duration::from_secs(120),
         }
     }
 }

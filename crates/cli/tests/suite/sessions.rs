@@ -872,3 +872,56 @@ async fn no_session_persistence_writes_no_transcript() {
     assert_eq!(bad.code, 2);
     assert!(bad.stdout.is_empty() && bad.stderr.contains("--no-session-persistence"));
 }
+
+#[tokio::test]
+async fn a_3_mb_one_line_file_is_edited_with_a_bounded_result_and_the_session_resumes() {
+    // A minified file: 3 MB on one line, with the text to change in the middle.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bundle.min.js");
+    let half = "x".repeat(1_500_000);
+    std::fs::write(&file, format!("{half}OLD_NAME{half}")).unwrap();
+    let path = file.to_str().unwrap();
+    let scenario = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Read", "input": {"file_path": path}}]},
+        {"kind": "tool_use", "calls": [{"name": "Edit",
+            "input": {"file_path": path, "old_string": "OLD_NAME", "new_string": "NEW_NAME"}}]},
+        {"kind": "text", "text": "Renamed."},
+        {"kind": "text", "text": "Still here."}
+    ]});
+    let h = Harness::from_json(&scenario.to_string()).await;
+    let first = h
+        .run_stream("rename it", &["--allowedTools", "Read,Edit"], &[])
+        .await;
+    first.assert_end("success", false, "completed", 0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text, format!("{half}NEW_NAME{half}"), "the edit was made");
+    let id = session_id(&first);
+
+    // Every request stayed small, and the Edit's result says what changed in a bounded snippet.
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 3);
+    for r in &reqs {
+        let size = r.body.to_string().len();
+        assert!(size < 600_000, "request {} is {size} bytes", r.seq);
+    }
+    let edit_result = reqs[2].body["messages"].as_array().unwrap().last().unwrap()["content"][0]
+        ["content"]
+        .to_string();
+    assert!(
+        edit_result.len() < 8_000,
+        "the Edit result is {} bytes",
+        edit_result.len()
+    );
+    assert!(edit_result.contains("NEW_NAME"), "{edit_result}");
+
+    // The session resumes, and what it sends back is as small.
+    let again = h
+        .run_stream("and now?", &[&format!("--resume={id}")], &[])
+        .await;
+    again.assert_end("success", false, "completed", 0);
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 4);
+    let size = reqs[3].body.to_string().len();
+    assert!(size < 600_000, "the resumed request is {size} bytes");
+    keel_mock::validate_request(&reqs[3].body).unwrap();
+}

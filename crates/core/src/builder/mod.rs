@@ -294,6 +294,13 @@ impl SessionBuilder {
         if let Some(d) = k.ms("KEEL_BASH_DEFAULT_TIMEOUT_MS", 1, tools.max_timeout)? {
             tools.default_timeout = d;
         }
+        if let Some(d) = k.ms(
+            "KEEL_FILE_TOOL_TIMEOUT_MS",
+            1,
+            std::time::Duration::from_secs(3600),
+        )? {
+            tools.file_deadline = d;
+        }
         limits.tools = Arc::new(tools);
         if let Some(n) = k.count("KEEL_SUBAGENT_MAX_DEPTH", 0, 16)? {
             limits.subagents.max_depth = n as u32;
