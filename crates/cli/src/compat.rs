@@ -52,12 +52,12 @@ pub struct CompatArgs {
     #[arg(long = "no-session-persistence")]
     pub no_session_persistence: bool,
 
-    /// Extended thinking: adaptive, enabled or disabled. Accepted; keel does not request thinking yet.
-    #[arg(long = "thinking", hide = true, value_name = "MODE")]
+    /// Extended thinking: enabled, adaptive (both ask for thinking) or disabled.
+    #[arg(long = "thinking", value_name = "MODE")]
     pub thinking: Option<String>,
 
-    /// Thinking budget. Accepted; not supported yet.
-    #[arg(long = "max-thinking-tokens", hide = true, value_name = "N")]
+    /// Extended thinking budget in tokens (0: none); also MAX_THINKING_TOKENS.
+    #[arg(long = "max-thinking-tokens", value_name = "N")]
     pub max_thinking_tokens: Option<String>,
 
     /// How thinking is shown. Accepted; not supported yet.
@@ -180,18 +180,6 @@ impl CompatArgs {
             );
         }
 
-        let thinking_on = matches!(self.thinking.as_deref(), Some(t) if t != "disabled");
-        if thinking_on
-            || self
-                .max_thinking_tokens
-                .as_deref()
-                .is_some_and(|n| n.trim() != "0")
-        {
-            note(
-                "--thinking / --max-thinking-tokens",
-                "keel does not request extended thinking",
-            );
-        }
         if self.effort.is_some() {
             note("--effort", "requests use the model's default effort");
         }

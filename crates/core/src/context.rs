@@ -41,6 +41,36 @@ pub struct Limits {
     pub fallback_model: Option<String>,
     /// Bounds of subagents.
     pub subagents: SubagentLimits,
+    /// Prompt caching, thinking and the context window.
+    pub context: ContextLimits,
+}
+
+/// How keel uses the model's context: prompt caching, thinking, and when to compact.
+#[derive(Clone, Debug)]
+pub struct ContextLimits {
+    /// Mark cache breakpoints in requests (off with `DISABLE_PROMPT_CACHING`).
+    pub prompt_caching: bool,
+    /// Extended thinking budget in tokens (`--max-thinking-tokens`, `MAX_THINKING_TOKENS`).
+    pub thinking_tokens: Option<u32>,
+    /// The model's context window, overriding the table (`KEEL_CONTEXT_WINDOW`).
+    pub context_window: Option<u64>,
+    /// Compact when a request would pass this many tokens (`KEEL_COMPACT_THRESHOLD_TOKENS`);
+    /// by default the window minus the output budget and a margin.
+    pub compact_threshold: Option<u64>,
+    /// Compact automatically at all (off with `DISABLE_AUTO_COMPACT`).
+    pub auto_compact: bool,
+}
+
+impl Default for ContextLimits {
+    fn default() -> Self {
+        Self {
+            prompt_caching: true,
+            thinking_tokens: None,
+            context_window: None,
+            compact_threshold: None,
+            auto_compact: true,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -53,6 +83,7 @@ impl Default for Limits {
             tools: Arc::new(ToolLimits::default()),
             fallback_model: None,
             subagents: SubagentLimits::default(),
+            context: ContextLimits::default(),
         }
     }
 }

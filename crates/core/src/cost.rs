@@ -3,101 +3,54 @@
 use keel_protocol::Usage;
 use serde_json::{json, Map, Value};
 
-/// Dollars per million tokens.
+/// Dollars per million tokens, and the model's context window.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Price {
     /// Input tokens.
     pub input: f64,
     /// Output tokens.
     pub output: f64,
+    /// Input tokens written to the prompt cache (5-minute entries).
+    pub cache_write: f64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: f64,
+    /// Tokens the model can take in one request (input and output).
+    pub context_window: u64,
+}
+
+/// A price whose cache rates are the usual multiples of the input rate (writes 1.25×, reads
+/// 0.1×), for a model with a 200 k-token window.
+const fn priced(input: f64, output: f64) -> Price {
+    Price {
+        input,
+        output,
+        cache_write: input * 1.25,
+        cache_read: input * 0.1,
+        context_window: 200_000,
+    }
 }
 
 /// Prices by model family: the first entry whose prefix the model id starts with wins, so
-/// more specific prefixes come first. Cache writes cost 1.25× input, cache reads 0.1× input.
+/// more specific prefixes come first. The context windows live here too: one table per model.
 const PRICES: &[(&str, Price)] = &[
-    (
-        "claude-opus-5",
-        Price {
-            input: 4.0,
-            output: 20.0,
-        },
-    ),
-    (
-        "claude-opus-4-5",
-        Price {
-            input: 5.0,
-            output: 25.0,
-        },
-    ),
-    (
-        "claude-opus-4-6",
-        Price {
-            input: 5.0,
-            output: 25.0,
-        },
-    ),
-    (
-        "claude-opus-4",
-        Price {
-            input: 15.0,
-            output: 75.0,
-        },
-    ),
-    (
-        "claude-3-opus",
-        Price {
-            input: 15.0,
-            output: 75.0,
-        },
-    ),
-    (
-        "claude-sonnet",
-        Price {
-            input: 3.0,
-            output: 15.0,
-        },
-    ),
-    (
-        "claude-3-7-sonnet",
-        Price {
-            input: 3.0,
-            output: 15.0,
-        },
-    ),
-    (
-        "claude-3-5-sonnet",
-        Price {
-            input: 3.0,
-            output: 15.0,
-        },
-    ),
-    (
-        "claude-haiku-4",
-        Price {
-            input: 1.0,
-            output: 5.0,
-        },
-    ),
-    (
-        "claude-3-5-haiku",
-        Price {
-            input: 0.8,
-            output: 4.0,
-        },
-    ),
-    (
-        "claude-3-haiku",
-        Price {
-            input: 0.25,
-            output: 1.25,
-        },
-    ),
+    ("claude-opus-5", priced(4.0, 20.0)),
+    ("claude-opus-4-5", priced(5.0, 25.0)),
+    ("claude-opus-4-6", priced(5.0, 25.0)),
+    ("claude-opus-4", priced(15.0, 75.0)),
+    ("claude-3-opus", priced(15.0, 75.0)),
+    ("claude-sonnet", priced(3.0, 15.0)),
+    ("claude-3-7-sonnet", priced(3.0, 15.0)),
+    ("claude-3-5-sonnet", priced(3.0, 15.0)),
+    ("claude-haiku-4", priced(1.0, 5.0)),
+    ("claude-3-5-haiku", priced(0.8, 4.0)),
+    ("claude-3-haiku", priced(0.25, 1.25)),
 ];
 
-/// What an unknown model is charged: the highest known rate, so a budget always binds.
+/// What an unknown model is charged: the highest known rate, so a budget always binds; and a
+/// conservative context window, so compaction comes early rather than too late.
 pub const UNKNOWN_MODEL_PRICE: Price = Price {
-    input: 15.0,
-    output: 75.0,
+    context_window: 128_000,
+    ..priced(15.0, 75.0)
 };
 
 /// The price of `model`, and whether it was found in the table.
@@ -114,8 +67,8 @@ pub fn cost_of(model: &str, usage: &Usage) -> f64 {
     let (p, _) = price_of(model);
     let m = 1_000_000.0;
     usage.input_tokens as f64 * p.input / m
-        + usage.cache_creation_input_tokens as f64 * p.input * 1.25 / m
-        + usage.cache_read_input_tokens as f64 * p.input * 0.1 / m
+        + usage.cache_creation_input_tokens as f64 * p.cache_write / m
+        + usage.cache_read_input_tokens as f64 * p.cache_read / m
         + usage.output_tokens as f64 * p.output / m
 }
 
@@ -170,7 +123,7 @@ impl CostTracker {
     pub fn model_usage_json(&self) -> Value {
         let mut out = Map::new();
         for (model, u, cost) in &self.per_model {
-            let (_, known) = price_of(model);
+            let (price, known) = price_of(model);
             out.insert(
                 model.clone(),
                 json!({
@@ -180,6 +133,7 @@ impl CostTracker {
                     "cacheCreationInputTokens": u.cache_creation_input_tokens,
                     "webSearchRequests": 0,
                     "costUSD": cost,
+                    "contextWindow": price.context_window,
                     "priceKnown": known,
                 }),
             );

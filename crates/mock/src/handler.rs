@@ -31,6 +31,7 @@ pub(crate) struct Shared {
     pub(crate) cursor: Mutex<Cursor>,
     pub(crate) recorder: Recorder,
     pub(crate) ids: Counters,
+    pub(crate) cache: crate::cache::PromptCache,
 }
 
 /// What to send, decided before anything is sent.
@@ -219,10 +220,13 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
         .clone()
         .or_else(|| r.body["model"].as_str().map(str::to_string))
         .unwrap_or_else(|| "keel-mock".to_string());
+    let cache = matches!(step.kind, StepKind::Text { .. } | StepKind::ToolUse { .. })
+        .then(|| shared.cache.bill(r.body, (r.bytes as u64 + 2) / 4));
     let ctx = ReplyCtx {
         model: &model,
         request_bytes: r.bytes,
         ids: &shared.ids,
+        cache,
     };
     let wait = Duration::from_millis(step.delay_ms);
     let reply_of = |nested: Option<&Step>, default_text: &str| match nested {

@@ -16,6 +16,7 @@
 //! ```
 
 mod body;
+pub mod cache;
 mod handler;
 mod record;
 mod reply;

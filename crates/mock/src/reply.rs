@@ -33,6 +33,8 @@ pub(crate) struct ReplyCtx<'a> {
     pub request_bytes: usize,
     /// Id counters.
     pub ids: &'a Counters,
+    /// How the prompt cache billed the request (when it was billed).
+    pub cache: Option<crate::cache::CacheUsage>,
 }
 
 enum Block {
@@ -118,18 +120,22 @@ pub(crate) fn build(step: &Step, outer: Option<&Step>, ctx: &ReplyCtx<'_>) -> Re
     let own = step.usage.as_ref().unwrap_or(&none);
     let lent = outer.and_then(|o| o.usage.as_ref()).unwrap_or(&none);
     let pick = |a: Option<u64>, b: Option<u64>, default: u64| a.or(b).unwrap_or(default);
+    let billed = ctx.cache.unwrap_or(crate::cache::CacheUsage {
+        input: (ctx.request_bytes as u64 + 2) / 4,
+        ..Default::default()
+    });
     let usage = Usage {
-        input: pick(
-            own.input_tokens,
-            lent.input_tokens,
-            (ctx.request_bytes as u64 + 2) / 4,
-        ),
+        input: pick(own.input_tokens, lent.input_tokens, billed.input),
         output: pick(own.output_tokens, lent.output_tokens, chars as u64 / 4 + 1),
-        cache_read: pick(own.cache_read_input_tokens, lent.cache_read_input_tokens, 0),
+        cache_read: pick(
+            own.cache_read_input_tokens,
+            lent.cache_read_input_tokens,
+            billed.read,
+        ),
         cache_creation: pick(
             own.cache_creation_input_tokens,
             lent.cache_creation_input_tokens,
-            0,
+            billed.creation,
         ),
     };
     Reply {
@@ -301,6 +307,7 @@ mod tests {
             model: "m",
             request_bytes: 40,
             ids,
+            cache: None,
         }
     }
 

@@ -89,6 +89,7 @@ impl MockServer {
             scenario: cfg.scenario,
             recorder,
             ids: Counters::default(),
+            cache: crate::cache::PromptCache::default(),
         });
         let token = CancellationToken::new();
         let (conn_tx, connections) = watch::channel(0usize);

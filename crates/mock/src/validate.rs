@@ -33,6 +33,13 @@ pub fn validate_request(body: &Value) -> Result<(), String> {
     if let Some(tools) = obj.get("tools") {
         check_tools(tools)?;
     }
+    let marks = crate::cache::breakpoints(body);
+    if marks > crate::cache::MAX_BREAKPOINTS {
+        return Err(format!(
+            "cache_control: at most {} blocks may carry cache_control, found {marks}",
+            crate::cache::MAX_BREAKPOINTS
+        ));
+    }
     let messages = match obj.get("messages") {
         None => return Err("messages: field required".into()),
         Some(Value::Array(list)) if !list.is_empty() => list,

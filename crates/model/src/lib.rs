@@ -19,7 +19,9 @@ use serde_json::Value;
 
 pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL, MAX_RETRY_AFTER};
 pub use error::{ApiError, ApiErrorKind, ErrorClass};
-pub use request::{ModelRequest, ToolSpec};
+pub use request::{
+    estimate_tokens, ModelRequest, ToolSpec, MAX_CACHE_BREAKPOINTS, MIN_CACHEABLE_TOKENS,
+};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

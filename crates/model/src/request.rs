@@ -1,8 +1,8 @@
-//! The body of a Messages API request.
+//! The body of a Messages API request, and where its prompt-cache breakpoints go.
 
-use keel_protocol::ApiMessage;
+use keel_protocol::{ApiMessage, ContentBlock, MessageContent, ToolResultContent};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A Messages API request body.
 #[derive(Clone, Debug, Serialize)]
@@ -24,6 +24,9 @@ pub struct ModelRequest {
     /// Request metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// Extended thinking (`{"type": "enabled", "budget_tokens": N}`), when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Value>,
 }
 
 /// A tool as offered to the model.
@@ -35,4 +38,213 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON schema of its input.
     pub input_schema: Value,
+}
+
+/// The most cache breakpoints one request may carry (the API refuses more).
+pub const MAX_CACHE_BREAKPOINTS: usize = 4;
+/// The shortest prefix worth a breakpoint, in (estimated) tokens: the API does not cache a
+/// shorter one, and a breakpoint on it would only use up one of the four.
+pub const MIN_CACHEABLE_TOKENS: u64 = 1024;
+
+/// A rough token count: a token is about four bytes of text. Deliberately cheap (no
+/// serialization): it only decides whether a prefix is long enough to cache.
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+fn block_bytes(b: &ContentBlock) -> usize {
+    match b {
+        ContentBlock::Text(t) => t.text.len(),
+        ContentBlock::ToolUse(u) => u.name.len() + u.id.len() + 16 + approx_value_bytes(&u.input),
+        ContentBlock::ToolResult(r) => {
+            r.tool_use_id.len()
+                + 16
+                + match &r.content {
+                    ToolResultContent::Text(t) => t.len(),
+                    ToolResultContent::Blocks(bs) => bs.iter().map(block_bytes).sum(),
+                }
+        }
+        ContentBlock::Thinking(t) => t.thinking.len() + t.signature.len(),
+        ContentBlock::RedactedThinking(r) => r.data.len(),
+        // Images are billed by size in pixels, not bytes; count them as a large block.
+        ContentBlock::Image(_) => 6000,
+        ContentBlock::Other(v) => approx_value_bytes(v),
+    }
+}
+
+fn approx_value_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => a.iter().map(approx_value_bytes).sum::<usize>() + 2,
+        Value::Object(o) => {
+            o.iter()
+                .map(|(k, v)| k.len() + 3 + approx_value_bytes(v))
+                .sum::<usize>()
+                + 2
+        }
+        _ => 8,
+    }
+}
+
+fn message_bytes(m: &ApiMessage) -> usize {
+    match &m.content {
+        MessageContent::Text(t) => t.len() + 16,
+        MessageContent::Blocks(b) => b.iter().map(block_bytes).sum::<usize>() + 16,
+    }
+}
+
+impl ModelRequest {
+    /// An estimate of the request's input tokens (tools, system and messages).
+    pub fn estimated_input_tokens(&self) -> u64 {
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + approx_value_bytes(&t.input_schema))
+            .sum();
+        let system: usize = self.system.iter().map(approx_value_bytes).sum();
+        let messages: usize = self.messages.iter().map(message_bytes).sum();
+        estimate_tokens(tools + system + messages)
+    }
+
+    /// Place prompt-cache breakpoints so that each request reads from cache what the previous
+    /// one wrote: one at the end of the system prompt (tools and system, the session's stable
+    /// prefix), one at the end of the previous request's conversation (the message before the
+    /// last exchange), and one at the end of this request's conversation (what the next
+    /// request will read). None goes on a prefix too short to cache; never more than
+    /// [`MAX_CACHE_BREAKPOINTS`]. Returns how many were placed.
+    pub fn mark_cache_breakpoints(&mut self) -> usize {
+        let mut placed = 0;
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + approx_value_bytes(&t.input_schema))
+            .sum();
+        let system: usize = self.system.iter().map(approx_value_bytes).sum();
+        let mut prefix = tools + system;
+        if estimate_tokens(prefix) >= MIN_CACHEABLE_TOKENS {
+            if let Some(Value::Object(last)) = self.system.last_mut() {
+                last.insert("cache_control".into(), ephemeral());
+                placed += 1;
+            }
+        }
+        let n = self.messages.len();
+        // The previous request ended two messages before this one's end (an assistant reply
+        // and the user message answering it came since).
+        let targets = [n.checked_sub(3), n.checked_sub(1)];
+        let mut upto = 0;
+        for target in targets.into_iter().flatten() {
+            if placed >= MAX_CACHE_BREAKPOINTS {
+                break;
+            }
+            if target < upto {
+                continue;
+            }
+            prefix += self.messages[upto..=target]
+                .iter()
+                .map(message_bytes)
+                .sum::<usize>();
+            upto = target + 1;
+            if estimate_tokens(prefix) < MIN_CACHEABLE_TOKENS {
+                continue;
+            }
+            if mark_message(&mut self.messages[target]) {
+                placed += 1;
+            }
+        }
+        placed
+    }
+}
+
+fn ephemeral() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Put a breakpoint on the last block of `m` that may carry one (thinking blocks may not).
+fn mark_message(m: &mut ApiMessage) -> bool {
+    if let MessageContent::Text(t) = &m.content {
+        m.content = MessageContent::Blocks(vec![ContentBlock::text(t.clone())]);
+    }
+    let MessageContent::Blocks(blocks) = &mut m.content else {
+        return false;
+    };
+    for b in blocks.iter_mut().rev() {
+        let extra = match b {
+            ContentBlock::Text(t) => &mut t.extra,
+            ContentBlock::ToolUse(u) => &mut u.extra,
+            ContentBlock::ToolResult(r) => &mut r.extra,
+            ContentBlock::Image(i) => &mut i.extra,
+            ContentBlock::Thinking(_)
+            | ContentBlock::RedactedThinking(_)
+            | ContentBlock::Other(_) => continue,
+        };
+        extra.insert("cache_control".into(), ephemeral());
+        return true;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::Role;
+
+    fn req(turns: usize, text_bytes: usize) -> ModelRequest {
+        let mut messages = vec![ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(vec![ContentBlock::text("x".repeat(text_bytes))]),
+        }];
+        for i in 0..turns {
+            messages.push(ApiMessage {
+                role: Role::Assistant,
+                content: MessageContent::Blocks(vec![ContentBlock::text(format!("a{i}"))]),
+            });
+            messages.push(ApiMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(vec![ContentBlock::text(format!("u{i}"))]),
+            });
+        }
+        ModelRequest {
+            model: "m".into(),
+            max_tokens: 10,
+            system: vec![json!({"type": "text", "text": "s".repeat(8000)})],
+            messages,
+            tools: Vec::new(),
+            stream: true,
+            metadata: None,
+            thinking: None,
+        }
+    }
+
+    fn breakpoints(r: &ModelRequest) -> usize {
+        serde_json::to_string(r)
+            .unwrap()
+            .matches("cache_control")
+            .count()
+    }
+
+    #[test]
+    fn breakpoints_follow_the_conversation_and_never_pass_four() {
+        let mut r = req(5, 10);
+        assert_eq!(r.mark_cache_breakpoints(), 3);
+        assert_eq!(breakpoints(&r), 3);
+        let n = r.messages.len();
+        for i in [n - 1, n - 3] {
+            assert!(serde_json::to_string(&r.messages[i])
+                .unwrap()
+                .contains("cache_control"));
+        }
+        assert!(r.system[0].get("cache_control").is_some());
+    }
+
+    #[test]
+    fn short_prefixes_get_no_breakpoint() {
+        let mut r = req(1, 10);
+        r.system = vec![json!({"type": "text", "text": "short"})];
+        assert_eq!(r.mark_cache_breakpoints(), 0);
+        assert_eq!(breakpoints(&r), 0);
+        // Once the conversation is long enough, its end is marked.
+        let mut r = req(1, 6000);
+        r.system = vec![json!({"type": "text", "text": "short"})];
+        assert_eq!(r.mark_cache_breakpoints(), 2);
+    }
 }

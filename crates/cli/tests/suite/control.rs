@@ -847,7 +847,6 @@ async fn the_flags_the_sdks_pass_are_accepted() {
 
     // Flags keel accepts but does not honour yet: one clear line each, never a failure.
     let unsupported = [
-        "--thinking=adaptive",
         "--effort",
         "high",
         "--betas",
@@ -870,7 +869,7 @@ async fn the_flags_the_sdks_pass_are_accepted() {
         .lines()
         .filter(|l| l.contains("accepted but not supported yet"))
         .collect();
-    assert_eq!(notices.len(), 6, "{}", run.stderr);
+    assert_eq!(notices.len(), 5, "{}", run.stderr);
 
     let run = h.run(&["-p", "hi", "--no-such-flag"], &[]).await;
     assert_eq!(run.code, 2);

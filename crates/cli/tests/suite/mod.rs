@@ -4,6 +4,7 @@ mod agents;
 mod basic;
 mod boundary;
 mod cancel;
+mod context;
 mod control;
 mod demo;
 mod failures;

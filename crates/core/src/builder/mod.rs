@@ -85,7 +85,64 @@ pub struct SessionOptions {
     pub agents: Option<String>,
     /// `--add-dir` values.
     pub add_dirs: Vec<PathBuf>,
+    /// `--max-thinking-tokens` (else `MAX_THINKING_TOKENS`): a thinking budget; 0 = none.
+    pub max_thinking_tokens: Option<String>,
+    /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
+    pub thinking: Option<String>,
 }
+
+/// Prompt caching, thinking and compaction, from the options and the environment.
+fn context_limits(
+    k: &Knobs<'_>,
+    o: &SessionOptions,
+    max_tokens: u32,
+) -> Result<crate::context::ContextLimits, BuildError> {
+    let mut c = crate::context::ContextLimits::default();
+    let truthy = |var: &str| {
+        (k.env)(var).is_some_and(|v| {
+            let v = v.trim().to_ascii_lowercase();
+            !v.is_empty() && v != "0" && v != "false" && v != "no"
+        })
+    };
+    c.prompt_caching = !truthy("DISABLE_PROMPT_CACHING");
+    c.auto_compact = !truthy("DISABLE_AUTO_COMPACT");
+    c.context_window = k.count("KEEL_CONTEXT_WINDOW", 4_096, 10_000_000)?;
+    c.compact_threshold = k.count("KEEL_COMPACT_THRESHOLD_TOKENS", 1_000, 10_000_000)?;
+    // The API needs room for an answer beside the thinking.
+    let most = u64::from(max_tokens.saturating_sub(1));
+    let tokens = match &o.max_thinking_tokens {
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(0) => None,
+            Ok(n) if (1024..=most).contains(&n) => Some(n as u32),
+            _ => {
+                return Err(BuildError::Usage(format!(
+                    "Error: --max-thinking-tokens {v:?} is not valid: expected 0 (no thinking) or \
+                     a whole number from 1024 to {most} (below the output limit)"
+                )))
+            }
+        },
+        None => k
+            .count("MAX_THINKING_TOKENS", 0, most)?
+            .and_then(|n| match n {
+                0 => None,
+                n => Some(n.max(1024) as u32),
+            }),
+    };
+    c.thinking_tokens = match o.thinking.as_deref().map(str::trim) {
+        None => tokens,
+        Some("disabled") => None,
+        Some("enabled" | "adaptive") => tokens.or(Some(DEFAULT_THINKING_TOKENS.min(most as u32))),
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: --thinking {other:?} is not valid: expected enabled, adaptive or disabled"
+            )))
+        }
+    };
+    Ok(c)
+}
+
+/// The thinking budget when thinking is asked for without one.
+const DEFAULT_THINKING_TOKENS: u32 = 10_000;
 
 /// Why a session could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -301,6 +358,7 @@ impl SessionBuilder {
         )? {
             tools.file_deadline = d;
         }
+        limits.context = context_limits(k, o, limits.max_tokens)?;
         limits.tools = Arc::new(tools);
         if let Some(n) = k.count("KEEL_SUBAGENT_MAX_DEPTH", 0, 16)? {
             limits.subagents.max_depth = n as u32;

@@ -222,6 +222,15 @@ impl Session {
         Ok(None)
     }
 
+    /// The request's `thinking` field, when thinking was asked for.
+    fn thinking(&self) -> Option<serde_json::Value> {
+        self.ctx
+            .limits
+            .context
+            .thinking_tokens
+            .map(|n| serde_json::json!({"type": "enabled", "budget_tokens": n}))
+    }
+
     fn budget_spent(&self) -> Option<TurnEnd> {
         let limit = self.ctx.limits.max_budget_usd?;
         let spent = self.ctx.spent_usd();
@@ -247,7 +256,11 @@ impl Session {
             tools,
             stream: true,
             metadata: None,
+            thinking: self.thinking(),
         };
+        if self.ctx.limits.context.prompt_caching {
+            req.mark_cache_breakpoints();
+        }
         let mut cx = CallCx {
             client: self.ctx.client.as_ref(),
             emitter: &self.emitter,
