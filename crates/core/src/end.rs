@@ -60,6 +60,23 @@ pub enum TurnEnd {
         /// The hook's reason.
         reason: String,
     },
+    /// The model declined to answer (`stop_reason: "refusal"`); its text is shown.
+    Refused {
+        /// What the model said.
+        text: String,
+    },
+    /// Replies kept being cut off by the output limit (`max_tokens`), so the turn stopped.
+    CutOff {
+        /// The text the model got out.
+        text: String,
+        /// How many replies in a row were cut off.
+        times: u32,
+    },
+    /// The conversation does not fit the model's context window, even after compacting.
+    PromptTooLong {
+        /// What the API or keel said.
+        detail: String,
+    },
     /// keel itself failed (writing output or the transcript, a bug).
     Internal {
         /// What failed, for people.
@@ -77,6 +94,9 @@ impl TurnEnd {
             TurnEnd::ApiFailed { .. }
             | TurnEnd::Interrupted { .. }
             | TurnEnd::HookStopped { .. }
+            | TurnEnd::Refused { .. }
+            | TurnEnd::CutOff { .. }
+            | TurnEnd::PromptTooLong { .. }
             | TurnEnd::Internal { .. } => ResultSubtype::ErrorDuringExecution,
         }
     }
@@ -102,6 +122,9 @@ impl TurnEnd {
                 ..
             } => TerminalReason::AbortedTools,
             TurnEnd::HookStopped { .. } => TerminalReason::HookStopped,
+            TurnEnd::Refused { .. } => TerminalReason::Refusal,
+            TurnEnd::CutOff { .. } => TerminalReason::MalformedToolUseExhausted,
+            TurnEnd::PromptTooLong { .. } => TerminalReason::PromptTooLong,
             TurnEnd::Internal { .. } => TerminalReason::ModelError,
         }
     }
@@ -117,6 +140,8 @@ impl TurnEnd {
             TurnEnd::MaxTurns { .. } | TurnEnd::Budget { .. } => 3,
             TurnEnd::Interrupted { .. } => 130,
             TurnEnd::HookStopped { .. } => 1,
+            TurnEnd::Refused { .. } => 5,
+            TurnEnd::CutOff { .. } | TurnEnd::PromptTooLong { .. } => 1,
             TurnEnd::Internal { .. } => 1,
         }
     }
@@ -181,6 +206,18 @@ impl TurnEnd {
             TurnEnd::HookStopped { event, reason } => {
                 format!("A {event} hook stopped the turn: {reason}")
             }
+            TurnEnd::Refused { text } if text.trim().is_empty() => {
+                "The model declined to answer this request (stop reason: refusal).".to_owned()
+            }
+            TurnEnd::Refused { text } => {
+                format!("The model declined to answer (stop reason: refusal): {text}")
+            }
+            TurnEnd::CutOff { text, times } => format!(
+                "Stopped: {times} replies in a row were cut off by the output limit (max_tokens) before the model could finish; what it wrote so far: {text}"
+            ),
+            TurnEnd::PromptTooLong { detail } => format!(
+                "Stopped: the conversation does not fit the model's context window even after compacting it ({detail}). Start a new session, or resume this one with a shorter prompt."
+            ),
             TurnEnd::Internal { message } => format!("keel failed: {message}"),
         }
     }

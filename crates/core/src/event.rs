@@ -138,6 +138,8 @@ pub enum NonExecution {
     Budget,
     /// A rule, hook, the mode or the user refused it.
     UserRejected,
+    /// The reply was cut off (output limit) while the call was being written.
+    CutOff,
 }
 
 impl NonExecution {
@@ -150,6 +152,7 @@ impl NonExecution {
             NonExecution::SiblingCancelled => "sibling-cancelled",
             NonExecution::Budget => "budget",
             NonExecution::UserRejected => "user-rejected",
+            NonExecution::CutOff => "cut-off",
         }
     }
 }

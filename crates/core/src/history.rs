@@ -149,10 +149,20 @@ impl History {
                 _ => None,
             })
             .collect();
-        self.messages.push(ApiMessage {
-            role: Role::Assistant,
-            content: MessageContent::Blocks(blocks),
-        });
+        match self.messages.last_mut() {
+            // The continuation of a paused reply (`pause_turn`) is the same assistant turn.
+            Some(last) if last.role == Role::Assistant => {
+                let mut merged =
+                    std::mem::replace(&mut last.content, MessageContent::Blocks(Vec::new()))
+                        .into_blocks();
+                merged.extend(blocks);
+                last.content = MessageContent::Blocks(merged);
+            }
+            _ => self.messages.push(ApiMessage {
+                role: Role::Assistant,
+                content: MessageContent::Blocks(blocks),
+            }),
+        }
         if calls.is_empty() {
             return Ok(None);
         }

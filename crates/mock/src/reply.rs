@@ -75,7 +75,7 @@ pub(crate) fn build(step: &Step, outer: Option<&Step>, ctx: &ReplyCtx<'_>) -> Re
             if let Some(t) = thinking {
                 blocks.push(Block::Thinking {
                     thinking: t.clone(),
-                    signature: format!("keel-mock-signature-{}", t.chars().count()),
+                    signature: crate::validate::signature(t),
                 });
             }
             blocks.push(Block::Text(text.clone()));

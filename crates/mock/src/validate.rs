@@ -46,7 +46,8 @@ pub fn validate_request(body: &Value) -> Result<(), String> {
         Some(Value::Array(_)) => return Err("messages: at least one message is required".into()),
         Some(_) => return Err("messages: must be an array of messages".into()),
     };
-    check_messages(messages)
+    check_messages(messages)?;
+    check_thinking_kept(body)
 }
 
 fn check_system(system: &Value) -> Result<(), String> {
@@ -226,6 +227,34 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
                         ));
                     }
                 }
+                Some("thinking") => {
+                    if role != "assistant" {
+                        return Err(format!(
+                            "{at}: thinking blocks may only appear in assistant messages"
+                        ));
+                    }
+                    let thinking = b
+                        .get("thinking")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    match b.get("signature").and_then(Value::as_str) {
+                        Some(sig)
+                            if sig.starts_with(SIGNATURE_PREFIX) && sig != signature(thinking) =>
+                        {
+                            return Err(format!(
+                                "{at}.signature: invalid signature in thinking block: the thinking \
+                                 text or its signature was changed since the model wrote it"
+                            ))
+                        }
+                        Some(sig) if !sig.is_empty() => {}
+                        _ => return Err(format!("{at}.signature: field required")),
+                    }
+                }
+                Some("redacted_thinking") => {
+                    if !matches!(b.get("data"), Some(Value::String(d)) if !d.is_empty()) {
+                        return Err(format!("{at}.data: field required"));
+                    }
+                }
                 Some(_) => {}
                 None => return Err(format!("{at}.type: field required")),
             }
@@ -253,6 +282,64 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
     if let Some(p) = pending {
         let ids: Vec<&str> = p.ids.iter().map(String::as_str).collect();
         return Err(unpaired(p.index, &ids));
+    }
+    Ok(())
+}
+
+/// How keel-mock signs the thinking it writes, so that a changed thinking block is caught.
+const SIGNATURE_PREFIX: &str = "kmsig-";
+
+/// The signature keel-mock gives `thinking` (FNV-1a over its bytes).
+pub(crate) fn signature(thinking: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in thinking.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{SIGNATURE_PREFIX}{h:016x}")
+}
+
+/// With thinking on, the last assistant message of a tool-use loop must still start with its
+/// thinking block, as the API requires (dropping it is an error there, so here too).
+fn check_thinking_kept(body: &Value) -> Result<(), String> {
+    if body
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        != Some("enabled")
+    {
+        return Ok(());
+    }
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    let Some((i, last)) = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"))
+    else {
+        return Ok(());
+    };
+    let blocks = last
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let uses_tools = blocks
+        .iter()
+        .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"));
+    let first = blocks
+        .first()
+        .and_then(|b| b.get("type"))
+        .and_then(Value::as_str);
+    let answered = messages.get(i + 1).is_some();
+    if uses_tools && answered && !matches!(first, Some("thinking" | "redacted_thinking")) {
+        return Err(format!(
+            "messages.{i}.content.0: with thinking enabled, an assistant message with tool_use \
+             must start with its thinking block (sent back unchanged), found {}",
+            first.unwrap_or("nothing")
+        ));
     }
     Ok(())
 }

@@ -85,6 +85,12 @@ string_enum!(
         HookStopped => "hook_stopped",
         /// keel itself failed (an I/O error writing output or the transcript, a bug).
         ModelError => "model_error",
+        /// The model declined to answer (`stop_reason: "refusal"`).
+        Refusal => "refusal",
+        /// Replies kept being cut off by the output limit.
+        MalformedToolUseExhausted => "malformed_tool_use_exhausted",
+        /// The conversation did not fit the context window, even after compacting it.
+        PromptTooLong => "prompt_too_long",
         /// The turn could not be set up (bad input, a transcript that cannot be written).
         TurnSetupFailed => "turn_setup_failed",
     }

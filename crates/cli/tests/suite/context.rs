@@ -94,3 +94,185 @@ async fn with_caching_disabled_no_request_carries_a_breakpoint() {
     }
     assert_eq!(run.result()["usage"]["cache_read_input_tokens"], 0);
 }
+
+/// The text of the last user message of a request.
+fn last_user_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_tool_call_cut_off_by_max_tokens_is_never_run_and_the_loop_goes_on() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "tool_use", "stop_reason": "max_tokens",
+             "calls": [{"name": "Bash", "input": {"command": "touch ran.txt"}}]},
+            {"kind": "text", "text": "Understood, it did not run."}
+        ]}"#,
+    )
+    .await;
+    let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(!h.cwd().join("ran.txt").exists(), "the cut-off call ran");
+    let results = run.tool_results();
+    assert_eq!(results.len(), 1);
+    let text = results[0]["content"].to_string();
+    assert!(text.contains("cut off"), "{text}");
+    assert_eq!(results[0]["is_error"], true);
+    let user = run.of("user");
+    assert_eq!(
+        user[0]["tool_result_meta"][0]["non_execution_kind"],
+        "cut-off"
+    );
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(last_user_text(&reqs[1].body).contains("was not run"));
+    keel_mock::validate_request(&reqs[1].body).unwrap();
+}
+
+#[tokio::test]
+async fn replies_cut_off_again_and_again_end_honestly() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "tool_use", "stop_reason": "max_tokens", "times": 4,
+             "calls": [{"name": "Write", "input": {"file_path": "big.txt", "content": "..."}}]},
+            {"kind": "text", "text": "never reached"}
+        ]}"#,
+    )
+    .await;
+    let run = h
+        .run_stream("write it", &["--allowedTools", "Write"], &[])
+        .await;
+    run.assert_end(
+        "error_during_execution",
+        true,
+        "malformed_tool_use_exhausted",
+        1,
+    );
+    assert!(!h.cwd().join("big.txt").exists());
+    assert_eq!(h.requests().len(), 4, "three retries, then the honest end");
+    assert!(run.result()["result"]
+        .as_str()
+        .unwrap()
+        .contains("cut off by the output limit"));
+}
+
+#[tokio::test]
+async fn a_text_reply_cut_off_is_continued_and_shown_whole() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "text", "text": "The first half,", "stop_reason": "max_tokens"},
+            {"kind": "text", "text": " and the second half."}
+        ]}"#,
+    )
+    .await;
+    let run = h.run_stream("explain", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        run.result()["result"],
+        "The first half, and the second half."
+    );
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(last_user_text(&reqs[1].body).contains("cut off by the output token limit"));
+}
+
+#[tokio::test]
+async fn a_refusal_ends_with_its_own_reason_and_exit_code() {
+    let h = Harness::from_json(
+        r#"{"steps": [{"kind": "text", "text": "I can't help with that.", "stop_reason": "refusal"}]}"#,
+    )
+    .await;
+    let run = h.run_stream("do something bad", &[], &[]).await;
+    run.assert_end("error_during_execution", true, "refusal", 5);
+    assert!(run.result()["result"]
+        .as_str()
+        .unwrap()
+        .contains("I can't help with that."));
+    assert!(run.stderr.contains("declined"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn a_paused_turn_is_resumed_with_the_paused_reply_sent_back() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "text", "text": "Searching the web...", "stop_reason": "pause_turn"},
+            {"kind": "text", "text": "Found it."}
+        ]}"#,
+    )
+    .await;
+    let run = h.run_stream("look it up", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.result()["result"], "Found it.");
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2);
+    let messages = reqs[1].body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(
+        last["role"], "assistant",
+        "the paused reply goes back as is"
+    );
+    assert!(last["content"].to_string().contains("Searching the web"));
+}
+
+#[tokio::test]
+async fn thinking_blocks_go_back_signed_and_unchanged() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "text", "text": "First.", "thinking": "Let me weigh this."},
+            {"kind": "text", "text": "Second."}
+        ]}"#,
+    )
+    .await;
+    let run = h
+        .run_stream("think", &["--max-thinking-tokens", "2048"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(h.requests()[0].body["thinking"]["budget_tokens"], 2048);
+    // Shown in stream-json as a thinking block, with its signature.
+    let shown: Vec<&Value> = run
+        .frames
+        .iter()
+        .filter(|f| f["type"] == "assistant" && f["message"]["content"][0]["type"] == "thinking")
+        .collect();
+    assert_eq!(shown.len(), 1);
+    let block = shown[0]["message"]["content"][0].clone();
+    assert!(block["signature"].as_str().unwrap().starts_with("kmsig-"));
+
+    // The next request (here after --resume) sends it back exactly: keel-mock checks the
+    // signature against the text, as the API does.
+    let id = run.frames[0]["session_id"].as_str().unwrap().to_owned();
+    let again = h
+        .run_stream(
+            "more",
+            &["--resume", &id, "--max-thinking-tokens", "2048"],
+            &[],
+        )
+        .await;
+    again.assert_end("success", false, "completed", 0);
+    let sent = &h.requests()[1].body["messages"][1]["content"][0];
+    assert_eq!(sent, &block, "the thinking block went back unchanged");
+
+    // A changed thinking block is refused, like the API refuses it.
+    let mut tampered = h.requests()[1].body.clone();
+    tampered["messages"][1]["content"][0]["thinking"] = Value::from("Something else.");
+    let err = keel_mock::validate_request(&tampered).unwrap_err();
+    assert!(err.contains("signature"), "{err}");
+
+    // A bad budget is a usage error naming the flag.
+    let bad = h
+        .run(&["-p", "x", "--max-thinking-tokens", "12"], &[])
+        .await;
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("--max-thinking-tokens"),
+        "{}",
+        bad.stderr
+    );
+}

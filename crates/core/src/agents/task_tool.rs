@@ -395,9 +395,12 @@ fn end_state(end: &TurnEnd, token: &CancelToken, last_text: String) -> (TaskStat
                 CancelReason::SiblingError | CancelReason::Timeout => KilledBy::Parent,
             })
         }
-        TurnEnd::ApiFailed { .. } | TurnEnd::Internal { .. } | TurnEnd::HookStopped { .. } => {
-            TaskStatus::Failed(end.result_text())
-        }
+        TurnEnd::ApiFailed { .. }
+        | TurnEnd::Internal { .. }
+        | TurnEnd::HookStopped { .. }
+        | TurnEnd::Refused { .. }
+        | TurnEnd::CutOff { .. }
+        | TurnEnd::PromptTooLong { .. } => TaskStatus::Failed(end.result_text()),
     };
     let text = match end {
         TurnEnd::Completed { text } => text.clone(),

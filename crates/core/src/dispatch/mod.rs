@@ -101,6 +101,10 @@ pub(crate) async fn run_calls(
         if cx.turn.is_cancelled() || out.hook_stop.is_some() {
             break;
         }
+        // Answered before dispatch (a call cut off by the output limit): never run.
+        if pending.is_resolved(&call.id) {
+            continue;
+        }
         let Some(tool) = find_tool(cx.tools, &call.name) else {
             let names: Vec<&str> = cx.tools.iter().map(|t| t.name()).collect();
             let text = format!(

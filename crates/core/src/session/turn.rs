@@ -26,6 +26,26 @@ pub(super) struct TurnStats {
     denials: Vec<PermissionDenial>,
     stop_reason: Option<String>,
     stop_continuations: u32,
+    /// Replies in a row cut off by the output limit.
+    cut_offs: u32,
+    /// The text of replies cut off so far (continued by the next).
+    cut_text: String,
+    /// `pause_turn` continuations of this turn.
+    pauses: u32,
+}
+
+/// How many replies in a row may be cut off by the output limit before the turn stops.
+const MAX_CUT_OFFS: u32 = 3;
+/// How many times a paused reply (`pause_turn`) is continued in one turn.
+const MAX_PAUSES: u32 = 8;
+/// What the model is told when its text reply was cut off by the output limit.
+const CONTINUE_AFTER_CUT_OFF: &str = "Your last reply was cut off by the output token limit. Continue exactly where it stopped, without repeating anything.";
+
+/// What the model is told about a call whose input was cut off.
+fn cut_off_text(name: &str) -> String {
+    format!(
+        "Your reply was cut off by the output token limit (max_tokens) while this {name} call was being written, so it was not run. Make the call again with a shorter input (split large content over several calls)."
+    )
 }
 
 /// What a reply leads to.
@@ -330,8 +350,17 @@ impl Session {
         self.ctx
             .add_usage(&reply.message.model, &reply.message.usage);
         stats.stop_reason = reply.message.stop_reason.clone();
+        let stop = reply.message.stop_reason.clone().unwrap_or_default();
+        // A call being written when the output limit struck is incomplete: its input may be
+        // cut anywhere (even into valid JSON), so it is never run.
+        let cut_call = match (stop.as_str(), reply.message.content.last()) {
+            ("max_tokens" | "model_context_window_exceeded", Some(ContentBlock::ToolUse(u))) => {
+                Some(u.id.clone())
+            }
+            _ => None,
+        };
         let final_text = text_of(&reply.message.content);
-        let pending = self.accept_reply(reply.message, reply.request_id).await?;
+        let mut pending = self.accept_reply(reply.message, reply.request_id).await?;
         if let Some(end) = self.budget_spent() {
             if let Some(pending) = pending {
                 let limit = self.ctx.limits.max_budget_usd.unwrap_or_default();
@@ -344,6 +373,64 @@ impl Session {
             }
             return Ok(Taken::End(end));
         }
+        match stop.as_str() {
+            "refusal" => {
+                if let Some(p) = pending {
+                    self.close_unrun(
+                        p,
+                        |c| format!("This {} call was not run: the reply that asked for it was a refusal.", c.name),
+                        NonExecution::Rejected,
+                    )
+                    .await?;
+                }
+                let text = std::mem::take(&mut stats.cut_text) + &final_text;
+                return Ok(Taken::End(TurnEnd::Refused { text }));
+            }
+            "max_tokens" | "model_context_window_exceeded" => {
+                stats.cut_offs += 1;
+                if stats.cut_offs > MAX_CUT_OFFS {
+                    stats.cut_text.push_str(&final_text);
+                    if let Some(p) = pending {
+                        self.close_unrun(p, |c| cut_off_text(&c.name), NonExecution::CutOff)
+                            .await?;
+                    }
+                    return Ok(Taken::End(TurnEnd::CutOff {
+                        text: std::mem::take(&mut stats.cut_text),
+                        times: stats.cut_offs - 1,
+                    }));
+                }
+                match pending.as_mut() {
+                    Some(p) => {
+                        if let Some(id) = &cut_call {
+                            let call = p.calls().iter().find(|c| &c.id == id).cloned();
+                            if let Some(call) = call {
+                                let block = ContentBlock::tool_result(
+                                    &call.id,
+                                    cut_off_text(&call.name),
+                                    true,
+                                );
+                                let _ = p.resolve(block.clone());
+                                self.emit_unrun(vec![block], NonExecution::CutOff).await?;
+                            }
+                        }
+                    }
+                    None => {
+                        // A text reply cut short: ask for the rest; the answer is the whole.
+                        stats.cut_text.push_str(&final_text);
+                        self.tell_model(vec![ContentBlock::text(CONTINUE_AFTER_CUT_OFF)])
+                            .await
+                            .map_err(TellError::into_emit)?;
+                        return Ok(Taken::Again);
+                    }
+                }
+            }
+            "pause_turn" if pending.is_none() && stats.pauses < MAX_PAUSES => {
+                // The API paused a long turn: send it back as it is to let the model go on.
+                stats.pauses += 1;
+                return Ok(Taken::Again);
+            }
+            _ => stats.cut_offs = 0,
+        }
         match pending {
             Some(p) => Ok(Taken::Calls(p)),
             None if self
@@ -352,7 +439,9 @@ impl Session {
             {
                 Ok(Taken::Again)
             }
-            None => Ok(Taken::End(TurnEnd::Completed { text: final_text })),
+            None => Ok(Taken::End(TurnEnd::Completed {
+                text: std::mem::take(&mut stats.cut_text) + &final_text,
+            })),
         }
     }
 

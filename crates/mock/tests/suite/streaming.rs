@@ -188,13 +188,26 @@ async fn non_streaming_reply_is_one_message() {
 }
 
 #[tokio::test]
-async fn default_input_tokens_follow_the_body_size_and_model_can_be_fixed() {
-    let scenario = keel_mock::Scenario::new(vec![Step::text("x")]).model("mock-model-1");
+async fn default_input_tokens_count_each_block_and_model_can_be_fixed() {
+    let scenario =
+        keel_mock::Scenario::new(vec![Step::text("x"), Step::text("y")]).model("mock-model-1");
     let server = keel_mock::MockServer::start(scenario).await.unwrap();
     let body = request(false);
-    let bytes = serde_json::to_vec(&body).unwrap().len() as u64;
+    // A token per four bytes of each block's JSON (tools, system, message blocks).
+    let blocks: u64 = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match &m["content"] {
+            Value::Array(b) => b
+                .iter()
+                .map(|b| (b.to_string().len() as u64).div_ceil(4))
+                .sum(),
+            other => (other.to_string().len() as u64).div_ceil(4),
+        })
+        .sum();
     let v: Value = post(&server, &body).await.json().await.unwrap();
-    assert_eq!(v["usage"]["input_tokens"], (bytes + 2) / 4);
+    assert_eq!(v["usage"]["input_tokens"], blocks);
     assert_eq!(v["model"], "mock-model-1");
 }
 
