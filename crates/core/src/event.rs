@@ -100,8 +100,38 @@ pub enum Event {
     },
     /// A subagent or background task started or ended.
     Task(TaskEvent),
+    /// What the session is doing (`compacting`, or nothing special any more).
+    Status {
+        /// `compacting`, or `None`.
+        status: Option<String>,
+    },
+    /// The conversation was compacted: the model now sees a summary and the latest messages.
+    CompactBoundary(CompactInfo),
+    /// The conversation as it stands after a compaction, recorded (never shown) so that a
+    /// resume starts from it; the transcript keeps everything before it too.
+    CompactedHistory {
+        /// The messages the model sees from now on.
+        messages: Vec<keel_protocol::ApiMessage>,
+    },
     /// A turn of the main agent ended: the one `result` of the turn.
     Result(TurnReport),
+}
+
+/// What a compaction did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompactInfo {
+    /// `auto` or `manual`.
+    pub trigger: String,
+    /// Tokens in the context before.
+    pub pre_tokens: u64,
+    /// Tokens in the context after (estimated).
+    pub post_tokens: u64,
+    /// How long it took.
+    pub duration: std::time::Duration,
+    /// Messages kept as they were.
+    pub preserved_messages: u64,
+    /// The summary the model wrote.
+    pub summary: String,
 }
 
 /// What `system/init` reports.

@@ -28,15 +28,18 @@ pub enum HookEvent {
     UserPromptSubmit,
     /// When the model ends its turn.
     Stop,
+    /// Before the conversation is compacted.
+    PreCompact,
 }
 
 impl HookEvent {
     /// Every event keel fires.
-    pub const ALL: [HookEvent; 4] = [
+    pub const ALL: [HookEvent; 5] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::UserPromptSubmit,
         HookEvent::Stop,
+        HookEvent::PreCompact,
     ];
 
     /// The wire name (`hook_event_name`).
@@ -46,6 +49,7 @@ impl HookEvent {
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::Stop => "Stop",
+            HookEvent::PreCompact => "PreCompact",
         }
     }
 
@@ -100,6 +104,8 @@ pub struct HookInput {
     pub stop_hook_active: bool,
     /// For Stop: the text of the model's last reply.
     pub last_assistant_message: Option<String>,
+    /// For PreCompact: `auto` or `manual`, and the instructions given with `/compact`.
+    pub compact: Option<(String, String)>,
 }
 
 impl HookInput {
@@ -131,6 +137,10 @@ impl HookInput {
         }
         if let Some(p) = &self.prompt {
             m.insert("prompt".into(), json!(p));
+        }
+        if let Some((trigger, instructions)) = &self.compact {
+            m.insert("trigger".into(), json!(trigger));
+            m.insert("custom_instructions".into(), json!(instructions));
         }
         if self.event == HookEvent::Stop {
             m.insert("stop_hook_active".into(), json!(self.stop_hook_active));
@@ -427,6 +437,7 @@ mod tests {
             prompt: None,
             stop_hook_active: false,
             last_assistant_message: None,
+            compact: None,
         };
         assert_eq!(
             input.to_json(),

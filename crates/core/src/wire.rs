@@ -1,8 +1,9 @@
 //! The one place events become wire frames (stream-json and transcript records alike).
 
 use keel_protocol::frames::{
-    ApiRetryFrame, AssistantFrame, InitFrame, ModelFallbackFrame, PermissionDeniedFrame,
-    ResultFrame, StreamEventFrame, TaskFrame, UserMessage, WarningFrame,
+    ApiRetryFrame, AssistantFrame, CompactBoundaryFrame, CompactMetadata, InitFrame,
+    ModelFallbackFrame, PermissionDeniedFrame, ResultFrame, StatusFrame, StreamEventFrame,
+    TaskFrame, UserMessage, WarningFrame,
 };
 use keel_protocol::{Extra, Frame, MessageContent, Role, SystemFrame, UserFrame};
 use serde_json::{json, Value};
@@ -10,6 +11,9 @@ use serde_json::{json, Value};
 use crate::event::{CallMeta, Emitted, Envelope, Event, TaskEvent, ToolResultEvent, TurnReport};
 use crate::permissions::AllowedBy;
 use crate::tasks::TaskKind;
+
+/// The subtype of the (never shown) record that holds the conversation after a compaction.
+pub const COMPACTED_HISTORY: &str = "compacted_history";
 
 /// The wire frame of an emitted event.
 pub fn frame(e: &Emitted) -> Frame {
@@ -57,6 +61,36 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             extra: fields.clone(),
         })),
         Event::UserContent { content } => user_frame(env, content.clone(), None, None),
+        Event::Status { status } => Frame::System(SystemFrame::Status(StatusFrame {
+            status: status.clone(),
+            permission_mode: None,
+            session_id: sid,
+            uuid,
+            extra: Extra::new(),
+        })),
+        Event::CompactBoundary(c) => {
+            let mut extra = Extra::new();
+            extra.insert("summary".into(), Value::String(c.summary.clone()));
+            Frame::System(SystemFrame::CompactBoundary(CompactBoundaryFrame {
+                compact_metadata: CompactMetadata {
+                    trigger: c.trigger.clone(),
+                    pre_tokens: c.pre_tokens,
+                    post_tokens: Some(c.post_tokens),
+                    duration_ms: Some(c.duration.as_millis() as u64),
+                    preserved_messages: Some(c.preserved_messages),
+                    extra: Extra::new(),
+                },
+                session_id: sid,
+                uuid,
+                extra,
+            }))
+        }
+        Event::CompactedHistory { messages } => Frame::System(SystemFrame::Other(json!({
+            "subtype": COMPACTED_HISTORY,
+            "messages": messages,
+            "session_id": sid,
+            "uuid": uuid,
+        }))),
         Event::Assistant {
             message,
             request_id,

@@ -86,6 +86,11 @@ fn approx_value_bytes(v: &Value) -> usize {
     }
 }
 
+/// A message's tokens, estimated cheaply (see [`estimate_tokens`]).
+pub fn message_tokens(m: &ApiMessage) -> u64 {
+    estimate_tokens(message_bytes(m))
+}
+
 fn message_bytes(m: &ApiMessage) -> usize {
     match &m.content {
         MessageContent::Text(t) => t.len() + 16,

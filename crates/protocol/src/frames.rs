@@ -91,6 +91,8 @@ pub enum SystemFrame {
     TaskNotification(TaskFrame),
     /// `warning`: something the user should know that did not stop the run (keel's own).
     Warning(WarningFrame),
+    /// `compact_boundary`: the conversation was compacted; what the model sees starts here.
+    CompactBoundary(CompactBoundaryFrame),
     /// Any other subtype, kept verbatim.
     Other(Value),
 }
@@ -105,6 +107,7 @@ tagged_enum!(SystemFrame, "subtype", {
     "task_started" => TaskStarted,
     "task_notification" => TaskNotification,
     "warning" => Warning,
+    "compact_boundary" => CompactBoundary,
 });
 
 impl SystemFrame {
@@ -119,6 +122,7 @@ impl SystemFrame {
             SystemFrame::SessionStateChanged(f) => Some(&f.uuid),
             SystemFrame::TaskStarted(f) | SystemFrame::TaskNotification(f) => Some(&f.uuid),
             SystemFrame::Warning(f) => Some(&f.uuid),
+            SystemFrame::CompactBoundary(f) => Some(&f.uuid),
             SystemFrame::Other(v) => v.get("uuid").and_then(Value::as_str),
         }
     }
@@ -295,6 +299,41 @@ pub struct WarningFrame {
     /// This frame's id.
     pub uuid: String,
     /// Other fields (`source`, `line`, ...).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `system/compact_boundary`: the conversation was compacted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactBoundaryFrame {
+    /// What was compacted and how.
+    pub compact_metadata: CompactMetadata,
+    /// The session id.
+    pub session_id: String,
+    /// This frame's id.
+    pub uuid: String,
+    /// Other fields (keel adds `summary`).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `compact_metadata` of a compact boundary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactMetadata {
+    /// `auto` (the context was filling up) or `manual` (`/compact`).
+    pub trigger: String,
+    /// Tokens in the context before.
+    pub pre_tokens: u64,
+    /// Tokens in the context after (estimated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_tokens: Option<u64>,
+    /// How long compacting took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// How many of the latest messages were kept as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preserved_messages: Option<u64>,
+    /// Other fields.
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -42,6 +42,7 @@ impl Message {
             SystemFrame::TaskStarted(_) => "task_started",
             SystemFrame::TaskNotification(_) => "task_notification",
             SystemFrame::Warning(_) => "warning",
+            SystemFrame::CompactBoundary(_) => "compact_boundary",
             SystemFrame::Other(v) => v.get("subtype").and_then(Value::as_str).unwrap_or(""),
         })
     }
@@ -94,6 +95,7 @@ impl Message {
                 SystemFrame::SessionStateChanged(f) => &f.session_id,
                 SystemFrame::TaskStarted(f) | SystemFrame::TaskNotification(f) => &f.session_id,
                 SystemFrame::Warning(f) => &f.session_id,
+                SystemFrame::CompactBoundary(f) => &f.session_id,
                 SystemFrame::Other(v) => v.get("session_id").and_then(Value::as_str)?,
             },
             Frame::Assistant(a) => &a.session_id,

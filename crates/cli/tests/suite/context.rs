@@ -276,3 +276,188 @@ async fn thinking_blocks_go_back_signed_and_unchanged() {
         bad.stderr
     );
 }
+
+/// A step that answers keel's compaction request with a summary.
+const SUMMARY_STEP: &str = r#"{"kind": "text", "text": "SUMMARY: the user asked for output; eight commands ran.", "match": {"last_user_contains": "has to be compacted"}}"#;
+
+fn kinds_of(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|f| match f["subtype"].as_str() {
+            Some(s) if f["type"] == "system" => {
+                format!("system/{s}:{}", f["status"].as_str().unwrap_or(""))
+            }
+            _ => f["type"].as_str().unwrap_or("").to_owned(),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_session_that_outgrows_its_threshold_compacts_once_and_goes_on() {
+    let scenario = format!(
+        r#"{{"steps": [
+            {SUMMARY_STEP},
+            {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "sleep 30", "run_in_background": true}}}}]}},
+            {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "head -c 3000 /dev/zero | tr '\\0' a"}}}}], "times": 7}},
+            {{"kind": "text", "text": "Finished."}},
+            {{"kind": "text", "text": "Resumed fine."}}
+        ]}}"#
+    );
+    let h = Harness::from_json(&scenario).await;
+    let env = [("KEEL_COMPACT_THRESHOLD_TOKENS", "6000")];
+    let run = h
+        .run_stream("print a lot", &["--allowedTools", "Bash"], &env)
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.result()["result"], "Finished.");
+
+    // Compacted once, visibly, in order: compacting, the boundary, back to normal.
+    let kinds = kinds_of(&run.frames);
+    let at = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| x == k)
+            .unwrap_or_else(|| panic!("no {k} in {kinds:?}"))
+    };
+    assert!(at("system/status:compacting") < at("system/compact_boundary:"));
+    assert!(at("system/compact_boundary:") < at("system/status:"));
+    let boundaries = run.of("system/compact_boundary");
+    assert_eq!(boundaries.len(), 1, "{kinds:?}");
+    let meta = &boundaries[0]["compact_metadata"];
+    assert_eq!(meta["trigger"], "auto");
+    assert!(
+        meta["pre_tokens"].as_u64().unwrap() > meta["post_tokens"].as_u64().unwrap(),
+        "{meta}"
+    );
+    assert!(meta["duration_ms"].is_u64());
+
+    // The request after the compaction is well-formed and smaller than the one before it, and
+    // carries the summary and the still-running background task.
+    let reqs = h.requests();
+    let compaction = reqs
+        .iter()
+        .position(|r| last_user_text(&r.body).contains("has to be compacted"))
+        .expect("a compaction request");
+    let before = reqs[compaction - 1].body.to_string().len();
+    let after = &reqs[compaction + 1].body;
+    keel_mock::validate_request(after).unwrap();
+    assert!(
+        after.to_string().len() < before,
+        "{} >= {before}",
+        after.to_string().len()
+    );
+    let first = after["messages"][0]["content"].to_string();
+    assert!(
+        first.contains("SUMMARY: the user asked for output"),
+        "{first}"
+    );
+    assert!(first.contains("Background tasks still running"), "{first}");
+    assert!(
+        !after.to_string().contains(&"a".repeat(2900)),
+        "the old outputs are gone"
+    );
+
+    // --resume starts from the compacted conversation.
+    let id = run.frames[0]["session_id"].as_str().unwrap().to_owned();
+    let again = h.run_stream("and now?", &["--resume", &id], &env).await;
+    again.assert_end("success", false, "completed", 0);
+    let resumed = &h.requests().last().unwrap().body.clone();
+    keel_mock::validate_request(resumed).unwrap();
+    let sent = resumed["messages"].to_string();
+    assert!(
+        sent.contains("SUMMARY: the user asked for output"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("print a lot"),
+        "the compacted prompt came back: {sent}"
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_too_long_answer_is_recovered_from_once() {
+    let scenario = format!(
+        r#"{{"steps": [
+            {SUMMARY_STEP},
+            {{"kind": "error", "status": 400, "error_type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
+            {{"kind": "text", "text": "Recovered."}}
+        ]}}"#
+    );
+    let h = Harness::from_json(&scenario).await;
+    let run = h.run_stream("a long story", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.result()["result"], "Recovered.");
+    assert_eq!(run.of("system/compact_boundary").len(), 1);
+}
+
+#[tokio::test]
+async fn a_second_prompt_too_long_answer_ends_honestly() {
+    let scenario = format!(
+        r#"{{"steps": [
+            {SUMMARY_STEP},
+            {{"kind": "error", "status": 400, "error_type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum", "times": 2}}
+        ]}}"#
+    );
+    let h = Harness::from_json(&scenario).await;
+    let run = h.run_stream("a long story", &[], &[]).await;
+    run.assert_end("error_during_execution", true, "prompt_too_long", 1);
+    assert!(run.result()["result"]
+        .as_str()
+        .unwrap()
+        .contains("does not fit the model's context window"));
+    assert_eq!(h.requests().len(), 3, "one compaction, one retry, no more");
+}
+
+#[tokio::test]
+async fn compact_on_demand_and_an_interrupted_compaction_leaves_the_history_as_it_was() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "text", "text": "SUMMARY: slow", "delay_ms": 30000, "match": {"last_user_contains": "has to be compacted"}},
+            {"kind": "text", "text": "First answer."},
+            {"kind": "text", "text": "Second answer."}
+        ]}"#,
+    )
+    .await;
+    let first = h.run_stream("remember the number 42", &[], &[]).await;
+    first.assert_end("success", false, "completed", 0);
+    let id = first.frames[0]["session_id"].as_str().unwrap().to_owned();
+
+    // `/compact` (as the SDKs send slash commands), interrupted while the summary is written.
+    let mut live = h.live_stream("/compact keep the number", &["--resume", &id], &[]);
+    live.wait_for(std::time::Duration::from_secs(30), |f| {
+        f["type"] == "system" && f["subtype"] == "status" && f["status"] == "compacting"
+    })
+    .await;
+    // The compaction request is on its way (keel-mock holds it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !h
+        .requests()
+        .iter()
+        .any(|r| last_user_text(&r.body).contains("has to be compacted"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compaction request"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let asked = h.requests().last().unwrap().body.clone();
+    assert!(
+        last_user_text(&asked).contains("keep the number"),
+        "the instructions go along"
+    );
+    live.signal(2);
+    let stopped = live.finish(std::time::Duration::from_secs(30)).await;
+    stopped.assert_end("error_during_execution", true, "aborted_streaming", 130);
+    assert!(stopped.of("system/compact_boundary").is_empty());
+
+    // Nothing was lost: the next turn sends the whole conversation.
+    let again = h
+        .run_stream("what was the number?", &["--resume", &id], &[])
+        .await;
+    again.assert_end("success", false, "completed", 0);
+    let sent = h.requests().last().unwrap().body["messages"].to_string();
+    assert!(sent.contains("remember the number 42"), "{sent}");
+    assert!(!sent.contains("SUMMARY"), "{sent}");
+    assert!(!sent.contains("/compact"), "{sent}");
+}

@@ -50,6 +50,7 @@ fn tool_hook_input(
         prompt: None,
         stop_hook_active: false,
         last_assistant_message: None,
+        compact: None,
     }
 }
 

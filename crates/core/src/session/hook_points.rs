@@ -30,6 +30,7 @@ impl Session {
             prompt: None,
             stop_hook_active: false,
             last_assistant_message: None,
+            compact: None,
         }
     }
 

@@ -7,6 +7,7 @@
 //! and by the Task tool (subagents).
 
 mod boundary;
+mod compact;
 mod handle;
 mod hook_points;
 mod turn;

@@ -10,6 +10,7 @@ use keel_protocol::content::AssistantMessage;
 use keel_protocol::{CancelReason, ContentBlock, PermissionDenial, ToolUseBlock};
 use keel_tools::CancelToken;
 
+use super::compact::Trigger;
 use super::{text_of, Session};
 use crate::dispatch::{rejected_text, run_calls, DispatchCx};
 use crate::emit::EmitError;
@@ -32,6 +33,29 @@ pub(super) struct TurnStats {
     cut_text: String,
     /// `pause_turn` continuations of this turn.
     pauses: u32,
+    /// A "prompt is too long" answer was already recovered from by compacting.
+    too_long_recovered: bool,
+    /// Compact before the next call (the model said the context window was full).
+    compact_next: bool,
+}
+
+/// Whether the API refused the request for not fitting the context window.
+fn is_prompt_too_long(e: &keel_model::ApiError) -> bool {
+    e.status == Some(400) && {
+        let m = e.message.to_ascii_lowercase();
+        m.contains("prompt is too long")
+            || m.contains("context window")
+            || m.contains("too many tokens")
+    }
+}
+
+/// `/compact [instructions]` as a prompt: the instructions.
+fn compact_command(prompt: &[ContentBlock]) -> Option<String> {
+    let [ContentBlock::Text(t)] = prompt else {
+        return None;
+    };
+    let rest = t.text.trim().strip_prefix("/compact")?;
+    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_owned())
 }
 
 /// How many replies in a row may be cut off by the output limit before the turn stops.
@@ -138,6 +162,24 @@ impl Session {
             }
             let reply = match self.call_model(turn, stats).await? {
                 Ok(reply) => reply,
+                Err(TurnEnd::ApiFailed { error, .. })
+                    if is_prompt_too_long(&error) && !stats.too_long_recovered =>
+                {
+                    // Recovered from once: compact, then ask again.
+                    stats.too_long_recovered = true;
+                    let mut api_time = stats.api_time;
+                    let compacted = self.compact(Trigger::Auto, "", turn, &mut api_time).await?;
+                    stats.api_time = api_time;
+                    match compacted {
+                        Ok(_) => continue,
+                        Err(end) => return Ok(end),
+                    }
+                }
+                Err(TurnEnd::ApiFailed { error, .. }) if is_prompt_too_long(&error) => {
+                    return Ok(TurnEnd::PromptTooLong {
+                        detail: format!("the API still answered: {}", error.message),
+                    })
+                }
                 Err(end) => return Ok(end),
             };
             let pending = match self.take_reply(reply, turn, stats).await? {
@@ -176,6 +218,28 @@ impl Session {
             self.emitter
                 .emit(Event::Warning { message, fields })
                 .await?;
+        }
+        if let Some(instructions) = compact_command(&prompt) {
+            if self.history.is_empty() {
+                return Ok(Some(TurnEnd::Completed {
+                    text: "There is nothing to compact yet.".into(),
+                }));
+            }
+            let mut api_time = std::time::Duration::ZERO;
+            return Ok(Some(
+                match self
+                    .compact(Trigger::Manual, &instructions, turn, &mut api_time)
+                    .await?
+                {
+                    Ok(info) => TurnEnd::Completed {
+                        text: format!(
+                            "Compacted the conversation: about {} tokens before, {} after.",
+                            info.pre_tokens, info.post_tokens
+                        ),
+                    },
+                    Err(end) => end,
+                },
+            ));
         }
         if let Some(end) = self.prompt_hooks(&mut prompt, turn).await {
             return Ok(Some(end));
@@ -266,6 +330,18 @@ impl Session {
         turn: &CancelToken,
         stats: &mut TurnStats,
     ) -> Result<Result<Reply, TurnEnd>, EmitError> {
+        let full = self.ctx.limits.context.auto_compact
+            && self.history.len() > 1
+            && (std::mem::take(&mut stats.compact_next)
+                || self.tokens_in_use() > self.compact_threshold());
+        if full {
+            let mut api_time = stats.api_time;
+            let compacted = self.compact(Trigger::Auto, "", turn, &mut api_time).await?;
+            stats.api_time = api_time;
+            if let Err(end) = compacted {
+                return Ok(Err(end));
+            }
+        }
         let asked = self.model();
         let tools = self.request_tools();
         let mut req = ModelRequest {
@@ -388,6 +464,7 @@ impl Session {
             }
             "max_tokens" | "model_context_window_exceeded" => {
                 stats.cut_offs += 1;
+                stats.compact_next |= stop == "model_context_window_exceeded";
                 if stats.cut_offs > MAX_CUT_OFFS {
                     stats.cut_text.push_str(&final_text);
                     if let Some(p) = pending {

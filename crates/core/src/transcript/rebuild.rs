@@ -10,7 +10,9 @@
 //! copy (or the tail repairs appended to a resumed file) reads back without further repair.
 
 use keel_protocol::frames::UserMessage;
-use keel_protocol::{ApiMessage, ContentBlock, Extra, Frame, MessageContent, Role, UserFrame};
+use keel_protocol::{
+    ApiMessage, ContentBlock, Extra, Frame, MessageContent, Role, SystemFrame, UserFrame,
+};
 use serde_json::json;
 
 use super::Record;
@@ -148,6 +150,42 @@ pub fn rebuild(records: Vec<Record>, session_id: &str) -> Rebuilt {
                 u.message.content = MessageContent::Blocks(kept);
                 frames.push(Frame::User(u));
             }
+            Frame::System(SystemFrame::Other(v))
+                if v.get("subtype").and_then(serde_json::Value::as_str)
+                    == Some(crate::wire::COMPACTED_HISTORY) =>
+            {
+                // A compaction: what the model saw from here on starts from this record. The
+                // records before it stay in the file; the conversation is rebuilt from it.
+                let Ok(messages) = serde_json::from_value::<Vec<ApiMessage>>(
+                    v.get("messages").cloned().unwrap_or_default(),
+                ) else {
+                    tracing::warn!("a compacted history that cannot be read was skipped");
+                    continue;
+                };
+                frames.clear();
+                open.clear();
+                repairs.clear();
+                dropped.clear();
+                current_reply = None;
+                for (i, m) in messages.into_iter().enumerate() {
+                    let blocks = m.content.into_blocks();
+                    match m.role {
+                        Role::User => frames.push(user_frame(session_id, blocks, None)),
+                        Role::Assistant => {
+                            let id = format!("msg_compacted_{}_{i}", r.uuid);
+                            for b in &blocks {
+                                if let ContentBlock::ToolUse(t) = b {
+                                    open.push((t.id.clone(), t.name.clone()));
+                                }
+                            }
+                            frames.push(assistant_frame(session_id, id, blocks));
+                        }
+                    }
+                    if m.role == Role::User {
+                        open.clear();
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -280,6 +318,28 @@ fn close_open(
             frame,
         });
     }
+}
+
+fn assistant_frame(session_id: &str, id: String, blocks: Vec<ContentBlock>) -> Frame {
+    Frame::Assistant(keel_protocol::AssistantFrame {
+        message: keel_protocol::content::AssistantMessage {
+            id,
+            kind: "message".into(),
+            role: Role::Assistant,
+            model: "<compacted>".into(),
+            content: blocks,
+            stop_reason: None,
+            stop_sequence: None,
+            usage: Default::default(),
+            extra: Extra::new(),
+        },
+        parent_tool_use_id: None,
+        session_id: session_id.to_owned(),
+        uuid: new_uuid(),
+        timestamp: Some(now_rfc3339()),
+        request_id: None,
+        extra: Extra::new(),
+    })
 }
 
 fn user_frame(

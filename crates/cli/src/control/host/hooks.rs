@@ -153,7 +153,8 @@ impl HostHooks {
             Ok(d) => d,
             Err(why) => {
                 // Stop hooks cannot block anything by failing: the model has finished.
-                let block = hook.fail_closed && event != HookEvent::Stop;
+                let block =
+                    hook.fail_closed && !matches!(event, HookEvent::Stop | HookEvent::PreCompact);
                 let policy = if block {
                     "it is set to block on failure, so the action was blocked"
                 } else {
