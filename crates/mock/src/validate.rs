@@ -220,6 +220,23 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
                              previous message."
                         ));
                     }
+                    if let Some(Value::Array(inner)) = b.get("content") {
+                        for (n, c) in inner.iter().enumerate() {
+                            let at = format!("{at}.content.{n}");
+                            let c = c
+                                .as_object()
+                                .ok_or_else(|| format!("{at}: must be an object"))?;
+                            match c.get("type").and_then(Value::as_str) {
+                                Some("text") => check_text(c, &at)?,
+                                Some("image") => check_image(c, &at)?,
+                                other => {
+                                    return Err(format!(
+                                        "{at}.type: tool results may hold text and image blocks, found {other:?}"
+                                    ))
+                                }
+                            }
+                        }
+                    }
                     if !results.insert(id) {
                         return Err(format!(
                             "{at}: each tool_use must have a single result; found more than one \
@@ -249,6 +266,14 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
                         Some(sig) if !sig.is_empty() => {}
                         _ => return Err(format!("{at}.signature: field required")),
                     }
+                }
+                Some("image") => {
+                    if role != "user" {
+                        return Err(format!(
+                            "{at}: image blocks may only appear in user messages"
+                        ));
+                    }
+                    check_image(b, &at)?;
                 }
                 Some("redacted_thinking") => {
                     if !matches!(b.get("data"), Some(Value::String(d)) if !d.is_empty()) {
@@ -339,6 +364,40 @@ fn check_thinking_kept(body: &Value) -> Result<(), String> {
             "messages.{i}.content.0: with thinking enabled, an assistant message with tool_use \
              must start with its thinking block (sent back unchanged), found {}",
             first.unwrap_or("nothing")
+        ));
+    }
+    Ok(())
+}
+
+/// An image block: base64 data of a type the API takes, within its size limit.
+fn check_image(b: &Map<String, Value>, at: &str) -> Result<(), String> {
+    let src = b
+        .get("source")
+        .and_then(Value::as_object)
+        .ok_or_else(|| format!("{at}.source: field required"))?;
+    match src.get("type").and_then(Value::as_str) {
+        Some("base64") => {}
+        Some("url") => return Ok(()),
+        other => {
+            return Err(format!(
+                "{at}.source.type: expected \"base64\" or \"url\", found {other:?}"
+            ))
+        }
+    }
+    let media = src.get("media_type").and_then(Value::as_str).unwrap_or("");
+    if !["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&media) {
+        return Err(format!(
+            "{at}.source.media_type: expected image/png, image/jpeg, image/gif or image/webp, found {media:?}"
+        ));
+    }
+    let data = src.get("data").and_then(Value::as_str).unwrap_or("");
+    if data.is_empty() {
+        return Err(format!("{at}.source.data: field required"));
+    }
+    if data.len() > 5 * 1024 * 1024 {
+        return Err(format!(
+            "{at}.source.data: image exceeds 5 MB maximum: {} bytes",
+            data.len()
         ));
     }
     Ok(())

@@ -10,6 +10,7 @@ pub mod files;
 mod fsutil;
 pub mod glob;
 pub mod grep;
+pub mod image;
 mod input;
 pub mod output;
 pub mod process;

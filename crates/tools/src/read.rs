@@ -28,7 +28,8 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 const DESCRIPTION: &str = "Read a text file and return its lines numbered like `cat -n` \
 (number, tab, text). Reads up to 2000 lines from the start by default; for longer files pass \
 `offset` (the first line, counting from 1) and `limit` to read another part. Very long lines are \
-cut. Binary files are refused. Read a file before editing it, so your edit matches its exact text.";
+cut. Images (PNG, JPEG, GIF, WebP) are shown to you as images. Other binary files are refused. \
+Read a file before editing it, so your edit matches its exact text.";
 
 /// Read's input.
 #[derive(Deserialize, JsonSchema)]
@@ -135,6 +136,9 @@ fn read_file(
             "The file {shown} is empty (0 bytes)."
         )));
     }
+    if let Some(media) = crate::image::media_type(&sample) {
+        return read_image(path, file, sample, media, meta.len());
+    }
     if looks_binary(&sample) {
         return job_failed(format!(
             "{shown} is a binary file ({}); Read only shows text files.",
@@ -151,6 +155,64 @@ fn read_file(
         Err(_) if cancel.is_cancelled() => Err(Cancelled),
         Err(e) => job_failed(format!("Cannot read {shown}: {e}")),
     }
+}
+
+/// An image file, for the model to see: within the API's limits, or refused saying how to
+/// make it fit.
+fn read_image(
+    path: &Path,
+    mut file: std::fs::File,
+    mut bytes: Vec<u8>,
+    media: &str,
+    size: u64,
+) -> Result<ToolOutcome, Cancelled> {
+    use crate::image::{MAX_IMAGE_BYTES, MAX_IMAGE_SIDE};
+    let shown = show(path);
+    if size > MAX_IMAGE_BYTES {
+        return job_failed(format!(
+            "{shown} is an image of {}, larger than the {} the model API accepts per image. Make a smaller copy first (for example `convert {shown} -resize 1600x1600 small.png`) and Read that.",
+            human_size(size),
+            human_size(MAX_IMAGE_BYTES)
+        ));
+    }
+    if let Err(e) = (&mut file)
+        .take(MAX_IMAGE_BYTES + 1)
+        .read_to_end(&mut bytes)
+    {
+        return job_failed(format!("Cannot read {shown}: {e}"));
+    }
+    if bytes.len() as u64 > MAX_IMAGE_BYTES {
+        return job_failed(format!(
+            "{shown} grew past {} while it was read; the model API accepts no larger image.",
+            human_size(MAX_IMAGE_BYTES)
+        ));
+    }
+    let dims = crate::image::dimensions(&bytes, media);
+    if let Some((w, h)) = dims {
+        if w > MAX_IMAGE_SIDE || h > MAX_IMAGE_SIDE {
+            return job_failed(format!(
+                "{shown} is {w}×{h} pixels; the model API accepts at most {MAX_IMAGE_SIDE} pixels a side. Make a smaller copy first (for example `convert {shown} -resize 2000x2000 small.png`) and Read that."
+            ));
+        }
+    }
+    let size_text = dims.map_or(String::new(), |(w, h)| format!(", {w}×{h}"));
+    let note = format!(
+        "{shown}: an image ({media}{size_text}, {}), shown above.",
+        human_size(bytes.len() as u64)
+    );
+    let mut file_meta = json!({"type": media, "originalSize": bytes.len()});
+    if let Some((w, h)) = dims {
+        file_meta["width"] = json!(w);
+        file_meta["height"] = json!(h);
+    }
+    Ok(ToolOutcome::Ok {
+        content: note,
+        meta: Some(json!({
+            "type": "image",
+            "file": file_meta,
+            crate::image::IMAGE_DATA_KEY: {"media_type": media, "data": crate::image::encode(&bytes)},
+        })),
+    })
 }
 
 /// The file's encoding as its first bytes tell it (an incomplete sequence at the very end of

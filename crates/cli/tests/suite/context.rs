@@ -461,3 +461,89 @@ async fn compact_on_demand_and_an_interrupted_compaction_leaves_the_history_as_i
     assert!(!sent.contains("SUMMARY"), "{sent}");
     assert!(!sent.contains("/compact"), "{sent}");
 }
+
+/// A real 1×1 PNG.
+const PNG_1X1: &str = "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63600000000200013c2e5dc30000000049454e44ae426082";
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_image_file_is_read_as_an_image_and_one_past_the_limits_is_refused() {
+    let h = Harness::from_json(
+        r#"{"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Read", "input": {"file_path": "dot.png"}}, {"name": "Read", "input": {"file_path": "huge.png"}}]},
+            {"kind": "text", "text": "A dot."}
+        ]}"#,
+    )
+    .await;
+    std::fs::write(h.cwd().join("dot.png"), unhex(PNG_1X1)).unwrap();
+    // A header that says 9000×10 pixels: past the API's 8000-pixel side.
+    let mut huge = unhex(PNG_1X1);
+    huge[16..20].copy_from_slice(&9000u32.to_be_bytes());
+    std::fs::write(h.cwd().join("huge.png"), huge).unwrap();
+    let run = h.run_stream("what is in the pictures?", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let reqs = h.requests();
+    keel_mock::validate_request(&reqs[1].body).unwrap();
+    let results = reqs[1].body["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let dot = &results[0]["content"];
+    assert_eq!(dot[0]["type"], "image", "{dot}");
+    assert_eq!(dot[0]["source"]["media_type"], "image/png");
+    assert!(dot[1]["text"].as_str().unwrap().contains("1×1"), "{dot}");
+    let refused = &results[1];
+    assert_eq!(refused["is_error"], true);
+    assert!(
+        refused["content"].as_str().unwrap().contains("8000 pixels"),
+        "{refused}"
+    );
+    // The front end's detail describes the image without carrying it.
+    let detail = run.of("user")[0]["tool_use_result"].to_string();
+    assert!(
+        detail.contains("image/png") && !detail.contains("iVBOR"),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn an_image_in_a_stream_json_prompt_reaches_the_model() {
+    use base64_free::encode;
+    let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "A dot."}]}"#).await;
+    let mut s = super::common::Stream::start(&h, &[], &[]);
+    s.send(json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
+        "message": {"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encode(&unhex(PNG_1X1))}},
+            {"type": "text", "text": "What is this?"}
+        ]}}))
+        .await;
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let body = &h.requests()[0].body;
+    keel_mock::validate_request(body).unwrap();
+    assert_eq!(body["messages"][0]["content"][0]["type"], "image");
+}
+
+/// Base64 without a dependency, for the test only.
+mod base64_free {
+    pub fn encode(bytes: &[u8]) -> String {
+        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = (u32::from(c[0]) << 16)
+                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*c.get(2).unwrap_or(&0));
+            for i in 0..4 {
+                if i <= c.len() {
+                    out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+}

@@ -110,6 +110,43 @@ async fn bound(f: &mut Finished, limits: &ToolLimits, call_id: &str) {
     }
 }
 
+/// A tool result; when the tool's detail carries an image, the model gets it as an image block
+/// before the text, and the front ends' detail keeps only what describes it.
+fn with_image(
+    id: &str,
+    text: String,
+    is_error: bool,
+    detail: Option<Value>,
+) -> (ContentBlock, Option<Value>) {
+    let mut detail = detail;
+    let image = detail
+        .as_mut()
+        .and_then(Value::as_object_mut)
+        .and_then(|d| d.remove(keel_tools::image::IMAGE_DATA_KEY));
+    let Some(image) = image else {
+        return (ContentBlock::tool_result(id, text, is_error), detail);
+    };
+    let source = json!({
+        "type": "base64",
+        "media_type": image["media_type"],
+        "data": image["data"],
+    });
+    let blocks = vec![
+        ContentBlock::Image(keel_protocol::content::ImageBlock {
+            source,
+            extra: Default::default(),
+        }),
+        ContentBlock::text(text),
+    ];
+    let block = ContentBlock::ToolResult(keel_protocol::ToolResultBlock {
+        tool_use_id: id.to_owned(),
+        content: keel_protocol::ToolResultContent::Blocks(blocks),
+        is_error: Some(is_error),
+        extra: Default::default(),
+    });
+    (block, detail)
+}
+
 /// The message of a panic payload.
 pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
@@ -208,8 +245,9 @@ fn describe(
             (text, true, Some(detail), Some(kind))
         }
     };
+    let (block, detail) = with_image(&call.id, text, is_error, detail);
     Finished {
-        block: ContentBlock::tool_result(&call.id, text, is_error),
+        block,
         detail,
         meta: CallMeta::Ran {
             allowed_by,
