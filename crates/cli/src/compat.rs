@@ -176,7 +176,7 @@ impl CompatArgs {
         if self.settings.is_some() {
             note(
                 "--settings",
-                "only its `permissions` (allow, deny, defaultMode) are applied",
+                "only its `permissions` (allow, deny, defaultMode) and `env` are applied",
             );
         }
 

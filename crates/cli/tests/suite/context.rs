@@ -93,6 +93,29 @@ async fn with_caching_disabled_no_request_carries_a_breakpoint() {
         assert_eq!(cache_marks(&r.body), 0, "request {}", r.seq);
     }
     assert_eq!(run.result()["usage"]["cache_read_input_tokens"], 0);
+
+    // The same from the project's settings file, as users keep it.
+    let h = Harness::from_json(&bash_turns(1)).await;
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        r#"{"env": {"DISABLE_PROMPT_CACHING": "1"}}"#,
+    )
+    .unwrap();
+    let run = h.run_stream("work", &["--allowedTools", "Bash"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    for r in h.requests() {
+        assert_eq!(cache_marks(&r.body), 0, "request {}", r.seq);
+    }
+    // A settings `env` that is not an object is an error naming the file.
+    std::fs::write(h.cwd().join(".claude/settings.json"), r#"{"env": ["x"]}"#).unwrap();
+    let bad = h.run(&["-p", "x"], &[]).await;
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("settings.json") && bad.stderr.contains("env"),
+        "{}",
+        bad.stderr
+    );
 }
 
 /// The text of the last user message of a request.

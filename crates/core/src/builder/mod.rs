@@ -238,11 +238,21 @@ impl SessionBuilder {
 
     fn build_blocking(self) -> Result<Built, BuildError> {
         let o = &self.options;
-        let env = &*self.env;
-        let k = Knobs::new(env);
-        let home = env("HOME")
+        let process_env = self.env.clone();
+        let home = (self.env)("HOME")
             .filter(|h| !h.trim().is_empty())
             .map(PathBuf::from);
+        let settings = settings::load(
+            o.settings.as_deref(),
+            o.setting_sources.as_deref(),
+            &self.cwd,
+            home.as_deref(),
+        )?;
+        // The settings files' `env` fills in what the process environment does not set.
+        let settings_env = settings.env.clone();
+        let merged = move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned());
+        let env: &Env = &merged;
+        let k = Knobs::new(env);
         let model = o
             .model
             .clone()
@@ -251,7 +261,7 @@ impl SessionBuilder {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
-        let permissions = self.permissions(home.as_deref(), env)?;
+        let permissions = self.permissions(settings, env)?;
         let (system_prompt, append) = self.system_prompt()?;
         let client = match &self.client {
             Some(c) => c.clone(),
@@ -374,16 +384,10 @@ impl SessionBuilder {
 
     fn permissions(
         &self,
-        home: Option<&std::path::Path>,
+        settings: settings::SettingsRules,
         env: &Env,
     ) -> Result<PermissionConfig, BuildError> {
         let o = &self.options;
-        let settings = settings::load(
-            o.settings.as_deref(),
-            o.setting_sources.as_deref(),
-            &self.cwd,
-            home,
-        )?;
         let mut mode = match o.permission_mode.as_deref() {
             None => settings.default_mode.unwrap_or_default(),
             Some(m) => PermissionMode::parse(m).ok_or_else(|| {

@@ -19,6 +19,9 @@ pub struct SettingsRules {
     pub deny: Vec<Rule>,
     /// `defaultMode` of the most specific source that sets one.
     pub default_mode: Option<PermissionMode>,
+    /// `env`: variables for keel's own settings (`DISABLE_PROMPT_CACHING`, ...); the most
+    /// specific source wins, and the process environment wins over all of them.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// The settings files to read for `sources` (`user`, `project`, `local`; default all three),
@@ -118,6 +121,29 @@ fn apply(
     where_: &str,
     source: RuleSource,
 ) -> Result<(), BuildError> {
+    match v.get("env") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(vars)) => {
+            for (k, val) in vars {
+                let val = match val {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    other => {
+                        return Err(BuildError::Usage(format!(
+                            "Error: settings {where_}: env.{k} must be a string, found {other}"
+                        )))
+                    }
+                };
+                out.env.insert(k.clone(), val);
+            }
+        }
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: settings {where_}: env must be an object of variables, found {other}"
+            )))
+        }
+    }
     let perms = match v.get("permissions") {
         None | Some(Value::Null) => return Ok(()),
         Some(p @ Value::Object(_)) => p,
