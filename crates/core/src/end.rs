@@ -274,6 +274,30 @@ mod tests {
                 0,
             ),
             (
+                TurnEnd::Refused { text: "no".into() },
+                "error_during_execution",
+                true,
+                "refusal",
+                5,
+            ),
+            (
+                TurnEnd::CutOff {
+                    text: "half".into(),
+                    times: 3,
+                },
+                "error_during_execution",
+                true,
+                "malformed_tool_use_exhausted",
+                1,
+            ),
+            (
+                TurnEnd::PromptTooLong { detail: "x".into() },
+                "error_during_execution",
+                true,
+                "prompt_too_long",
+                1,
+            ),
+            (
                 TurnEnd::ApiFailed {
                     error: http(401),
                     attempts: 1,
