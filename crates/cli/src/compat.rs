@@ -274,7 +274,8 @@ mod tests {
             ..CompatArgs::default()
         };
         let n = loud.notices(InputFormat::StreamJson);
-        assert_eq!(n.len(), 3, "{n:?}");
+        // Thinking is honoured now: only the MCP server and the effort are noted.
+        assert_eq!(n.len(), 2, "{n:?}");
         assert!(n[0].contains("1 server"), "{n:?}");
     }
 }

@@ -6,6 +6,7 @@
 //! call that got no result with a synthetic one that says why, so an early exit (an interrupt,
 //! a budget stop) cannot leave a dangling call behind.
 
+use keel_model::{EncodedMessage, RequestMessage};
 use keel_protocol::{ApiMessage, ContentBlock, MessageContent, Role, ToolUseBlock};
 
 /// A history operation that would break the invariant.
@@ -77,6 +78,12 @@ impl PendingResults {
 pub struct History {
     messages: Vec<ApiMessage>,
     open: Vec<String>,
+    /// The messages' JSON, encoded once each, for requests (a prefix of `messages`: the ones
+    /// encoded so far). A message changed after it was encoded (a prompt merged into the last
+    /// user message) loses its encoding.
+    encoded: Vec<EncodedMessage>,
+    /// Bytes of `encoded`.
+    encoded_bytes: usize,
 }
 
 impl History {
@@ -88,6 +95,40 @@ impl History {
     /// The messages, ready to send.
     pub fn messages(&self) -> &[ApiMessage] {
         &self.messages
+    }
+
+    /// The messages for a request: each encoded once, the bytes shared with every later
+    /// request. Only messages added since the last call are serialized.
+    pub fn request_messages(&mut self) -> Vec<RequestMessage> {
+        self.encode_new();
+        self.encoded
+            .iter()
+            .cloned()
+            .map(RequestMessage::Encoded)
+            .collect()
+    }
+
+    /// The size of the conversation in bytes of JSON (what a request carries for it).
+    pub fn json_bytes(&mut self) -> usize {
+        self.encode_new();
+        self.encoded_bytes
+    }
+
+    fn encode_new(&mut self) {
+        for m in &self.messages[self.encoded.len()..] {
+            let e = EncodedMessage::new(m);
+            self.encoded_bytes += e.len();
+            self.encoded.push(e);
+        }
+    }
+
+    /// The last message is about to change: its encoding no longer holds.
+    fn last_changes(&mut self) {
+        if self.encoded.len() == self.messages.len() {
+            if let Some(e) = self.encoded.pop() {
+                self.encoded_bytes -= e.len();
+            }
+        }
     }
 
     /// Number of messages.
@@ -108,6 +149,9 @@ impl History {
         }
         if blocks.is_empty() {
             return Ok(());
+        }
+        if self.messages.last().is_some_and(|m| m.role == Role::User) {
+            self.last_changes();
         }
         if let Some(last) = self.messages.last_mut() {
             if last.role == Role::User {
@@ -149,6 +193,13 @@ impl History {
                 _ => None,
             })
             .collect();
+        if self
+            .messages
+            .last()
+            .is_some_and(|m| m.role == Role::Assistant)
+        {
+            self.last_changes();
+        }
         match self.messages.last_mut() {
             // The continuation of a paused reply (`pause_turn`) is the same assistant turn.
             Some(last) if last.role == Role::Assistant => {
@@ -347,5 +398,110 @@ mod tests {
         assert_eq!(repaired, vec!["b".to_string(), "c".to_string()]);
         assert_eq!(h.len(), 5);
         assert!(h.open_calls().is_empty());
+    }
+}
+
+/// Requests built from the encoded history are byte for byte what serializing the whole
+/// history again would give, whatever the history went through.
+#[cfg(test)]
+mod encoded_tests {
+    use super::*;
+    use keel_model::ModelRequest;
+
+    /// A small deterministic generator (no test dependency needed).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+        fn text(&mut self) -> String {
+            let words = [
+                "ünïcode",
+                "quote\"d",
+                "tab\there",
+                "line\nbreak",
+                "x",
+                "日本",
+                "\\",
+            ];
+            (0..1 + self.next(6))
+                .map(|_| words[self.next(words.len() as u64) as usize])
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    }
+
+    fn request(messages: Vec<RequestMessage>) -> ModelRequest {
+        ModelRequest {
+            model: "m".into(),
+            max_tokens: 100,
+            system: vec![serde_json::json!({"type": "text", "text": "s".repeat(5000)})],
+            messages,
+            tools: Default::default(),
+            stream: true,
+            metadata: None,
+            thinking: None,
+        }
+    }
+
+    #[test]
+    fn encoded_requests_equal_fresh_ones_over_random_histories() {
+        for seed in 0..40u64 {
+            let mut g = Lcg(seed);
+            let mut h = History::new();
+            let mut ids = 0;
+            h.push_user(vec![ContentBlock::text(g.text())]).unwrap();
+            for _ in 0..60 {
+                match g.next(4) {
+                    // A reply with calls, then their results.
+                    0 => {
+                        let calls: Vec<ContentBlock> = (0..1 + g.next(3))
+                            .map(|_| {
+                                ids += 1;
+                                ContentBlock::ToolUse(ToolUseBlock {
+                                    id: format!("t{ids}"),
+                                    name: "Bash".into(),
+                                    input: serde_json::json!({"command": g.text()}),
+                                    extra: Default::default(),
+                                })
+                            })
+                            .collect();
+                        let p = h.push_assistant(calls).unwrap().unwrap();
+                        let out = g.text();
+                        h.close(p, |_| out.clone());
+                    }
+                    // A text reply (a second one merges, like a paused turn going on).
+                    1 => {
+                        h.push_assistant(vec![ContentBlock::text(g.text())])
+                            .unwrap();
+                    }
+                    // A prompt (merged into a user message that came just before).
+                    _ => h.push_user(vec![ContentBlock::text(g.text())]).unwrap(),
+                }
+                if g.next(3) == 0 {
+                    let typed = h.messages().to_vec();
+                    let mut fresh = request(typed.iter().cloned().map(Into::into).collect());
+                    let mut built = request(h.request_messages());
+                    fresh.mark_cache_breakpoints(&typed);
+                    built.mark_cache_breakpoints(&typed);
+                    assert_eq!(
+                        serde_json::to_string(&built).unwrap(),
+                        serde_json::to_string(&fresh).unwrap(),
+                        "seed {seed}"
+                    );
+                    assert_eq!(
+                        h.json_bytes(),
+                        typed
+                            .iter()
+                            .map(|m| serde_json::to_string(m).unwrap().len())
+                            .sum::<usize>()
+                    );
+                }
+            }
+        }
     }
 }

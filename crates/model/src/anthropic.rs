@@ -126,9 +126,16 @@ impl AnthropicClient {
     }
 
     async fn send(&self, req: &ModelRequest, stream: bool) -> Result<reqwest::Response, ApiError> {
-        let mut body = req.clone();
-        body.stream = stream;
-        let json = serde_json::to_vec(&body).map_err(|e| {
+        // Serialized as it is (its history is mostly bytes encoded once); only the rare
+        // non-streaming fallback needs a copy with the other `stream`.
+        let encoded = if req.stream == stream {
+            serde_json::to_vec(req)
+        } else {
+            let mut body = req.clone();
+            body.stream = stream;
+            serde_json::to_vec(&body)
+        };
+        let json = encoded.map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Config,
                 format!("could not encode the request: {e}"),

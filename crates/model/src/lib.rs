@@ -20,8 +20,8 @@ use serde_json::Value;
 pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL, MAX_RETRY_AFTER};
 pub use error::{ApiError, ApiErrorKind, ErrorClass};
 pub use request::{
-    estimate_tokens, message_tokens, ModelRequest, ToolSpec, MAX_CACHE_BREAKPOINTS,
-    MIN_CACHEABLE_TOKENS,
+    estimate_tokens, message_tokens, EncodedMessage, ModelRequest, RequestMessage, ToolSpec,
+    MAX_CACHE_BREAKPOINTS, MIN_CACHEABLE_TOKENS,
 };
 
 /// A boxed, sendable future.

@@ -1,8 +1,79 @@
 //! The body of a Messages API request, and where its prompt-cache breakpoints go.
+//!
+//! A request's messages are mostly [`EncodedMessage`]s: each history message is serialized once,
+//! when it is first sent, and its bytes are reused by every later request, so building a request
+//! costs the same at turn 500 as at turn 1. Only the messages that carry a prompt-cache
+//! breakpoint are encoded again, with the mark.
+
+use std::sync::Arc;
 
 use keel_protocol::{ApiMessage, ContentBlock, MessageContent, ToolResultContent};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
+
+/// A message serialized once, shared by every request that sends it.
+#[derive(Clone, Debug)]
+pub struct EncodedMessage(Arc<RawValue>);
+
+impl EncodedMessage {
+    /// Serialize `m`.
+    pub fn new(m: &ApiMessage) -> Self {
+        let json = serde_json::to_string(m).unwrap_or_else(|_| "null".to_owned());
+        let raw = RawValue::from_string(json)
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"));
+        Self(Arc::from(raw))
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.get().len()
+    }
+
+    /// Whether it is empty (never, for a real message).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+}
+
+/// One message of a request: already encoded, or to be serialized with the request (a
+/// message that carries a cache breakpoint, or one built for this request only).
+#[derive(Clone, Debug)]
+pub enum RequestMessage {
+    /// Sent as its stored bytes.
+    Encoded(EncodedMessage),
+    /// Serialized with the request.
+    Owned(ApiMessage),
+}
+
+impl Serialize for RequestMessage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RequestMessage::Encoded(e) => e.0.serialize(s),
+            RequestMessage::Owned(m) => m.serialize(s),
+        }
+    }
+}
+
+impl RequestMessage {
+    fn bytes(&self) -> usize {
+        match self {
+            RequestMessage::Encoded(e) => e.len(),
+            RequestMessage::Owned(m) => message_bytes(m),
+        }
+    }
+}
+
+impl From<ApiMessage> for RequestMessage {
+    fn from(m: ApiMessage) -> Self {
+        RequestMessage::Owned(m)
+    }
+}
 
 /// A Messages API request body.
 #[derive(Clone, Debug, Serialize)]
@@ -15,10 +86,10 @@ pub struct ModelRequest {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub system: Vec<Value>,
     /// The conversation.
-    pub messages: Vec<ApiMessage>,
-    /// Tools the model may call.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolSpec>,
+    pub messages: Vec<RequestMessage>,
+    /// Tools the model may call (shared: a session offers the same tools to every request).
+    #[serde(skip_serializing_if = "no_tools", serialize_with = "shared_tools")]
+    pub tools: Arc<Vec<ToolSpec>>,
     /// Whether to stream (set by the client, not the caller).
     pub stream: bool,
     /// Request metadata.
@@ -27,6 +98,14 @@ pub struct ModelRequest {
     /// Extended thinking (`{"type": "enabled", "budget_tokens": N}`), when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking: Option<Value>,
+}
+
+fn no_tools(t: &Arc<Vec<ToolSpec>>) -> bool {
+    t.is_empty()
+}
+
+fn shared_tools<S: Serializer>(t: &Arc<Vec<ToolSpec>>, s: S) -> Result<S::Ok, S::Error> {
+    t.as_slice().serialize(s)
 }
 
 /// A tool as offered to the model.
@@ -107,7 +186,7 @@ impl ModelRequest {
             .map(|t| t.name.len() + t.description.len() + approx_value_bytes(&t.input_schema))
             .sum();
         let system: usize = self.system.iter().map(approx_value_bytes).sum();
-        let messages: usize = self.messages.iter().map(message_bytes).sum();
+        let messages: usize = self.messages.iter().map(RequestMessage::bytes).sum();
         estimate_tokens(tools + system + messages)
     }
 
@@ -116,8 +195,9 @@ impl ModelRequest {
     /// prefix), one at the end of the previous request's conversation (the message before the
     /// last exchange), and one at the end of this request's conversation (what the next
     /// request will read). None goes on a prefix too short to cache; never more than
-    /// [`MAX_CACHE_BREAKPOINTS`]. Returns how many were placed.
-    pub fn mark_cache_breakpoints(&mut self) -> usize {
+    /// [`MAX_CACHE_BREAKPOINTS`]. `typed` are the request's messages in their typed form (the
+    /// marked ones are encoded again from them). Returns how many were placed.
+    pub fn mark_cache_breakpoints(&mut self, typed: &[ApiMessage]) -> usize {
         let mut placed = 0;
         let tools: usize = self
             .tools
@@ -132,7 +212,7 @@ impl ModelRequest {
                 placed += 1;
             }
         }
-        let n = self.messages.len();
+        let n = self.messages.len().min(typed.len());
         // The previous request ended two messages before this one's end (an assistant reply
         // and the user message answering it came since).
         let targets = [n.checked_sub(3), n.checked_sub(1)];
@@ -146,13 +226,15 @@ impl ModelRequest {
             }
             prefix += self.messages[upto..=target]
                 .iter()
-                .map(message_bytes)
+                .map(RequestMessage::bytes)
                 .sum::<usize>();
             upto = target + 1;
             if estimate_tokens(prefix) < MIN_CACHEABLE_TOKENS {
                 continue;
             }
-            if mark_message(&mut self.messages[target]) {
+            let mut m = typed[target].clone();
+            if mark_message(&mut m) {
+                self.messages[target] = RequestMessage::Owned(m);
                 placed += 1;
             }
         }
@@ -193,7 +275,7 @@ mod tests {
     use super::*;
     use keel_protocol::Role;
 
-    fn req(turns: usize, text_bytes: usize) -> ModelRequest {
+    fn req(turns: usize, text_bytes: usize) -> (ModelRequest, Vec<ApiMessage>) {
         let mut messages = vec![ApiMessage {
             role: Role::User,
             content: MessageContent::Blocks(vec![ContentBlock::text("x".repeat(text_bytes))]),
@@ -208,16 +290,20 @@ mod tests {
                 content: MessageContent::Blocks(vec![ContentBlock::text(format!("u{i}"))]),
             });
         }
-        ModelRequest {
+        let r = ModelRequest {
             model: "m".into(),
             max_tokens: 10,
             system: vec![json!({"type": "text", "text": "s".repeat(8000)})],
-            messages,
-            tools: Vec::new(),
+            messages: messages
+                .iter()
+                .map(|m| RequestMessage::Encoded(EncodedMessage::new(m)))
+                .collect(),
+            tools: Default::default(),
             stream: true,
             metadata: None,
             thinking: None,
-        }
+        };
+        (r, messages)
     }
 
     fn breakpoints(r: &ModelRequest) -> usize {
@@ -229,8 +315,8 @@ mod tests {
 
     #[test]
     fn breakpoints_follow_the_conversation_and_never_pass_four() {
-        let mut r = req(5, 10);
-        assert_eq!(r.mark_cache_breakpoints(), 3);
+        let (mut r, typed) = req(5, 10);
+        assert_eq!(r.mark_cache_breakpoints(&typed), 3);
         assert_eq!(breakpoints(&r), 3);
         let n = r.messages.len();
         for i in [n - 1, n - 3] {
@@ -243,13 +329,13 @@ mod tests {
 
     #[test]
     fn short_prefixes_get_no_breakpoint() {
-        let mut r = req(1, 10);
+        let (mut r, typed) = req(1, 10);
         r.system = vec![json!({"type": "text", "text": "short"})];
-        assert_eq!(r.mark_cache_breakpoints(), 0);
+        assert_eq!(r.mark_cache_breakpoints(&typed), 0);
         assert_eq!(breakpoints(&r), 0);
         // Once the conversation is long enough, its end is marked.
-        let mut r = req(1, 6000);
+        let (mut r, typed) = req(1, 6000);
         r.system = vec![json!({"type": "text", "text": "short"})];
-        assert_eq!(r.mark_cache_breakpoints(), 2);
+        assert_eq!(r.mark_cache_breakpoints(&typed), 2);
     }
 }

@@ -102,21 +102,11 @@ impl Session {
             })
     }
 
-    /// The tokens the next request would carry, estimated.
+    /// The tokens the next request would carry, estimated from the bytes it will send (the
+    /// history's are counted as each message is encoded, once).
     pub(crate) fn tokens_in_use(&mut self) -> u64 {
-        let tools: usize = self
-            .request_tools()
-            .iter()
-            .map(|t| t.name.len() + t.description.len() + t.input_schema.to_string().len())
-            .sum();
-        let system: usize = self.system.iter().map(|s| s.to_string().len()).sum();
-        estimate_tokens(tools + system)
-            + self
-                .history
-                .messages()
-                .iter()
-                .map(message_tokens)
-                .sum::<u64>()
+        let prefix = self.prefix_bytes();
+        estimate_tokens(prefix + self.history.json_bytes())
     }
 
     /// Compact the history. `Ok(Err(end))`: the compaction failed or was interrupted, the
@@ -173,18 +163,19 @@ impl Session {
                 content: MessageContent::Blocks(vec![ContentBlock::text(request)]),
             }),
         }
+        let typed = asked;
         let mut req = ModelRequest {
             model: self.model(),
             max_tokens: self.ctx.limits.max_tokens.min(SUMMARY_MAX_TOKENS),
             system: self.system.clone(),
-            messages: asked,
+            messages: typed.iter().cloned().map(Into::into).collect(),
             tools: self.request_tools(),
             stream: true,
             metadata: None,
             thinking: None,
         };
         if self.ctx.limits.context.prompt_caching {
-            req.mark_cache_breakpoints();
+            req.mark_cache_breakpoints(&typed);
         }
         let mut cx = CallCx {
             client: self.ctx.client.as_ref(),

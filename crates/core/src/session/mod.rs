@@ -83,8 +83,9 @@ pub struct Session {
     pub(crate) system: Vec<Value>,
     /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
     pub(crate) warnings: Vec<(String, Extra)>,
-    /// The tools as last offered, and the agent-type generation they were made for.
-    specs: Option<(u64, Vec<ToolSpec>)>,
+    /// The tools as last offered, the agent-type generation they were made for, and their
+    /// size in bytes of JSON.
+    specs: Option<(u64, Arc<Vec<ToolSpec>>, usize)>,
 }
 
 impl Session {
@@ -176,20 +177,29 @@ impl Session {
 
     /// The tools for the next request: made once, and again only when agent types were added
     /// (the Task tool's schema lists them).
-    pub(crate) fn request_tools(&mut self) -> Vec<ToolSpec> {
+    pub(crate) fn request_tools(&mut self) -> Arc<Vec<ToolSpec>> {
         let generation = self
             .ctx
             .agents
             .generation
             .load(std::sync::atomic::Ordering::SeqCst);
         match &self.specs {
-            Some((g, specs)) if *g == generation => specs.clone(),
+            Some((g, specs, _)) if *g == generation => specs.clone(),
             _ => {
-                let specs = self.tool_specs();
-                self.specs = Some((generation, specs.clone()));
+                let specs = Arc::new(self.tool_specs());
+                let bytes = serde_json::to_string(&*specs).map_or(0, |j| j.len());
+                self.specs = Some((generation, specs.clone(), bytes));
                 specs
             }
         }
+    }
+
+    /// Bytes of JSON a request carries before its messages: the tools and the system prompt.
+    pub(crate) fn prefix_bytes(&mut self) -> usize {
+        self.request_tools();
+        let tools = self.specs.as_ref().map_or(0, |(_, _, b)| *b);
+        let system: usize = self.system.iter().map(|s| s.to_string().len()).sum();
+        tools + system
     }
 
     fn build_system(&self) -> Vec<Value> {

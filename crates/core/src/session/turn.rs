@@ -348,14 +348,14 @@ impl Session {
             model: asked.clone(),
             max_tokens: self.ctx.limits.max_tokens,
             system: self.system.clone(),
-            messages: self.history.messages().to_vec(),
+            messages: self.history.request_messages(),
             tools,
             stream: true,
             metadata: None,
             thinking: self.thinking(),
         };
         if self.ctx.limits.context.prompt_caching {
-            req.mark_cache_breakpoints();
+            req.mark_cache_breakpoints(self.history.messages());
         }
         let mut cx = CallCx {
             client: self.ctx.client.as_ref(),
