@@ -24,6 +24,9 @@ pub const DEFAULT_LIMIT: usize = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// Bytes of numbered text one call returns at most (the rest: use `offset`).
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// After the lines shown, the rest of a file is read only to count its lines, and only when
+/// that much or less is left: a window at the start of a 1 GB file costs what the window costs.
+pub const COUNT_REST_BYTES: u64 = 8 * 1024 * 1024;
 
 const DESCRIPTION: &str = "Read a text file and return its lines numbered like `cat -n` \
 (number, tab, text). Reads up to 2000 lines from the start by default; for longer files pass \
@@ -147,7 +150,7 @@ fn read_file(
     }
     let encoding = sample_encoding(&sample);
     let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
-    match number_lines(reader, start, limit, encoding, cancel) {
+    match number_lines(reader, start, limit, encoding, cancel, meta.len()) {
         Ok(w) => {
             reads.record(path, FileStamp::of(&meta));
             Ok(render(path, start, w))
@@ -238,6 +241,11 @@ struct Window {
     /// Lines that were not valid UTF-8 in a file read as UTF-8 (shown with replacement
     /// characters, and said so).
     lossy_lines: usize,
+    /// `total` counts every line of the file (false: reading stopped after the window, the
+    /// rest being too large to count cheaply).
+    total_known: bool,
+    /// Bytes of the file (for the note when the count was not taken).
+    size: u64,
 }
 
 fn number_lines(
@@ -246,6 +254,7 @@ fn number_lines(
     limit: usize,
     encoding: Encoding,
     cancel: &CancelToken,
+    size: u64,
 ) -> io::Result<Window> {
     let end = start.saturating_add(limit); // exclusive
     let mut w = Window {
@@ -255,13 +264,26 @@ fn number_lines(
         cut_by_size: false,
         encoding,
         lossy_lines: 0,
+        total_known: true,
+        size,
     };
     let mut buf = Vec::new();
     let keep = MAX_LINE_CHARS * 4;
+    let mut consumed = 0u64;
     while let Some(len) = read_line_bounded(&mut reader, &mut buf, keep)? {
         w.total += 1;
+        consumed += len as u64 + 1;
         if w.total & 0xfff == 0 && cancel.is_cancelled() {
             return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
+        }
+        if w.last > 0 && (w.total >= end || w.cut_by_size) {
+            // The window is done: count the rest only when that is cheap.
+            if size.saturating_sub(consumed) > COUNT_REST_BYTES {
+                w.total_known = false;
+                return Ok(w);
+            }
+            w.total += count_lines(&mut reader, cancel)?;
+            return Ok(w);
         }
         if w.total < start || w.total >= end || w.cut_by_size {
             continue;
@@ -280,6 +302,30 @@ fn number_lines(
         w.last = w.total;
     }
     Ok(w)
+}
+
+/// The lines left in `reader` (a last line without `\n` counts).
+fn count_lines(reader: &mut impl BufRead, cancel: &CancelToken) -> io::Result<usize> {
+    let mut n = 0;
+    let mut open = false;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(n + usize::from(open));
+        }
+        if cancel.is_cancelled() {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
+        }
+        let lines = buf.iter().filter(|&&b| b == b'\n').count();
+        n += lines;
+        open = buf.last() != Some(&b'\n');
+        let used = buf.len();
+        reader.consume(used);
+    }
 }
 
 /// One line as text: `\r` of CRLF dropped, decoded as `encoding` (UTF-8 that turns out invalid
@@ -366,7 +412,19 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
             if w.lossy_lines == 1 { "is" } else { "are" },
         ));
     }
-    if w.last < w.total {
+    if !w.total_known {
+        let why = if w.cut_by_size {
+            " (the output size limit was reached)"
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "\n\n[{shown}: showing lines {start}-{}{why}; more lines follow ({} in all; its lines were not counted). Use `offset` {} to read on.]",
+            w.last,
+            human_size(w.size),
+            w.last + 1
+        ));
+    } else if w.last < w.total {
         let why = if w.cut_by_size {
             " (the output size limit was reached)"
         } else {
@@ -385,7 +443,7 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
             "file_path": PathBuf::from(path),
             "start_line": start,
             "num_lines": w.last + 1 - start,
-            "total_lines": w.total,
+            "total_lines": if w.total_known { json!(w.total) } else { Value::Null },
             "encoding": match w.encoding { Encoding::Utf8 => "utf-8", Encoding::Latin1 => "latin-1" },
         })),
     }
@@ -428,8 +486,37 @@ mod tests {
             limit,
             Encoding::Utf8,
             &CancelToken::new(),
+            text.len() as u64,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_window_at_the_start_of_a_huge_file_stops_after_the_window() {
+        // What is left after the window is past COUNT_REST_BYTES: it is not read at all.
+        let text = "a\nb\nc\nd\n".repeat(10);
+        let w = number_lines(
+            io::Cursor::new(text.as_bytes().to_vec()),
+            2,
+            2,
+            Encoding::Utf8,
+            &CancelToken::new(),
+            COUNT_REST_BYTES * 100,
+        )
+        .unwrap();
+        assert_eq!(w.text, "     2\tb\n     3\tc");
+        assert!(!w.total_known);
+        assert_eq!(
+            w.total, 4,
+            "read up to the first line after the window, no further"
+        );
+        let out = render(Path::new("/big.log"), 2, w);
+        assert!(out.text().contains("more lines follow"), "{}", out.text());
+        assert!(out.text().contains("`offset` 4"), "{}", out.text());
+        // A small file is counted to its end, as before.
+        let w = lines(&text, 2, 2);
+        assert!(w.total_known);
+        assert_eq!(w.total, 40);
     }
 
     #[test]
