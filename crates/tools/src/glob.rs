@@ -83,6 +83,7 @@ impl Tool for GlobTool {
             };
             let hidden_ok = mentions_hidden(&pattern);
             let shown_pattern = inp.pattern.clone();
+            let threads = cx.limits.search_threads;
             run_blocking(&cx, move |cancel| {
                 if !base.is_dir() {
                     let what = if base.exists() {
@@ -95,7 +96,7 @@ impl Tool for GlobTool {
                         show(&base)
                     ));
                 }
-                find(&base, &matcher, hidden_ok, &cancel, &shown_pattern)
+                find(&base, &matcher, hidden_ok, &cancel, &shown_pattern, threads)
             })
             .await
         })
@@ -126,61 +127,73 @@ fn mentions_hidden(pattern: &str) -> bool {
         .any(|p| p.starts_with('.') && p != "." && p != "..")
 }
 
-type Key = (SystemTime, Reverse<PathBuf>);
-
 fn find(
     base: &Path,
     matcher: &GlobMatcher,
     hidden_ok: bool,
     cancel: &CancelToken,
     pattern: &str,
+    threads: usize,
 ) -> Result<ToolOutcome, Cancelled> {
-    let walker = ignore::WalkBuilder::new(base)
+    let mut builder = ignore::WalkBuilder::new(base);
+    builder
         .hidden(!hidden_ok)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git")
-        .build();
-    // The newest MAX_RESULTS matches, in a min-heap.
-    let mut best: BinaryHeap<Reverse<Key>> = BinaryHeap::new();
-    let mut total = 0usize;
-    for entry in walker {
-        if cancel.is_cancelled() {
-            return Err(Cancelled);
-        }
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(rel) = path.strip_prefix(base) else {
-            continue;
-        };
-        if !matcher.is_match(rel) {
-            continue;
-        }
-        total += 1;
-        let mtime = entry
-            .metadata()
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        best.push(Reverse((mtime, Reverse(absolute(path)))));
-        if best.len() > MAX_RESULTS {
-            best.pop();
+        .filter_entry(|e| e.file_name() != ".git");
+    // Each thread keeps its newest MAX_RESULTS matches (a min-heap) and counts all of them.
+    type Heap = BinaryHeap<Reverse<(SystemTime, Reverse<PathBuf>)>>;
+    let parts = crate::walk::fold(
+        builder,
+        threads,
+        cancel,
+        || (0usize, Heap::new()),
+        |(count, best): &mut (usize, Heap), entry| {
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return;
+            }
+            let path = entry.path();
+            let Ok(rel) = path.strip_prefix(base) else {
+                return;
+            };
+            if !matcher.is_match(rel) {
+                return;
+            }
+            *count += 1;
+            let mtime = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            best.push(Reverse((mtime, Reverse(absolute(path)))));
+            if best.len() > MAX_RESULTS {
+                best.pop();
+            }
+        },
+    )?;
+    let total: usize = parts.iter().map(|(n, _)| n).sum();
+    let mut best = Heap::new();
+    for (_, part) in parts {
+        for item in part {
+            best.push(item);
+            if best.len() > MAX_RESULTS {
+                best.pop();
+            }
         }
     }
+    // Newest first; equal times in path order. The same whatever order the threads found them.
+    let found: Vec<(SystemTime, PathBuf)> = best
+        .into_sorted_vec()
+        .into_iter()
+        .map(|Reverse((t, Reverse(p)))| (t, p))
+        .collect();
     if total == 0 {
         return Ok(ToolOutcome::Ok {
             content: format!("No files matched {pattern} under {}", show(base)),
             meta: Some(json!({ "num_files": 0, "truncated": false })),
         });
     }
-    let shown: Vec<String> = best
-        .into_sorted_vec()
-        .into_iter()
-        .map(|Reverse((_, Reverse(p)))| show(&p))
-        .collect();
+    let shown: Vec<String> = found.iter().map(|(_, p)| show(p)).collect();
     let mut text = shown.join("\n");
     if total > shown.len() {
         text.push_str(&format!(

@@ -89,7 +89,22 @@ struct Search {
     context: bool,
     head_limit: Option<usize>,
     max_bytes: usize,
+    threads: usize,
 }
+
+/// What searching one file found.
+#[derive(Default)]
+struct Found {
+    shown: String,
+    lines: Vec<String>,
+    count: u64,
+    matched: bool,
+    mtime: Option<SystemTime>,
+}
+
+/// Files searched at a time between two merges: results are merged in path order after each
+/// batch, so the output stops at its cap after at most one batch more than needed.
+const BATCH: usize = 512;
 
 impl Tool for GrepTool {
     fn name(&self) -> &'static str {
@@ -208,6 +223,7 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
         context: mode == Mode::Content && (before > 0 || after > 0),
         head_limit,
         max_bytes: cx.limits.head_bytes + cx.limits.tail_bytes,
+        threads: cx.limits.search_threads.max(1),
     })
 }
 
@@ -303,52 +319,34 @@ impl Search {
         };
         let mut files: Vec<(SystemTime, String)> = Vec::new();
         let mut matched_files = 0usize;
-        for path in self.files() {
-            if cancel.is_cancelled() {
-                return Err(Cancelled);
-            }
-            let shown = show(&path);
-            let mut sink = FileSink {
-                mode: self.mode,
-                path: &shown,
-                line_numbers: self.line_numbers,
-                lines: Vec::new(),
-                bytes: 0,
-                max_bytes: self.max_bytes,
-                count: 0,
-                binary: false,
-                cancel,
-            };
-            let searched = self.searcher.search_path(&self.matcher, &path, &mut sink);
-            if searched.is_err() || sink.binary || (sink.count == 0 && sink.lines.is_empty()) {
-                continue;
-            }
-            matched_files += 1;
-            let count = sink.count;
-            let lines = std::mem::take(&mut sink.lines);
-            match self.mode {
-                Mode::Files => {
-                    let mtime = std::fs::metadata(&path)
-                        .and_then(|m| m.modified())
-                        .unwrap_or(SystemTime::UNIX_EPOCH);
-                    files.push((mtime, shown));
+        let paths = self.files(cancel)?;
+        'batches: for batch in paths.chunks(BATCH) {
+            for found in self.search_batch(batch, cancel)? {
+                if !found.matched {
+                    continue;
                 }
-                Mode::Count => {
-                    out.push(format!("{shown}:{count}"));
-                }
-                Mode::Content => {
-                    if self.context && matched_files > 1 {
-                        out.push("--".into());
+                matched_files += 1;
+                match self.mode {
+                    Mode::Files => {
+                        files.push((found.mtime.unwrap_or(SystemTime::UNIX_EPOCH), found.shown));
                     }
-                    for l in lines {
-                        if !out.push(l) {
-                            break;
+                    Mode::Count => {
+                        out.push(format!("{}:{}", found.shown, found.count));
+                    }
+                    Mode::Content => {
+                        if self.context && matched_files > 1 {
+                            out.push("--".into());
+                        }
+                        for l in found.lines {
+                            if !out.push(l) {
+                                break;
+                            }
                         }
                     }
                 }
-            }
-            if out.full() {
-                break;
+                if out.full() {
+                    break 'batches;
+                }
             }
         }
         if self.mode == Mode::Files {
@@ -377,24 +375,24 @@ impl Search {
         })
     }
 
-    /// The files to search: `root` itself if it is a file, else a gitignore-aware walk.
-    fn files(&mut self) -> Box<dyn Iterator<Item = PathBuf>> {
+    /// The files to search, in path order: `root` itself if it is a file, else a
+    /// gitignore-aware walk on `threads` threads (sorted afterwards: the order is that of a
+    /// one-threaded walk that visits each directory's entries by name).
+    fn files(&mut self, cancel: &CancelToken) -> Result<Vec<PathBuf>, Cancelled> {
         if !self.root.is_dir() {
-            return Box::new(std::iter::once(self.root.clone()));
+            return Ok(vec![self.root.clone()]);
         }
         let mut wb = ignore::WalkBuilder::new(&self.root);
         wb.hidden(true)
             .require_git(false)
             .follow_links(false)
-            .filter_entry(|e| e.file_name() != ".git")
-            .sort_by_file_name(|a, b| a.cmp(b));
+            .filter_entry(|e| e.file_name() != ".git");
         if let Some(t) = self.types.take() {
             wb.types(t);
         }
         let globs = self.globs.take();
         let root = self.root.clone();
-        Box::new(wb.build().filter_map(move |e| {
-            let e = e.ok()?;
+        let mut paths = crate::walk::collect(wb, self.threads, cancel, |e| {
             if !e.file_type()?.is_file() {
                 return None;
             }
@@ -403,8 +401,113 @@ impl Search {
                     return None;
                 }
             }
-            Some(e.into_path())
-        }))
+            Some(e.path().to_path_buf())
+        })?;
+        paths.sort_unstable();
+        Ok(paths)
+    }
+
+    /// Search `batch` on up to `threads` threads; the results come back in `batch`'s order.
+    fn search_batch(
+        &self,
+        batch: &[PathBuf],
+        cancel: &CancelToken,
+    ) -> Result<Vec<Found>, Cancelled> {
+        let threads = self.threads.min(batch.len()).max(1);
+        let mut results: Vec<Found> = Vec::with_capacity(batch.len());
+        if threads == 1 {
+            let mut searcher = self.searcher.clone();
+            let how = self.how();
+            for path in batch {
+                if cancel.is_cancelled() {
+                    return Err(Cancelled);
+                }
+                results.push(how.search_one(&mut searcher, path, cancel));
+            }
+            return Ok(results);
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<Option<Found>>> =
+            batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        let how = self.how();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let mut searcher = self.searcher.clone();
+                let (how, next, slots) = (&how, &next, &slots);
+                scope.spawn(move || loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= batch.len() || cancel.is_cancelled() {
+                        break;
+                    }
+                    let found = how.search_one(&mut searcher, &batch[i], cancel);
+                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
+                });
+            }
+        });
+        if cancel.is_cancelled() {
+            return Err(Cancelled);
+        }
+        for slot in slots {
+            results.push(
+                slot.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_default(),
+            );
+        }
+        Ok(results)
+    }
+
+    /// What every thread needs to search a file (shareable between threads).
+    fn how(&self) -> How<'_> {
+        How {
+            matcher: &self.matcher,
+            mode: self.mode,
+            line_numbers: self.line_numbers,
+            max_bytes: self.max_bytes,
+        }
+    }
+}
+
+/// How to search one file.
+struct How<'a> {
+    matcher: &'a RegexMatcher,
+    mode: Mode,
+    line_numbers: bool,
+    max_bytes: usize,
+}
+
+impl How<'_> {
+    fn search_one(&self, searcher: &mut Searcher, path: &Path, cancel: &CancelToken) -> Found {
+        let shown = show(path);
+        let mut sink = FileSink {
+            mode: self.mode,
+            path: &shown,
+            line_numbers: self.line_numbers,
+            lines: Vec::new(),
+            bytes: 0,
+            max_bytes: self.max_bytes,
+            count: 0,
+            binary: false,
+            cancel,
+        };
+        let searched = searcher.search_path(self.matcher, path, &mut sink);
+        if searched.is_err() || sink.binary || (sink.count == 0 && sink.lines.is_empty()) {
+            return Found::default();
+        }
+        let mtime = (self.mode == Mode::Files).then(|| {
+            std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH)
+        });
+        let count = sink.count;
+        let lines = std::mem::take(&mut sink.lines);
+        Found {
+            shown,
+            lines,
+            count,
+            matched: true,
+            mtime,
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod process;
 pub mod read;
 pub mod shell;
 mod supervise;
+pub mod walk;
 pub mod write;
 
 use std::future::Future;
@@ -255,6 +256,8 @@ pub struct ToolLimits {
     /// hung network mount or a disk that stopped answering ends the call with an error that
     /// says so, instead of holding the turn.
     pub file_deadline: Duration,
+    /// Threads Grep and Glob walk and search with (1: one thread).
+    pub search_threads: usize,
 }
 
 impl Default for ToolLimits {
@@ -269,6 +272,7 @@ impl Default for ToolLimits {
             spill_dir: None,
             max_result_bytes: 256 * 1024,
             file_deadline: Duration::from_secs(120),
+            search_threads: crate::walk::default_threads(),
         }
     }
 }

@@ -368,6 +368,9 @@ impl SessionBuilder {
         )? {
             tools.file_deadline = d;
         }
+        if let Some(n) = k.count("KEEL_SEARCH_THREADS", 1, 64)? {
+            tools.search_threads = n as usize;
+        }
         limits.context = context_limits(k, o, limits.max_tokens)?;
         limits.tools = Arc::new(tools);
         if let Some(n) = k.count("KEEL_SUBAGENT_MAX_DEPTH", 0, 16)? {

@@ -6,3 +6,4 @@ mod glob;
 mod grep;
 mod inputs;
 mod read_write;
+mod threads;
