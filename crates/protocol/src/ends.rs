@@ -104,7 +104,10 @@ mod tests {
     fn unknown_values_survive_a_round_trip() {
         let r: TerminalReason = serde_json::from_str("\"rapid_refill_breaker\"").unwrap();
         assert_eq!(r, TerminalReason::Other("rapid_refill_breaker".into()));
-        assert_eq!(serde_json::to_string(&r).unwrap(), "\"rapid_refill_breaker\"");
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            "\"rapid_refill_breaker\""
+        );
         let r: TerminalReason = serde_json::from_str("\"prompt_too_long\"").unwrap();
         assert_eq!(r, TerminalReason::PromptTooLong);
         let s: ResultSubtype = serde_json::from_str("\"error_max_turns\"").unwrap();

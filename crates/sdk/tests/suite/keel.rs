@@ -1,8 +1,9 @@
 //! Against the real keel binary and keel-mock: one-shot `-p` runs (`PromptMode::Argv`) and
 //! stream-json sessions with control requests and callbacks.
 //!
-//! The keel binary is not built by `cargo test -p keel-sdk`: build the workspace first
-//! (`cargo build --workspace`, as `.ci/run` does) or point `KEEL_BIN` at one.
+//! The keel binary is found next to this test binary (a workspace build made it), or at
+//! `KEEL_BIN`; when neither has one, the tests build it once through cargo, so
+//! `cargo test -p keel-sdk` works on a fresh clone.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -18,23 +19,42 @@ use serde_json::json;
 use super::common::{bounded, collect, split, wait_gone};
 
 fn keel_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(find_or_build_keel).clone()
+}
+
+fn find_or_build_keel() -> PathBuf {
     if let Ok(p) = std::env::var("KEEL_BIN") {
         return PathBuf::from(p);
     }
     // target/<profile>/deps/all-<hash> → target/<profile>/keel
-    let from_exe = std::env::current_exe()
+    let profile_dir = std::env::current_exe()
         .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.join("keel")));
-    let from_manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/keel");
-    let found = from_exe
-        .into_iter()
-        .chain([from_manifest])
-        .find(|p| p.is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "the keel binary is missing: build it first with `cargo build -p keel-cli` (or `cargo build --workspace`), or set KEEL_BIN"
-        )
-    })
+        .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()));
+    let beside = profile_dir.as_ref().map(|d| d.join("keel"));
+    if let Some(p) = beside.as_ref().filter(|p| p.is_file()) {
+        return p.clone();
+    }
+    // Not built yet (`cargo test -p keel-sdk` on a fresh clone): build it the same way.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["build", "-p", "keel-cli", "--bin", "keel"])
+        .current_dir(&root);
+    if let Some(target) = profile_dir.as_ref().and_then(|d| d.parent()) {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo to build the keel binary");
+    assert!(
+        status.success(),
+        "building the keel binary failed: {status}"
+    );
+    match beside.filter(|p| p.is_file()) {
+        Some(p) => p,
+        None => panic!("the keel binary is missing after building it; set KEEL_BIN to one"),
+    }
 }
 
 struct Keel {
