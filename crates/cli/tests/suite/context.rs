@@ -525,7 +525,13 @@ async fn an_image_file_is_read_as_an_image_and_one_past_the_limits_is_refused() 
         "{refused}"
     );
     // The front end's detail describes the image without carrying it.
-    let detail = run.of("user")[0]["tool_use_result"].to_string();
+    // (The two reads run side by side: their results come in either order.)
+    let detail = run
+        .of("user")
+        .iter()
+        .map(|f| f["tool_use_result"].to_string())
+        .find(|d| d.contains("\"image\""))
+        .expect("the image read's detail");
     assert!(
         detail.contains("image/png") && !detail.contains("iVBOR"),
         "{detail}"

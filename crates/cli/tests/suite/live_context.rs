@@ -118,7 +118,7 @@ async fn disallowed_tools_sent_in_initialize_bind_inside_a_subagent() {
 
 #[tokio::test]
 async fn a_mode_change_binds_a_running_subagent_at_its_next_decision() {
-    let wait_for_go = "while [ ! -f go ]; do sleep 0.02; done";
+    let wait_for_go = "touch started; while [ ! -f go ]; do sleep 0.02; done";
     let h = Harness::from_json(&delegating(&[
         bash(wait_for_go),
         bash("touch made_after_plan.txt"),
@@ -134,6 +134,12 @@ async fn a_mode_change_binds_a_running_subagent_at_its_next_decision() {
             && f["message"]["content"][0]["input"]["command"] == wait_for_go
     })
     .await;
+    // Shown is not yet allowed: wait until the command is really running.
+    let started = h.cwd().join("started");
+    assert!(
+        super::common::eventually(std::time::Duration::from_secs(30), || started.exists()).await,
+        "the subagent's first command never started"
+    );
     let r = st
         .ask(
             "mode",
