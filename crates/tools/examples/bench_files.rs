@@ -51,7 +51,10 @@ fn main() {
         .expect("a runtime");
     let cores = keel_tools::walk::default_threads();
     let rg = which("rg");
-    println!("{:<44} {:>12} {:>22}", "measurement", "median ms", "range ms");
+    println!(
+        "{:<44} {:>12} {:>22}",
+        "measurement", "median ms", "range ms"
+    );
     for threads in [1, cores] {
         let grep = json!({"pattern": "needle_[0-9]+_rare", "output_mode": "content", "path": tree});
         let ms = time(runs, || run(&rt, &GrepTool, grep.clone(), threads));
@@ -79,7 +82,10 @@ fn main() {
     let t = Instant::now();
     generate_big(&big, 1_000_000_000);
     eprintln!("1 GB file generated in {:.1} s", t.elapsed().as_secs_f64());
-    for (offset, label) in [(1, "Read lines 1-1000 of 1 GB"), (1_000_000, "Read lines 1,000,000-1,001,000 of 1 GB")] {
+    for (offset, label) in [
+        (1, "Read lines 1-1000 of 1 GB"),
+        (1_000_000, "Read lines 1,000,000-1,001,000 of 1 GB"),
+    ] {
         let input = json!({"file_path": big, "offset": offset, "limit": 1000});
         let ms = time(runs, || run(&rt, &ReadTool, input.clone(), 1));
         report(label, &ms);
@@ -159,11 +165,13 @@ fn generate_big(path: &Path, size: u64) {
     if std::fs::metadata(path).is_ok_and(|m| m.len() >= size) {
         return;
     }
-    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("big file"));
+    let mut f =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("big file"));
     let mut written = 0u64;
     let mut n = 0u64;
     while written < size {
-        let line = format!("{n:>10} the quick brown fox jumps over the lazy dog, again and again\n");
+        let line =
+            format!("{n:>10} the quick brown fox jumps over the lazy dog, again and again\n");
         f.write_all(line.as_bytes()).expect("writing the big file");
         written += line.len() as u64;
         n += 1;
