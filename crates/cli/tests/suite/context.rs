@@ -576,3 +576,26 @@ mod base64_free {
         out
     }
 }
+
+#[tokio::test]
+async fn a_threshold_below_the_prompt_itself_never_makes_every_request_a_compaction() {
+    let scenario = format!(
+        r#"{{"steps": [
+            {SUMMARY_STEP},
+            {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "echo hi"}}}}], "times": 4}},
+            {{"kind": "text", "text": "Done."}}
+        ]}}"#
+    );
+    let h = Harness::from_json(&scenario).await;
+    // keel's own system prompt and tools are larger than this.
+    let run = h
+        .run_stream(
+            "go",
+            &["--allowedTools", "Bash"],
+            &[("KEEL_COMPACT_THRESHOLD_TOKENS", "1000")],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(run.of("system/compact_boundary").is_empty());
+    assert_eq!(h.requests().len(), 5, "no summary was asked for");
+}

@@ -281,6 +281,7 @@ impl Session {
             format!("The result of this {} call was lost in compaction.", c.name)
         });
         self.history = history;
+        self.compacted_len = Some(self.history.len());
         let info = CompactInfo {
             trigger: trigger.as_str().into(),
             pre_tokens,

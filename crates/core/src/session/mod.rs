@@ -86,6 +86,8 @@ pub struct Session {
     /// The tools as last offered, the agent-type generation they were made for, and their
     /// size in bytes of JSON.
     specs: Option<(u64, Arc<Vec<ToolSpec>>, usize)>,
+    /// The history's length right after the last compaction.
+    pub(crate) compacted_len: Option<usize>,
 }
 
 impl Session {
@@ -110,6 +112,7 @@ impl Session {
             system: Vec::new(),
             warnings: Vec::new(),
             specs: None,
+            compacted_len: None,
         };
         s.system = s.build_system();
         s

@@ -330,10 +330,15 @@ impl Session {
         turn: &CancelToken,
         stats: &mut TurnStats,
     ) -> Result<Result<Reply, TurnEnd>, EmitError> {
+        // Never twice without a new exchange in between: a prefix (tools, system prompt)
+        // larger than the threshold must not make every request a compaction.
+        // Nor when the prefix alone takes half the threshold: summarizing cannot help then.
+        let grown = self.history.len() > self.compacted_len.map_or(1, |n| n + 2);
         let full = self.ctx.limits.context.auto_compact
-            && self.history.len() > 1
+            && grown
             && (std::mem::take(&mut stats.compact_next)
-                || self.tokens_in_use() > self.compact_threshold());
+                || self.tokens_in_use() > self.compact_threshold())
+            && keel_model::estimate_tokens(self.prefix_bytes()) < self.compact_threshold() / 2;
         if full {
             let mut api_time = stats.api_time;
             let compacted = self.compact(Trigger::Auto, "", turn, &mut api_time).await?;
