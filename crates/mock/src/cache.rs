@@ -198,6 +198,23 @@ mod tests {
     }
 
     #[test]
+    fn more_than_four_breakpoints_are_refused_like_the_api_does() {
+        let mark = json!({"type": "ephemeral"});
+        let blocks: Vec<Value> = (0..5)
+            .map(|i| json!({"type": "text", "text": format!("part {i}"), "cache_control": mark}))
+            .collect();
+        let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": blocks}]});
+        let err = crate::validate_request(&body).unwrap_err();
+        assert!(err.contains("at most 4"), "{err}");
+        let mut four = body.clone();
+        four["messages"][0]["content"][4]
+            .as_object_mut()
+            .unwrap()
+            .remove("cache_control");
+        crate::validate_request(&four).unwrap();
+    }
+
+    #[test]
     fn without_breakpoints_nothing_is_cached() {
         let c = PromptCache::default();
         let mut b = body(1, false);

@@ -59,6 +59,8 @@ pub struct AnthropicClient {
     http: reqwest::Client,
     cfg: ClientConfig,
     url: String,
+    /// The size of the last request body (the next is about as large).
+    last_body: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl AnthropicClient {
@@ -117,7 +119,12 @@ impl AnthropicClient {
                 ))
             }
         }
-        Ok(Self { http, cfg, url })
+        Ok(Self {
+            http,
+            cfg,
+            url,
+            last_body: Default::default(),
+        })
     }
 
     /// The endpoint requests go to.
@@ -128,13 +135,20 @@ impl AnthropicClient {
     async fn send(&self, req: &ModelRequest, stream: bool) -> Result<reqwest::Response, ApiError> {
         // Serialized as it is (its history is mostly bytes encoded once); only the rare
         // non-streaming fallback needs a copy with the other `stream`.
+        // Sized from the last request (a conversation only grows), so the body is written
+        // once instead of being copied at every doubling.
+        let hint = self.last_body.load(std::sync::atomic::Ordering::Relaxed);
+        let mut buf = Vec::with_capacity(hint + hint / 8 + 4096);
         let encoded = if req.stream == stream {
-            serde_json::to_vec(req)
+            serde_json::to_writer(&mut buf, req)
         } else {
             let mut body = req.clone();
             body.stream = stream;
-            serde_json::to_vec(&body)
+            serde_json::to_writer(&mut buf, &body)
         };
+        self.last_body
+            .store(buf.len(), std::sync::atomic::Ordering::Relaxed);
+        let encoded = encoded.map(|()| buf);
         let json = encoded.map_err(|e| {
             ApiError::new(
                 ApiErrorKind::Config,

@@ -320,8 +320,9 @@ async fn a_session_that_outgrows_its_threshold_compacts_once_and_goes_on() {
     let scenario = format!(
         r#"{{"steps": [
             {SUMMARY_STEP},
-            {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "sleep 30", "run_in_background": true}}}}]}},
+            {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "while [ ! -f go ]; do sleep 0.02; done; echo bg-finished > bg.out", "run_in_background": true}}}}]}},
             {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "head -c 3000 /dev/zero | tr '\\0' a"}}}}], "times": 7}},
+            {{"kind": "tool_use", "calls": [{{"name": "Bash", "input": {{"command": "touch go; while [ ! -f bg.out ]; do sleep 0.02; done; sleep 1"}}}}]}},
             {{"kind": "text", "text": "Finished."}},
             {{"kind": "text", "text": "Resumed fine."}}
         ]}}"#
@@ -378,6 +379,14 @@ async fn a_session_that_outgrows_its_threshold_compacts_once_and_goes_on() {
     assert!(
         !after.to_string().contains(&"a".repeat(2900)),
         "the old outputs are gone"
+    );
+
+    // The background task started before the compaction is still announced after it.
+    let last = &reqs.last().unwrap().body;
+    assert!(
+        last_user_text(last).contains("<task-notification>"),
+        "the task's end reached the model: {}",
+        last_user_text(last)
     );
 
     // --resume starts from the compacted conversation.
@@ -598,4 +607,27 @@ async fn a_threshold_below_the_prompt_itself_never_makes_every_request_a_compact
     run.assert_end("success", false, "completed", 0);
     assert!(run.of("system/compact_boundary").is_empty());
     assert_eq!(h.requests().len(), 5, "no summary was asked for");
+}
+
+#[tokio::test]
+async fn a_full_context_window_stop_is_continued_after_compacting() {
+    let scenario = format!(
+        r#"{{"steps": [
+            {SUMMARY_STEP},
+            {{"kind": "text", "text": "Part one", "stop_reason": "model_context_window_exceeded"}},
+            {{"kind": "text", "text": ", part two."}}
+        ]}}"#
+    );
+    let h = Harness::from_json(&scenario).await;
+    let run = h.run_stream("write a long answer", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.result()["result"], "Part one, part two.");
+    assert_eq!(
+        run.of("system/compact_boundary").len(),
+        1,
+        "compacted before going on"
+    );
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 3, "the reply, the summary, the continuation");
+    keel_mock::validate_request(&reqs[2].body).unwrap();
 }
