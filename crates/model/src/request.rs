@@ -180,14 +180,18 @@ fn message_bytes(m: &ApiMessage) -> usize {
 impl ModelRequest {
     /// An estimate of the request's input tokens (tools, system and messages).
     pub fn estimated_input_tokens(&self) -> u64 {
+        let messages: usize = self.messages.iter().map(RequestMessage::bytes).sum();
+        estimate_tokens(self.prefix_bytes() + messages)
+    }
+
+    /// Roughly how many bytes the tools and the system prompt take.
+    fn prefix_bytes(&self) -> usize {
         let tools: usize = self
             .tools
             .iter()
             .map(|t| t.name.len() + t.description.len() + approx_value_bytes(&t.input_schema))
             .sum();
-        let system: usize = self.system.iter().map(approx_value_bytes).sum();
-        let messages: usize = self.messages.iter().map(RequestMessage::bytes).sum();
-        estimate_tokens(tools + system + messages)
+        tools + self.system.iter().map(approx_value_bytes).sum::<usize>()
     }
 
     /// Place prompt-cache breakpoints so that each request reads from cache what the previous
@@ -199,13 +203,7 @@ impl ModelRequest {
     /// marked ones are encoded again from them). Returns how many were placed.
     pub fn mark_cache_breakpoints(&mut self, typed: &[ApiMessage]) -> usize {
         let mut placed = 0;
-        let tools: usize = self
-            .tools
-            .iter()
-            .map(|t| t.name.len() + t.description.len() + approx_value_bytes(&t.input_schema))
-            .sum();
-        let system: usize = self.system.iter().map(approx_value_bytes).sum();
-        let mut prefix = tools + system;
+        let mut prefix = self.prefix_bytes();
         if estimate_tokens(prefix) >= MIN_CACHEABLE_TOKENS {
             if let Some(Value::Object(last)) = self.system.last_mut() {
                 last.insert("cache_control".into(), ephemeral());

@@ -304,16 +304,24 @@ fn number_lines(
     Ok(w)
 }
 
+/// The reader's next bytes (empty at the end), past interrupted reads.
+fn fill(reader: &mut impl BufRead) -> io::Result<&[u8]> {
+    loop {
+        match reader.fill_buf() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            // Re-borrowed here: the loop above cannot hold it across iterations.
+            Ok(_) => return reader.fill_buf(),
+        }
+    }
+}
+
 /// The lines left in `reader` (a last line without `\n` counts).
 fn count_lines(reader: &mut impl BufRead, cancel: &CancelToken) -> io::Result<usize> {
     let mut n = 0;
     let mut open = false;
     loop {
-        let buf = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let buf = fill(reader)?;
         if buf.is_empty() {
             return Ok(n + usize::from(open));
         }
@@ -366,11 +374,7 @@ fn read_line_bounded(
     let mut total = 0usize;
     let mut any = false;
     loop {
-        let buf = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
+        let buf = fill(reader)?;
         if buf.is_empty() {
             return Ok(any.then_some(total));
         }

@@ -46,7 +46,7 @@ impl Session {
             return None;
         }
         let mut input = self.hook_input(HookEvent::UserPromptSubmit);
-        input.prompt = Some(prompt_text(prompt));
+        input.prompt = Some(super::text_of(prompt));
         let Some(d) = run_raced(&*hooks, input, turn).await else {
             return Some(TurnEnd::Interrupted {
                 phase: Phase::Streaming,
@@ -101,15 +101,4 @@ impl Session {
         self.tell_model(vec![ContentBlock::text(text)]).await?;
         Ok(true)
     }
-}
-
-fn prompt_text(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
