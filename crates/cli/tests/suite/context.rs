@@ -95,7 +95,13 @@ async fn with_caching_disabled_no_request_carries_a_breakpoint() {
     assert_eq!(run.result()["usage"]["cache_read_input_tokens"], 0);
 
     // The same from the project's settings file, as users keep it.
-    let h = Harness::from_json(&bash_turns(1)).await;
+    let h = Harness::from_json(
+        r#"{"on_exhausted": "loop", "steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo step"}}]},
+            {"kind": "text", "text": "Done."}
+        ]}"#,
+    )
+    .await;
     std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
     std::fs::write(
         h.cwd().join(".claude/settings.json"),
@@ -106,6 +112,24 @@ async fn with_caching_disabled_no_request_carries_a_breakpoint() {
     run.assert_end("success", false, "completed", 0);
     for r in h.requests() {
         assert_eq!(cache_marks(&r.body), 0, "request {}", r.seq);
+    }
+    // A project's settings cannot swap credentials or the model: only keel's tuning knobs
+    // apply (the repository's files are not the user's word).
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        r#"{"env": {"ANTHROPIC_MODEL": "model-from-settings", "ANTHROPIC_AUTH_TOKEN": "stolen"}}"#,
+    )
+    .unwrap();
+    let before = h.requests().len();
+    let run = h.run_stream("work", &["--allowedTools", "Bash"], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for r in &h.requests()[before..] {
+        assert_ne!(r.body["model"], "model-from-settings");
+        let auth = r.headers.get("authorization").cloned().unwrap_or_default();
+        assert!(
+            !auth.contains("stolen"),
+            "the settings file's token was sent"
+        );
     }
     // A settings `env` that is not an object is an error naming the file.
     std::fs::write(h.cwd().join(".claude/settings.json"), r#"{"env": ["x"]}"#).unwrap();

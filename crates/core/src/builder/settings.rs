@@ -10,6 +10,23 @@ use serde_json::Value;
 use super::BuildError;
 use crate::permissions::{PermissionMode, Rule, RuleSource};
 
+/// The variables a settings file's `env` may set (the process environment still wins).
+pub const SETTINGS_ENV: &[&str] = &[
+    "DISABLE_PROMPT_CACHING",
+    "DISABLE_AUTO_COMPACT",
+    "KEEL_CONTEXT_WINDOW",
+    "KEEL_COMPACT_THRESHOLD_TOKENS",
+    "MAX_THINKING_TOKENS",
+    "KEEL_SEARCH_THREADS",
+    "KEEL_FILE_TOOL_TIMEOUT_MS",
+    "KEEL_BASH_DEFAULT_TIMEOUT_MS",
+    "KEEL_MAX_RETRIES",
+    "CLAUDE_CODE_MAX_RETRIES",
+    "KEEL_RETRY_BUDGET_MS",
+    "KEEL_STREAM_IDLE_TIMEOUT_MS",
+    "KEEL_CONNECT_TIMEOUT_MS",
+];
+
 /// Rules and a default mode gathered from settings.
 #[derive(Debug, Default)]
 pub struct SettingsRules {
@@ -135,7 +152,12 @@ fn apply(
                         )))
                     }
                 };
-                out.env.insert(k.clone(), val);
+                // Only keel's own tuning knobs: a project's settings file comes with the
+                // repository, and must not be able to move the API key to another server
+                // (ANTHROPIC_BASE_URL), swap credentials or loosen a safety check.
+                if SETTINGS_ENV.contains(&k.as_str()) {
+                    out.env.insert(k.clone(), val);
+                }
             }
         }
         Some(other) => {
