@@ -1,6 +1,5 @@
 //! Helpers for enums tagged by a string field whose unknown tags must be kept, not rejected.
 
-use serde::de::Error as _;
 use serde::ser::Error as _;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -33,17 +32,59 @@ pub(crate) fn serialize_tagged<S: Serializer, T: Serialize>(
     out.serialize(s)
 }
 
-/// Deserialize one variant's struct from the object `v`, naming the tag in any error.
-pub(crate) fn from_object<'de, D, T>(v: Value, what: &str) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::de::DeserializeOwned,
-{
-    serde_json::from_value(v).map_err(|e| D::Error::custom(format!("invalid {what}: {e}")))
-}
-
 /// Declares `Serialize`/`Deserialize` for an enum whose variants are newtype structs selected by a
 /// string field, plus an `Other(Value)` variant that keeps unknown tags verbatim.
+/// What the first entry of a tagged object said.
+pub(crate) enum Head<'de, A: serde::de::MapAccess<'de>> {
+    /// The tag came first: its value, and the rest of the map still to read.
+    Tag(String, A, std::marker::PhantomData<&'de ()>),
+    /// It did not: the whole object, read into a value.
+    Object(Map<String, Value>),
+}
+
+/// Read the first entry of a map: the fast path when it is the tag (as keel and the reference
+/// CLI write them), else the whole map as a value.
+pub(crate) fn head<'de, A: serde::de::MapAccess<'de>>(
+    key: &str,
+    mut map: A,
+) -> Result<Head<'de, A>, A::Error> {
+    let Some(first) = map.next_key::<String>()? else {
+        return Ok(Head::Object(Map::new()));
+    };
+    if first == key {
+        if let Value::String(tag) = map.next_value::<Value>()? {
+            return Ok(Head::Tag(tag, map, std::marker::PhantomData));
+        }
+        // A tag that is not a string: the object is kept whole, as an unknown one.
+        let mut all = Map::new();
+        all.insert(first, Value::Null);
+        while let Some((k, v)) = map.next_entry::<String, Value>()? {
+            all.insert(k, v);
+        }
+        return Ok(Head::Object(all));
+    }
+    let mut all = Map::new();
+    all.insert(first, map.next_value::<Value>()?);
+    while let Some((k, v)) = map.next_entry::<String, Value>()? {
+        all.insert(k, v);
+    }
+    Ok(Head::Object(all))
+}
+
+/// The rest of a map (after an unknown tag) as an object, with the tag put back first.
+pub(crate) fn rest<'de, A: serde::de::MapAccess<'de>>(
+    key: &str,
+    tag: String,
+    mut map: A,
+) -> Result<Value, A::Error> {
+    let mut all = Map::new();
+    all.insert(key.to_owned(), Value::String(tag));
+    while let Some((k, v)) = map.next_entry::<String, Value>()? {
+        all.insert(k, v);
+    }
+    Ok(Value::Object(all))
+}
+
 macro_rules! tagged_enum {
     ($ty:ident, $key:literal, { $($tag:literal => $variant:ident),* $(,)? }) => {
         impl serde::Serialize for $ty {
@@ -56,18 +97,70 @@ macro_rules! tagged_enum {
         }
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let mut v = serde_json::Value::deserialize(d)?;
-                let tag = v.get($key).and_then(|t| t.as_str()).map(str::to_owned);
-                match tag.as_deref() {
-                    $( Some($tag) => {
-                        // The tag is the variant; it must not also land in the struct's `extra`.
-                        if let Some(o) = v.as_object_mut() {
-                            o.remove($key);
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("an object tagged by `", $key, "`"))
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<$ty, A::Error> {
+                        use serde::de::Error as _;
+                        match $crate::tagged::head($key, map)? {
+                            // The tag first: the rest of the map goes straight into the variant.
+                            $crate::tagged::Head::Tag(tag, map, _) => match tag.as_str() {
+                                $( $tag => serde::Deserialize::deserialize(
+                                    serde::de::value::MapAccessDeserializer::new(map),
+                                )
+                                .map($ty::$variant)
+                                .map_err(|e: A::Error| A::Error::custom(format!(
+                                    concat!("invalid ", $key, " ", $tag, ": {}"), e
+                                ))), )*
+                                _ => Ok($ty::Other($crate::tagged::rest($key, tag, map)?)),
+                            },
+                            $crate::tagged::Head::Object(mut o) => {
+                                let tag = o.get($key).and_then(|t| t.as_str()).map(str::to_owned);
+                                match tag.as_deref() {
+                                    $( Some($tag) => {
+                                        o.remove($key);
+                                        serde_json::from_value(serde_json::Value::Object(o))
+                                            .map($ty::$variant)
+                                            .map_err(|e| A::Error::custom(format!(
+                                                concat!("invalid ", $key, " ", $tag, ": {}"), e
+                                            )))
+                                    } )*
+                                    _ => Ok($ty::Other(serde_json::Value::Object(o))),
+                                }
+                            }
                         }
-                        Ok($ty::$variant($crate::tagged::from_object::<D, _>(v, concat!($key, " ", $tag))?))
-                    } )*
-                    _ => Ok($ty::Other(v)),
+                    }
+                    // Anything that is not an object is kept as it is, like an unknown tag.
+                    fn visit_unit<E: serde::de::Error>(self) -> Result<$ty, E> {
+                        Ok($ty::Other(serde_json::Value::Null))
+                    }
+                    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<$ty, E> {
+                        Ok($ty::Other(serde_json::Value::Bool(v)))
+                    }
+                    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<$ty, E> {
+                        Ok($ty::Other(v.into()))
+                    }
+                    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<$ty, E> {
+                        Ok($ty::Other(v.into()))
+                    }
+                    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<$ty, E> {
+                        Ok($ty::Other(serde_json::Value::from(v)))
+                    }
+                    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<$ty, E> {
+                        Ok($ty::Other(serde_json::Value::String(v.to_owned())))
+                    }
+                    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<$ty, A::Error> {
+                        let mut items = Vec::new();
+                        while let Some(v) = seq.next_element::<serde_json::Value>()? {
+                            items.push(v);
+                        }
+                        Ok($ty::Other(serde_json::Value::Array(items)))
+                    }
                 }
+                d.deserialize_any(V)
             }
         }
     };
