@@ -187,3 +187,56 @@ pub(crate) mod double_option {
         Option::<T>::deserialize(d).map(Some)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{ContentBlock, Frame};
+    use serde_json::{json, Value};
+
+    #[test]
+    fn the_tag_first_or_anywhere_reads_the_same() {
+        let first: ContentBlock =
+            serde_json::from_str(r#"{"type":"text","text":"hi","citations":[1]}"#).unwrap();
+        let later: ContentBlock =
+            serde_json::from_str(r#"{"text":"hi","citations":[1],"type":"text"}"#).unwrap();
+        let from_value: ContentBlock =
+            serde_json::from_value(json!({"text": "hi", "type": "text", "citations": [1]}))
+                .unwrap();
+        assert_eq!(first, later);
+        assert_eq!(first, from_value);
+        let ContentBlock::Text(t) = &first else {
+            panic!("{first:?}")
+        };
+        assert_eq!(t.extra["citations"], json!([1]), "unknown fields are kept");
+
+        // Nested: a frame whose blocks are tagged too, tag first or not.
+        let a: Frame = serde_json::from_str(
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]},"session_id":"s","parent_tool_use_id":null}"#,
+        )
+        .unwrap();
+        let b: Frame = serde_json::from_str(
+            r#"{"message":{"content":[{"content":"x","tool_use_id":"t","type":"tool_result"}],"role":"user"},"parent_tool_use_id":null,"session_id":"s","type":"user"}"#,
+        )
+        .unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn unknown_tags_and_other_shapes_are_kept_verbatim() {
+        let b: ContentBlock =
+            serde_json::from_str(r#"{"type":"server_tool_use","id":"x","n":1}"#).unwrap();
+        assert_eq!(
+            b,
+            ContentBlock::Other(json!({"type": "server_tool_use", "id": "x", "n": 1}))
+        );
+        assert_eq!(
+            serde_json::to_string(&b).unwrap(),
+            r#"{"type":"server_tool_use","id":"x","n":1}"#
+        );
+        let s: ContentBlock = serde_json::from_str(r#""plain""#).unwrap();
+        assert_eq!(s, ContentBlock::Other(Value::String("plain".into())));
+        // A known tag with a broken body is an error that names the tag.
+        let e = serde_json::from_str::<ContentBlock>(r#"{"type":"tool_use","id":5}"#).unwrap_err();
+        assert!(e.to_string().contains("type tool_use"), "{e}");
+    }
+}
