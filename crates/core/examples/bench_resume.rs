@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use keel_core::transcript::{
-    read_file, rebuild, FsyncMode, OpenRequest, SessionHeader, Start, Store, TranscriptWriter,
+    read_file, rebuild_history, FsyncMode, OpenRequest, SessionHeader, Start, Store,
+    TranscriptWriter,
 };
 use keel_protocol::Frame;
 use serde_json::json;
@@ -229,7 +230,7 @@ fn main() {
         let t0 = Instant::now();
         let mut loaded = read_file(&path).expect("read");
         let t1 = Instant::now();
-        let r = rebuild(std::mem::take(&mut loaded.records), &sid);
+        let r = rebuild_history(std::mem::take(&mut loaded.records), &sid);
         let t2 = Instant::now();
         assert_eq!(r.history.len(), MESSAGES);
         assert!(r.repairs.is_empty() && loaded.issues.is_empty());

@@ -84,6 +84,17 @@ pub struct Rebuilt {
 /// Rebuild the main conversation of `records`; synthetic frames are stamped `session_id`.
 /// The records are consumed (a long session's are large; they are not copied).
 pub fn rebuild(records: Vec<Record>, session_id: &str) -> Rebuilt {
+    rebuild_as(records, session_id, true)
+}
+
+/// [`rebuild`] for a resume, which needs the history but not the frames: their content moves
+/// into the history instead of being copied (`frames` is left empty), so a long transcript is
+/// held once, not twice.
+pub fn rebuild_history(records: Vec<Record>, session_id: &str) -> Rebuilt {
+    rebuild_as(records, session_id, false)
+}
+
+fn rebuild_as(records: Vec<Record>, session_id: &str, keep_frames: bool) -> Rebuilt {
     let mut frames: Vec<Frame> = Vec::new();
     let mut repairs: Vec<Repair> = Vec::new();
     let mut dropped = Vec::new();
@@ -218,9 +229,13 @@ pub fn rebuild(records: Vec<Record>, session_id: &str) -> Rebuilt {
             }),
         _ => None,
     });
-    let (history, leftover) = History::rebuild(messages(&frames), |c| {
-        RepairCause::ResultMissing.text(&c.name)
-    });
+    let conversation = if keep_frames {
+        messages(frames.iter().cloned())
+    } else {
+        messages(std::mem::take(&mut frames))
+    };
+    let (history, leftover) =
+        History::rebuild(conversation, |c| RepairCause::ResultMissing.text(&c.name));
     // The frame pass closes every call, so the history has nothing left to repair, except
     // in inputs no keel writes (a reply that repeats a call id, say): still well-formed.
     if !leftover.is_empty() {
@@ -236,19 +251,19 @@ pub fn rebuild(records: Vec<Record>, session_id: &str) -> Rebuilt {
     }
 }
 
-/// Merge frames into API messages.
-fn messages(frames: &[Frame]) -> Vec<ApiMessage> {
+/// Merge frames into API messages (taking their content: pass clones to keep the frames).
+fn messages(frames: impl IntoIterator<Item = Frame>) -> Vec<ApiMessage> {
     let mut out: Vec<ApiMessage> = Vec::new();
-    let mut last_reply: Option<&str> = None;
+    let mut last_reply: Option<String> = None;
     for f in frames {
         match f {
             Frame::Assistant(a) => {
+                let id = a.message.id;
                 let blocks: Vec<ContentBlock> = a
                     .message
                     .content
-                    .iter()
+                    .into_iter()
                     .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()))
-                    .cloned()
                     .collect();
                 if blocks.is_empty() {
                     continue;
@@ -258,7 +273,7 @@ fn messages(frames: &[Frame]) -> Vec<ApiMessage> {
                     // calls (roles must alternate, and nothing is owed between them).
                     Some(m)
                         if m.role == Role::Assistant
-                            && (last_reply == Some(a.message.id.as_str())
+                            && (last_reply.as_deref() == Some(id.as_str())
                                 || !m
                                     .content
                                     .blocks()
@@ -272,10 +287,10 @@ fn messages(frames: &[Frame]) -> Vec<ApiMessage> {
                         content: MessageContent::Blocks(blocks),
                     }),
                 }
-                last_reply = Some(a.message.id.as_str());
+                last_reply = Some(id);
             }
             Frame::User(u) => {
-                let blocks = u.message.content.clone().into_blocks();
+                let blocks = u.message.content.into_blocks();
                 match out.last_mut() {
                     Some(m) if m.role == Role::User => extend(m, blocks),
                     _ => out.push(ApiMessage {

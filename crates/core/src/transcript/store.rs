@@ -12,7 +12,8 @@ use serde_json::json;
 use super::notices::{notices, repair_notices, Disposition};
 use super::writer::lock_exclusive_within;
 use super::{
-    parse, rebuild, FsyncMode, Notice, NoticeKind, RepairCause, SessionHeader, TranscriptWriter,
+    parse, rebuild, rebuild_history, FsyncMode, Notice, NoticeKind, RepairCause, SessionHeader,
+    TranscriptWriter,
 };
 use crate::emit::new_uuid;
 use crate::history::History;
@@ -264,7 +265,7 @@ impl Store {
                 // the run can start and end with a result that says what failed.
                 let bytes = std::fs::read(&path).map_err(read_err)?;
                 let mut loaded = parse(&path, &bytes);
-                let rebuilt = rebuild(std::mem::take(&mut loaded.records), &id);
+                let rebuilt = rebuild_history(std::mem::take(&mut loaded.records), &id);
                 let message = format!(
                     "could not open the transcript {} for writing: {e}",
                     path.display()
@@ -291,7 +292,7 @@ impl Store {
         (&*file).read_to_end(&mut bytes).map_err(read_err)?;
         let mut loaded = parse(&path, &bytes);
         drop(bytes);
-        let rebuilt = rebuild(std::mem::take(&mut loaded.records), &id);
+        let rebuilt = rebuild_history(std::mem::take(&mut loaded.records), &id);
         let mut notices = notices(&loaded, &rebuilt, Disposition::Resume);
         let mut len = loaded.good_len;
         let mut cut = Ok(());
