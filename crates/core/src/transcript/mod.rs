@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 pub use list::SessionSummary;
-pub use reader::{parse, read_file, LineIssue, Loaded, Record, TornTail};
+pub use reader::{parse, parse_reader, read_file, LineIssue, Loaded, Record, TornTail};
 pub use rebuild::{rebuild, rebuild_history, Rebuilt, Repair, RepairCause};
 pub use store::{OpenError, OpenRequest, Opened, Start, Store};
 pub use writer::TranscriptWriter;

@@ -70,10 +70,15 @@ pub struct Loaded {
     pub file_len: u64,
 }
 
-/// Read and parse a transcript file.
+/// Read and parse a transcript file, a line at a time (the file is never held whole).
 pub fn read_file(path: &Path) -> std::io::Result<Loaded> {
-    let bytes = std::fs::read(path)?;
-    Ok(parse(path, &bytes))
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    parse_reader(
+        path,
+        std::io::BufReader::with_capacity(256 * 1024, file),
+        len,
+    )
 }
 
 /// What one line turned out to be.
@@ -87,28 +92,42 @@ enum Parsed {
 
 /// Parse the bytes of a transcript.
 pub fn parse(path: &Path, bytes: &[u8]) -> Loaded {
+    // Reading from memory cannot fail.
+    parse_reader(path, bytes, bytes.len() as u64).unwrap_or_default()
+}
+
+/// Parse a transcript from `reader`, a line at a time. `file_len` is reported as is.
+pub fn parse_reader(
+    path: &Path,
+    mut reader: impl std::io::BufRead,
+    file_len: u64,
+) -> std::io::Result<Loaded> {
     let mut out = Loaded {
         path: path.to_owned(),
-        file_len: bytes.len() as u64,
+        file_len,
         ..Loaded::default()
     };
     // Damaged lines after the last good record are cut with the torn tail, but still reported.
     let mut trailing_bad: Vec<(LineIssue, u64)> = Vec::new();
-    let mut start = 0usize;
+    let mut offset = 0u64;
     let mut line_no = 0usize;
-    while start < bytes.len() {
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
         line_no += 1;
-        let (end, next, has_newline) = match memchr(b'\n', &bytes[start..]) {
-            Some(i) => (start + i, start + i + 1, true),
-            None => (bytes.len(), bytes.len(), false),
-        };
-        let raw = &bytes[start..end];
+        let has_newline = buf.last() == Some(&b'\n');
+        let raw = if has_newline { &buf[..n - 1] } else { &buf[..] };
+        let next = offset + n as u64;
         match parse_line(raw, line_no) {
             Ok(Parsed::Blank) => {}
             Ok(parsed) => {
                 // Everything damaged before this good line is a middle line: skipped, reported.
                 out.issues.extend(trailing_bad.drain(..).map(|(i, _)| i));
-                out.good_len = next as u64;
+                out.good_len = next;
                 out.needs_newline = !has_newline;
                 match parsed {
                     Parsed::Header(h) => {
@@ -128,10 +147,10 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Loaded {
                     line: line_no,
                     reason,
                 },
-                (next - start) as u64,
+                n as u64,
             )),
         }
-        start = next;
+        offset = next;
     }
     // The last damaged line is the torn tail; damaged lines before it (after the last good
     // record) are reported as damaged, and go with it when the file is cut.
@@ -143,7 +162,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Loaded {
         });
         out.issues.extend(trailing_bad.into_iter().map(|(i, _)| i));
     }
-    out
+    Ok(out)
 }
 
 fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
@@ -249,8 +268,4 @@ fn trim_ascii(mut b: &[u8]) -> &[u8] {
         }
     }
     b
-}
-
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|b| *b == needle)
 }

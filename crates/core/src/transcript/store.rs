@@ -12,8 +12,8 @@ use serde_json::json;
 use super::notices::{notices, repair_notices, Disposition};
 use super::writer::lock_exclusive_within;
 use super::{
-    parse, rebuild, rebuild_history, FsyncMode, Notice, NoticeKind, RepairCause, SessionHeader,
-    TranscriptWriter,
+    parse, parse_reader, rebuild, rebuild_history, FsyncMode, Notice, NoticeKind, RepairCause,
+    SessionHeader, TranscriptWriter,
 };
 use crate::emit::new_uuid;
 use crate::history::History;
@@ -288,10 +288,8 @@ impl Store {
         };
         // Read under the lock: nobody else appends between reading and cutting.
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut bytes = Vec::with_capacity(size as usize + 1);
-        (&*file).read_to_end(&mut bytes).map_err(read_err)?;
-        let mut loaded = parse(&path, &bytes);
-        drop(bytes);
+        let reader = std::io::BufReader::with_capacity(1 << 20, &*file);
+        let mut loaded = parse_reader(&path, reader, size).map_err(read_err)?;
         let rebuilt = rebuild_history(std::mem::take(&mut loaded.records), &id);
         let mut notices = notices(&loaded, &rebuilt, Disposition::Resume);
         let mut len = loaded.good_len;
