@@ -52,12 +52,13 @@ pub(crate) fn head<'de, A: serde::de::MapAccess<'de>>(
         return Ok(Head::Object(Map::new()));
     };
     if first == key {
-        if let Value::String(tag) = map.next_value::<Value>()? {
-            return Ok(Head::Tag(tag, map, std::marker::PhantomData));
-        }
+        let tag = match map.next_value::<Value>()? {
+            Value::String(tag) => return Ok(Head::Tag(tag, map, std::marker::PhantomData)),
+            other => other,
+        };
         // A tag that is not a string: the object is kept whole, as an unknown one.
         let mut all = Map::new();
-        all.insert(first, Value::Null);
+        all.insert(first, tag);
         while let Some((k, v)) = map.next_entry::<String, Value>()? {
             all.insert(k, v);
         }
@@ -233,6 +234,8 @@ mod tests {
             serde_json::to_string(&b).unwrap(),
             r#"{"type":"server_tool_use","id":"x","n":1}"#
         );
+        let n: ContentBlock = serde_json::from_str(r#"{"type":7,"x":1}"#).unwrap();
+        assert_eq!(n, ContentBlock::Other(json!({"type": 7, "x": 1})));
         let s: ContentBlock = serde_json::from_str(r#""plain""#).unwrap();
         assert_eq!(s, ContentBlock::Other(Value::String("plain".into())));
         // A known tag with a broken body is an error that names the tag.
