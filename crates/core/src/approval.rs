@@ -162,22 +162,48 @@ pub trait Approver: Send + Sync + fmt::Debug {
 
 /// The `permission_suggestions` keel offers with a request: a session rule for this exact call,
 /// and for file edits the acceptEdits mode.
-pub fn suggestions(tool: &str, kind: ToolKind, input: &Value) -> Vec<Value> {
+pub fn suggestions(
+    perms: &crate::permissions::PermissionConfig,
+    tool: &str,
+    kind: ToolKind,
+    input: &Value,
+) -> Vec<Value> {
     let mut out = Vec::new();
-    let content = match kind {
-        ToolKind::Bash => input.get("command").and_then(Value::as_str),
-        ToolKind::Write | ToolKind::Edit | ToolKind::Read => {
-            input.get("file_path").and_then(Value::as_str)
+    let rules: Vec<Value> = match kind {
+        ToolKind::Bash => {
+            let command = input.get("command").and_then(Value::as_str).unwrap_or("");
+            perms
+                .suggest_bash(tool, command)
+                .into_iter()
+                .map(|(t, c)| json!({ "toolName": t, "ruleContent": c }))
+                .collect()
         }
-        _ => None,
+        ToolKind::Write | ToolKind::Edit | ToolKind::Read => {
+            match input.get("file_path").and_then(Value::as_str) {
+                Some(p) => {
+                    let r = perms.roots.resolve(p);
+                    vec![
+                        json!({ "toolName": tool, "ruleContent": crate::permissions::exact_path_rule(&r.real) }),
+                    ]
+                }
+                None => Vec::new(),
+            }
+        }
+        _ => vec![json!({ "toolName": tool })],
     };
-    let mut rule = json!({ "toolName": tool });
-    if let Some(c) = content {
-        rule["ruleContent"] = json!(c);
+    // Never a rule broader than what is being approved: when none can be exact, only the
+    // one-time approval is offered.
+    if !rules.is_empty() {
+        out.push(json!({ "type": "addRules", "rules": rules, "behavior": "allow", "destination": "session" }));
     }
-    out.push(json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" }));
     if kind.edits_files() {
-        out.push(json!({ "type": "setMode", "mode": "acceptEdits", "destination": "session" }));
+        let inside = input
+            .get("file_path")
+            .and_then(Value::as_str)
+            .is_some_and(|p| perms.roots.contains(&perms.roots.resolve(p)));
+        if inside {
+            out.push(json!({ "type": "setMode", "mode": "acceptEdits", "destination": "session" }));
+        }
     }
     out
 }
@@ -214,11 +240,49 @@ mod tests {
 
     #[test]
     fn suggestions_name_the_call() {
-        let s = suggestions("Bash", ToolKind::Bash, &json!({"command": "touch x"}));
-        assert_eq!(s[0]["rules"][0]["ruleContent"], "touch x");
-        assert_eq!(
-            suggestions("Edit", ToolKind::Edit, &json!({"file_path": "a"})).len(),
-            2
+        let perms = crate::permissions::PermissionConfig::new(
+            crate::permissions::PermissionMode::Default,
+            &std::env::current_dir().unwrap(),
         );
+        let s = suggestions(
+            &perms,
+            "Bash",
+            ToolKind::Bash,
+            &json!({"command": "touch x"}),
+        );
+        assert_eq!(s[0]["rules"][0]["ruleContent"], "touch x");
+        // A glob is approved as written, never as a pattern.
+        let s = suggestions(
+            &perms,
+            "Bash",
+            ToolKind::Bash,
+            &json!({"command": "rm -rf build/*"}),
+        );
+        assert_eq!(s[0]["rules"][0]["ruleContent"], "rm -rf 'build/*'");
+        // Compound lines: one exact rule per command that needs approval.
+        let s = suggestions(
+            &perms,
+            "Bash",
+            ToolKind::Bash,
+            &json!({"command": "ls && touch a && touch b"}),
+        );
+        assert_eq!(s[0]["rules"].as_array().unwrap().len(), 2, "{s:?}");
+        let s = suggestions(&perms, "Edit", ToolKind::Edit, &json!({"file_path": "a"}));
+        assert_eq!(s.len(), 2);
+        let want = format!(
+            "/{}",
+            crate::permissions::paths::real_path(&std::env::current_dir().unwrap())
+                .join("a")
+                .display()
+        );
+        assert_eq!(s[0]["rules"][0]["ruleContent"], want.as_str());
+        // Not understood: nothing but a one-time approval.
+        assert!(suggestions(
+            &perms,
+            "Bash",
+            ToolKind::Bash,
+            &json!({"command": "eval \"$X\""})
+        )
+        .is_empty());
     }
 }

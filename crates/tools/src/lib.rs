@@ -37,7 +37,7 @@ pub use keel_protocol::CancelReason;
 pub use process::ProcessRegistry;
 pub use read::ReadTool;
 use serde_json::Value;
-pub use shell::{is_read_only_command, parse_commands, split_commands, SimpleCommand};
+pub use shell::is_read_only_command;
 pub use write::WriteTool;
 
 /// A boxed, sendable future: what [`Tool::call`] returns, so tools can live behind `dyn Tool`.

@@ -14,7 +14,7 @@ mod start;
 pub use knobs::Env;
 pub use start::keel_home;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_model::{AnthropicClient, ApiErrorKind, ClientConfig, Model, DEFAULT_BASE_URL};
@@ -229,6 +229,23 @@ impl SessionBuilder {
         self
     }
 
+    /// The permission mode and rules a session built from this would start with (settings
+    /// files, flags, added directories), without starting one: `keel permissions check`.
+    pub fn permission_config(&self) -> Result<PermissionConfig, BuildError> {
+        let o = &self.options;
+        let home = (self.env)("HOME")
+            .filter(|h| !h.trim().is_empty())
+            .map(PathBuf::from);
+        let settings = settings::load(
+            o.settings.as_deref(),
+            o.setting_sources.as_deref(),
+            &self.cwd,
+            home.as_deref(),
+        )?;
+        let env = self.env.clone();
+        self.permissions(settings, &*env, home.as_deref())
+    }
+
     /// Build the session. File work (settings, the transcript) runs on the blocking pool.
     pub async fn build(self) -> Result<Built, BuildError> {
         tokio::task::spawn_blocking(move || self.build_blocking())
@@ -261,7 +278,7 @@ impl SessionBuilder {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
-        let permissions = self.permissions(settings, env)?;
+        let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
         let client = match &self.client {
             Some(c) => c.clone(),
@@ -389,6 +406,7 @@ impl SessionBuilder {
         &self,
         settings: settings::SettingsRules,
         env: &Env,
+        home: Option<&Path>,
     ) -> Result<PermissionConfig, BuildError> {
         let o = &self.options;
         let mut mode = match o.permission_mode.as_deref() {
@@ -423,7 +441,40 @@ impl SessionBuilder {
         allow.extend(settings.allow);
         let mut deny = parse(&o.disallowed_tools)?;
         deny.extend(settings.deny);
-        Ok(PermissionConfig { mode, allow, deny })
+        // Rules match real paths: the working directory in its real spelling too.
+        let cwd = crate::permissions::paths::real_path(&self.cwd);
+        let mut dirs = Vec::new();
+        for d in o
+            .add_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .chain(settings.additional_directories.iter().cloned())
+        {
+            let expanded = match (d.strip_prefix("~/"), home) {
+                (Some(rest), Some(h)) => h.join(rest),
+                _ => PathBuf::from(&d),
+            };
+            let abs = crate::permissions::paths::real_path(&crate::permissions::paths::normalize(
+                &self.cwd.join(expanded),
+            ));
+            if !abs.is_dir() {
+                return Err(BuildError::Usage(format!(
+                    "Error: the added directory {d} is not a directory ({})",
+                    abs.display()
+                )));
+            }
+            dirs.push(abs);
+        }
+        Ok(PermissionConfig {
+            mode,
+            allow,
+            deny,
+            roots: crate::permissions::Roots {
+                cwd,
+                dirs,
+                home: home.map(Path::to_path_buf),
+            },
+        })
     }
 
     fn system_prompt(&self) -> Result<(Option<String>, Option<String>), BuildError> {

@@ -36,6 +36,8 @@ pub struct SettingsRules {
     pub deny: Vec<Rule>,
     /// `defaultMode` of the most specific source that sets one.
     pub default_mode: Option<PermissionMode>,
+    /// `additionalDirectories` of every source, as written (`~/x`, relative to the project).
+    pub additional_directories: Vec<String>,
     /// `env`: variables for keel's own settings (`DISABLE_PROMPT_CACHING`, ...); the most
     /// specific source wins, and the process environment wins over all of them.
     pub env: std::collections::BTreeMap<String, String>,
@@ -195,6 +197,25 @@ fn apply(
                 }
             }
             Some(_) => return Err(bad(key)),
+        }
+    }
+    match perms.get("additionalDirectories") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                let d = item.as_str().filter(|d| !d.trim().is_empty()).ok_or_else(|| {
+                    BuildError::Usage(format!(
+                        "Error: {where_}: `permissions.additionalDirectories` must be a list of directory paths"
+                    ))
+                })?;
+                out.additional_directories.push(d.to_owned());
+            }
+        }
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: {where_}: `permissions.additionalDirectories` must be a list of directory paths, found {}",
+                json_kind(other)
+            )))
         }
     }
     match perms.get("defaultMode") {

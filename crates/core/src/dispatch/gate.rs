@@ -83,7 +83,7 @@ pub(super) async fn gate(
     if hooks.ask.is_some() && matches!(decision, Decision::Allow(_)) {
         decision = Decision::Ask;
     }
-    if hooks.allow && decision == Decision::Ask {
+    if hooks.allow && matches!(decision, Decision::Ask | Decision::AskWhy(_)) {
         decision = Decision::Allow(AllowedBy::Hook);
     }
     match decision {
@@ -93,6 +93,7 @@ pub(super) async fn gate(
             Ok(Gate::Resolved)
         }
         Decision::Ask => ask(cx, pending, call, tool, hooks.ask, out).await,
+        Decision::AskWhy(why) => ask(cx, pending, call, tool, hooks.ask.or(Some(why)), out).await,
     }
 }
 
@@ -155,7 +156,8 @@ async fn ask(
 ) -> Result<Gate, EmitError> {
     let perms = cx.ctx.permissions(cx.plan_only);
     let Some(approver) = cx.ctx.approver() else {
-        let message = perms.headless_denial(&call.name, tool.kind(), &call.input);
+        let message =
+            perms.headless_denial(&call.name, tool.kind(), &call.input, reason.as_deref());
         deny(cx, pending, &call, message, out, DenialSource::Config).await?;
         return Ok(Gate::Resolved);
     };
@@ -174,7 +176,7 @@ async fn ask(
             .then(|| call.input.get("file_path").and_then(Value::as_str))
             .flatten()
             .map(|p| cx.ctx.cwd.join(p).display().to_string()),
-        suggestions: suggestions(&call.name, tool.kind(), &call.input),
+        suggestions: suggestions(&perms, &call.name, tool.kind(), &call.input),
         reason,
         mode: perms.mode,
     };

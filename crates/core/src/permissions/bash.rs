@@ -1,0 +1,613 @@
+//! Bash calls judged on what they would run: the command line is lowered to its simple
+//! commands (keel_tools::shell), deny rules are checked on every one of them (and on every
+//! wrapper), and the call is allowed without asking only if every one is allowed — by a
+//! rule, or because it only reads — and every file it writes through a redirection may be
+//! written.
+
+use std::path::{Path, PathBuf};
+
+use keel_tools::shell::{self, readonly, Arg, Lowered, LoweredCommand, ShellEnv};
+
+use super::paths::{PathPattern, Resolved, Roots};
+use super::{PermissionConfig, PermissionMode, Rule};
+
+/// A Bash rule's pattern, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum BashPattern {
+    /// `git status:*` — these words, then anything.
+    Prefix(Vec<String>),
+    /// `npm run *` — `*` is any run of characters (`\*` a literal star).
+    Wildcard(String),
+    /// `rm -rf build/\*` — exactly this command (its words, with `\*` a literal star).
+    Exact(Vec<String>),
+}
+
+impl BashPattern {
+    pub(crate) fn parse(p: &str) -> BashPattern {
+        if let Some(prefix) = p.strip_suffix(":*") {
+            return BashPattern::Prefix(words(prefix));
+        }
+        if has_unescaped_star(p) {
+            return BashPattern::Wildcard(p.trim().to_owned());
+        }
+        BashPattern::Exact(words(p))
+    }
+}
+
+/// A `*` outside quotes and not escaped.
+fn has_unescaped_star(p: &str) -> bool {
+    let mut esc = false;
+    let mut quote: Option<char> = None;
+    for c in p.chars() {
+        if esc {
+            esc = false;
+            continue;
+        }
+        match (c, quote) {
+            ('\\', q) if q != Some('\'') => esc = true,
+            ('\'' | '"', None) => quote = Some(c),
+            (c, Some(q)) if c == q => quote = None,
+            ('*', None) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A rule's text split into words as the shell would (quotes kept together, `\*` a literal
+/// `*`); plain whitespace splitting if it does not parse.
+fn words(p: &str) -> Vec<String> {
+    shlex::split(p).unwrap_or_else(|| {
+        p.split_whitespace()
+            .map(|w| w.replace("\\*", "*"))
+            .collect()
+    })
+}
+
+/// Quote words for an exact rule: each word as the shell would need it, so that the rule
+/// reads back as exactly these words (a `*` inside quotes is literal).
+pub(crate) fn exact_rule(words: &[&str]) -> Option<String> {
+    let mut out = Vec::new();
+    for w in words {
+        let needs = w.is_empty()
+            || w.chars()
+                .any(|c| !(c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c)));
+        if needs {
+            if w.contains('\'') {
+                return None;
+            }
+            out.push(format!("'{w}'"));
+        } else {
+            out.push((*w).to_owned());
+        }
+    }
+    Some(out.join(" "))
+}
+
+/// The program a command word names, as rules see it: a bare name as is; a path whose real
+/// file is the program of that name found on `PATH` as that name; any other path as written.
+pub(crate) fn rule_program(word: &str, cwd: Option<&Path>) -> String {
+    if !word.contains('/') {
+        return word.to_owned();
+    }
+    let name = Path::new(word)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(word);
+    let given = match cwd {
+        Some(c) => c.join(word),
+        None if Path::new(word).is_absolute() => PathBuf::from(word),
+        None => return word.to_owned(),
+    };
+    match (
+        std::fs::canonicalize(&given),
+        which(name).map(std::fs::canonicalize),
+    ) {
+        (Ok(a), Some(Ok(b))) if a == b => name.to_owned(),
+        _ => word.to_owned(),
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The text of a word for matching.
+fn text(a: &Arg) -> &str {
+    a.text()
+}
+
+/// Whether an allow rule's pattern allows one lowered command (wrappers included).
+fn allow_matches(pat: &BashPattern, cmd: &LoweredCommand) -> bool {
+    // Configuration that makes git run other programs is never covered by a rule.
+    if cmd
+        .git_globals
+        .iter()
+        .any(|g| matches!(g.as_str(), "-c" | "--config-env" | "--exec-path"))
+    {
+        return false;
+    }
+    if cmd.assigns.iter().any(|v| shell::dangerous_var(v)) {
+        return false;
+    }
+    let full: Vec<&Arg> = cmd.full_argv();
+    let Some(first) = full.first().and_then(|a| a.lit()) else {
+        return false;
+    };
+    let prog = rule_program(first, cmd.cwd.as_deref());
+    let rest: Vec<&str> = full[1..].iter().map(|a| text(a)).collect();
+    match pat {
+        BashPattern::Prefix(w) => {
+            let Some((p0, pw)) = w.split_first() else {
+                return false;
+            };
+            if *p0 != prog || rest.len() < pw.len() {
+                return false;
+            }
+            // The words of the prefix must be known exactly.
+            pw.iter()
+                .zip(&full[1..])
+                .all(|(r, a)| a.lit() == Some(r.as_str()))
+        }
+        BashPattern::Exact(w) => {
+            if cmd.more_args {
+                return false;
+            }
+            let Some((p0, pw)) = w.split_first() else {
+                return false;
+            };
+            *p0 == prog && pw.len() == rest.len() && pw.iter().zip(&rest).all(|(r, a)| r == a)
+        }
+        BashPattern::Wildcard(p) => {
+            let mut joined = prog;
+            for r in &rest {
+                joined.push(' ');
+                joined.push_str(r);
+            }
+            super::wildcard_escaped(p, &joined)
+        }
+    }
+}
+
+/// The flags and positionals of a command, for deny rules: which short flag letters and long
+/// flags it uses anywhere, and its other words in order.
+struct Shape<'a> {
+    short: Vec<char>,
+    long: Vec<&'a str>,
+    positionals: Vec<&'a Arg>,
+    any_dynamic: bool,
+}
+
+fn shape(args: &[Arg]) -> Shape<'_> {
+    let mut s = Shape {
+        short: Vec::new(),
+        long: Vec::new(),
+        positionals: Vec::new(),
+        any_dynamic: false,
+    };
+    for a in args {
+        match a {
+            Arg::Dyn(_) => {
+                s.any_dynamic = true;
+                s.positionals.push(a);
+            }
+            Arg::Lit(w) => {
+                if let Some(l) = w.strip_prefix("--") {
+                    s.long.push(l.split('=').next().unwrap_or(l));
+                } else if w.len() > 1 && w.starts_with('-') {
+                    s.short.extend(w[1..].chars());
+                } else {
+                    s.positionals.push(a);
+                }
+            }
+        }
+    }
+    s
+}
+
+/// Short flags and their long spellings, so that a deny rule written with one also stops
+/// the other (`rm -rf` and `rm --recursive --force`).
+const FLAG_ALIASES: &[(&str, &str, &str)] = &[
+    ("rm", "rR", "recursive"),
+    ("rm", "f", "force"),
+    ("rm", "d", "dir"),
+    ("cp", "rR", "recursive"),
+    ("cp", "f", "force"),
+    ("mv", "f", "force"),
+    ("chmod", "R", "recursive"),
+    ("chown", "R", "recursive"),
+    ("chgrp", "R", "recursive"),
+    ("git", "f", "force"),
+    ("git", "d", "delete"),
+    ("git", "D", "delete"),
+    ("git", "x", "exec"),
+    ("shred", "u", "remove"),
+    ("find", "", "delete"),
+];
+
+/// Whether a deny rule's pattern names this command (its unwrapped program and arguments):
+/// the program by any spelling, each flag of the rule present in any order or grouping, and
+/// the rule's other words in order. A word only known at run time may be anything.
+fn deny_matches(pat: &BashPattern, argv: &[Arg]) -> bool {
+    let Some(first) = argv.first() else {
+        return false;
+    };
+    let prog = match first.lit() {
+        Some(p) => Path::new(p)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(p)
+            .to_owned(),
+        // Only known when it runs: it could be anything the rule names.
+        None => return true,
+    };
+    let rule_words = match pat {
+        BashPattern::Prefix(w) | BashPattern::Exact(w) => w.clone(),
+        BashPattern::Wildcard(p) => {
+            let mut joined = prog.clone();
+            for a in &argv[1..] {
+                joined.push(' ');
+                joined.push_str(a.text());
+            }
+            if super::wildcard_escaped(p, &joined) {
+                return true;
+            }
+            // Also by shape, for the literal words before the first star.
+            let lit: String = p.split('*').next().unwrap_or("").to_owned();
+            words(&lit)
+        }
+    };
+    let Some((p0, pw)) = rule_words.split_first() else {
+        return false;
+    };
+    let rule_prog = Path::new(p0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(p0);
+    if rule_prog != prog {
+        return false;
+    }
+    let s = shape(&argv[1..]);
+    let mut pos = s.positionals.iter();
+    for w in pw {
+        if let Some(l) = w.strip_prefix("--") {
+            let key = l.split('=').next().unwrap_or(l);
+            let present = s.long.contains(&key)
+                || FLAG_ALIASES.iter().any(|(p, short, long)| {
+                    *p == prog && *long == key && short.chars().any(|c| s.short.contains(&c))
+                });
+            if !present && !s.any_dynamic {
+                return false;
+            }
+        } else if w.len() > 1 && w.starts_with('-') {
+            let present = |c: char| {
+                s.short.contains(&c)
+                    || FLAG_ALIASES.iter().any(|(p, short, long)| {
+                        *p == prog && short.contains(c) && s.long.contains(long)
+                    })
+            };
+            if !w[1..].chars().all(present) && !s.any_dynamic {
+                return false;
+            }
+        } else {
+            // The next positional equal to it (or one only known at run time).
+            if !pos
+                .by_ref()
+                .any(|a| matches!(a, Arg::Dyn(_)) || a.text() == w)
+            {
+                return false;
+            }
+        }
+    }
+    // An exact deny rule also covers the same command with more arguments: denying less
+    // than the user wrote would be the wrong way to fail.
+    true
+}
+
+/// The verdict on a Bash call.
+#[derive(Debug, PartialEq)]
+pub(crate) enum BashVerdict {
+    /// A deny rule names part of it (the rule, the part).
+    Denied(Rule, String),
+    /// Everything is allowed; by which rule (or `None`: it only reads).
+    Allowed(Option<String>),
+    /// Something needs a person's approval; why.
+    Ask(String),
+}
+
+/// How a call's command line was judged, part by part (for `keel permissions check`).
+#[derive(Debug)]
+pub struct Judgement {
+    /// The lowering.
+    pub lowered: Lowered,
+    /// One line per lowered command: how it was judged.
+    pub parts: Vec<String>,
+}
+
+pub(crate) fn env_of(roots: &Roots) -> ShellEnv {
+    ShellEnv {
+        home: roots.home.as_ref().map(|h| h.display().to_string()),
+    }
+}
+
+impl PermissionConfig {
+    fn bash_rules<'a>(
+        &'a self,
+        rules: &'a [Rule],
+        tool: &'a str,
+    ) -> impl Iterator<Item = (&'a Rule, Option<BashPattern>)> + 'a {
+        rules
+            .iter()
+            .filter(move |r| r.tool == tool || r.tool == "Bash")
+            .map(|r| (r, r.pattern.as_deref().map(BashPattern::parse)))
+    }
+
+    /// Judge a Bash command line.
+    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Judgement) {
+        let roots = &self.roots;
+        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+        let mut parts = Vec::new();
+        // Deny rules: on every command, and on every wrapper as a command of its own.
+        for cmd in &lowered.commands {
+            let mut candidates: Vec<Vec<Arg>> = vec![cmd.argv.clone()];
+            for w in &cmd.wrappers {
+                let mut v = w.clone();
+                v.extend(cmd.argv.iter().cloned());
+                candidates.push(v);
+            }
+            for (rule, pat) in self.bash_rules(&self.deny, tool) {
+                let hit = match &pat {
+                    None => true,
+                    Some(p) => candidates.iter().any(|c| deny_matches(p, c)),
+                };
+                if hit {
+                    let part = cmd.display_full();
+                    return (
+                        BashVerdict::Denied(rule.clone(), part),
+                        Judgement { lowered, parts },
+                    );
+                }
+            }
+            // A redirection into a file an Edit/Write deny rule protects.
+            for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
+                if let Some(p) = self.resolve_word(&r.target, cmd.cwd.as_deref()) {
+                    if let Some(rule) = self.path_denied(&["Edit", "Write"], &p) {
+                        return (
+                            BashVerdict::Denied(rule.clone(), format!("> {}", r.target.text())),
+                            Judgement { lowered, parts },
+                        );
+                    }
+                }
+            }
+        }
+        let has_bash_deny = self.bash_rules(&self.deny, tool).next().is_some();
+        if !lowered.understood() {
+            let why = lowered.problems.join("; ");
+            parts.push(format!("not understood: {why}"));
+            // In bypass mode only deny rules could stop it; they cannot see into what was
+            // not understood, so it is asked about — unless there are none to see with.
+            if !has_bash_deny {
+                if self.mode == PermissionMode::BypassPermissions {
+                    return (BashVerdict::Allowed(None), Judgement { lowered, parts });
+                }
+                // A rule that allows every command needs no understanding of this one.
+                if self.mode != PermissionMode::Plan {
+                    if let Some(r) = self
+                        .allow
+                        .iter()
+                        .find(|r| (r.tool == "Bash" || r.tool == tool) && r.pattern.is_none())
+                    {
+                        return (
+                            BashVerdict::Allowed(Some(r.text())),
+                            Judgement { lowered, parts },
+                        );
+                    }
+                }
+            }
+            return (
+                BashVerdict::Ask(format!("keel could not tell what it would run: {why}")),
+                Judgement { lowered, parts },
+            );
+        }
+        if lowered.commands.is_empty() {
+            return (
+                BashVerdict::Ask("the command is empty".to_owned()),
+                Judgement { lowered, parts },
+            );
+        }
+        let mut by_rule = None;
+        let mut open: Vec<String> = Vec::new();
+        for cmd in &lowered.commands {
+            let shown = cmd.display_full();
+            // Only reads (and reads nothing a Read deny rule protects)?
+            let ro = readonly::judge(cmd).and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
+            let rule = if self.mode == PermissionMode::Plan {
+                None
+            } else {
+                self.bash_rules(&self.allow, tool)
+                    .find(|(_, pat)| match pat {
+                        None => true,
+                        Some(p) => allow_matches(p, cmd),
+                    })
+            };
+            match (&ro, rule) {
+                (Ok(()), _) => parts.push(format!("`{shown}`: reads only")),
+                (Err(_), Some((r, _))) => {
+                    parts.push(format!("`{shown}`: allowed by `{}`", r.text()));
+                    by_rule.get_or_insert_with(|| r.text());
+                }
+                (Err(why), None) => {
+                    parts.push(format!("`{shown}`: needs approval ({why})"));
+                    open.push(format!("`{}` ({why})", shell_short(&shown)));
+                }
+            }
+            // Files written through redirections need what a Write there needs.
+            for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
+                match self.write_allowed(&r.target, cmd.cwd.as_deref()) {
+                    Ok(how) => parts.push(format!("`> {}`: {how}", r.target.text())),
+                    Err(why) => {
+                        parts.push(format!("`> {}`: needs approval ({why})", r.target.text()));
+                        open.push(format!("the write to `{}` ({why})", r.target.text()));
+                    }
+                }
+            }
+        }
+        if self.mode == PermissionMode::BypassPermissions {
+            return (BashVerdict::Allowed(None), Judgement { lowered, parts });
+        }
+        if open.is_empty() {
+            (BashVerdict::Allowed(by_rule), Judgement { lowered, parts })
+        } else {
+            (
+                BashVerdict::Ask(format!("not allowed by any rule: {}", open.join(", "))),
+                Judgement { lowered, parts },
+            )
+        }
+    }
+
+    /// Resolve a word naming a path, if it is known (and its directory is).
+    pub(crate) fn resolve_word(&self, w: &Arg, cwd: Option<&Path>) -> Option<Resolved> {
+        let t = w.lit()?;
+        if Path::new(t).is_absolute() || t.starts_with('~') {
+            return Some(self.roots.resolve(t));
+        }
+        Some(self.roots.resolve_in(t, cwd?))
+    }
+
+    /// Whether a read-only command's reads avoid every Read deny rule.
+    fn reads_allowed(&self, r: &readonly::ReadOnly, cwd: Option<&Path>) -> Result<(), String> {
+        let denies: Vec<(&Rule, PathPattern)> = self.read_deny_patterns();
+        let mut reads: Vec<Arg> = r.reads.clone();
+        if r.recursive && reads.is_empty() {
+            reads.push(Arg::Lit(".".to_owned()));
+        }
+        if denies.is_empty() {
+            return Ok(());
+        }
+        for w in &reads {
+            let Some(p) = self.resolve_word(w, cwd) else {
+                return Err(format!(
+                    "it reads `{}`, which keel cannot check against the Read deny rules",
+                    w.text()
+                ));
+            };
+            for (rule, pat) in &denies {
+                if pat.matches(&p) || (r.recursive && p.real.is_dir() && pat.may_match_under(&p)) {
+                    return Err(format!(
+                        "it reads `{}`, which the rule `{}` from {} protects",
+                        w.text(),
+                        rule.text(),
+                        rule.source
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a write to the path in `w` needs no approval; how, or why it does.
+    fn write_allowed(&self, w: &Arg, cwd: Option<&Path>) -> Result<String, String> {
+        // A rule that allows every command allows what any command could write.
+        if self.mode != PermissionMode::Plan {
+            if let Some(r) = self
+                .allow
+                .iter()
+                .find(|r| r.tool == "Bash" && r.pattern.is_none())
+            {
+                return Ok(format!("allowed by `{}`", r.text()));
+            }
+        }
+        let Some(p) = self.resolve_word(w, cwd) else {
+            return Err("its path is only known when the command runs".to_owned());
+        };
+        if self.mode == PermissionMode::Plan {
+            return Err("the session is in plan mode".to_owned());
+        }
+        if let Some(rule) = self.path_allowed(&["Edit", "Write"], &p) {
+            return Ok(format!("allowed by `{}`", rule.text()));
+        }
+        if self.mode == PermissionMode::AcceptEdits && self.roots.contains(&p) {
+            return Ok("allowed by acceptEdits inside the working directory".to_owned());
+        }
+        if self.mode == PermissionMode::BypassPermissions {
+            return Ok("allowed by bypassPermissions".to_owned());
+        }
+        Err(if self.roots.contains(&p) {
+            "no rule allows writing there".to_owned()
+        } else {
+            "it is outside the working directory and the added directories".to_owned()
+        })
+    }
+}
+
+fn shell_short(s: &str) -> String {
+    if s.chars().count() <= 80 {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    }
+}
+
+/// A path as an exact `Edit(//…)` rule body: absolute, glob characters escaped.
+pub(crate) fn exact_path_rule(p: &Path) -> String {
+    let mut s = String::from("/");
+    for c in p.display().to_string().chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s
+}
+
+impl PermissionConfig {
+    /// Rules that would allow exactly this command line next time, and nothing more: one
+    /// exact rule per command that needed approval, and one exact path rule per file it
+    /// writes. Empty when the line was not fully understood.
+    pub(crate) fn suggest_bash(&self, tool: &str, command: &str) -> Vec<(String, String)> {
+        let roots = &self.roots;
+        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+        let mut out = Vec::new();
+        if !lowered.understood() {
+            return out;
+        }
+        for cmd in &lowered.commands {
+            let ro = readonly::judge(cmd).and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
+            let allowed = self.bash_rules(&self.allow, tool).any(|(_, p)| match p {
+                None => true,
+                Some(p) => allow_matches(&p, cmd),
+            });
+            if ro.is_err() && !allowed && !cmd.more_args {
+                let full = cmd.full_argv();
+                let prog = full
+                    .first()
+                    .and_then(|a| a.lit())
+                    .map(|p| rule_program(p, cmd.cwd.as_deref()));
+                if let Some(prog) = prog {
+                    let mut words: Vec<&str> = vec![prog.as_str()];
+                    words.extend(full[1..].iter().map(|a| a.text()));
+                    if let Some(r) = exact_rule(&words) {
+                        let item = (tool.to_owned(), r);
+                        if !out.contains(&item) {
+                            out.push(item);
+                        }
+                    }
+                }
+            }
+            for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
+                if self.write_allowed(&r.target, cmd.cwd.as_deref()).is_err() {
+                    if let Some(p) = self.resolve_word(&r.target, cmd.cwd.as_deref()) {
+                        let item = ("Edit".to_owned(), exact_path_rule(&p.real));
+                        if !out.contains(&item) {
+                            out.push(item);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,761 @@
+//! Permission modes and allow/deny rules, and the one function that decides a tool call.
+//!
+//! Decisions are made on what a call really touches: paths are resolved before path rules
+//! match ([`paths`]), and Bash command lines are lowered to the commands they would run
+//! ([`bash`]). Whatever cannot be understood is never allowed without asking.
+
+mod bash;
+pub mod paths;
+
+use std::fmt;
+use std::path::Path;
+
+pub(crate) use bash::exact_path_rule;
+pub use bash::Judgement;
+pub use paths::Roots;
+use paths::{PathPattern, Resolved, Use};
+
+use keel_tools::ToolKind;
+use serde_json::Value;
+
+/// The permission mode (`--permission-mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PermissionMode {
+    /// Ask for anything that is not read-only or allowed by a rule (headless: deny).
+    #[default]
+    Default,
+    /// File edits (Write, Edit) are allowed without asking.
+    AcceptEdits,
+    /// Everything is allowed except what a deny rule names.
+    BypassPermissions,
+    /// Nothing that changes anything may run: the agent plans.
+    Plan,
+    /// Never ask: anything not allowed by a rule or read-only is denied.
+    DontAsk,
+}
+
+impl PermissionMode {
+    /// All modes, for help and error texts.
+    pub const ALL: [PermissionMode; 5] = [
+        PermissionMode::AcceptEdits,
+        PermissionMode::BypassPermissions,
+        PermissionMode::Default,
+        PermissionMode::DontAsk,
+        PermissionMode::Plan,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Default => "default",
+            PermissionMode::AcceptEdits => "acceptEdits",
+            PermissionMode::BypassPermissions => "bypassPermissions",
+            PermissionMode::Plan => "plan",
+            PermissionMode::DontAsk => "dontAsk",
+        }
+    }
+
+    /// Parse a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// Where a rule came from, so a denial can say so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleSource {
+    /// `--allowedTools` / `--disallowedTools`.
+    Flag,
+    /// A settings file (project, local or user), by path.
+    Settings(String),
+    /// Inherited from the parent agent.
+    Parent,
+    /// Granted during this session (by a host's approval).
+    Session,
+}
+
+impl fmt::Display for RuleSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleSource::Flag => f.write_str("the command line"),
+            RuleSource::Settings(p) => write!(f, "settings file {p}"),
+            RuleSource::Parent => f.write_str("the parent agent's rules"),
+            RuleSource::Session => f.write_str("a rule granted earlier in this session"),
+        }
+    }
+}
+
+/// One rule: a tool name, optionally with a pattern (`Bash(git status:*)`, `Edit(src/**)`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The tool name (`Agent` is accepted as a name for `Task`).
+    pub tool: String,
+    /// The pattern inside the parentheses, if any.
+    pub pattern: Option<String>,
+    /// Where it came from.
+    pub source: RuleSource,
+}
+
+/// A permission rule that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(pub String);
+
+impl Rule {
+    /// Parse `Tool` or `Tool(pattern)`.
+    pub fn parse(text: &str, source: RuleSource) -> Result<Self, RuleError> {
+        Self::parse_text(text, source).map_err(RuleError)
+    }
+
+    fn parse_text(text: &str, source: RuleSource) -> Result<Self, String> {
+        let text = text.trim();
+        let (tool, pattern) = match text.find('(') {
+            None => (text, None),
+            Some(i) => {
+                if !text.ends_with(')') {
+                    return Err(format!("permission rule {text:?} has an opening parenthesis but does not end with ')'"));
+                }
+                (
+                    &text[..i],
+                    Some(text[i + 1..text.len() - 1].trim().to_owned()),
+                )
+            }
+        };
+        if tool.is_empty()
+            || !tool
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "permission rule {text:?} does not start with a tool name"
+            ));
+        }
+        let tool = if tool == "Agent" {
+            "Task".to_owned()
+        } else {
+            tool.to_owned()
+        };
+        Ok(Rule {
+            tool,
+            pattern: pattern.filter(|p| !p.is_empty() && p != "*"),
+            source,
+        })
+    }
+
+    /// The rule as written.
+    pub fn text(&self) -> String {
+        match &self.pattern {
+            Some(p) => format!("{}({p})", self.tool),
+            None => self.tool.clone(),
+        }
+    }
+}
+
+/// Split a `--allowedTools` value: commas or whitespace separate rules, except inside parentheses.
+pub fn split_rule_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    for c in s.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' | ' ' | '\t' | '\n' if depth == 0 => {
+                if !cur.trim().is_empty() {
+                    out.push(cur.trim().to_owned());
+                }
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_owned());
+    }
+    out
+}
+
+/// Mode and rules.
+#[derive(Clone, Debug, Default)]
+pub struct PermissionConfig {
+    /// The mode.
+    pub mode: PermissionMode,
+    /// Rules that allow.
+    pub allow: Vec<Rule>,
+    /// Rules that deny (they win over everything).
+    pub deny: Vec<Rule>,
+    /// The working directory, added directories and home: where paths are resolved and
+    /// where acceptEdits applies.
+    pub roots: Roots,
+}
+
+/// The decision for one call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Run it.
+    Allow(AllowedBy),
+    /// Do not run it; `message` tells the model (and the user) why and how to allow it.
+    Deny {
+        /// Why, and how to allow it.
+        message: String,
+    },
+    /// A person (or the host) would have to approve it.
+    Ask,
+    /// As `Ask`, with the reason the rules could not allow it (shown with the question, and
+    /// in the headless denial).
+    AskWhy(String),
+}
+
+/// Why a call was allowed (reported in `tool_result_meta`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllowedBy {
+    /// The call only reads.
+    ReadOnly,
+    /// A rule (its text).
+    Rule(String),
+    /// The permission mode.
+    Mode(PermissionMode),
+    /// The session's approver (an SDK host's `can_use_tool`).
+    Approver,
+    /// A PreToolUse hook.
+    Hook,
+}
+
+/// The input field a rule pattern is matched against, for calls of `kind`.
+pub(crate) fn subject_field(kind: ToolKind) -> Option<&'static str> {
+    match kind {
+        ToolKind::Bash => Some("command"),
+        ToolKind::Read | ToolKind::Write | ToolKind::Edit => Some("file_path"),
+        ToolKind::Glob | ToolKind::Grep => Some("path"),
+        ToolKind::Task => Some("subagent_type"),
+        ToolKind::TaskOutput | ToolKind::TaskStop | ToolKind::KillShell | ToolKind::External => {
+            None
+        }
+    }
+}
+
+/// What a rule pattern is matched against for a call.
+fn subject(kind: ToolKind, input: &Value) -> Option<String> {
+    input
+        .get(subject_field(kind)?)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Whether `text` matches `pattern`, where `star` stands for any run of characters and
+/// everything else is literal (`*` for rules, `.*` for hook matchers).
+pub fn wildcard_with(pattern: &str, text: &str, star: &str) -> bool {
+    let parts: Vec<&str> = pattern.split(star).collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let mut rest = text;
+    for (i, part) in parts.iter().enumerate() {
+        if i == 0 {
+            match rest.strip_prefix(part) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(part);
+        } else {
+            match rest.find(part) {
+                Some(j) => rest = &rest[j + part.len()..],
+                None => return false,
+            }
+        }
+    }
+    true
+}
+
+/// `*` matches any run of characters, `\*` a literal star, everything else itself.
+pub(crate) fn wildcard_escaped(pattern: &str, text: &str) -> bool {
+    // Split on unescaped stars; unescape the pieces.
+    let mut parts = vec![String::new()];
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'*') => {
+                chars.next();
+                parts.last_mut().expect("never empty").push('*');
+            }
+            '*' => parts.push(String::new()),
+            _ => parts.last_mut().expect("never empty").push(c),
+        }
+    }
+    if parts.len() == 1 {
+        return parts[0] == text;
+    }
+    let mut rest = text;
+    let last = parts.len() - 1;
+    for (i, part) in parts.iter().enumerate() {
+        if i == 0 {
+            match rest.strip_prefix(part.as_str()) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        } else if i == last {
+            return rest.ends_with(part.as_str());
+        } else {
+            match rest.find(part.as_str()) {
+                Some(j) => rest = &rest[j + part.len()..],
+                None => return false,
+            }
+        }
+    }
+    true
+}
+
+/// The tools whose path rules cover calls of `kind`: `Read(…)` covers every tool that reads
+/// files, `Edit(…)`/`Write(…)` every tool that writes them.
+fn path_family(kind: ToolKind) -> &'static [&'static str] {
+    match kind {
+        ToolKind::Read | ToolKind::Grep | ToolKind::Glob => &["Read"],
+        ToolKind::Write | ToolKind::Edit => &["Edit", "Write"],
+        _ => &[],
+    }
+}
+
+impl PermissionConfig {
+    /// A configuration for `mode` with no rules, rooted at `cwd`.
+    pub fn new(mode: PermissionMode, cwd: &Path) -> Self {
+        PermissionConfig {
+            mode,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            roots: Roots {
+                cwd: cwd.to_path_buf(),
+                dirs: Vec::new(),
+                home: std::env::var_os("HOME").map(Into::into),
+            },
+        }
+    }
+
+    fn names(rule: &Rule, tool: &str, kind: ToolKind, family: bool) -> bool {
+        kind.answers_to(&rule.tool, tool)
+            || (family && path_family(kind).contains(&rule.tool.as_str()))
+    }
+
+    /// The compiled patterns of the Read deny rules.
+    fn read_deny_patterns(&self) -> Vec<(&Rule, PathPattern)> {
+        self.deny
+            .iter()
+            .filter(|r| r.tool == "Read")
+            .filter_map(|r| {
+                let p = r.pattern.as_deref()?;
+                PathPattern::new(p, &self.roots, Use::Deny)
+                    .ok()
+                    .map(|pat| (r, pat))
+            })
+            .collect()
+    }
+
+    /// The deny rule of one of `tools` that covers path `p` (a rule with no pattern covers
+    /// every path; a pattern that cannot be compiled covers every path too).
+    fn path_denied(&self, tools: &[&str], p: &Resolved) -> Option<&Rule> {
+        self.deny.iter().find(|r| {
+            tools.contains(&r.tool.as_str())
+                && match r.pattern.as_deref() {
+                    None => true,
+                    Some(pat) => PathPattern::new(pat, &self.roots, Use::Deny)
+                        .map(|m| m.matches(p))
+                        .unwrap_or(true),
+                }
+        })
+    }
+
+    /// The allow rule of one of `tools` that covers path `p` (the real file it touches).
+    fn path_allowed(&self, tools: &[&str], p: &Resolved) -> Option<&Rule> {
+        self.allow.iter().find(|r| {
+            tools.contains(&r.tool.as_str())
+                && match r.pattern.as_deref() {
+                    None => true,
+                    Some(pat) => PathPattern::new(pat, &self.roots, Use::Allow)
+                        .map(|m| m.matches_real(p))
+                        .unwrap_or(false),
+                }
+        })
+    }
+
+    /// The deny rule that matches this call, if any (and the part of it that it names).
+    pub fn denied_by(&self, tool: &str, kind: ToolKind, input: &Value) -> Option<(&Rule, String)> {
+        let subj = subject(kind, input);
+        match kind {
+            ToolKind::Bash => {
+                let (v, _) = self.judge_bash(tool, subj.as_deref().unwrap_or(""));
+                match v {
+                    bash::BashVerdict::Denied(rule, part) => {
+                        let r = self.deny.iter().find(|x| **x == rule)?;
+                        Some((r, part))
+                    }
+                    _ => None,
+                }
+            }
+            _ if !path_family(kind).is_empty() => {
+                let p = self.roots.resolve(subj.as_deref().unwrap_or("."));
+                let shown = subj.unwrap_or_else(|| ".".to_owned());
+                if let Some(r) = self
+                    .deny
+                    .iter()
+                    .find(|r| r.pattern.is_none() && Self::names(r, tool, kind, false))
+                {
+                    return Some((r, shown));
+                }
+                let mut family: Vec<&str> = path_family(kind).to_vec();
+                family.push(tool);
+                self.path_denied(&family, &p).map(|r| (r, shown))
+            }
+            _ => self
+                .deny
+                .iter()
+                .find(|r| {
+                    Self::names(r, tool, kind, false)
+                        && match (&r.pattern, &subj) {
+                            (None, _) => true,
+                            (Some(p), Some(s)) => wildcard_escaped(p, s),
+                            (Some(_), None) => false,
+                        }
+                })
+                .map(|r| (r, subj.clone().unwrap_or_default())),
+        }
+    }
+
+    /// Decide one call. `read_only` is the tool's own judgement of this input.
+    pub fn decide(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Decision {
+        if let Some((rule, part)) = self.denied_by(tool, kind, input) {
+            let what = if kind == ToolKind::Bash {
+                format!(" (it runs `{}`)", truncate(&part, 120))
+            } else {
+                String::new()
+            };
+            return Decision::Deny {
+                message: format!(
+                    "{tool} was not run: it is denied by the rule `{}` from {}{what}.",
+                    rule.text(),
+                    rule.source
+                ),
+            };
+        }
+        let subj = subject(kind, input);
+        match kind {
+            ToolKind::Bash => {
+                let (v, _) = self.judge_bash(tool, subj.as_deref().unwrap_or(""));
+                match v {
+                    bash::BashVerdict::Denied(..) => unreachable_deny(tool),
+                    bash::BashVerdict::Allowed(Some(rule)) => {
+                        Decision::Allow(AllowedBy::Rule(rule))
+                    }
+                    bash::BashVerdict::Allowed(None) => {
+                        Decision::Allow(if self.mode == PermissionMode::BypassPermissions {
+                            AllowedBy::Mode(self.mode)
+                        } else {
+                            AllowedBy::ReadOnly
+                        })
+                    }
+                    bash::BashVerdict::Ask(why) => {
+                        if self.mode == PermissionMode::Plan {
+                            Decision::Deny {
+                                message: format!("{tool} was not run: the session is in plan mode, where only commands that read may run, and {why}. Present the plan instead; the user can leave plan mode to carry it out."),
+                            }
+                        } else {
+                            Decision::AskWhy(why)
+                        }
+                    }
+                }
+            }
+            _ if !path_family(kind).is_empty() => {
+                self.decide_path(tool, kind, subj.as_deref(), read_only)
+            }
+            _ => self.decide_other(tool, kind, subj.as_deref(), read_only),
+        }
+    }
+
+    fn decide_path(
+        &self,
+        tool: &str,
+        kind: ToolKind,
+        subj: Option<&str>,
+        read_only: bool,
+    ) -> Decision {
+        let p = self.roots.resolve(subj.unwrap_or("."));
+        let writes = kind.edits_files();
+        if self.mode == PermissionMode::Plan && (writes || !read_only) {
+            return plan_denial(tool);
+        }
+        if self.mode == PermissionMode::BypassPermissions {
+            return Decision::Allow(AllowedBy::Mode(self.mode));
+        }
+        let mut family: Vec<&str> = path_family(kind).to_vec();
+        family.push(tool);
+        if let Some(rule) = self.path_allowed(&family, &p) {
+            return Decision::Allow(AllowedBy::Rule(rule.text()));
+        }
+        if !writes {
+            // Reads need no permission, unless a search of a directory would read a file a
+            // Read deny rule protects.
+            let recursive = matches!(kind, ToolKind::Grep) && p.real.is_dir();
+            if recursive {
+                if let Some((rule, _)) = self
+                    .read_deny_patterns()
+                    .into_iter()
+                    .find(|(_, pat)| pat.may_match_under(&p))
+                {
+                    return Decision::AskWhy(format!(
+                        "it searches `{}`, which holds files the rule `{}` from {} protects",
+                        subj.unwrap_or("."),
+                        rule.text(),
+                        rule.source
+                    ));
+                }
+            }
+            if read_only {
+                return Decision::Allow(AllowedBy::ReadOnly);
+            }
+            return Decision::Ask;
+        }
+        if self.mode == PermissionMode::AcceptEdits {
+            if self.roots.contains(&p) {
+                return Decision::Allow(AllowedBy::Mode(self.mode));
+            }
+            return Decision::AskWhy(format!(
+                "`{}` is outside the working directory and the added directories, where acceptEdits does not apply",
+                subj.unwrap_or("")
+            ));
+        }
+        Decision::Ask
+    }
+
+    fn decide_other(
+        &self,
+        tool: &str,
+        kind: ToolKind,
+        subj: Option<&str>,
+        read_only: bool,
+    ) -> Decision {
+        if self.mode == PermissionMode::Plan && !read_only {
+            return plan_denial(tool);
+        }
+        if self.mode == PermissionMode::BypassPermissions {
+            return Decision::Allow(AllowedBy::Mode(self.mode));
+        }
+        if let Some(rule) = self.allow.iter().find(|r| {
+            Self::names(r, tool, kind, false)
+                && match (&r.pattern, subj) {
+                    (None, _) => true,
+                    (Some(p), Some(s)) => wildcard_escaped(p, s),
+                    (Some(_), None) => false,
+                }
+        }) {
+            return Decision::Allow(AllowedBy::Rule(rule.text()));
+        }
+        if read_only {
+            return Decision::Allow(AllowedBy::ReadOnly);
+        }
+        Decision::Ask
+    }
+
+    /// How a Bash command line is parsed, lowered and judged (`keel permissions check`).
+    pub fn explain_bash(&self, command: &str) -> (Decision, Judgement) {
+        let decision = self.decide(
+            "Bash",
+            ToolKind::Bash,
+            &serde_json::json!({ "command": command }),
+            false,
+        );
+        let (_, j) = self.judge_bash("Bash", command);
+        (decision, j)
+    }
+
+    /// The denial text for a call that would need approval in a session nobody can approve in.
+    pub fn headless_denial(
+        &self,
+        tool: &str,
+        kind: ToolKind,
+        input: &Value,
+        why: Option<&str>,
+    ) -> String {
+        let subj = subject(kind, input);
+        let suggestion = match (kind, &subj) {
+            (ToolKind::Bash, Some(cmd)) => {
+                let rules: Vec<String> = self
+                    .suggest_bash(tool, cmd)
+                    .into_iter()
+                    .map(|(t, c)| format!("\"{t}({c})\""))
+                    .collect();
+                if rules.is_empty() {
+                    "a rule that names the commands it runs, such as --allowedTools \"Bash(git status:*)\" (keel could not suggest an exact one)".to_owned()
+                } else {
+                    format!(
+                        "--allowedTools {} for exactly this command",
+                        rules.join(" ")
+                    )
+                }
+            }
+            (k, Some(path)) if k.edits_files() => {
+                let p = self.roots.resolve(path);
+                if self.roots.contains(&p) {
+                    format!("--allowedTools \"{tool}({path})\" or --permission-mode acceptEdits")
+                } else {
+                    format!(
+                        "--add-dir {} (then --permission-mode acceptEdits), or --allowedTools \"{tool}(/{})\"",
+                        p.lexical.parent().unwrap_or(Path::new("/")).display(),
+                        p.lexical.display()
+                    )
+                }
+            }
+            _ => format!("--allowedTools {tool}"),
+        };
+        let what = match (kind, &subj) {
+            (ToolKind::Bash, Some(cmd)) => format!("Bash command `{}`", truncate(cmd, 120)),
+            (_, Some(s)) => format!("{tool} on {}", truncate(s, 120)),
+            _ => tool.to_owned(),
+        };
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        format!(
+            "Permission denied: the {what} needs approval{why}, and nobody can approve it in this non-interactive run (permission mode {}). It was not run. To allow it, rerun with {suggestion}.",
+            self.mode.as_str()
+        )
+    }
+}
+
+fn plan_denial(tool: &str) -> Decision {
+    Decision::Deny {
+        message: format!(
+            "{tool} was not run: the session is in plan mode, where only read-only tools may run. Present the plan instead; the user can leave plan mode to carry it out."
+        ),
+    }
+}
+
+/// `denied_by` ran first and found nothing; a deny verdict here would mean the two disagree,
+/// which fails closed.
+fn unreachable_deny(tool: &str) -> Decision {
+    Decision::Deny {
+        message: format!("{tool} was not run: a deny rule names part of it."),
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg(mode: PermissionMode, allow: &[&str], deny: &[&str]) -> PermissionConfig {
+        PermissionConfig {
+            mode,
+            allow: allow
+                .iter()
+                .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
+                .collect(),
+            deny: deny
+                .iter()
+                .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
+                .collect(),
+            roots: Roots {
+                cwd: std::env::current_dir().unwrap(),
+                dirs: Vec::new(),
+                home: Some("/nonexistent-home".into()),
+            },
+        }
+    }
+
+    fn bash(c: &str) -> Value {
+        json!({ "command": c })
+    }
+
+    #[test]
+    fn rule_lists_split_outside_parentheses() {
+        assert_eq!(
+            split_rule_list("Bash(git status:*), Edit Read"),
+            vec!["Bash(git status:*)", "Edit", "Read"]
+        );
+        assert!(Rule::parse("Bash(git", RuleSource::Flag).is_err());
+        assert_eq!(
+            Rule::parse("Agent(Explore)", RuleSource::Flag)
+                .unwrap()
+                .tool,
+            "Task"
+        );
+    }
+
+    #[test]
+    fn bash_prefix_rules_cover_every_part() {
+        let c = cfg(PermissionMode::Default, &["Bash(git status:*)"], &[]);
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("git status --short"), false),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("git statusx"), false),
+            Decision::Ask | Decision::AskWhy(_)
+        ));
+        assert!(matches!(
+            c.decide(
+                "Bash",
+                ToolKind::Bash,
+                &bash("git status && rm -rf x"),
+                false
+            ),
+            Decision::Ask | Decision::AskWhy(_)
+        ));
+    }
+
+    #[test]
+    fn deny_wins_everywhere() {
+        let c = cfg(
+            PermissionMode::BypassPermissions,
+            &["Bash"],
+            &["Bash(rm:*)"],
+        );
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("ls && rm -rf /tmp/x"), false),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("touch x"), false),
+            Decision::Allow(_)
+        ));
+    }
+
+    #[test]
+    fn modes() {
+        let plan = cfg(PermissionMode::Plan, &["Write"], &[]);
+        assert!(matches!(
+            plan.decide("Write", ToolKind::Write, &json!({"file_path": "a"}), false),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            plan.decide("Read", ToolKind::Read, &json!({"file_path": "a"}), true),
+            Decision::Allow(AllowedBy::ReadOnly)
+        ));
+        let edits = cfg(PermissionMode::AcceptEdits, &[], &[]);
+        assert!(matches!(
+            edits.decide(
+                "Edit",
+                ToolKind::Edit,
+                &json!({"file_path": "a.txt"}),
+                false
+            ),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            edits.decide("Bash", ToolKind::Bash, &bash("touch x"), false),
+            Decision::Ask | Decision::AskWhy(_)
+        ));
+        let msg = edits.headless_denial("Bash", ToolKind::Bash, &bash("touch x"), None);
+        assert!(msg.contains("\"Bash(touch x)\""), "{msg}");
+    }
+}

@@ -1,0 +1,34 @@
+//! What a shell command line would run, read the way bash reads it.
+//!
+//! [`lower`] parses a line with a real shell parser and lowers it to the simple commands it
+//! would run ([`LoweredCommand`]), through pipelines, lists, subshells, loops, functions,
+//! substitutions and wrappers; what it cannot model is listed in [`Lowered::problems`].
+//! [`readonly::judge`] decides whether one lowered command only reads, from an allow-list of
+//! programs and flags.
+
+mod lower;
+pub mod readonly;
+mod words;
+mod wrappers;
+
+use std::path::Path;
+
+pub use lower::{lower, Lowered, LoweredCommand, Redirect};
+pub use words::{Arg, ShellEnv};
+pub use wrappers::dangerous_var;
+
+/// Whether `command` clearly cannot change anything: it was fully understood, and every
+/// command it runs is on the read-only list with only listed flags and writes no file. When
+/// unsure, `false`. (Read deny rules are checked by the permission layer, which knows them.)
+pub fn is_read_only_command(command: &str) -> bool {
+    let env = ShellEnv {
+        home: std::env::var("HOME").ok(),
+    };
+    let l = lower(command, Path::new("."), &env);
+    l.understood()
+        && !l.commands.is_empty()
+        && l.commands.iter().all(|c| readonly::judge(c).is_ok())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,695 @@
+//! Programs that run other programs, and how to find the program they run.
+
+use super::lower::{LoweredCommand, Redirect};
+use super::words::{short, Arg};
+
+/// What peeling one wrapper found.
+pub(super) enum Peeled {
+    /// Not a wrapper (or a wrapper with nothing to run): the command is what it is.
+    Plain,
+    /// A wrapper was removed; look at what it runs.
+    Wrapper,
+    /// The command runs this shell text (`sh -c`, `eval`).
+    Script {
+        /// The text.
+        text: String,
+    },
+    /// The command runs these other commands too (`find -exec`); the command itself stays.
+    Inner(Vec<LoweredCommand>),
+    /// The command cannot be judged.
+    Problem(String),
+    /// `cd`/`pushd`: the directory changes.
+    Cd(Option<Arg>),
+}
+
+/// Variables that change which program runs or what a shell or a tool does before it
+/// starts: setting one means the command is not what it looks like.
+pub fn dangerous_var(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "IFS",
+        "PROMPT_COMMAND",
+        "CDPATH",
+        "GLOBIGNORE",
+        "PAGER",
+        "MANPAGER",
+        "EDITOR",
+        "VISUAL",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "NODE_OPTIONS",
+        "PYTHONSTARTUP",
+        "PYTHONPATH",
+        "PERL5OPT",
+        "PERL5LIB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "HOME",
+        "TMPDIR",
+        "XDG_CONFIG_HOME",
+        "SSH_ASKPASS",
+        "SUDO_ASKPASS",
+        "BROWSER",
+    ];
+    EXACT.contains(&name)
+        || name.starts_with("LD_")
+        || name.starts_with("DYLD_")
+        || name.starts_with("GIT_")
+        || name.ends_with("_PAGER")
+        || name.starts_with("BASH_FUNC_")
+}
+
+fn lit(cmd: &LoweredCommand, i: usize) -> Option<&str> {
+    cmd.argv.get(i).and_then(Arg::lit)
+}
+
+/// Move the first `n` words of the command into its wrappers (or drop them, for wrappers
+/// that change nothing a rule cares about).
+fn take(cmd: &mut LoweredCommand, n: usize, keep: bool) {
+    let words: Vec<Arg> = cmd.argv.drain(..n.min(cmd.argv.len())).collect();
+    if keep {
+        cmd.wrappers.push(words);
+    }
+}
+
+/// Options of a wrapper: which take a value.
+struct Opts {
+    /// Short options without a value.
+    flags: &'static str,
+    /// Short options with a value (`-u root`, `-uroot`).
+    valued: &'static str,
+    /// Long options without a value.
+    long: &'static [&'static str],
+    /// Long options with a value (`--user root`, `--user=root`).
+    long_valued: &'static [&'static str],
+}
+
+/// Skip the options of a wrapper starting at word 1; the index of the first word after them,
+/// the values given to options (by option letter or name), or a problem.
+fn skip_opts(
+    cmd: &LoweredCommand,
+    name: &str,
+    o: &Opts,
+) -> Result<(usize, Vec<(String, Arg)>), String> {
+    let mut i = 1;
+    let mut values = Vec::new();
+    while let Some(a) = cmd.argv.get(i) {
+        let Some(w) = a.lit() else {
+            if a.text().starts_with('-') {
+                return Err(format!("`{name}` has an option only known when it runs"));
+            }
+            break;
+        };
+        if w == "--" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            let (key, has_eq) = match long.split_once('=') {
+                Some((k, _)) => (k, true),
+                None => (long, false),
+            };
+            if o.long.contains(&key) && !has_eq {
+                values.push((key.to_owned(), Arg::Lit(String::new())));
+                i += 1;
+                continue;
+            }
+            if o.long_valued.contains(&key) {
+                if has_eq {
+                    values.push((key.to_owned(), Arg::Lit(long[key.len() + 1..].to_owned())));
+                    i += 1;
+                } else {
+                    let v = cmd
+                        .argv
+                        .get(i + 1)
+                        .cloned()
+                        .ok_or_else(|| format!("`{name} --{key}` is missing its value"))?;
+                    values.push((key.to_owned(), v));
+                    i += 2;
+                }
+                continue;
+            }
+            return Err(format!(
+                "`{name}` has the option `--{key}`, which keel does not know"
+            ));
+        }
+        if w.len() > 1 && w.starts_with('-') {
+            let chars: Vec<char> = w[1..].chars().collect();
+            let mut j = 0;
+            let mut consumed_next = false;
+            while j < chars.len() {
+                let c = chars[j];
+                if o.flags.contains(c) {
+                    values.push((c.to_string(), Arg::Lit(String::new())));
+                    j += 1;
+                    continue;
+                }
+                if o.valued.contains(c) {
+                    let rest: String = chars[j + 1..].iter().collect();
+                    if rest.is_empty() {
+                        let v = cmd
+                            .argv
+                            .get(i + 1)
+                            .cloned()
+                            .ok_or_else(|| format!("`{name} -{c}` is missing its value"))?;
+                        values.push((c.to_string(), v));
+                        consumed_next = true;
+                    } else {
+                        values.push((c.to_string(), Arg::Lit(rest)));
+                    }
+                    break;
+                }
+                // `nice -5`: a number is the adjustment.
+                if name == "nice" && (c.is_ascii_digit()) {
+                    break;
+                }
+                return Err(format!(
+                    "`{name}` has the option `-{c}`, which keel does not know"
+                ));
+            }
+            i += if consumed_next { 2 } else { 1 };
+            continue;
+        }
+        break;
+    }
+    Ok((i, values))
+}
+
+/// Peel one wrapper named `name` (the file name of the program word).
+pub(super) fn peel(name: &str, cmd: &mut LoweredCommand) -> Peeled {
+    match name {
+        "env" => peel_env(cmd),
+        "sudo" | "doas" => {
+            let o = Opts {
+                flags: "EHnSkPAbeil",
+                valued: "ugCpDhrtTU",
+                long: &[
+                    "preserve-env",
+                    "set-home",
+                    "non-interactive",
+                    "stdin",
+                    "reset-timestamp",
+                    "preserve-groups",
+                    "askpass",
+                    "background",
+                    "login",
+                    "shell",
+                ],
+                long_valued: &[
+                    "user",
+                    "group",
+                    "chdir",
+                    "prompt",
+                    "host",
+                    "role",
+                    "type",
+                    "other-user",
+                    "close-from",
+                ],
+            };
+            match skip_opts(cmd, name, &o) {
+                Ok((i, vals)) => {
+                    if vals.iter().any(|(k, _)| {
+                        matches!(k.as_str(), "i" | "s" | "login" | "shell" | "e" | "l")
+                    }) {
+                        return Peeled::Problem(format!(
+                            "`{name}` with a login shell, an editor or a listing option runs something keel cannot see"
+                        ));
+                    }
+                    if i >= cmd.argv.len() {
+                        return Peeled::Plain;
+                    }
+                    take(cmd, i, true);
+                    Peeled::Wrapper
+                }
+                Err(p) => Peeled::Problem(p),
+            }
+        }
+        "nice" => simple_wrapper(
+            cmd,
+            name,
+            &Opts {
+                flags: "",
+                valued: "n",
+                long: &[],
+                long_valued: &["adjustment"],
+            },
+            0,
+        ),
+        "timeout" => simple_wrapper(
+            cmd,
+            name,
+            &Opts {
+                flags: "v",
+                valued: "sk",
+                long: &["foreground", "preserve-status", "verbose"],
+                long_valued: &["signal", "kill-after"],
+            },
+            1,
+        ),
+        "nohup" | "builtin" => simple_wrapper(
+            cmd,
+            name,
+            &Opts {
+                flags: "",
+                valued: "",
+                long: &[],
+                long_valued: &[],
+            },
+            0,
+        ),
+        "setsid" => simple_wrapper(
+            cmd,
+            name,
+            &Opts {
+                flags: "fwc",
+                valued: "",
+                long: &["fork", "wait", "ctty"],
+                long_valued: &[],
+            },
+            0,
+        ),
+        "stdbuf" => simple_wrapper(
+            cmd,
+            name,
+            &Opts {
+                flags: "",
+                valued: "ioe",
+                long: &[],
+                long_valued: &["input", "output", "error"],
+            },
+            0,
+        ),
+        "exec" => simple_wrapper(
+            cmd,
+            name,
+            &Opts {
+                flags: "cl",
+                valued: "a",
+                long: &[],
+                long_valued: &[],
+            },
+            0,
+        ),
+        "time" => {
+            let o = Opts {
+                flags: "pvqa",
+                valued: "of",
+                long: &["portability", "verbose", "quiet", "append"],
+                long_valued: &["output", "format"],
+            };
+            match skip_opts(cmd, name, &o) {
+                Ok((i, vals)) => {
+                    for (k, v) in vals {
+                        if k == "o" || k == "output" {
+                            cmd.redirects.push(Redirect {
+                                target: v,
+                                write: true,
+                            });
+                        }
+                    }
+                    if i >= cmd.argv.len() {
+                        return Peeled::Plain;
+                    }
+                    take(cmd, i, false);
+                    Peeled::Wrapper
+                }
+                Err(p) => Peeled::Problem(p),
+            }
+        }
+        "command" => {
+            // `command -v x` / `-V` only describes x.
+            if matches!(lit(cmd, 1), Some(f) if f.starts_with("-v") || f.starts_with("-V")) {
+                return Peeled::Plain;
+            }
+            simple_wrapper(
+                cmd,
+                name,
+                &Opts {
+                    flags: "p",
+                    valued: "",
+                    long: &[],
+                    long_valued: &[],
+                },
+                0,
+            )
+        }
+        "xargs" => peel_xargs(cmd),
+        "find" => peel_find(cmd),
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "busybox" => {
+            peel_shell(name, cmd)
+        }
+        "eval" => {
+            let words: Option<Vec<&str>> = cmd.argv[1..].iter().map(Arg::lit).collect();
+            match words {
+                Some(w) if !w.is_empty() => Peeled::Script { text: w.join(" ") },
+                Some(_) => Peeled::Plain,
+                None => Peeled::Problem(
+                    "`eval` runs a string that is only known when the command runs".to_owned(),
+                ),
+            }
+        }
+        "source" | "." => Peeled::Problem(format!(
+            "`{name} {}` runs the commands in a file, which keel cannot see",
+            cmd.argv.get(1).map(|a| short(a.text())).unwrap_or_default()
+        )),
+        "alias" | "unalias" | "hash" | "enable" | "trap" | "fc" | "bind" => Peeled::Problem(
+            format!("`{name}` changes what later commands mean, which keel does not follow"),
+        ),
+        "export" | "declare" | "typeset" | "local" | "readonly" => {
+            for a in &cmd.argv[1..] {
+                let name_part = a.text().split('=').next().unwrap_or("");
+                if a.lit().is_none() || dangerous_var(name_part) {
+                    return Peeled::Problem(format!(
+                        "`{name} {}` changes how the commands after it run",
+                        short(a.text())
+                    ));
+                }
+            }
+            Peeled::Plain
+        }
+        "cd" | "pushd" => {
+            let dir = cmd.argv[1..]
+                .iter()
+                .find(|a| !matches!(a.lit(), Some(s) if s.starts_with('-') && s.len() > 1))
+                .cloned();
+            Peeled::Cd(dir)
+        }
+        "popd" => Peeled::Cd(Some(Arg::Dyn("popd".to_owned()))),
+        "git" => peel_git(cmd),
+        _ => Peeled::Plain,
+    }
+}
+
+/// A wrapper whose options are `o`, followed by `positional` words of its own (timeout's
+/// duration), then the command it runs. The wrapper is dropped: it does not change what
+/// the command may do.
+fn simple_wrapper(cmd: &mut LoweredCommand, name: &str, o: &Opts, positional: usize) -> Peeled {
+    match skip_opts(cmd, name, o) {
+        Ok((i, _)) => {
+            let i = i + positional;
+            if i >= cmd.argv.len() {
+                return Peeled::Plain;
+            }
+            take(cmd, i, false);
+            Peeled::Wrapper
+        }
+        Err(p) => Peeled::Problem(p),
+    }
+}
+
+fn peel_env(cmd: &mut LoweredCommand) -> Peeled {
+    let o = Opts {
+        flags: "i0v",
+        valued: "uC",
+        long: &["ignore-environment", "null", "debug"],
+        long_valued: &["unset", "chdir"],
+    };
+    let (mut i, vals) = match skip_opts(cmd, "env", &o) {
+        Ok(x) => x,
+        Err(p) => {
+            return Peeled::Problem(
+                if cmd.argv.iter().any(|a| {
+                    matches!(a.lit(), Some(s) if s.starts_with("-S") || s.starts_with("--split-string"))
+                }) {
+                    "`env -S` splits a string into a command, which keel does not follow".to_owned()
+                } else {
+                    p
+                },
+            )
+        }
+    };
+    if vals.iter().any(|(k, _)| k == "C" || k == "chdir") {
+        cmd.cwd = None;
+    }
+    while let Some(a) = cmd.argv.get(i) {
+        let t = a.text();
+        match t.split_once('=') {
+            Some((n, _))
+                if !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                cmd.assigns.push(n.to_owned());
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    if i >= cmd.argv.len() {
+        return Peeled::Plain;
+    }
+    take(cmd, i, false);
+    Peeled::Wrapper
+}
+
+fn peel_xargs(cmd: &mut LoweredCommand) -> Peeled {
+    let o = Opts {
+        flags: "0rtpxo",
+        valued: "dnLPsEIaie",
+        long: &[
+            "null",
+            "no-run-if-empty",
+            "verbose",
+            "interactive",
+            "exit",
+            "open-tty",
+            "show-limits",
+        ],
+        long_valued: &[
+            "delimiter",
+            "max-args",
+            "max-lines",
+            "max-procs",
+            "max-chars",
+            "eof",
+            "replace",
+            "arg-file",
+            "process-slot-var",
+        ],
+    };
+    match skip_opts(cmd, "xargs", &o) {
+        Ok((i, _)) => {
+            if i >= cmd.argv.len() {
+                // `xargs` alone runs `echo`.
+                cmd.argv.push(Arg::Lit("echo".to_owned()));
+            }
+            take(cmd, i, true);
+            cmd.more_args = true;
+            Peeled::Wrapper
+        }
+        Err(p) => Peeled::Problem(p),
+    }
+}
+
+fn peel_find(cmd: &mut LoweredCommand) -> Peeled {
+    let mut inner = Vec::new();
+    let mut i = 1;
+    while i < cmd.argv.len() {
+        let w = cmd.argv[i].text();
+        if matches!(w, "-exec" | "-execdir" | "-ok" | "-okdir") {
+            let start = i + 1;
+            let mut end = start;
+            while end < cmd.argv.len() && !matches!(cmd.argv[end].text(), ";" | "+") {
+                end += 1;
+            }
+            if end >= cmd.argv.len() {
+                return Peeled::Problem(format!("`find {w}` is not terminated by `;` or `+`"));
+            }
+            let argv: Vec<Arg> = cmd.argv[start..end]
+                .iter()
+                .filter(|a| a.text() != "{}")
+                .cloned()
+                .collect();
+            if argv.is_empty() {
+                return Peeled::Problem(format!("`find {w}` has no command"));
+            }
+            inner.push(LoweredCommand {
+                argv,
+                wrappers: vec![vec![Arg::Lit("find".to_owned()), Arg::Lit(w.to_owned())]],
+                assigns: cmd.assigns.clone(),
+                redirects: Vec::new(),
+                background: cmd.background,
+                cwd: if w.ends_with("dir") {
+                    None
+                } else {
+                    cmd.cwd.clone()
+                },
+                more_args: true,
+                git_globals: Vec::new(),
+            });
+            i = end + 1;
+        } else {
+            i += 1;
+        }
+    }
+    if inner.is_empty() {
+        Peeled::Plain
+    } else {
+        Peeled::Inner(inner)
+    }
+}
+
+fn peel_shell(name: &str, cmd: &mut LoweredCommand) -> Peeled {
+    // `busybox sh -c …`
+    if name == "busybox" {
+        match lit(cmd, 1) {
+            Some(sub) => {
+                let sub = sub.to_owned();
+                take(cmd, 1, true);
+                return if matches!(sub.as_str(), "sh" | "ash" | "bash") {
+                    peel_shell(&sub, cmd)
+                } else {
+                    Peeled::Wrapper
+                };
+            }
+            None => return Peeled::Plain,
+        }
+    }
+    let mut i = 1;
+    let mut dash_c = false;
+    while let Some(a) = cmd.argv.get(i) {
+        let Some(w) = a.lit() else {
+            return Peeled::Problem(format!("`{name}` has an argument only known when it runs"));
+        };
+        if w == "--" || w == "-" {
+            i += 1;
+            break;
+        }
+        if w.starts_with("--") {
+            match w {
+                "--norc" | "--noprofile" | "--login" | "--posix" | "--noediting"
+                | "--restricted" => {
+                    i += 1;
+                    continue;
+                }
+                "--version" | "--help" => return Peeled::Plain,
+                "--rcfile" | "--init-file" => {
+                    return Peeled::Problem(format!("`{name} {w}` runs a file keel cannot see"))
+                }
+                _ => {
+                    return Peeled::Problem(format!(
+                        "`{name}` has the option `{w}`, which keel does not know"
+                    ))
+                }
+            }
+        }
+        if (w.starts_with('-') || w.starts_with('+')) && w.len() > 1 {
+            let letters = &w[1..];
+            if letters.contains('o') || letters.contains('O') {
+                // `-o option` takes a value.
+                i += 2;
+            } else {
+                i += 1;
+            }
+            if letters.contains('c') {
+                dash_c = true;
+            }
+            if letters.contains('i') || letters.contains('s') {
+                return Peeled::Problem(format!(
+                    "`{name} {w}` reads commands from its input, which keel cannot see"
+                ));
+            }
+            continue;
+        }
+        break;
+    }
+    if !dash_c {
+        return Peeled::Problem(format!(
+            "`{name}` without `-c` runs commands from a file or its input, which keel cannot see"
+        ));
+    }
+    match cmd.argv.get(i) {
+        Some(Arg::Lit(text)) => Peeled::Script { text: text.clone() },
+        Some(Arg::Dyn(t)) => Peeled::Problem(format!(
+            "`{name} -c {}` runs a string only known when the command runs",
+            short(t)
+        )),
+        None => Peeled::Problem(format!("`{name} -c` has no command string")),
+    }
+}
+
+/// `git -C dir -c k=v --no-pager log` is `git log` run elsewhere with extra configuration:
+/// the global options are set aside (in `git_globals`) so rules see the subcommand.
+fn peel_git(cmd: &mut LoweredCommand) -> Peeled {
+    let mut i = 1;
+    let mut globals = Vec::new();
+    while let Some(a) = cmd.argv.get(i) {
+        let Some(w) = a.lit() else {
+            if a.text().starts_with('-') {
+                return Peeled::Problem("`git` has an option only known when it runs".to_owned());
+            }
+            break;
+        };
+        if !w.starts_with('-') {
+            break;
+        }
+        let key = w.split('=').next().unwrap_or(w);
+        let valued_sep = matches!(
+            key,
+            "-C" | "-c"
+                | "--git-dir"
+                | "--work-tree"
+                | "--namespace"
+                | "--config-env"
+                | "--exec-path"
+                | "--super-prefix"
+                | "--list-cmds"
+                | "--attr-source"
+        ) && !w.contains('=');
+        match key {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env"
+            | "--exec-path" | "--super-prefix" | "--attr-source" => {
+                if key == "-C" || key == "--work-tree" || key == "--git-dir" {
+                    cmd.cwd = None;
+                }
+                globals.push(key.to_owned());
+                if valued_sep && key != "--exec-path" {
+                    if cmd.argv.get(i + 1).is_none() {
+                        return Peeled::Problem(format!("`git {key}` is missing its value"));
+                    }
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+            "--no-pager"
+            | "-P"
+            | "-p"
+            | "--paginate"
+            | "--bare"
+            | "--no-replace-objects"
+            | "--literal-pathspecs"
+            | "--glob-pathspecs"
+            | "--noglob-pathspecs"
+            | "--icase-pathspecs"
+            | "--no-optional-locks"
+            | "--no-advice"
+            | "--no-lazy-fetch" => {
+                globals.push(key.to_owned());
+                i += 1;
+            }
+            "--version" | "--help" | "-v" | "-h" | "--html-path" | "--man-path" | "--info-path" => {
+                return Peeled::Plain
+            }
+            _ => {
+                return Peeled::Problem(format!(
+                    "`git` has the global option `{w}`, which keel does not know"
+                ))
+            }
+        }
+    }
+    if i > 1 {
+        let mut argv = vec![cmd.argv[0].clone()];
+        argv.extend(cmd.argv.drain(i..));
+        cmd.argv = argv;
+        cmd.git_globals = globals;
+    }
+    if cmd.argv.len() < 2 {
+        return Peeled::Plain;
+    }
+    Peeled::Plain
+}
