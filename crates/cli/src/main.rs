@@ -5,6 +5,7 @@ mod compat;
 mod control;
 #[cfg(feature = "demo")]
 mod demo;
+mod permissions;
 mod printer;
 mod run;
 mod sessions;
@@ -65,6 +66,7 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         #[cfg(feature = "demo")]
         Some("demo") => return demo::run(&argv[2..]).await,
         Some("sessions") => return sessions::run(&argv[2..]),
+        Some("permissions") => return permissions::run(&argv[2..]),
         _ => {}
     }
     let cli: args::Cli = match parse_args(argv) {

@@ -3,6 +3,7 @@ pub mod common;
 mod agents;
 mod basic;
 mod boundary;
+mod bypass;
 mod cancel;
 mod context;
 mod control;

@@ -1,0 +1,137 @@
+//! `keel permissions check -- COMMAND`: how keel reads a Bash command line and what it would
+//! decide, under the rules of this directory's settings files and the flags given — for
+//! users writing rules.
+
+use clap::Parser;
+use keel_core::builder::{SessionBuilder, SessionOptions};
+use keel_core::permissions::Decision;
+
+/// `keel permissions check` flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "keel permissions check",
+    about = "Show how a Bash command is parsed, lowered to the commands it runs, and judged by the permission rules (settings files and the flags below). Exit 0: it would run without asking; 1: it would be asked about (denied when headless); 3: a deny rule stops it."
+)]
+struct CheckCli {
+    /// Allow rules, as for `keel -p`.
+    #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1..)]
+    allowed_tools: Vec<String>,
+    /// Deny rules, as for `keel -p`.
+    #[arg(long = "disallowedTools", alias = "disallowed-tools", num_args = 1..)]
+    disallowed_tools: Vec<String>,
+    /// The permission mode.
+    #[arg(long = "permission-mode")]
+    permission_mode: Option<String>,
+    /// A settings file or JSON, as for `keel -p`.
+    #[arg(long)]
+    settings: Option<String>,
+    /// Which settings files to read (user,project,local).
+    #[arg(long = "setting-sources")]
+    setting_sources: Option<String>,
+    /// Directories where edits are allowed as in the working directory.
+    #[arg(long = "add-dir", num_args = 1..)]
+    add_dir: Vec<std::path::PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// The command line, after `--`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// Run `keel permissions ARGS`; returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    match args.first().map(String::as_str) {
+        Some("check") => {}
+        _ => {
+            eprintln!("Usage: keel permissions check [--allowedTools R…] [--disallowedTools R…] [--permission-mode M] [--settings F] -- COMMAND");
+            return 2;
+        }
+    }
+    let argv =
+        std::iter::once("keel permissions check".to_owned()).chain(args[1..].iter().cloned());
+    let cli: CheckCli = match crate::parse_args(argv) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let cwd = match crate::working_dir() {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let options = SessionOptions {
+        allowed_tools: cli.allowed_tools.clone(),
+        disallowed_tools: cli.disallowed_tools.clone(),
+        permission_mode: cli.permission_mode.clone(),
+        settings: cli.settings.clone(),
+        setting_sources: cli.setting_sources.clone(),
+        add_dirs: cli.add_dir.clone(),
+        ..SessionOptions::default()
+    };
+    let perms = match SessionBuilder::new(&cwd)
+        .options(options)
+        .permission_config()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return 2;
+        }
+    };
+    let command = cli.command.join(" ");
+    let (decision, judgement) = perms.explain_bash(&command);
+    let (verdict, code, detail) = match &decision {
+        Decision::Allow(by) => ("allow", 0, format!("{by:?}")),
+        Decision::Deny { message } => ("deny", 3, message.clone()),
+        Decision::Ask => ("ask", 1, String::new()),
+        Decision::AskWhy(why) => ("ask", 1, why.clone()),
+    };
+    if cli.json {
+        let commands: Vec<serde_json::Value> = judgement
+            .lowered
+            .commands
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "argv": c.argv.iter().map(|a| a.text()).collect::<Vec<_>>(),
+                    "wrappers": c.wrappers.iter().map(|w| w.iter().map(|a| a.text()).collect::<Vec<_>>()).collect::<Vec<_>>(),
+                    "assigns": c.assigns,
+                    "writes": c.redirects.iter().filter(|r| r.write).map(|r| r.target.text()).collect::<Vec<_>>(),
+                    "background": c.background,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "command": command,
+            "mode": perms.mode.as_str(),
+            "commands": commands,
+            "not_understood": judgement.lowered.problems,
+            "parts": judgement.parts,
+            "decision": verdict,
+            "detail": detail,
+        });
+        println!("{v}");
+    } else {
+        println!("command:   {command:?}");
+        println!("mode:      {}", perms.mode.as_str());
+        println!("runs:");
+        for c in &judgement.lowered.commands {
+            println!("  - {}", c.display_full());
+        }
+        for p in &judgement.lowered.problems {
+            println!("not understood: {p}");
+        }
+        println!("judged:");
+        for p in &judgement.parts {
+            println!("  - {p}");
+        }
+        println!(
+            "decision:  {verdict}{}",
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(" — {detail}")
+            }
+        );
+    }
+    code
+}
