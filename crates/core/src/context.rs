@@ -132,6 +132,8 @@ pub struct SessionContext {
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
+    /// The settings files' command hooks: fixed for the session, run beside a host's.
+    settings_hooks: Option<Arc<dyn Hooks>>,
     approver: RwLock<Option<Arc<dyn Approver>>>,
     cost: Mutex<CostTracker>,
 }
@@ -159,6 +161,7 @@ pub(crate) struct ContextParts {
     pub include_partial_messages: bool,
     pub api_key_source: String,
     pub additional_directories: Vec<PathBuf>,
+    pub settings_hooks: Option<Arc<dyn Hooks>>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -199,6 +202,7 @@ impl SessionContext {
                 permissions: p.permissions,
             }),
             hooks: RwLock::new(None),
+            settings_hooks: p.settings_hooks,
             approver: RwLock::new(None),
             cost: Mutex::new(CostTracker::default()),
         })
@@ -288,9 +292,14 @@ impl SessionContext {
         p
     }
 
-    /// The hooks every agent runs.
+    /// The hooks every agent runs: the settings files' and the host's.
     pub fn hooks(&self) -> Option<Arc<dyn Hooks>> {
-        read(&self.hooks).clone()
+        let host = read(&self.hooks).clone();
+        match (&self.settings_hooks, host) {
+            (None, h) => h,
+            (Some(s), None) => Some(s.clone()),
+            (Some(s), Some(h)) => Some(Arc::new(crate::hooks::Chain(vec![s.clone(), h]))),
+        }
     }
 
     /// Set (or clear) the hooks; every agent's next hook point uses them.

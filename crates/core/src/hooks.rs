@@ -30,16 +30,28 @@ pub enum HookEvent {
     Stop,
     /// Before the conversation is compacted.
     PreCompact,
+    /// When a subagent ends its turn.
+    SubagentStop,
+    /// When a session starts (or is resumed).
+    SessionStart,
+    /// When a session ends.
+    SessionEnd,
+    /// When keel needs the user (a permission question).
+    Notification,
 }
 
 impl HookEvent {
     /// Every event keel fires.
-    pub const ALL: [HookEvent; 5] = [
+    pub const ALL: [HookEvent; 9] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::UserPromptSubmit,
         HookEvent::Stop,
         HookEvent::PreCompact,
+        HookEvent::SubagentStop,
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::Notification,
     ];
 
     /// The wire name (`hook_event_name`).
@@ -50,6 +62,10 @@ impl HookEvent {
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::Stop => "Stop",
             HookEvent::PreCompact => "PreCompact",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::Notification => "Notification",
         }
     }
 
@@ -106,6 +122,9 @@ pub struct HookInput {
     pub last_assistant_message: Option<String>,
     /// For PreCompact: `auto` or `manual`, and the instructions given with `/compact`.
     pub compact: Option<(String, String)>,
+    /// Fields of the other events (`source` for SessionStart, `reason` for SessionEnd,
+    /// `message` for Notification).
+    pub extra: Vec<(String, Value)>,
 }
 
 impl HookInput {
@@ -142,7 +161,10 @@ impl HookInput {
             m.insert("trigger".into(), json!(trigger));
             m.insert("custom_instructions".into(), json!(instructions));
         }
-        if self.event == HookEvent::Stop {
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        if matches!(self.event, HookEvent::Stop | HookEvent::SubagentStop) {
             m.insert("stop_hook_active".into(), json!(self.stop_hook_active));
             if let Some(t) = &self.last_assistant_message {
                 m.insert("last_assistant_message".into(), json!(t));
@@ -349,6 +371,33 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision>;
 }
 
+/// Several sets of hooks (the settings files' and a host's) run as one: every set that wants
+/// the event runs, and their decisions merge.
+#[derive(Debug)]
+pub(crate) struct Chain(pub Vec<std::sync::Arc<dyn Hooks>>);
+
+impl Hooks for Chain {
+    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
+        self.0.iter().any(|h| h.wants(event, tool))
+    }
+
+    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+        Box::pin(async move {
+            let tool = input.tool_name().map(str::to_owned);
+            let runs = self
+                .0
+                .iter()
+                .filter(|h| h.wants(input.event, tool.as_deref()))
+                .map(|h| h.run(input.clone()));
+            let mut all = HookDecision::proceed();
+            for d in futures_util::future::join_all(runs).await {
+                all.merge(d);
+            }
+            all
+        })
+    }
+}
+
 /// Run the hooks for `input` unless the turn is cancelled first (`None`).
 pub(crate) async fn run_raced(
     hooks: &dyn Hooks,
@@ -438,6 +487,7 @@ mod tests {
             stop_hook_active: false,
             last_assistant_message: None,
             compact: None,
+            extra: Vec::new(),
         };
         assert_eq!(
             input.to_json(),

@@ -12,6 +12,7 @@
 pub mod agents;
 pub mod approval;
 pub mod builder;
+pub mod command_hooks;
 pub mod context;
 pub mod cost;
 pub(crate) mod dispatch;

@@ -9,6 +9,7 @@ mod context;
 mod control;
 mod demo;
 mod failures;
+mod hooks;
 mod live_context;
 mod ownership;
 mod sessions;

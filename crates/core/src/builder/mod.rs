@@ -259,7 +259,7 @@ impl SessionBuilder {
         let home = (self.env)("HOME")
             .filter(|h| !h.trim().is_empty())
             .map(PathBuf::from);
-        let settings = settings::load(
+        let mut settings = settings::load(
             o.settings.as_deref(),
             o.setting_sources.as_deref(),
             &self.cwd,
@@ -278,6 +278,17 @@ impl SessionBuilder {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
+        for note in &settings.hook_notes {
+            tracing::warn!("{note}");
+        }
+        let settings_hooks: Option<Arc<dyn crate::hooks::Hooks>> = if settings.hooks.is_empty() {
+            None
+        } else {
+            Some(crate::command_hooks::CommandHooks::new(
+                std::mem::take(&mut settings.hooks),
+                self.cwd.clone(),
+            ))
+        };
         let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
         let client = match &self.client {
@@ -329,6 +340,7 @@ impl SessionBuilder {
                 "none".into()
             },
             additional_directories: o.add_dirs.clone(),
+            settings_hooks,
         });
         let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         let scope = AgentScope {

@@ -38,6 +38,10 @@ pub struct SettingsRules {
     pub default_mode: Option<PermissionMode>,
     /// `additionalDirectories` of every source, as written (`~/x`, relative to the project).
     pub additional_directories: Vec<String>,
+    /// `hooks` of every source (all of them run).
+    pub hooks: Vec<crate::command_hooks::CommandHook>,
+    /// Hooks accepted but never run (events keel does not fire), to report.
+    pub hook_notes: Vec<String>,
     /// `env`: variables for keel's own settings (`DISABLE_PROMPT_CACHING`, ...); the most
     /// specific source wins, and the process environment wins over all of them.
     pub env: std::collections::BTreeMap<String, String>,
@@ -167,6 +171,12 @@ fn apply(
                 "Error: settings {where_}: env must be an object of variables, found {other}"
             )))
         }
+    }
+    if let Some(h) = v.get("hooks") {
+        let (hooks, notes) = crate::command_hooks::parse_settings_hooks(h, where_)
+            .map_err(|e| BuildError::Usage(format!("Error: settings {e}")))?;
+        out.hooks.extend(hooks);
+        out.hook_notes.extend(notes);
     }
     let perms = match v.get("permissions") {
         None | Some(Value::Null) => return Ok(()),

@@ -51,6 +51,7 @@ fn tool_hook_input(
         stop_hook_active: false,
         last_assistant_message: None,
         compact: None,
+        extra: Vec::new(),
     }
 }
 
@@ -180,6 +181,27 @@ async fn ask(
         reason,
         mode: perms.mode,
     };
+    // Notification hooks hear that keel is waiting for the user; they decide nothing.
+    if let Some(hooks) = cx
+        .ctx
+        .hooks()
+        .filter(|h| h.wants(crate::hooks::HookEvent::Notification, None))
+    {
+        let mut input = tool_hook_input(
+            cx,
+            crate::hooks::HookEvent::Notification,
+            &call,
+            perms.mode.as_str(),
+        );
+        input.tool = None;
+        input.extra.push((
+            "message".into(),
+            format!("keel needs your permission to use {}", call.name).into(),
+        ));
+        tokio::spawn(async move {
+            let _ = hooks.run(input).await;
+        });
+    }
     let answer = tokio::select! {
         a = approver.approve(req) => a,
         _ = cx.turn.cancelled() => return Ok(Gate::Halt),
@@ -192,6 +214,18 @@ async fn ask(
             cx.ctx.apply_permission_updates(&updates);
             if let Some(input) = updated_input.filter(Value::is_object) {
                 call.input = input;
+                // A changed input is a new call as far as deny rules go.
+                let perms = cx.ctx.permissions(cx.plan_only);
+                if let Some((rule, _)) = perms.denied_by(&call.name, tool.kind(), &call.input) {
+                    let message = format!(
+                        "{} was not run: the input the host approved is denied by the rule `{}` from {}.",
+                        call.name,
+                        rule.text(),
+                        rule.source
+                    );
+                    deny(cx, pending, &call, message, out, DenialSource::Config).await?;
+                    return Ok(Gate::Resolved);
+                }
             }
             Ok(Gate::Run {
                 call,

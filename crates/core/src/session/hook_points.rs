@@ -31,17 +31,35 @@ impl Session {
             stop_hook_active: false,
             last_assistant_message: None,
             compact: None,
+            extra: Vec::new(),
         }
     }
 
     /// Run UserPromptSubmit hooks. `Some(end)` ends the turn before the model is called;
     /// otherwise notes the hooks added are appended to `prompt`.
     pub(crate) async fn prompt_hooks(
-        &self,
+        &mut self,
         prompt: &mut Vec<ContentBlock>,
         turn: &CancelToken,
     ) -> Option<TurnEnd> {
         let hooks = self.ctx.hooks()?;
+        if !self.session_start_done && self.scope.role.is_main() {
+            self.session_start_done = true;
+            if hooks.wants(HookEvent::SessionStart, None) {
+                let mut input = self.hook_input(HookEvent::SessionStart);
+                let source = if self.history.is_empty() {
+                    "startup"
+                } else {
+                    "resume"
+                };
+                input.extra.push(("source".into(), source.into()));
+                if let Some(d) = run_raced(&*hooks, input, turn).await {
+                    for note in d.additional_context {
+                        prompt.push(ContentBlock::text(note));
+                    }
+                }
+            }
+        }
         if !hooks.wants(HookEvent::UserPromptSubmit, None) {
             return None;
         }
@@ -76,10 +94,15 @@ impl Session {
         let Some(hooks) = self.ctx.hooks() else {
             return Ok(false);
         };
-        if !hooks.wants(HookEvent::Stop, None) || *continuations >= MAX_STOP_CONTINUATIONS {
+        let event = if self.scope.role.is_main() {
+            HookEvent::Stop
+        } else {
+            HookEvent::SubagentStop
+        };
+        if !hooks.wants(event, None) || *continuations >= MAX_STOP_CONTINUATIONS {
             return Ok(false);
         }
-        let mut input = self.hook_input(HookEvent::Stop);
+        let mut input = self.hook_input(event);
         input.stop_hook_active = *continuations > 0;
         input.last_assistant_message = Some(final_text.to_owned());
         let Some(d) = run_raced(&*hooks, input, turn).await else {
@@ -95,10 +118,23 @@ impl Session {
         }
         *continuations += 1;
         let text = format!(
-            "A Stop hook asked you to continue before ending your turn:\n{}",
+            "A {event} hook asked you to continue before ending your turn:\n{}",
             notes.join("\n")
         );
         self.tell_model(vec![ContentBlock::text(text)]).await?;
         Ok(true)
+    }
+
+    /// Run SessionEnd hooks (they cannot change anything; each is bounded by its deadline).
+    pub(crate) async fn session_end_hooks(&self) {
+        let Some(hooks) = self.ctx.hooks() else {
+            return;
+        };
+        if !hooks.wants(HookEvent::SessionEnd, None) {
+            return;
+        }
+        let mut input = self.hook_input(HookEvent::SessionEnd);
+        input.extra.push(("reason".into(), "other".into()));
+        let _ = hooks.run(input).await;
     }
 }

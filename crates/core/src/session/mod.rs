@@ -80,6 +80,8 @@ pub struct Session {
     /// The files this agent has read (each agent, subagents too, has its own).
     pub(crate) reads: Arc<ReadLedger>,
     pub(crate) results_emitted: u32,
+    /// SessionStart hooks have run (they run before the main agent's first prompt).
+    pub(crate) session_start_done: bool,
     pub(crate) system: Vec<Value>,
     /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
     pub(crate) warnings: Vec<(String, Extra)>,
@@ -109,6 +111,7 @@ impl Session {
             processes: Arc::new(ProcessRegistry::new()),
             reads: Arc::new(ReadLedger::new()),
             results_emitted: 0,
+            session_start_done: false,
             system: Vec::new(),
             warnings: Vec::new(),
             specs: None,
@@ -258,6 +261,9 @@ impl Session {
     pub async fn shutdown(&self) -> usize {
         self.turn_state
             .cancel_running(keel_protocol::CancelReason::Shutdown);
+        if self.scope.role.is_main() {
+            self.session_end_hooks().await;
+        }
         if self.scope.role.is_main() {
             for (id, status) in self.ctx.tasks.shutdown().await {
                 tracing::info!(

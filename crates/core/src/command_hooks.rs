@@ -1,0 +1,470 @@
+//! Hooks from the settings files users keep: `hooks` in the user, project, local and
+//! `--settings` files, each a shell command that gets the event as JSON on stdin.
+//!
+//! A command hook runs in its own process group with a deadline the parent enforces (the
+//! whole group is killed when it passes, or when the turn is interrupted), and its output is
+//! bounded. Exit 0 with JSON on stdout is a decision (`decision`, `permissionDecision`,
+//! `updatedInput`, `additionalContext`, `continue`, …); exit 0 with plain text adds context
+//! to a prompt; exit 2 blocks, and its stderr is the reason the model reads. Anything else —
+//! it cannot start, it times out, it exits with another code, it prints JSON keel cannot
+//! read — is a failure, and a PreToolUse or UserPromptSubmit hook that fails **blocks**
+//! (unless it says `"onFailure": "allow"`): a guard that silently stops guarding is worse
+//! than one that stops the work.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{join_all, BoxFuture};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::hooks::{matcher_covers, HookDecision, HookEvent, HookInput, Hooks};
+
+/// How much of a hook's stdout and stderr is kept (each).
+const OUTPUT_CAP: usize = 64 * 1024;
+/// A hook's deadline when its settings do not give one.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest deadline a hook may ask for.
+const MAX_TIMEOUT_SECS: f64 = 3600.0;
+
+/// One command hook from a settings file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommandHook {
+    /// The event it listens for.
+    pub event: HookEvent,
+    /// For tool events: which tools (`Bash`, `Edit|Write`, `*`).
+    pub matcher: Option<String>,
+    /// The shell command.
+    pub command: String,
+    /// Its deadline.
+    pub timeout: Duration,
+    /// `"onFailure": "allow"`: a failure of this hook does not block.
+    pub fail_open: bool,
+    /// The settings file it came from.
+    pub source: String,
+}
+
+/// Events that Claude Code settings files may name and keel does not fire; hooks for them
+/// are accepted and reported as inactive instead of refusing the file.
+const NOT_FIRED: &[&str] = &[
+    "PermissionRequest",
+    "SubagentStart",
+    "PostToolUseFailure",
+    "Setup",
+];
+
+/// Parse the `hooks` object of a settings file. Wrong shapes are errors that name the file
+/// and the field; `Ok` also returns notes about hooks keel accepts but never runs.
+pub fn parse_settings_hooks(
+    v: &Value,
+    where_: &str,
+) -> Result<(Vec<CommandHook>, Vec<String>), String> {
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    let obj = match v {
+        Value::Null => return Ok((out, notes)),
+        Value::Object(o) => o,
+        _ => return Err(format!("{where_}: `hooks` must be an object of events")),
+    };
+    for (name, groups) in obj {
+        let event = match HookEvent::parse(name) {
+            Some(e) => Some(e),
+            None if NOT_FIRED.contains(&name.as_str()) => {
+                notes.push(format!(
+                    "{where_}: hooks for {name} are not run by keel (it has no such event)"
+                ));
+                None
+            }
+            None => {
+                return Err(format!(
+                    "{where_}: `hooks.{name}` is not a hook event ({})",
+                    HookEvent::ALL.map(|e| e.as_str()).join(", ")
+                ))
+            }
+        };
+        let Value::Array(groups) = groups else {
+            return Err(format!(
+                "{where_}: `hooks.{name}` must be a list of {{matcher, hooks}} objects"
+            ));
+        };
+        for (gi, g) in groups.iter().enumerate() {
+            let field = format!("hooks.{name}[{gi}]");
+            let Value::Object(g) = g else {
+                return Err(format!("{where_}: `{field}` must be an object"));
+            };
+            let matcher = match g.get("matcher") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(m)) => Some(m.clone()),
+                Some(_) => return Err(format!("{where_}: `{field}.matcher` must be a string")),
+            };
+            let Some(Value::Array(hooks)) = g.get("hooks") else {
+                return Err(format!("{where_}: `{field}.hooks` must be a list of hooks"));
+            };
+            for (hi, h) in hooks.iter().enumerate() {
+                let hf = format!("{field}.hooks[{hi}]");
+                let Value::Object(h) = h else {
+                    return Err(format!("{where_}: `{hf}` must be an object"));
+                };
+                match h.get("type").and_then(Value::as_str) {
+                    Some("command") => {}
+                    Some(other) => {
+                        return Err(format!(
+                            "{where_}: `{hf}.type` {other:?} is not supported (keel runs \"command\" hooks)"
+                        ))
+                    }
+                    None => return Err(format!("{where_}: `{hf}.type` must be \"command\"")),
+                }
+                let command = h
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.trim().is_empty())
+                    .ok_or_else(|| {
+                        format!("{where_}: `{hf}.command` must be a non-empty string")
+                    })?;
+                let timeout = match h.get("timeout") {
+                    None | Some(Value::Null) => DEFAULT_TIMEOUT,
+                    Some(Value::Number(n)) => {
+                        let s = n.as_f64().unwrap_or(-1.0);
+                        if !(s > 0.0 && s <= MAX_TIMEOUT_SECS) {
+                            return Err(format!(
+                                "{where_}: `{hf}.timeout` must be between 0 and {MAX_TIMEOUT_SECS} seconds, found {n}"
+                            ));
+                        }
+                        Duration::from_secs_f64(s)
+                    }
+                    Some(_) => {
+                        return Err(format!(
+                            "{where_}: `{hf}.timeout` must be a number of seconds"
+                        ))
+                    }
+                };
+                let fail_open = match h.get("onFailure") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::String(s)) if s == "allow" => true,
+                    Some(Value::String(s)) if s == "block" => false,
+                    Some(other) => return Err(format!(
+                        "{where_}: `{hf}.onFailure` must be \"block\" or \"allow\", found {other}"
+                    )),
+                };
+                if let Some(event) = event {
+                    out.push(CommandHook {
+                        event,
+                        matcher: matcher.clone(),
+                        command: command.to_owned(),
+                        timeout,
+                        fail_open,
+                        source: where_.to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    Ok((out, notes))
+}
+
+/// The command hooks of a session.
+#[derive(Debug)]
+pub struct CommandHooks {
+    hooks: Vec<CommandHook>,
+    project_dir: PathBuf,
+}
+
+impl CommandHooks {
+    /// Hooks that run in `project_dir`.
+    pub fn new(hooks: Vec<CommandHook>, project_dir: PathBuf) -> Arc<Self> {
+        Arc::new(Self { hooks, project_dir })
+    }
+
+    fn matching<'a>(
+        &'a self,
+        event: HookEvent,
+        tool: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a CommandHook> + 'a {
+        self.hooks.iter().filter(move |h| {
+            h.event == event
+                && (!event.is_tool_event()
+                    || matcher_covers(h.matcher.as_deref(), tool.unwrap_or("")))
+        })
+    }
+}
+
+impl Hooks for CommandHooks {
+    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
+        self.matching(event, tool).next().is_some()
+    }
+
+    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+        Box::pin(async move {
+            let stdin = input.to_json().to_string();
+            let hooks: Vec<&CommandHook> = self.matching(input.event, input.tool_name()).collect();
+            let decisions =
+                join_all(hooks.iter().map(|h| run_one(h, &stdin, &self.project_dir))).await;
+            let mut all = HookDecision::proceed();
+            for d in decisions {
+                all.merge(d);
+            }
+            all
+        })
+    }
+}
+
+/// Kills the hook's process group when dropped (deadline passed, turn interrupted, done).
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// How one run of a hook ended.
+enum Outcome {
+    Exited {
+        code: i32,
+        stdout: String,
+        stderr: String,
+    },
+    Failed(String),
+}
+
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> String {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut dropped = false;
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = OUTPUT_CAP.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                dropped |= n > room;
+            }
+        }
+    }
+    let mut s = String::from_utf8_lossy(&kept).into_owned();
+    if dropped {
+        s.push_str("\n[output cut at 64 KiB]");
+    }
+    s
+}
+
+async fn execute(h: &CommandHook, stdin: &str, dir: &PathBuf) -> Outcome {
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(&h.command)
+        .current_dir(dir)
+        .env("CLAUDE_PROJECT_DIR", dir)
+        .env("KEEL_PROJECT_DIR", dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(format!("could not start ({e})")),
+    };
+    let _guard = GroupGuard(child.id().map(|p| p as i32));
+    let mut input = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let body = stdin.to_owned();
+    let work = async move {
+        // A hook that does not read its input must not block on a full pipe: write in the
+        // background, ignoring a closed pipe.
+        let writer = async move {
+            if let Some(mut i) = input.take() {
+                let _ = i.write_all(body.as_bytes()).await;
+                let _ = i.shutdown().await;
+            }
+        };
+        let out = async move {
+            match stdout {
+                Some(s) => read_capped(s).await,
+                None => String::new(),
+            }
+        };
+        let err = async move {
+            match stderr {
+                Some(s) => read_capped(s).await,
+                None => String::new(),
+            }
+        };
+        let ((), stdout, stderr, status) = tokio::join!(writer, out, err, child.wait());
+        (stdout, stderr, status)
+    };
+    match tokio::time::timeout(h.timeout, work).await {
+        Err(_) => Outcome::Failed(format!(
+            "did not finish within its {} s deadline and was stopped",
+            h.timeout.as_secs_f64()
+        )),
+        Ok((stdout, stderr, Ok(status))) => match status.code() {
+            Some(code) => Outcome::Exited {
+                code,
+                stdout,
+                stderr,
+            },
+            None => Outcome::Failed(format!(
+                "was killed by a signal ({status}){}",
+                tail(&stderr)
+            )),
+        },
+        Ok((_, _, Err(e))) => Outcome::Failed(format!("could not be waited for ({e})")),
+    }
+}
+
+fn tail(stderr: &str) -> String {
+    let t = stderr.trim();
+    if t.is_empty() {
+        String::new()
+    } else {
+        let last: String = t
+            .chars()
+            .rev()
+            .take(400)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!(": {last}")
+    }
+}
+
+fn short_command(c: &str) -> String {
+    if c.chars().count() <= 80 {
+        c.to_owned()
+    } else {
+        format!("{}…", c.chars().take(80).collect::<String>())
+    }
+}
+
+async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
+    let outcome = execute(h, stdin, dir).await;
+    let failure = |why: String| -> HookDecision {
+        let who = format!(
+            "the {} hook `{}` from {}",
+            h.event,
+            short_command(&h.command),
+            h.source
+        );
+        let closes = matches!(h.event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
+        if closes && !h.fail_open {
+            HookDecision::blocked(format!(
+                "{who} {why}. keel fails closed when a guard hook fails; fix the hook, or give it \"onFailure\": \"allow\""
+            ))
+        } else {
+            tracing::warn!("{who} {why}");
+            HookDecision {
+                system_message: Some(format!("{who} {why}")),
+                ..HookDecision::proceed()
+            }
+        }
+    };
+    match outcome {
+        Outcome::Failed(why) => failure(why),
+        Outcome::Exited {
+            code: 0, stdout, ..
+        } => {
+            let t = stdout.trim();
+            if t.starts_with('{') {
+                match serde_json::from_str::<Value>(t) {
+                    Ok(v) => match HookDecision::from_output(h.event, &v) {
+                        Ok(d) => d,
+                        Err(e) => failure(format!("printed an answer keel cannot use ({e})")),
+                    },
+                    Err(e) => failure(format!("printed JSON that does not parse ({e})")),
+                }
+            } else if !t.is_empty()
+                && matches!(
+                    h.event,
+                    HookEvent::UserPromptSubmit | HookEvent::SessionStart
+                )
+            {
+                HookDecision {
+                    additional_context: vec![t.to_owned()],
+                    ..HookDecision::proceed()
+                }
+            } else {
+                HookDecision::proceed()
+            }
+        }
+        Outcome::Exited {
+            code: 2, stderr, ..
+        } => {
+            let reason = match stderr.trim() {
+                "" => format!(
+                    "the {} hook `{}` exited with 2",
+                    h.event,
+                    short_command(&h.command)
+                ),
+                s => s.to_owned(),
+            };
+            match h.event {
+                HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::UserPromptSubmit
+                | HookEvent::Stop
+                | HookEvent::SubagentStop => HookDecision::blocked(reason),
+                _ => HookDecision {
+                    system_message: Some(reason),
+                    ..HookDecision::proceed()
+                },
+            }
+        }
+        Outcome::Exited { code, stderr, .. } => {
+            failure(format!("exited with code {code}{}", tail(&stderr)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn settings_shapes_are_checked() {
+        let ok = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x", "timeout": 5, "onFailure": "allow"}]}],
+                        "PermissionRequest": [{"hooks": [{"type": "command", "command": "y"}]}]});
+        let (hooks, notes) = parse_settings_hooks(&ok, "s.json").unwrap();
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks[0].timeout, Duration::from_secs(5));
+        assert!(hooks[0].fail_open);
+        assert_eq!(notes.len(), 1);
+        for (bad, field) in [
+            (json!([]), "`hooks`"),
+            (json!({"Bogus": []}), "hooks.Bogus"),
+            (json!({"Stop": {}}), "hooks.Stop"),
+            (
+                json!({"Stop": [{"hooks": [{"type": "command"}]}]}),
+                "hooks.Stop[0].hooks[0].command",
+            ),
+            (
+                json!({"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": -1}]}]}),
+                "timeout",
+            ),
+            (
+                json!({"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": 1e9}]}]}),
+                "timeout",
+            ),
+            (
+                json!({"Stop": [{"hooks": [{"type": "prompt", "prompt": "x"}]}]}),
+                "type",
+            ),
+            (
+                json!({"Stop": [{"hooks": [{"type": "command", "command": "x", "onFailure": "maybe"}]}]}),
+                "onFailure",
+            ),
+        ] {
+            let e = parse_settings_hooks(&bad, "s.json").unwrap_err();
+            assert!(e.contains("s.json") && e.contains(field), "{e}");
+        }
+    }
+}
