@@ -36,6 +36,15 @@ pub struct CompatArgs {
     #[arg(long = "add-dir", action = ArgAction::Append, value_name = "DIR")]
     pub add_dir: Vec<PathBuf>,
 
+    /// Run Bash commands in the OS sandbox: they may write only in the working directory,
+    /// the added directories and the temp directory, and have no network.
+    #[arg(long = "sandbox")]
+    pub sandbox: bool,
+
+    /// With --sandbox: let commands use the network.
+    #[arg(long = "sandbox-network")]
+    pub sandbox_network: bool,
+
     /// Emit system/hook_started and system/hook_response frames around hook callbacks.
     #[arg(long = "include-hook-events")]
     pub include_hook_events: bool,

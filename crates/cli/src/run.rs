@@ -47,6 +47,8 @@ pub fn options(cli: &Cli) -> SessionOptions {
         setting_sources: cli.compat.setting_sources.clone(),
         agents: cli.compat.agents.clone(),
         add_dirs: cli.compat.add_dir.clone(),
+        sandbox: cli.compat.sandbox,
+        sandbox_network: cli.compat.sandbox_network,
         max_thinking_tokens: cli.compat.max_thinking_tokens.clone(),
         thinking: cli.compat.thinking.clone(),
     }

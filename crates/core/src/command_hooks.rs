@@ -144,9 +144,11 @@ pub fn parse_settings_hooks(
                     None | Some(Value::Null) => false,
                     Some(Value::String(s)) if s == "allow" => true,
                     Some(Value::String(s)) if s == "block" => false,
-                    Some(other) => return Err(format!(
+                    Some(other) => {
+                        return Err(format!(
                         "{where_}: `{hf}.onFailure` must be \"block\" or \"allow\", found {other}"
-                    )),
+                    ))
+                    }
                 };
                 if let Some(event) = event {
                     out.push(CommandHook {

@@ -267,8 +267,14 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             return ToolOutcome::failed(format!("Internal error in Bash: {e}"))
         }
     };
-    let spawned = match spawn_shell(shell, &inp.command, &cx.cwd) {
+    let sandbox = cx.limits.sandbox.clone();
+    let spawned = match spawn_shell(shell, &inp.command, &cx.cwd, sandbox.clone()) {
         Ok(c) => c,
+        Err(e) if sandbox.is_some() => {
+            return ToolOutcome::failed(format!(
+                "The command was not run: keel could not put it in the sandbox ({e})."
+            ));
+        }
         Err(e) => {
             return ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()));
         }
@@ -375,6 +381,13 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             }
             if let Some(note) = timeout_note {
                 push_line(&mut text, &note);
+            }
+            if let (Some(sb), Some(ExitStatus::Code(c))) = (&sandbox, report.status) {
+                if c != 0 {
+                    if let Some(note) = crate::sandbox::stopped_note(sb, &stderr, &stdout) {
+                        push_line(&mut text, &note);
+                    }
+                }
             }
             finish_exited(report.status, text, stdout, stderr, report.stopped_count)
         }

@@ -15,6 +15,7 @@ mod input;
 pub mod output;
 pub mod process;
 pub mod read;
+pub mod sandbox;
 pub mod shell;
 mod supervise;
 pub mod walk;
@@ -258,6 +259,8 @@ pub struct ToolLimits {
     pub file_deadline: Duration,
     /// Threads Grep and Glob walk and search with (1: one thread).
     pub search_threads: usize,
+    /// The OS sandbox Bash commands run in, when enabled.
+    pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
 
 impl Default for ToolLimits {
@@ -273,6 +276,7 @@ impl Default for ToolLimits {
             max_result_bytes: 256 * 1024,
             file_deadline: Duration::from_secs(120),
             search_threads: crate::walk::default_threads(),
+            sandbox: None,
         }
     }
 }

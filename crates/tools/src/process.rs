@@ -35,7 +35,12 @@ pub(crate) struct Spawned {
 /// Must be called from a tokio worker thread (or any long-lived thread), never from
 /// `spawn_blocking`: the supervisor's parent-death signal fires when the *thread* that forked
 /// it exits, and blocking-pool threads exit when idle.
-pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result<Spawned> {
+pub(crate) fn spawn_shell(
+    shell: &Path,
+    command: &str,
+    cwd: &Path,
+    sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
+) -> io::Result<Spawned> {
     let pipe = crate::supervise::ReportPipe::new()?;
     let devnull = std::fs::File::open("/dev/null")?;
     let exec =
@@ -62,7 +67,9 @@ pub(crate) fn spawn_shell(shell: &Path, command: &str, cwd: &Path) -> io::Result
     // an errno does not allocate).
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(move || crate::supervise::become_supervisor(keel, report, null, &exec));
+        cmd.pre_exec(move || {
+            crate::supervise::become_supervisor(keel, report, null, &exec, sandbox.as_deref())
+        });
     }
     let child = cmd.spawn()?;
     // Only the supervisor writes reports: keel's copy of the write end must go, or the read end
@@ -380,7 +387,8 @@ mod tests {
 
     #[tokio::test]
     async fn registry_kills_background_group() {
-        let spawned = spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/")).unwrap();
+        let spawned =
+            spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/"), None).unwrap();
         let mut child = spawned.child;
         let pgid = child.id().unwrap() as i32;
         let reg = ProcessRegistry::new();

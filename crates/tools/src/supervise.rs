@@ -178,9 +178,15 @@ pub(crate) fn become_supervisor(
     report: RawFd,
     devnull: RawFd,
     shell: &ShellExec,
+    sandbox: Option<&crate::sandbox::Sandbox>,
 ) -> std::io::Result<()> {
     nix::unistd::setsid()?;
     nix::sys::prctl::set_child_subreaper(true)?;
+    // The supervisor enters the sandbox itself, so the shell and all it starts inherit it;
+    // if it cannot, the command does not start (the error reaches keel's spawn).
+    if let Some(sb) = sandbox {
+        sb.enter()?;
+    }
     let mut watched = SigSet::empty();
     for s in [Signal::SIGCHLD, Signal::SIGTERM, KEEL_DIED] {
         watched.add(s);

@@ -12,4 +12,5 @@ mod failures;
 mod hooks;
 mod live_context;
 mod ownership;
+mod sandbox;
 mod sessions;

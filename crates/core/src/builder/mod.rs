@@ -85,6 +85,10 @@ pub struct SessionOptions {
     pub agents: Option<String>,
     /// `--add-dir` values.
     pub add_dirs: Vec<PathBuf>,
+    /// `--sandbox`: run Bash commands in the OS sandbox (else the settings decide).
+    pub sandbox: bool,
+    /// `--sandbox-network`: sandboxed commands may use the network.
+    pub sandbox_network: bool,
     /// `--max-thinking-tokens` (else `MAX_THINKING_TOKENS`): a thinking budget; 0 = none.
     pub max_thinking_tokens: Option<String>,
     /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
@@ -289,6 +293,7 @@ impl SessionBuilder {
                 self.cwd.clone(),
             ))
         };
+        let sandbox = self.sandbox(&settings, home.as_deref())?;
         let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
         let client = match &self.client {
@@ -315,7 +320,12 @@ impl SessionBuilder {
         if let Some(w) = &started.writer {
             emitter = emitter.with_persist(w.clone());
         }
-        let limits = with_spill_dir(limits, transcript_path.as_ref(), &started.session_id);
+        let mut limits = with_spill_dir(limits, transcript_path.as_ref(), &started.session_id);
+        if let Some(sb) = sandbox {
+            let mut tools = (*limits.tools).clone();
+            tools.sandbox = Some(sb);
+            limits.tools = Arc::new(tools);
+        }
         let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
         for d in extra_agents {
             registry.insert(d);
@@ -412,6 +422,48 @@ impl SessionBuilder {
             limits.subagents.default_max_turns = Some(n as u32);
         }
         Ok(limits)
+    }
+
+    /// The OS sandbox for Bash, when the flags or the settings enable it. Enabled on a
+    /// machine that cannot have it, the session does not start.
+    fn sandbox(
+        &self,
+        settings: &settings::SettingsRules,
+        home: Option<&Path>,
+    ) -> Result<Option<Arc<keel_tools::sandbox::Sandbox>>, BuildError> {
+        let o = &self.options;
+        if !(o.sandbox || settings.sandbox_enabled == Some(true)) {
+            return Ok(None);
+        }
+        use crate::permissions::paths::{normalize, real_path};
+        let abs = |d: &str| {
+            let expanded = match (d.strip_prefix("~/"), home) {
+                (Some(rest), Some(h)) => h.join(rest),
+                _ => PathBuf::from(d),
+            };
+            real_path(&normalize(&self.cwd.join(expanded)))
+        };
+        let mut writable = vec![real_path(&self.cwd)];
+        for d in &o.add_dirs {
+            writable.push(abs(&d.display().to_string()));
+        }
+        for d in settings
+            .additional_directories
+            .iter()
+            .chain(&settings.sandbox_writable)
+        {
+            writable.push(abs(d));
+        }
+        let tmp = real_path(&std::env::temp_dir());
+        writable.push(tmp);
+        writable.dedup();
+        let policy = keel_tools::sandbox::SandboxPolicy {
+            writable,
+            network: o.sandbox_network || settings.sandbox_network == Some(true),
+        };
+        keel_tools::sandbox::Sandbox::new(policy)
+            .map(|s| Some(Arc::new(s)))
+            .map_err(|e| BuildError::Usage(format!("Error: {e}")))
     }
 
     fn permissions(

@@ -42,6 +42,12 @@ pub struct SettingsRules {
     pub hooks: Vec<crate::command_hooks::CommandHook>,
     /// Hooks accepted but never run (events keel does not fire), to report.
     pub hook_notes: Vec<String>,
+    /// `sandbox.enabled` of the most specific source that sets it.
+    pub sandbox_enabled: Option<bool>,
+    /// `sandbox.network` of the most specific source that sets it (true: allowed).
+    pub sandbox_network: Option<bool>,
+    /// `sandbox.writablePaths` of every source, as written.
+    pub sandbox_writable: Vec<String>,
     /// `env`: variables for keel's own settings (`DISABLE_PROMPT_CACHING`, ...); the most
     /// specific source wins, and the process environment wins over all of them.
     pub env: std::collections::BTreeMap<String, String>,
@@ -177,6 +183,63 @@ fn apply(
             .map_err(|e| BuildError::Usage(format!("Error: settings {e}")))?;
         out.hooks.extend(hooks);
         out.hook_notes.extend(notes);
+    }
+    match v.get("sandbox") {
+        None | Some(Value::Null) => {}
+        Some(Value::Bool(b)) => out.sandbox_enabled = Some(*b),
+        Some(Value::Object(sb)) => {
+            match sb.get("enabled") {
+                None | Some(Value::Null) => {}
+                Some(Value::Bool(b)) => out.sandbox_enabled = Some(*b),
+                Some(other) => {
+                    return Err(BuildError::Usage(format!(
+                        "Error: {where_}: `sandbox.enabled` must be true or false, found {}",
+                        json_kind(other)
+                    )))
+                }
+            }
+            match sb.get("network") {
+                None | Some(Value::Null) => {}
+                Some(Value::Bool(b)) => out.sandbox_network = Some(*b),
+                // Another agent's domain allow-list: keel's switch cannot honour a list, so
+                // it takes the closed side.
+                Some(Value::Object(_)) => {
+                    tracing::warn!("{where_}: `sandbox.network` is an object (a list of allowed hosts); keel's sandbox has only on or off, so the network stays off");
+                    out.sandbox_network = Some(false);
+                }
+                Some(other) => {
+                    return Err(BuildError::Usage(format!(
+                        "Error: {where_}: `sandbox.network` must be true (allowed) or false, found {}",
+                        json_kind(other)
+                    )))
+                }
+            }
+            match sb.get("writablePaths") {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(items)) => {
+                    for i in items {
+                        let p = i.as_str().filter(|p| !p.trim().is_empty()).ok_or_else(|| {
+                            BuildError::Usage(format!(
+                                "Error: {where_}: `sandbox.writablePaths` must be a list of paths"
+                            ))
+                        })?;
+                        out.sandbox_writable.push(p.to_owned());
+                    }
+                }
+                Some(other) => {
+                    return Err(BuildError::Usage(format!(
+                        "Error: {where_}: `sandbox.writablePaths` must be a list of paths, found {}",
+                        json_kind(other)
+                    )))
+                }
+            }
+        }
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: {where_}: `sandbox` must be an object (enabled, network, writablePaths), found {}",
+                json_kind(other)
+            )))
+        }
     }
     let perms = match v.get("permissions") {
         None | Some(Value::Null) => return Ok(()),

@@ -1,0 +1,212 @@
+//! The OS sandbox for Bash: writes only in the allowed directories, reads everywhere, the
+//! network off unless allowed. Skipped (saying why) only where the kernel lacks Landlock.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::common::Harness;
+
+fn landlock_missing() -> bool {
+    if keel_tools::sandbox::landlock_abi() < 1 {
+        eprintln!(
+            "SKIPPED: this kernel does not offer Landlock, so the sandbox cannot be tested here"
+        );
+        return true;
+    }
+    false
+}
+
+fn one_command(cmd: &str) -> String {
+    json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": cmd}}]},
+        {"kind": "text", "text": "done"}
+    ]})
+    .to_string()
+}
+
+#[tokio::test]
+async fn writes_outside_the_allowed_directories_fail_and_reads_work() {
+    if landlock_missing() {
+        return;
+    }
+    // Outside the working directory and outside the temp directory.
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(outside.path().join("readable.txt"), "can-read-this").unwrap();
+    let cmd = format!(
+        "echo in > inside.txt; echo tmp > \"${{TMPDIR:-/tmp}}/keel-sandbox-$$.txt\" && rm \"${{TMPDIR:-/tmp}}/keel-sandbox-$$.txt\"; cat {o}/readable.txt; echo out > {o}/escaped.txt",
+        o = outside.path().display()
+    );
+    let h = Harness::from_json(&one_command(&cmd)).await;
+    let run = h
+        .run_stream("go", &["--sandbox", "--allowedTools", "Bash"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(
+        h.cwd().join("inside.txt").exists(),
+        "the working directory is writable"
+    );
+    assert!(
+        !outside.path().join("escaped.txt").exists(),
+        "a write outside the allowed directories must fail"
+    );
+    let result = run.tool_results()[0].to_string();
+    assert!(result.contains("can-read-this"), "reads work: {result}");
+    assert!(
+        result.contains("sandbox"),
+        "the result says the sandbox stopped it: {result}"
+    );
+    assert!(
+        !result.contains("tmp: Permission denied"),
+        "the temp directory is writable: {result}"
+    );
+    // Without the sandbox the same write goes through (the check above can fail).
+    let h2 = Harness::from_json(&one_command(&format!(
+        "echo out > {}/escaped.txt",
+        outside.path().display()
+    )))
+    .await;
+    h2.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
+    assert!(outside.path().join("escaped.txt").exists());
+}
+
+#[tokio::test]
+async fn the_network_is_off_unless_allowed() {
+    if landlock_missing() {
+        return;
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cmd = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected'");
+    for (flags, connects) in [
+        (vec!["--sandbox", "--allowedTools", "Bash"], false),
+        (
+            vec!["--sandbox", "--sandbox-network", "--allowedTools", "Bash"],
+            true,
+        ),
+    ] {
+        let h = Harness::from_json(&one_command(&cmd)).await;
+        let run = h.run_stream("go", &flags, &[]).await;
+        run.assert_end("success", false, "completed", 0);
+        let result = run.tool_results()[0].to_string();
+        let accepted = tokio::time::timeout(Duration::from_millis(500), listener.accept())
+            .await
+            .is_ok();
+        assert_eq!(accepted, connects, "{flags:?}: {result}");
+        assert_eq!(
+            result.contains("connected"),
+            connects,
+            "{flags:?}: {result}"
+        );
+        if !connects {
+            assert!(result.contains("network is off"), "{result}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn sandbox_settings_are_read_and_checked() {
+    if landlock_missing() {
+        return;
+    }
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let h = Harness::from_json(&one_command(&format!(
+        "echo x > {}/allowed.txt",
+        outside.path().display()
+    )))
+    .await;
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        json!({"sandbox": {"enabled": true, "writablePaths": [outside.path()]}}).to_string(),
+    )
+    .unwrap();
+    let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(
+        outside.path().join("allowed.txt").exists(),
+        "writablePaths widen the sandbox"
+    );
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        json!({"sandbox": {"enabled": "yes"}}).to_string(),
+    )
+    .unwrap();
+    let run = h.run_stream("go", &[], &[]).await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("sandbox.enabled"), "{}", run.stderr);
+}
+
+/// Without root, the network switch goes through a user namespace; the sandbox must hold
+/// the same way. Runs keel as `nobody` (needs root and setpriv to get there).
+#[tokio::test]
+async fn an_unprivileged_user_gets_the_same_sandbox() {
+    if landlock_missing() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root()
+        || std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+    {
+        eprintln!("SKIPPED: needs root and setpriv to run keel as an unprivileged user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let cmd = format!(
+        "echo in > inside.txt; echo out > {}/escaped.txt; bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected'; id -u",
+        outside.path().display()
+    );
+    let h = Harness::from_json(&one_command(&cmd)).await;
+    for d in [h.cwd(), h.home.path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let mut c = tokio::process::Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(super::common::keel_bin())
+        .args([
+            "-p",
+            "go",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--sandbox",
+            "--allowedTools",
+            "Bash",
+        ])
+        .current_dir(h.cwd())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", h.home.path())
+        .env("KEEL_HOME", h.keel_home())
+        .env("ANTHROPIC_BASE_URL", h.mock.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-test-keel")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), c.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let run = super::common::Run::new(
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    );
+    run.assert_end("success", false, "completed", 0);
+    let result = run.tool_results()[0].to_string();
+    assert!(result.contains("65534"), "it ran as nobody: {result}");
+    assert!(h.cwd().join("inside.txt").exists(), "{result}");
+    assert!(!outside.path().join("escaped.txt").exists(), "{result}");
+    assert!(!result.contains("connected"), "{result}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), listener.accept())
+            .await
+            .is_err(),
+        "no connection reached the listener"
+    );
+}

@@ -1,0 +1,212 @@
+//! The OS sandbox for Bash (Linux): Landlock lets a command write only beneath the working
+//! directory, the added directories and the temp directory (it may read everywhere), and a
+//! network namespace of its own cuts it off the network unless the network is allowed.
+//!
+//! The Landlock ruleset is built once, in keel, when the session starts; each command's
+//! supervisor (a forked child that may only make async-signal-safe calls) enters the sandbox
+//! with raw system calls on what was prepared, before it starts the shell, so the shell and
+//! everything it starts inherit it. A kernel without Landlock makes enabling the sandbox an
+//! error, never a silent no-op.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI,
+};
+use nix::libc;
+
+/// What the sandbox allows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    /// Directories a command may write beneath (the working directory, added directories,
+    /// the temp directory, extra paths from the settings).
+    pub writable: Vec<PathBuf>,
+    /// Whether commands may reach the network.
+    pub network: bool,
+}
+
+/// A sandbox ready to enter.
+#[derive(Debug)]
+pub struct Sandbox {
+    policy: SandboxPolicy,
+    ruleset: OwnedFd,
+    /// `/proc/self/uid_map` and `gid_map` lines for an unprivileged network namespace
+    /// (prepared here: the supervisor may not allocate).
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+}
+
+/// The Landlock ABI version the kernel offers (0: none).
+pub fn landlock_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: the documented way to ask for the ABI version: no attribute, size 0, the
+    // version flag; the call has no other effect.
+    #[allow(unsafe_code)]
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 {
+        0
+    } else {
+        v as i32
+    }
+}
+
+impl Sandbox {
+    /// Prepare the sandbox, or say why it cannot be had on this machine.
+    pub fn new(policy: SandboxPolicy) -> Result<Self, String> {
+        let v = landlock_abi();
+        if v < 1 {
+            return Err(format!(
+                "the sandbox needs Landlock, which this kernel does not offer ({}); run without the sandbox, or on a kernel with Landlock enabled (5.13 or later, with landlock in the lsm= list)",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let abi = ABI::from(v);
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::from_read(abi);
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            format!("could not set up the sandbox: {what}: {e}")
+        };
+        let mut rs = Ruleset::default()
+            .handle_access(all)
+            .map_err(|e| fail("handled accesses", &e))?
+            .create()
+            .map_err(|e| fail("ruleset", &e))?;
+        let root = PathFd::new("/").map_err(|e| fail("/", &e))?;
+        rs = rs
+            .add_rule(PathBeneath::new(root, read))
+            .map_err(|e| fail("read access", &e))?;
+        // Devices such as /dev/null and the terminal are written by ordinary commands.
+        let mut writable: Vec<PathBuf> = policy.writable.clone();
+        writable.push(PathBuf::from("/dev"));
+        for d in &writable {
+            if !d.exists() {
+                continue;
+            }
+            let fd = PathFd::new(d).map_err(|e| fail(&d.display().to_string(), &e))?;
+            rs = rs
+                .add_rule(PathBeneath::new(fd, all))
+                .map_err(|e| fail(&d.display().to_string(), &e))?;
+        }
+        let fd: Option<OwnedFd> = rs.into();
+        let ruleset =
+            fd.ok_or_else(|| "could not set up the sandbox: Landlock gave no ruleset".to_owned())?;
+        let uid = nix::unistd::getuid().as_raw();
+        let gid = nix::unistd::getgid().as_raw();
+        Ok(Self {
+            policy,
+            ruleset,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        })
+    }
+
+    /// What it allows.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
+    }
+
+    /// Whether `p` may be written under the sandbox.
+    pub fn may_write(&self, p: &Path) -> bool {
+        self.policy.writable.iter().any(|d| p.starts_with(d)) || p.starts_with("/dev")
+    }
+
+    /// Enter the sandbox: this process and everything it starts. Called in the forked
+    /// supervisor, so it makes raw system calls only, on buffers prepared in [`Sandbox::new`].
+    pub(crate) fn enter(&self) -> std::io::Result<()> {
+        use nix::sched::{unshare, CloneFlags};
+        // Without the privilege for a network namespace, a user namespace gives it; the maps
+        // keep this process's own uid and gid inside.
+        if !self.policy.network && unshare(CloneFlags::CLONE_NEWNET).is_err() {
+            unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)?;
+            let _ = write_proc(c"/proc/self/setgroups", b"deny");
+            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+        }
+        // SAFETY: prctl and landlock_restrict_self are plain system calls on an fd this
+        // process holds; neither allocates.
+        #[allow(unsafe_code)]
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Write `data` to a /proc file with raw calls (async-signal-safe).
+fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> std::io::Result<()> {
+    // SAFETY: open/write/close on a NUL-terminated path and a buffer we own.
+    #[allow(unsafe_code)]
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n < 0 || n as usize != data.len() {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// The note added to a failed command's result when its error looks like the sandbox's.
+pub fn stopped_note(sandbox: &Sandbox, stderr: &str, stdout: &str) -> Option<String> {
+    let text = format!("{stderr}\n{stdout}");
+    let fs = [
+        "Permission denied",
+        "Read-only file system",
+        "Operation not permitted",
+    ]
+    .iter()
+    .any(|m| text.contains(m));
+    let net = !sandbox.policy.network
+        && [
+            "Network is unreachable",
+            "Temporary failure in name resolution",
+            "Could not resolve host",
+            "Name or service not known",
+            "Cannot assign requested address",
+        ]
+        .iter()
+        .any(|m| text.contains(m));
+    if !fs && !net {
+        return None;
+    }
+    let dirs: Vec<String> = sandbox
+        .policy
+        .writable
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    let mut parts = Vec::new();
+    if fs {
+        parts.push(format!("it may write only beneath {}", dirs.join(", ")));
+    }
+    if net {
+        parts.push("the network is off".to_owned());
+    }
+    Some(format!(
+        "[keel's sandbox stopped part of this command: {}. Work within those limits, or ask the user to allow more (sandbox settings, --add-dir).]",
+        parts.join("; ")
+    ))
+}
