@@ -13,9 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use keel_core::{Built, TurnEnd};
-use keel_protocol::frames::{ControlRequestFrame, ControlResponseFrame};
-use keel_protocol::{ContentBlock, UserFrame};
-use serde_json::Value;
+use keel_protocol::input::{parse_input_line, InputLine};
+use keel_protocol::ContentBlock;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::Notify;
 use tokio_util::bytes::BytesMut;
@@ -379,106 +378,48 @@ async fn read_input<R: AsyncRead + Unpin>(
     queue.set_eof();
 }
 
-/// The input types keel reads.
-const INPUT_TYPES: &str =
-    "user, control_request, control_response, control_cancel_request, keep_alive";
-
 async fn accept(n: usize, text: &str, controller: &Arc<Controller>, queue: &Queue) {
-    let text = text.trim();
-    if text.is_empty() {
-        return;
-    }
-    let v: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
+    match parse_input_line(text) {
+        Ok(InputLine::User { uuid, blocks }) => {
+            if let Err(e) = queue.push(Item::Turn { uuid, blocks }) {
+                eprintln!("keel: stdin line {n}: {e}; this message was dropped");
+            }
+        }
+        Ok(InputLine::ControlRequest(frame)) => controller.handle(frame).await,
+        Ok(InputLine::ControlResponse(frame)) => {
+            if !controller.bridge.deliver(frame.response) {
+                tracing::debug!(
+                    "stdin line {n}: a control_response for a request that is no longer waiting"
+                );
+            }
+        }
+        Ok(InputLine::Nothing) => {}
         Err(e) => {
-            eprintln!(
-                "keel: stdin line {n} is not JSON ({e}): {}; skipped",
-                preview(text)
-            );
-            return;
-        }
-    };
-    let kind = v
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    match kind.as_str() {
-        "user" => match user_turn(v) {
-            Ok((uuid, blocks)) => {
-                if let Err(e) = queue.push(Item::Turn { uuid, blocks }) {
-                    eprintln!("keel: stdin line {n}: {e}; this message was dropped");
-                }
-            }
-            Err(e) => eprintln!("keel: stdin line {n}: {e}; skipped"),
-        },
-        "control_request" => {
-            let id = v.get("request_id").and_then(Value::as_str).map(str::to_owned);
-            match serde_json::from_value::<ControlRequestFrame>(v) {
-                Ok(frame) => controller.handle(frame).await,
-                Err(e) => {
-                    eprintln!("keel: stdin line {n}: a control_request keel cannot read ({e}); skipped");
-                    if let Some(id) = id {
-                        controller
-                            .respond(id, Err((format!("Malformed control request: {e}"), "invalid_request")))
-                            .await;
-                    }
-                }
+            // "stdin line 3 is not JSON …", "stdin line 4: the user message is empty"
+            let sep = if e.message.starts_with("is ") || e.message.starts_with("has ") {
+                " "
+            } else {
+                ": "
+            };
+            eprintln!("keel: stdin line {n}{sep}{}; skipped", e.message);
+            if let Some(id) = e.request_id {
+                let why = e
+                    .message
+                    .strip_prefix("a control_request keel cannot read (")
+                    .and_then(|m| m.strip_suffix(')'))
+                    .unwrap_or(&e.message)
+                    .to_owned();
+                controller
+                    .respond(
+                        id,
+                        Err((
+                            format!("Malformed control request: {why}"),
+                            "invalid_request",
+                        )),
+                    )
+                    .await;
             }
         }
-        "control_response" => match serde_json::from_value::<ControlResponseFrame>(v) {
-            Ok(frame) => {
-                if !controller.bridge.deliver(frame.response) {
-                    tracing::debug!(
-                        "stdin line {n}: a control_response for a request that is no longer waiting"
-                    );
-                }
-            }
-            Err(e) => eprintln!("keel: stdin line {n}: a control_response keel cannot read ({e}); skipped"),
-        },
-        // keel answers host requests at once, so there is nothing in flight to withdraw.
-        "control_cancel_request" | "keep_alive" => {}
-        "" => eprintln!(
-            "keel: stdin line {n} has no \"type\" (keel reads {INPUT_TYPES}): {}; skipped",
-            preview(text)
-        ),
-        other => eprintln!(
-            "keel: stdin line {n} has type {other:?}, which keel does not read (it reads {INPUT_TYPES}); skipped"
-        ),
-    }
-}
-
-/// The uuid and prompt blocks of a `user` message.
-fn user_turn(v: Value) -> Result<(Option<String>, Vec<ContentBlock>), String> {
-    let frame: UserFrame =
-        serde_json::from_value(v).map_err(|e| format!("a user message keel cannot read ({e})"))?;
-    let blocks: Vec<ContentBlock> = frame
-        .message
-        .content
-        .into_blocks()
-        .into_iter()
-        .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.trim().is_empty()))
-        .collect();
-    if blocks.is_empty() {
-        return Err("the user message is empty".into());
-    }
-    if let Some(b) = blocks
-        .iter()
-        .find(|b| matches!(b, ContentBlock::ToolResult(_) | ContentBlock::ToolUse(_)))
-    {
-        return Err(format!(
-            "a user message may not carry {} blocks (keel pairs tool calls and results itself)",
-            b.kind()
-        ));
-    }
-    Ok((frame.uuid, blocks))
-}
-
-fn preview(s: &str) -> String {
-    if s.chars().count() <= 80 {
-        s.to_owned()
-    } else {
-        format!("{}…", s.chars().take(80).collect::<String>())
     }
 }
 
@@ -504,20 +445,6 @@ mod tests {
                 Input::Line("last".into()),
             ]
         );
-    }
-
-    #[test]
-    fn user_messages_take_strings_and_blocks() {
-        let (uuid, b) = user_turn(serde_json::json!({"type":"user","session_id":"","message":{"role":"user","content":"hi"},"parent_tool_use_id":null,"uuid":"u1"})).unwrap();
-        assert_eq!((uuid.as_deref(), b.len()), (Some("u1"), 1));
-        let (_, b) = user_turn(serde_json::json!({"type":"user","message":{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}})).unwrap();
-        assert_eq!(b.len(), 2);
-        assert!(user_turn(
-            serde_json::json!({"type":"user","message":{"role":"user","content":""}})
-        )
-        .is_err());
-        assert!(user_turn(serde_json::json!({"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"y"}]}})).is_err());
-        assert!(user_turn(serde_json::json!({"type":"user"})).is_err());
     }
 
     #[tokio::test]

@@ -20,6 +20,8 @@ pub mod emit;
 pub mod end;
 pub mod event;
 mod fault;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod history;
 pub mod hooks;
 pub mod permissions;

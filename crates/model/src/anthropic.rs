@@ -232,6 +232,15 @@ fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
 /// A plain unfold over the response: nothing runs ahead of the consumer, so memory is bounded
 /// by one event, and dropping the stream drops (and so closes) the response.
 fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String>) -> EventStream {
+    sse_events(resp.bytes_stream(), idle, request_id)
+}
+
+/// Typed events from any stream of body bytes (an HTTP response; the fuzz target's input).
+pub(crate) fn sse_events<S, E>(bytes: S, idle: Duration, request_id: Option<String>) -> EventStream
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
     struct State<S> {
         events: S,
         idle: Duration,
@@ -239,7 +248,7 @@ fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String
         done: bool,
     }
     let state = State {
-        events: resp.bytes_stream().eventsource(),
+        events: bytes.eventsource(),
         idle,
         request_id,
         done: false,

@@ -51,3 +51,24 @@ pub trait Model: Send + Sync {
         req: &'a ModelRequest,
     ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>>;
 }
+
+/// Entry points for the fuzz targets (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing {
+    use std::time::Duration;
+
+    /// The typed events keel reads from an SSE body `data`, delivered in two chunks split at
+    /// `split` (so events cut across reads are exercised too).
+    pub fn sse_events(data: &[u8], split: usize) -> crate::EventStream {
+        let split = split.min(data.len());
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok(bytes::Bytes::copy_from_slice(&data[..split])),
+            Ok(bytes::Bytes::copy_from_slice(&data[split..])),
+        ];
+        crate::anthropic::sse_events(
+            futures_util::stream::iter(chunks),
+            Duration::from_secs(5),
+            None,
+        )
+    }
+}

@@ -15,6 +15,7 @@ pub mod content;
 pub mod control;
 pub mod ends;
 pub mod frames;
+pub mod input;
 pub mod sse;
 mod tagged;
 

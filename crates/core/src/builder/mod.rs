@@ -8,7 +8,7 @@
 //! hand.
 
 mod knobs;
-mod settings;
+pub(crate) mod settings;
 mod start;
 
 pub use knobs::Env;

@@ -308,6 +308,23 @@ fn apply(
     Ok(())
 }
 
+/// Read one settings document as [`load`] reads a file (for the fuzz target and tests).
+pub fn parse_one(text: &str, where_: &str) -> Result<SettingsRules, BuildError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        BuildError::Usage(format!(
+            "Error: settings file {where_} is not valid JSON ({e})"
+        ))
+    })?;
+    let mut out = SettingsRules::default();
+    apply(
+        &mut out,
+        &v,
+        where_,
+        RuleSource::Settings(where_.to_owned()),
+    )?;
+    Ok(out)
+}
+
 fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

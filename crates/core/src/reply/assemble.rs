@@ -156,6 +156,77 @@ impl Blocks {
     }
 }
 
+/// A reply being assembled from its stream events.
+#[derive(Default)]
+pub(crate) struct Assembly {
+    message: Option<AssistantMessage>,
+    blocks: Blocks,
+    request_id: Option<String>,
+}
+
+impl Assembly {
+    /// Apply one event; `Some(reply)` at message_stop.
+    pub(crate) fn apply(&mut self, event: StreamEvent) -> Result<Option<Reply>, ApiError> {
+        match event {
+            StreamEvent::MessageStart(MessageStart { message: m }) => {
+                self.request_id = m
+                    .extra
+                    .get("request_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or(self.request_id.take());
+                self.message = Some(m);
+            }
+            StreamEvent::ContentBlockStart(ContentBlockStart {
+                index,
+                content_block,
+            }) => self.blocks.start(index, content_block)?,
+            StreamEvent::ContentBlockDelta(ContentBlockDelta { index, delta }) => {
+                self.blocks.delta(index, delta)
+            }
+            StreamEvent::ContentBlockStop(IndexOnly { index }) => self.blocks.stop(index),
+            StreamEvent::MessageDelta(MessageDelta { delta, usage }) => {
+                if let Some(m) = self.message.as_mut() {
+                    m.stop_reason = delta.stop_reason;
+                    m.stop_sequence = delta.stop_sequence;
+                    merge_usage(&mut m.usage, &usage);
+                }
+            }
+            StreamEvent::MessageStop(_) => {
+                let Some(mut m) = self.message.take() else {
+                    return Err(ApiError::new(
+                        ApiErrorKind::Protocol,
+                        "the stream ended without message_start",
+                    ));
+                };
+                m.content = std::mem::take(&mut self.blocks).finished();
+                return Ok(Some(Reply {
+                    message: m,
+                    request_id: self.request_id.take(),
+                }));
+            }
+            StreamEvent::Ping(_) | StreamEvent::Error(_) | StreamEvent::Other(_) => {}
+        }
+        Ok(None)
+    }
+
+    /// What had completed, when the attempt is cut short.
+    fn partial(self) -> (Option<AssistantMessage>, Option<String>) {
+        let blocks = self.blocks;
+        (
+            self.message.map(|mut m| {
+                m.content = blocks.finished();
+                m
+            }),
+            self.request_id,
+        )
+    }
+
+    fn message_id(&self) -> Option<String> {
+        self.message.as_ref().map(|m| m.id.clone())
+    }
+}
+
 /// Stream one attempt. On cancel, the blocks that had completed are kept.
 pub(super) async fn stream_once(
     cx: &mut CallCx<'_>,
@@ -165,13 +236,11 @@ pub(super) async fn stream_once(
         _ = cx.cancel.cancelled() => return Err(AttemptError::Cancelled(None, None)),
         s = cx.client.stream(req) => s.map_err(AttemptError::Api)?,
     };
-    let mut message: Option<AssistantMessage> = None;
-    let mut blocks = Blocks::default();
-    let mut request_id = None;
+    let mut asm = Assembly::default();
     loop {
         let next = tokio::select! {
             _ = cx.cancel.cancelled() => {
-                let partial = message.map(|mut m| { m.content = blocks.finished(); m });
+                let (partial, request_id) = asm.partial();
                 return Err(AttemptError::Cancelled(partial, request_id));
             }
             n = stream.next() => n,
@@ -190,52 +259,13 @@ pub(super) async fn stream_once(
             cx.emitter
                 .emit(Event::StreamEvent {
                     raw: ev.raw.clone(),
-                    message_id: message.as_ref().map(|m| m.id.clone()),
+                    message_id: asm.message_id(),
                 })
                 .await
                 .map_err(AttemptError::Emit)?;
         }
-        match ev.event {
-            StreamEvent::MessageStart(MessageStart { message: m }) => {
-                request_id = m
-                    .extra
-                    .get("request_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or(request_id);
-                message = Some(m);
-            }
-            StreamEvent::ContentBlockStart(ContentBlockStart {
-                index,
-                content_block,
-            }) => blocks
-                .start(index, content_block)
-                .map_err(AttemptError::Api)?,
-            StreamEvent::ContentBlockDelta(ContentBlockDelta { index, delta }) => {
-                blocks.delta(index, delta)
-            }
-            StreamEvent::ContentBlockStop(IndexOnly { index }) => blocks.stop(index),
-            StreamEvent::MessageDelta(MessageDelta { delta, usage }) => {
-                if let Some(m) = message.as_mut() {
-                    m.stop_reason = delta.stop_reason;
-                    m.stop_sequence = delta.stop_sequence;
-                    merge_usage(&mut m.usage, &usage);
-                }
-            }
-            StreamEvent::MessageStop(_) => {
-                let Some(mut m) = message else {
-                    return Err(AttemptError::Api(ApiError::new(
-                        ApiErrorKind::Protocol,
-                        "the stream ended without message_start",
-                    )));
-                };
-                m.content = blocks.finished();
-                return Ok(Reply {
-                    message: m,
-                    request_id,
-                });
-            }
-            StreamEvent::Ping(_) | StreamEvent::Error(_) | StreamEvent::Other(_) => {}
+        if let Some(reply) = asm.apply(ev.event).map_err(AttemptError::Api)? {
+            return Ok(reply);
         }
     }
 }

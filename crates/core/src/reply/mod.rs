@@ -5,6 +5,7 @@
 //! wait is announced as an `api_retry` event and raced against the turn's cancel token.
 
 mod assemble;
+pub(crate) use assemble::Assembly;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,179 @@
+//! One line of `--input-format stream-json` input, read into what it asks for. Pure: no I/O,
+//! so the reader can be fuzzed on its own.
+
+use serde_json::Value;
+
+use crate::frames::{ControlRequestFrame, ControlResponseFrame};
+use crate::{ContentBlock, UserFrame};
+
+/// The input types keel reads.
+pub const INPUT_TYPES: &str =
+    "user, control_request, control_response, control_cancel_request, keep_alive";
+
+/// What one input line asks for.
+#[derive(Debug)]
+pub enum InputLine {
+    /// A prompt: its uuid (if the host gave one) and its blocks (never empty).
+    User {
+        /// The host's uuid for the message.
+        uuid: Option<String>,
+        /// The prompt.
+        blocks: Vec<ContentBlock>,
+    },
+    /// A control request from the host.
+    ControlRequest(ControlRequestFrame),
+    /// The host's answer to one of keel's control requests.
+    ControlResponse(ControlResponseFrame),
+    /// Nothing to do (`keep_alive`, `control_cancel_request`, a blank line).
+    Nothing,
+}
+
+/// Why a line cannot be used.
+#[derive(Debug, PartialEq, Eq)]
+pub struct InputError {
+    /// What is wrong, for the host's stderr.
+    pub message: String,
+    /// For a malformed control request: its id, so the host still gets an answer.
+    pub request_id: Option<String>,
+}
+
+impl InputError {
+    fn new(message: String) -> Self {
+        Self {
+            message,
+            request_id: None,
+        }
+    }
+}
+
+/// Read one line (already cut at its newline).
+pub fn parse_input_line(text: &str) -> Result<InputLine, InputError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(InputLine::Nothing);
+    }
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| InputError::new(format!("is not JSON ({e}): {}", preview(text))))?;
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    match kind.as_str() {
+        "user" => {
+            let (uuid, blocks) = user_turn(v).map_err(InputError::new)?;
+            Ok(InputLine::User { uuid, blocks })
+        }
+        "control_request" => {
+            let id = v
+                .get("request_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            serde_json::from_value::<ControlRequestFrame>(v)
+                .map(InputLine::ControlRequest)
+                .map_err(|e| InputError {
+                    message: format!("a control_request keel cannot read ({e})"),
+                    request_id: id,
+                })
+        }
+        "control_response" => serde_json::from_value::<ControlResponseFrame>(v)
+            .map(InputLine::ControlResponse)
+            .map_err(|e| InputError::new(format!("a control_response keel cannot read ({e})"))),
+        // keel answers host requests at once, so there is nothing in flight to withdraw.
+        "control_cancel_request" | "keep_alive" => Ok(InputLine::Nothing),
+        "" => Err(InputError::new(format!(
+            "has no \"type\" (keel reads {INPUT_TYPES}): {}",
+            preview(text)
+        ))),
+        other => Err(InputError::new(format!(
+            "has type {other:?}, which keel does not read (it reads {INPUT_TYPES})"
+        ))),
+    }
+}
+
+/// The uuid and prompt blocks of a `user` message.
+fn user_turn(v: Value) -> Result<(Option<String>, Vec<ContentBlock>), String> {
+    let frame: UserFrame =
+        serde_json::from_value(v).map_err(|e| format!("a user message keel cannot read ({e})"))?;
+    let blocks: Vec<ContentBlock> = frame
+        .message
+        .content
+        .into_blocks()
+        .into_iter()
+        .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.trim().is_empty()))
+        .collect();
+    if blocks.is_empty() {
+        return Err("the user message is empty".into());
+    }
+    if let Some(b) = blocks
+        .iter()
+        .find(|b| matches!(b, ContentBlock::ToolResult(_) | ContentBlock::ToolUse(_)))
+    {
+        return Err(format!(
+            "a user message may not carry {} blocks (keel pairs tool calls and results itself)",
+            b.kind()
+        ));
+    }
+    Ok((frame.uuid, blocks))
+}
+
+/// The start of a long line, for messages.
+pub fn preview(s: &str) -> String {
+    if s.chars().count() <= 80 {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(line: &str) -> Result<(Option<String>, usize), String> {
+        match parse_input_line(line) {
+            Ok(InputLine::User { uuid, blocks }) => Ok((uuid, blocks.len())),
+            Ok(other) => Err(format!("not a user line: {other:?}")),
+            Err(e) => Err(e.message),
+        }
+    }
+
+    #[test]
+    fn user_messages_take_strings_and_blocks() {
+        assert_eq!(
+            user(
+                r#"{"type":"user","session_id":"","message":{"role":"user","content":"hi"},"parent_tool_use_id":null,"uuid":"u1"}"#
+            ),
+            Ok((Some("u1".into()), 1))
+        );
+        assert_eq!(
+            user(
+                r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}}"#
+            ),
+            Ok((None, 2))
+        );
+        assert!(
+            user(r#"{"type":"user","message":{"role":"user","content":""}}"#)
+                .unwrap_err()
+                .contains("empty")
+        );
+        assert!(user(r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"y"}]}}"#).unwrap_err().contains("tool_result"));
+        assert!(user(r#"{"type":"user"}"#).is_err());
+    }
+
+    #[test]
+    fn other_lines() {
+        assert!(matches!(parse_input_line("  "), Ok(InputLine::Nothing)));
+        assert!(matches!(
+            parse_input_line(r#"{"type":"keep_alive"}"#),
+            Ok(InputLine::Nothing)
+        ));
+        let e = parse_input_line("nope").unwrap_err();
+        assert!(e.message.contains("not JSON"), "{e:?}");
+        let e = parse_input_line(r#"{"type":"control_request","request_id":"r1","request":7}"#)
+            .unwrap_err();
+        assert_eq!(e.request_id.as_deref(), Some("r1"));
+        let e = parse_input_line(r#"{"type":"bogus"}"#).unwrap_err();
+        assert!(e.message.contains("\"bogus\""), "{e:?}");
+    }
+}
