@@ -138,6 +138,10 @@ pub trait Tool: Send + Sync {
     fn is_read_only(&self, input: &Value) -> bool;
     /// Run one call. Must return promptly once `cx.cancel` is cancelled.
     fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome>;
+    /// Called for each call of a batch in the order the model gave them, before any of them
+    /// starts (calls then run side by side): the place to take what must follow that order,
+    /// such as an id the model will see.
+    fn prepare(&self, _input: &Value, _tool_use_id: &str) {}
 }
 
 /// Everything a tool call may use from its surroundings.
@@ -157,6 +161,31 @@ pub struct ToolContext {
     /// The files this agent has read (Write and Edit refuse to overwrite a file it has not
     /// read, or that changed since). One per agent.
     pub reads: Arc<ReadLedger>,
+    /// Files the permission rules forbid reading: searches of a directory pass over them
+    /// (and say how many they passed over). None: nothing is hidden.
+    pub hidden: Option<PathFilter>,
+}
+
+/// A test on a path (true: it is hidden), shared between threads.
+#[derive(Clone)]
+pub struct PathFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
+
+impl PathFilter {
+    /// A filter from a test.
+    pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
+        PathFilter(Arc::new(f))
+    }
+
+    /// Whether `p` is hidden.
+    pub fn hides(&self, p: &Path) -> bool {
+        (self.0)(p)
+    }
+}
+
+impl std::fmt::Debug for PathFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PathFilter")
+    }
 }
 
 impl ToolContext {
@@ -169,7 +198,14 @@ impl ToolContext {
             tool_use_id: String::new(),
             processes: Arc::new(ProcessRegistry::new()),
             reads: Arc::new(ReadLedger::new()),
+            hidden: None,
         }
+    }
+
+    /// Hide the files `filter` names from directory searches.
+    pub fn with_hidden(mut self, filter: Option<PathFilter>) -> Self {
+        self.hidden = filter;
+        self
     }
 
     /// Use this agent's read ledger.

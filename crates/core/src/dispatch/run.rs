@@ -27,17 +27,20 @@ pub(super) async fn run_batch(
         return Ok(()); // the caller rejects what never started
     }
     let limits = cx.ctx.limits.tools.clone();
+    let hidden = cx.ctx.permissions(cx.plan_only).read_filter();
     let mut running = futures_util::stream::FuturesUnordered::new();
     let mut tokens: Vec<(String, keel_tools::ToolKind, CancelToken)> = Vec::new();
     for r in batch {
         let token = cx.turn.child();
         tokens.push((r.call.id.clone(), r.tool.kind(), token.clone()));
         cx.state.set_running(&r.call.id);
+        r.tool.prepare(&r.call.input, &r.call.id);
         let ctx = ToolContext::new(cx.ctx.cwd.clone(), token.clone())
             .with_limits(limits.clone())
             .with_tool_use_id(r.call.id.clone())
             .with_processes(cx.processes.clone())
-            .with_reads(cx.reads.clone());
+            .with_reads(cx.reads.clone())
+            .with_hidden(hidden.clone());
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();

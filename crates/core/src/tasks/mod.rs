@@ -202,6 +202,8 @@ pub struct TaskManager {
     emitter: Emitter,
     dir: Option<PathBuf>,
     next: AtomicU64,
+    /// Ids taken in call order for calls that have not started yet, by tool_use id.
+    reserved: Mutex<std::collections::HashMap<String, String>>,
     /// Set once the session ends: later endings are recorded and logged, not streamed (the
     /// run's `result` has already been sent and stays the last frame).
     closing: AtomicBool,
@@ -222,6 +224,7 @@ impl TaskManager {
             emitter,
             dir,
             next: AtomicU64::new(1),
+            reserved: Mutex::default(),
             closing: AtomicBool::new(false),
         })
     }
@@ -369,6 +372,24 @@ impl TaskManager {
     pub fn next_id(&self, kind: &TaskKind) -> String {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         format!("{}_{n}", kind.name())
+    }
+
+    /// Take the next id now for the call `tool_use_id`, which starts later.
+    pub fn reserve_id(&self, tool_use_id: &str, kind: &TaskKind) {
+        let id = self.next_id(kind);
+        self.reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tool_use_id.to_owned(), id);
+    }
+
+    /// The id reserved for `tool_use_id`, or a fresh one.
+    pub fn reserved_or_next_id(&self, tool_use_id: &str, kind: &TaskKind) -> String {
+        self.reserved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tool_use_id)
+            .unwrap_or_else(|| self.next_id(kind))
     }
 
     /// Where a background shell writes its output while it runs (so `TaskOutput` can show it

@@ -203,6 +203,19 @@ impl Tool for BackgroundBash {
     fn is_read_only(&self, input: &Value) -> bool {
         self.inner.is_read_only(input)
     }
+    fn prepare(&self, input: &Value, tool_use_id: &str) {
+        if input.get("run_in_background").and_then(Value::as_bool) == Some(true) {
+            // Shell ids follow the order of the calls, not the order they happen to start in.
+            let command = input
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let kind = TaskKind::Shell {
+                command: command.to_owned(),
+            };
+            self.tasks.reserve_id(tool_use_id, &kind);
+        }
+    }
     fn call<'a>(&'a self, mut input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         let background = input
             .get("run_in_background")
@@ -229,7 +242,7 @@ impl Tool for BackgroundBash {
             let kind = TaskKind::Shell {
                 command: command.clone(),
             };
-            let id = self.tasks.next_id(&kind);
+            let id = self.tasks.reserved_or_next_id(&cx.tool_use_id, &kind);
             // The command writes to the task's log, so its output can be read while it runs.
             let log = self.tasks.log_path(&id);
             if let Some(dir) = log.parent().map(std::path::Path::to_path_buf) {
