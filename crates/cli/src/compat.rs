@@ -24,7 +24,8 @@ pub struct CompatArgs {
     #[arg(long = "strict-mcp-config")]
     pub strict_mcp_config: bool,
 
-    /// Settings JSON or file; its `permissions` (allow, deny, defaultMode) are applied.
+    /// Settings JSON or file; its `permissions` (allow, deny, ask, defaultMode,
+    /// additionalDirectories), `hooks`, `sandbox` and `env` are applied.
     #[arg(long = "settings", value_name = "JSON_OR_FILE")]
     pub settings: Option<String>,
 
@@ -185,7 +186,7 @@ impl CompatArgs {
         if self.settings.is_some() {
             note(
                 "--settings",
-                "only its `permissions` (allow, deny, defaultMode) and `env` are applied",
+                "only its `permissions`, `hooks`, `sandbox` and `env` are applied",
             );
         }
 

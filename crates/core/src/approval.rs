@@ -62,6 +62,8 @@ pub enum RuleBehavior {
     Allow,
     /// Deny matching calls.
     Deny,
+    /// Ask about matching calls even where an allow rule or the mode would allow them.
+    Ask,
 }
 
 /// A change to the session's permissions that an approver grants along with an allow.
@@ -84,8 +86,8 @@ pub enum PermissionUpdate {
 pub struct UpdateError(pub String);
 
 impl PermissionUpdate {
-    /// Parse one entry of `updatedPermissions`. Updates keel does not apply (directories, `ask`
-    /// rules, rule removal) are errors that say so.
+    /// Parse one entry of `updatedPermissions`. Updates keel does not apply (directories, rule
+    /// removal) are errors that say so.
     pub fn from_wire(v: &Value) -> Result<Self, UpdateError> {
         Self::parse_wire(v).map_err(UpdateError)
     }
@@ -97,10 +99,11 @@ impl PermissionUpdate {
                 let behavior = match v.get("behavior").and_then(Value::as_str) {
                     Some("allow") => RuleBehavior::Allow,
                     Some("deny") => RuleBehavior::Deny,
+                    Some("ask") => RuleBehavior::Ask,
                     Some(other) => {
                         return Err(format!(
-                            "addRules with behavior {other:?} is not supported by keel (only allow and deny)"
-                        ))
+                        "addRules with behavior {other:?} is not a behavior (allow, deny or ask)"
+                    ))
                     }
                     None => return Err("addRules has no behavior".into()),
                 };
@@ -221,7 +224,7 @@ mod tests {
             json!({"type":"addDirectories","directories":["/tmp"],"destination":"session"}),
             json!({"type":"addRules","rules":[{"toolName":"Bash"}],"behavior":"ask"}),
         ]);
-        assert_eq!(ok.len(), 3, "{ok:?}");
+        assert_eq!(ok.len(), 4, "{ok:?}");
         match &ok[0] {
             PermissionUpdate::AddRules { behavior, rules } => {
                 assert_eq!(*behavior, RuleBehavior::Allow);
@@ -234,7 +237,17 @@ mod tests {
             ok[2],
             PermissionUpdate::SetMode(PermissionMode::AcceptEdits)
         );
-        assert_eq!(skipped.len(), 2);
+        assert!(
+            matches!(
+                &ok[3],
+                PermissionUpdate::AddRules {
+                    behavior: RuleBehavior::Ask,
+                    ..
+                }
+            ),
+            "{ok:?}"
+        );
+        assert_eq!(skipped.len(), 1);
         assert!(skipped[0].0.contains("addDirectories"), "{skipped:?}");
     }
 

@@ -267,6 +267,7 @@ impl SessionContext {
                     let list = match behavior {
                         RuleBehavior::Allow => &mut live.permissions.allow,
                         RuleBehavior::Deny => &mut live.permissions.deny,
+                        RuleBehavior::Ask => &mut live.permissions.ask,
                     };
                     list.extend(rules.iter().cloned());
                 }

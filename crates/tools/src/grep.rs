@@ -90,6 +90,10 @@ struct Search {
     head_limit: Option<usize>,
     max_bytes: usize,
     threads: usize,
+    /// Files the permission rules forbid reading (passed over in a directory walk).
+    hidden: Option<crate::PathFilter>,
+    /// How many files the walk passed over for that reason.
+    hidden_count: usize,
 }
 
 /// What searching one file found.
@@ -224,6 +228,8 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
         head_limit,
         max_bytes: cx.limits.head_bytes + cx.limits.tail_bytes,
         threads: cx.limits.search_threads.max(1),
+        hidden: cx.hidden.clone(),
+        hidden_count: 0,
     })
 }
 
@@ -357,9 +363,26 @@ impl Search {
                 }
             }
         }
+        let hidden_note = (self.hidden_count > 0).then(|| {
+            format!(
+                "[{} file{} not searched: the permission rules deny reading {}]",
+                self.hidden_count,
+                if self.hidden_count == 1 {
+                    " was"
+                } else {
+                    "s were"
+                },
+                if self.hidden_count == 1 { "it" } else { "them" }
+            )
+        });
         if out.lines.is_empty() {
+            let mut content = format!("No matches for {} in {}", self.pattern, show(&self.root));
+            if let Some(n) = hidden_note {
+                content.push('\n');
+                content.push_str(&n);
+            }
             return Ok(ToolOutcome::Ok {
-                content: format!("No matches for {} in {}", self.pattern, show(&self.root)),
+                content,
                 meta: Some(json!({ "num_files": 0, "num_lines": 0 })),
             });
         }
@@ -368,6 +391,10 @@ impl Search {
         if let Some(note) = out.stopped {
             text.push('\n');
             text.push_str(&note);
+        }
+        if let Some(n) = hidden_note {
+            text.push('\n');
+            text.push_str(&n);
         }
         Ok(ToolOutcome::Ok {
             content: text,
@@ -392,6 +419,8 @@ impl Search {
         }
         let globs = self.globs.take();
         let root = self.root.clone();
+        let hidden = self.hidden.clone();
+        let passed_over = std::sync::atomic::AtomicUsize::new(0);
         let mut paths = crate::walk::collect(wb, self.threads, cancel, |e| {
             if !e.file_type()?.is_file() {
                 return None;
@@ -401,8 +430,13 @@ impl Search {
                     return None;
                 }
             }
+            if hidden.as_ref().is_some_and(|h| h.hides(e.path())) {
+                passed_over.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return None;
+            }
             Some(e.path().to_path_buf())
         })?;
+        self.hidden_count = passed_over.into_inner();
         paths.sort_unstable();
         Ok(paths)
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::Harness;
+use super::common::{Harness, Stream};
 
 /// One bypass attempt.
 struct Case {
@@ -284,12 +284,6 @@ fn corpus() -> Vec<Case> {
             "Grep",
             r#"{"pattern":"TOPSECRET","path":".env"}"#,
         ),
-        call(
-            "grep directory",
-            NO_SECRET,
-            "Grep",
-            r#"{"pattern":"TOPSECRET","path":"."}"#,
-        ),
         bash("bash read", NO_SECRET, "cat .env"),
         bash("bash read", NO_SECRET, "head secret.txt"),
         bash("bash read", NO_SECRET, "grep -r TOPSECRET ."),
@@ -310,6 +304,11 @@ fn corpus() -> Vec<Case> {
         ),
         bash("directory rule", NO_SECRETS_DIR, "cat secrets/key.txt"),
         bash("directory rule", NO_SECRETS_DIR, "grep -r TOPSECRET ."),
+        // What a path argument does not show: file contents from the history, or file names
+        // read from a list.
+        bash("history read", NO_SECRET, "git show HEAD:secret.txt"),
+        bash("history read", NO_SECRET, "git log -p"),
+        bash("file list", NO_SECRET, "sort --files0-from=list"),
         // Edits stay where they are allowed.
         call(
             "edit rule escape",
@@ -528,4 +527,163 @@ async fn the_marks_are_real_when_the_rules_allow() {
             path => assert!(h.cwd().join(path).exists(), "{path} was written"),
         }
     }
+}
+
+/// A host approves one command with keel's own suggestion; the rule it grants covers that
+/// command exactly, so a call the suggestion's `*` would have matched as a wildcard is asked
+/// about again (and, denied, removes nothing).
+#[tokio::test]
+async fn an_approved_suggestion_never_allows_more_than_what_was_approved() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "rm -rf build/*"}}]},
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "rm -rf build/../victim.txt"}}]},
+            {"kind": "text", "text": "done"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let outside = tempfile::tempdir().unwrap();
+    setup(h.cwd(), outside.path(), h.home.path());
+    std::fs::create_dir_all(h.cwd().join("build")).unwrap();
+    std::fs::write(h.cwd().join("build/old.o"), "x").unwrap();
+    let mut s = Stream::start(&h, &["--permission-prompt-tool", "stdio"], &[]);
+    s.user("clean").await;
+    let req = s.keel_request("can_use_tool").await;
+    assert_eq!(req["request"]["input"]["command"], "rm -rf build/*");
+    let suggestions = req["request"]["permission_suggestions"].clone();
+    assert!(
+        suggestions.to_string().contains("rm -rf 'build/*'")
+            || suggestions.to_string().contains("rm -rf build/\\*"),
+        "the suggestion quotes the `*` so it matches only itself: {suggestions}"
+    );
+    s.answer(
+        req["request_id"].as_str().unwrap(),
+        json!({"behavior": "allow", "updatedInput": req["request"]["input"],
+               "updatedPermissions": suggestions}),
+    )
+    .await;
+    let second = s.keel_request("can_use_tool").await;
+    assert_eq!(
+        second["request"]["input"]["command"], "rm -rf build/../victim.txt",
+        "the approved rule did not cover a different command"
+    );
+    s.answer(
+        second["request_id"].as_str().unwrap(),
+        json!({"behavior": "deny", "message": "no"}),
+    )
+    .await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success");
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(
+        !h.cwd().join("build/old.o").exists(),
+        "the approved call ran"
+    );
+    assert!(
+        h.cwd().join("victim.txt").exists(),
+        "the widened call did not"
+    );
+}
+
+/// `acceptEdits` writes in the working directory and the added directories, and nowhere else.
+#[tokio::test]
+async fn accept_edits_reaches_added_directories_only() {
+    let added = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let a = added.path().join("a.txt");
+    let o = other.path().join("o.txt");
+    let scenario = json!({"steps": [
+        {"kind": "tool_use", "calls": [
+            {"name": "Write", "input": {"file_path": "here.txt", "content": "1"}},
+            {"name": "Write", "input": {"file_path": a, "content": "2"}},
+            {"name": "Write", "input": {"file_path": o, "content": "3"}}
+        ]},
+        {"kind": "text", "text": "done"}
+    ]});
+    let h = Harness::from_json(&scenario.to_string()).await;
+    let add = added.path().to_str().unwrap();
+    let run = h
+        .run(
+            &[
+                "-p",
+                "go",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "acceptEdits",
+                "--add-dir",
+                add,
+            ],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(h.cwd().join("here.txt").exists());
+    assert!(a.exists(), "the added directory is writable");
+    assert!(!o.exists(), "a directory that was not added is not");
+    let denials = run.result()["permission_denials"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(denials.len(), 1, "{denials:?}");
+    assert_eq!(denials[0]["tool_input"]["file_path"], o.to_str().unwrap());
+    let results = run.tool_results();
+    assert!(
+        results[2].to_string().contains("--add-dir"),
+        "the denial says how to allow it: {}",
+        results[2]
+    );
+}
+
+/// A search of a directory passes over the files Read deny rules protect, and says so; the
+/// files no rule protects are still found.
+#[tokio::test]
+async fn searches_skip_protected_files() {
+    let scenario = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Grep", "input":
+            {"pattern": "TOPSECRET", "path": ".", "output_mode": "content", "-n": false}}]},
+        {"kind": "text", "text": "done"}
+    ]});
+    let h = Harness::from_json(&scenario.to_string()).await;
+    let outside = tempfile::tempdir().unwrap();
+    setup(h.cwd(), outside.path(), h.home.path());
+    std::fs::write(h.cwd().join("src/copy.txt"), "TOPSECRET-1 copied").unwrap();
+    let run = h
+        .run(
+            &[
+                "-p",
+                "go",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--disallowedTools",
+                "Read(secret.txt) Read(./secrets/**)",
+            ],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let text = run.tool_results()[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !text.contains("TOPSECRET-3"),
+        "a protected file was searched: {text}"
+    );
+    assert!(
+        !text.contains("secret.txt:"),
+        "a protected file was searched: {text}"
+    );
+    assert!(
+        text.contains("copy.txt"),
+        "unprotected files are found: {text}"
+    );
+    assert!(
+        text.contains("[2 files were not searched: the permission rules deny reading them]"),
+        "{text}"
+    );
 }

@@ -137,6 +137,25 @@ async fn sandbox_settings_are_read_and_checked() {
     assert!(run.stderr.contains("sandbox.enabled"), "{}", run.stderr);
 }
 
+/// On a kernel without Landlock the sandbox is an error at start, never a silent no-op
+/// (simulated in debug builds, so this runs on every kernel).
+#[tokio::test]
+async fn without_landlock_the_sandbox_is_an_error_not_a_no_op() {
+    let h = Harness::from_json(&one_command("touch ran.txt")).await;
+    let run = h
+        .run_stream(
+            "go",
+            &["--sandbox", "--allowedTools", "Bash"],
+            &[("KEEL_TEST_FAULT", "no_landlock")],
+        )
+        .await;
+    assert_eq!(run.code, 2, "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("needs Landlock"), "{}", run.stderr);
+    assert!(run.stdout.trim().is_empty(), "no run: {}", run.stdout);
+    assert!(!h.cwd().join("ran.txt").exists(), "nothing ran unsandboxed");
+    assert!(h.requests().is_empty(), "no model request was made");
+}
+
 /// Without root, the network switch goes through a user namespace; the sandbox must hold
 /// the same way. Runs keel as `nobody` (needs root and setpriv to get there).
 #[tokio::test]

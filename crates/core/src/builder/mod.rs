@@ -505,6 +505,7 @@ impl SessionBuilder {
         allow.extend(settings.allow);
         let mut deny = parse(&o.disallowed_tools)?;
         deny.extend(settings.deny);
+        let settings_ask = settings.ask;
         // Rules match real paths: the working directory in its real spelling too.
         let cwd = crate::permissions::paths::real_path(&self.cwd);
         let mut dirs = Vec::new();
@@ -533,6 +534,7 @@ impl SessionBuilder {
             mode,
             allow,
             deny,
+            ask: settings_ask,
             roots: crate::permissions::Roots {
                 cwd,
                 dirs,

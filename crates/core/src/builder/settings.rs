@@ -1,6 +1,6 @@
 //! Permission settings users already keep: `~/.claude/settings.json` (user),
 //! `.claude/settings.json` (project), `.claude/settings.local.json` (local) and `--settings`
-//! (a JSON object or a file). keel reads their `permissions` — `allow`, `deny`, `defaultMode` —
+//! (a JSON object or a file). keel reads their `permissions` — `allow`, `deny`, `ask`, `defaultMode` —
 //! and remembers where each rule came from, so a denial can name it.
 
 use std::path::{Path, PathBuf};
@@ -34,6 +34,8 @@ pub struct SettingsRules {
     pub allow: Vec<Rule>,
     /// Deny rules, each with its source.
     pub deny: Vec<Rule>,
+    /// Ask rules, each with its source.
+    pub ask: Vec<Rule>,
     /// `defaultMode` of the most specific source that sets one.
     pub default_mode: Option<PermissionMode>,
     /// `additionalDirectories` of every source, as written (`~/x`, relative to the project).
@@ -257,7 +259,11 @@ fn apply(
             "Error: {where_}: `permissions.{what}` must be a list of rule strings"
         ))
     };
-    for (key, list) in [("allow", &mut out.allow), ("deny", &mut out.deny)] {
+    for (key, list) in [
+        ("allow", &mut out.allow),
+        ("deny", &mut out.deny),
+        ("ask", &mut out.ask),
+    ] {
         match perms.get(key) {
             None | Some(Value::Null) => {}
             Some(Value::Array(items)) => {
@@ -357,12 +363,22 @@ mod tests {
         )
         .unwrap();
         let r = load(
-            Some(r#"{"permissions": {"deny": ["Write"]}}"#),
+            Some(r#"{"permissions": {"deny": ["Write"], "ask": ["Bash(git push:*)"]}}"#),
             None,
             cwd.path(),
             Some(home.path()),
         )
         .unwrap();
+        assert_eq!(r.ask[0].text(), "Bash(git push:*)");
+        let err = load(
+            Some(r#"{"permissions": {"ask": "Bash"}}"#),
+            None,
+            cwd.path(),
+            Some(home.path()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("permissions.ask"), "{err}");
         assert_eq!(
             r.default_mode,
             Some(PermissionMode::AcceptEdits),

@@ -345,12 +345,24 @@ impl PermissionConfig {
             .map(|r| (r, r.pattern.as_deref().map(BashPattern::parse)))
     }
 
-    /// Judge a Bash command line.
-    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Judgement) {
-        let roots = &self.roots;
-        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
-        let mut parts = Vec::new();
-        // Deny rules: on every command, and on every wrapper as a command of its own.
+    /// The rule among `rules` that matches a command this command line runs, or one of its
+    /// wrappers taken as a command of its own (and the command it matched).
+    pub(crate) fn bash_rule_hit<'a>(
+        &'a self,
+        rules: &'a [Rule],
+        tool: &str,
+        command: &str,
+    ) -> Option<(&'a Rule, String)> {
+        let lowered = shell::lower(command, &self.roots.cwd, &env_of(&self.roots));
+        self.lowered_hit(rules, tool, &lowered)
+    }
+
+    fn lowered_hit<'a>(
+        &'a self,
+        rules: &'a [Rule],
+        tool: &str,
+        lowered: &Lowered,
+    ) -> Option<(&'a Rule, String)> {
         for cmd in &lowered.commands {
             let mut candidates: Vec<Vec<Arg>> = vec![cmd.argv.clone()];
             for w in &cmd.wrappers {
@@ -358,19 +370,35 @@ impl PermissionConfig {
                 v.extend(cmd.argv.iter().cloned());
                 candidates.push(v);
             }
-            for (rule, pat) in self.bash_rules(&self.deny, tool) {
-                let hit = match &pat {
+            for rule in rules.iter().filter(|r| r.tool == tool || r.tool == "Bash") {
+                let hit = match rule.pattern.as_deref() {
                     None => true,
-                    Some(p) => candidates.iter().any(|c| deny_matches(p, c)),
+                    Some(p) => {
+                        let pat = BashPattern::parse(p);
+                        candidates.iter().any(|c| deny_matches(&pat, c))
+                    }
                 };
                 if hit {
-                    let part = cmd.display_full();
-                    return (
-                        BashVerdict::Denied(rule.clone(), part),
-                        Judgement { lowered, parts },
-                    );
+                    return Some((rule, cmd.display_full()));
                 }
             }
+        }
+        None
+    }
+
+    /// Judge a Bash command line.
+    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Judgement) {
+        let roots = &self.roots;
+        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+        let mut parts = Vec::new();
+        // Deny rules: on every command, and on every wrapper as a command of its own.
+        if let Some((rule, part)) = self.lowered_hit(&self.deny, tool, &lowered) {
+            return (
+                BashVerdict::Denied(rule.clone(), part),
+                Judgement { lowered, parts },
+            );
+        }
+        for cmd in &lowered.commands {
             // A redirection into a file an Edit/Write deny rule protects.
             for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
                 if let Some(p) = self.resolve_word(&r.target, cmd.cwd.as_deref()) {

@@ -190,6 +190,9 @@ pub struct PermissionConfig {
     pub allow: Vec<Rule>,
     /// Rules that deny (they win over everything).
     pub deny: Vec<Rule>,
+    /// Rules that ask even where an allow rule, a mode or the read-only list would allow
+    /// (denied headless and in dontAsk mode).
+    pub ask: Vec<Rule>,
     /// The working directory, added directories and home: where paths are resolved and
     /// where acceptEdits applies.
     pub roots: Roots,
@@ -329,6 +332,7 @@ impl PermissionConfig {
             mode,
             allow: Vec::new(),
             deny: Vec::new(),
+            ask: Vec::new(),
             roots: Roots {
                 cwd: cwd.to_path_buf(),
                 dirs: Vec::new(),
@@ -356,14 +360,43 @@ impl PermissionConfig {
             .collect()
     }
 
+    /// A test for the files Read deny rules protect, for searches that walk directories to
+    /// pass over them. None when no Read deny rule names a path.
+    pub fn read_filter(&self) -> Option<keel_tools::PathFilter> {
+        let pats: Vec<PathPattern> = self
+            .read_deny_patterns()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
+        if pats.is_empty() {
+            return None;
+        }
+        let roots = self.roots.clone();
+        Some(keel_tools::PathFilter::new(move |p: &std::path::Path| {
+            let r = roots.resolve(&p.to_string_lossy());
+            pats.iter().any(|pat| pat.matches(&r))
+        }))
+    }
+
     /// The deny rule of one of `tools` that covers path `p` (a rule with no pattern covers
     /// every path; a pattern that cannot be compiled covers every path too).
     fn path_denied(&self, tools: &[&str], p: &Resolved) -> Option<&Rule> {
-        self.deny.iter().find(|r| {
+        Self::path_hit(&self.deny, &self.roots, tools, p)
+    }
+
+    /// The rule among `rules` of one of `tools` that covers path `p`, matched as deny rules
+    /// are (the lexical and the real spelling; a bad pattern covers every path).
+    fn path_hit<'a>(
+        rules: &'a [Rule],
+        roots: &Roots,
+        tools: &[&str],
+        p: &Resolved,
+    ) -> Option<&'a Rule> {
+        rules.iter().find(|r| {
             tools.contains(&r.tool.as_str())
                 && match r.pattern.as_deref() {
                     None => true,
-                    Some(pat) => PathPattern::new(pat, &self.roots, Use::Deny)
+                    Some(pat) => PathPattern::new(pat, roots, Use::Deny)
                         .map(|m| m.matches(p))
                         .unwrap_or(true),
                 }
@@ -385,23 +418,40 @@ impl PermissionConfig {
 
     /// The deny rule that matches this call, if any (and the part of it that it names).
     pub fn denied_by(&self, tool: &str, kind: ToolKind, input: &Value) -> Option<(&Rule, String)> {
+        if kind == ToolKind::Bash {
+            // Deny rules also cover what a command writes through a redirection.
+            let command = subject(kind, input).unwrap_or_default();
+            return match self.judge_bash(tool, &command).0 {
+                bash::BashVerdict::Denied(rule, part) => {
+                    self.deny.iter().find(|x| **x == rule).map(|r| (r, part))
+                }
+                _ => None,
+            };
+        }
+        self.rule_hit(&self.deny, tool, kind, input)
+    }
+
+    /// The ask rule that matches this call, if any (and the part of it that it names).
+    pub fn asked_by(&self, tool: &str, kind: ToolKind, input: &Value) -> Option<(&Rule, String)> {
+        self.rule_hit(&self.ask, tool, kind, input)
+    }
+
+    /// The rule among `rules` that matches this call as a deny rule would: for Bash, one
+    /// that matches any command it runs or any wrapper; for paths, the resolved path.
+    fn rule_hit<'a>(
+        &'a self,
+        rules: &'a [Rule],
+        tool: &str,
+        kind: ToolKind,
+        input: &Value,
+    ) -> Option<(&'a Rule, String)> {
         let subj = subject(kind, input);
         match kind {
-            ToolKind::Bash => {
-                let (v, _) = self.judge_bash(tool, subj.as_deref().unwrap_or(""));
-                match v {
-                    bash::BashVerdict::Denied(rule, part) => {
-                        let r = self.deny.iter().find(|x| **x == rule)?;
-                        Some((r, part))
-                    }
-                    _ => None,
-                }
-            }
+            ToolKind::Bash => self.bash_rule_hit(rules, tool, subj.as_deref().unwrap_or("")),
             _ if !path_family(kind).is_empty() => {
                 let p = self.roots.resolve(subj.as_deref().unwrap_or("."));
                 let shown = subj.unwrap_or_else(|| ".".to_owned());
-                if let Some(r) = self
-                    .deny
+                if let Some(r) = rules
                     .iter()
                     .find(|r| r.pattern.is_none() && Self::names(r, tool, kind, false))
                 {
@@ -409,10 +459,9 @@ impl PermissionConfig {
                 }
                 let mut family: Vec<&str> = path_family(kind).to_vec();
                 family.push(tool);
-                self.path_denied(&family, &p).map(|r| (r, shown))
+                Self::path_hit(rules, &self.roots, &family, &p).map(|r| (r, shown))
             }
-            _ => self
-                .deny
+            _ => rules
                 .iter()
                 .find(|r| {
                     Self::names(r, tool, kind, false)
@@ -427,7 +476,41 @@ impl PermissionConfig {
     }
 
     /// Decide one call. `read_only` is the tool's own judgement of this input.
+    ///
+    /// Deny rules win; then an ask rule turns any allow into a question; then in dontAsk
+    /// mode every question is a denial.
     pub fn decide(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Decision {
+        let mut d = self.decide_rules(tool, kind, input, read_only);
+        if matches!(d, Decision::Allow(_)) {
+            if let Some((rule, part)) = self.asked_by(tool, kind, input) {
+                let what = if kind == ToolKind::Bash {
+                    format!(" (it runs `{}`)", truncate(&part, 120))
+                } else {
+                    String::new()
+                };
+                d = Decision::AskWhy(format!(
+                    "the rule `{}` from {} asks about it{what}",
+                    rule.text(),
+                    rule.source
+                ));
+            }
+        }
+        if self.mode == PermissionMode::DontAsk {
+            let why = match &d {
+                Decision::Ask => "no rule allows it".to_owned(),
+                Decision::AskWhy(why) => why.clone(),
+                _ => return d,
+            };
+            return Decision::Deny {
+                message: format!(
+                    "{tool} was not run: the session is in dontAsk mode, where what would be asked about is denied instead, and {why}. An allow rule (--allowedTools or permissions.allow) lets it run."
+                ),
+            };
+        }
+        d
+    }
+
+    fn decide_rules(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Decision {
         if let Some((rule, part)) = self.denied_by(tool, kind, input) {
             let what = if kind == ToolKind::Bash {
                 format!(" (it runs `{}`)", truncate(&part, 120))
@@ -497,23 +580,8 @@ impl PermissionConfig {
             return Decision::Allow(AllowedBy::Rule(rule.text()));
         }
         if !writes {
-            // Reads need no permission, unless a search of a directory would read a file a
-            // Read deny rule protects.
-            let recursive = matches!(kind, ToolKind::Grep) && p.real.is_dir();
-            if recursive {
-                if let Some((rule, _)) = self
-                    .read_deny_patterns()
-                    .into_iter()
-                    .find(|(_, pat)| pat.may_match_under(&p))
-                {
-                    return Decision::AskWhy(format!(
-                        "it searches `{}`, which holds files the rule `{}` from {} protects",
-                        subj.unwrap_or("."),
-                        rule.text(),
-                        rule.source
-                    ));
-                }
-            }
+            // Reads need no permission. A search of a directory passes over the files a Read
+            // deny rule protects (see `read_filter`).
             if read_only {
                 return Decision::Allow(AllowedBy::ReadOnly);
             }
@@ -664,6 +732,7 @@ mod tests {
                 .iter()
                 .map(|r| Rule::parse(r, RuleSource::Flag).unwrap())
                 .collect(),
+            ask: Vec::new(),
             roots: Roots {
                 cwd: std::env::current_dir().unwrap(),
                 dirs: Vec::new(),
@@ -757,5 +826,86 @@ mod tests {
         ));
         let msg = edits.headless_denial("Bash", ToolKind::Bash, &bash("touch x"), None);
         assert!(msg.contains("\"Bash(touch x)\""), "{msg}");
+    }
+
+    #[test]
+    fn dont_ask_denies_what_would_be_asked() {
+        let c = cfg(PermissionMode::DontAsk, &["Bash(touch:*)"], &[]);
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("touch x"), false),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("ls"), false),
+            Decision::Allow(AllowedBy::ReadOnly)
+        ));
+        match c.decide("Bash", ToolKind::Bash, &bash("rm x"), false) {
+            Decision::Deny { message } => assert!(message.contains("dontAsk"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            c.decide("Write", ToolKind::Write, &json!({"file_path": "a"}), false),
+            Decision::Deny { .. }
+        ));
+    }
+
+    #[test]
+    fn ask_rules_turn_an_allow_into_a_question() {
+        let mut c = cfg(PermissionMode::Default, &["Bash", "Write"], &[]);
+        c.ask = vec![
+            Rule::parse("Bash(git push:*)", RuleSource::Flag).unwrap(),
+            Rule::parse("Write(./.github/**)", RuleSource::Flag).unwrap(),
+        ];
+        // Through wrappers and sequences, as deny rules are.
+        for cmd in [
+            "git push",
+            "git -C . push origin",
+            "ls && env FOO=1 git push",
+        ] {
+            match c.decide("Bash", ToolKind::Bash, &bash(cmd), false) {
+                Decision::AskWhy(why) => assert!(why.contains("Bash(git push:*)"), "{why}"),
+                other => panic!("{cmd}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("git status"), false),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            c.decide(
+                "Write",
+                ToolKind::Write,
+                &json!({"file_path": "./.github/x/../ci.yml"}),
+                false
+            ),
+            Decision::AskWhy(_)
+        ));
+        assert!(matches!(
+            c.decide(
+                "Write",
+                ToolKind::Write,
+                &json!({"file_path": "src/a"}),
+                false
+            ),
+            Decision::Allow(_)
+        ));
+        // Even bypassPermissions asks; a deny rule still wins.
+        c.mode = PermissionMode::BypassPermissions;
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("git push"), false),
+            Decision::AskWhy(_)
+        ));
+        c.deny = vec![Rule::parse("Bash(git:*)", RuleSource::Flag).unwrap()];
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("git push"), false),
+            Decision::Deny { .. }
+        ));
+        // In dontAsk mode the question is a denial.
+        c.deny.clear();
+        c.mode = PermissionMode::DontAsk;
+        assert!(matches!(
+            c.decide("Bash", ToolKind::Bash, &bash("git push"), false),
+            Decision::Deny { .. }
+        ));
     }
 }

@@ -287,7 +287,6 @@ static SPECS: &[Spec] = &[
             "buffer-size",
             "parallel",
             "random-source",
-            "files0-from",
         ],
         ..spec("sort", "bdfghiMnRrVcCmsuz", "ktS", Pos::Paths)
     },
@@ -1225,7 +1224,15 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
         other => return Err(format!("`git {other}` is not on the read-only list")),
     };
     let mut r = generic(&s, &args[1..])?;
-    if s.pos == Pos::Paths && r.reads.is_empty() {
+    if matches!(
+        sub,
+        "log" | "show" | "diff" | "whatchanged" | "blame" | "cat-file" | "ls-tree"
+    ) {
+        // These print file contents out of the history (`git show HEAD:.env`), which no
+        // path argument reveals: they count as reading the whole repository.
+        r.reads = vec![Arg::Lit(".".to_owned())];
+        r.recursive = true;
+    } else if s.pos == Pos::Paths && r.reads.is_empty() {
         r.recursive = false;
     }
     Ok(r)

@@ -347,6 +347,27 @@ fn reads_are_reported_for_deny_checks() {
 }
 
 #[test]
+fn history_reads_count_as_reading_the_repository() {
+    // `git show HEAD:.env` prints a file no argument names as a path.
+    for cmd in [
+        "git show HEAD:.env",
+        "git log -p",
+        "git cat-file -p HEAD:.env",
+        "git blame x",
+    ] {
+        let l = lower(cmd, Path::new("/"), &env());
+        let r = readonly::judge(&l.commands[0]).unwrap();
+        assert_eq!(r.reads, vec![Arg::Lit(".".into())], "{cmd}");
+        assert!(r.recursive, "{cmd}");
+    }
+    let l = lower("git status", Path::new("/"), &env());
+    assert!(!readonly::judge(&l.commands[0]).unwrap().recursive);
+    // A list of file names read from a file hides what is read.
+    let l = lower("sort --files0-from=list", Path::new("/"), &env());
+    assert!(readonly::judge(&l.commands[0]).is_err());
+}
+
+#[test]
 fn loops_with_test_brackets() {
     ok(
         "touch started; while [ ! -f go ]; do sleep 0.02; done",
