@@ -5,8 +5,9 @@
 //!    writer, with an fsync at every turn boundary as a run does.
 //! 2. Measures the latency of one record with `KEEL_FSYNC=turn` (write only) and
 //!    `KEEL_FSYNC=message` (write + fsync).
-//! 3. Resumes it several times (read + parse + rebuild + lock, as `--resume` does) and prints
-//!    the median, split into its parts, and the peak RSS (VmHWM).
+//! 3. Resumes it in several fresh processes (this example re-run with `--probe`): lock, read,
+//!    parse and rebuild as `--resume` does, then a prompt and the first request's body; prints
+//!    medians with ranges and each process's peak RSS (VmHWM), and one JSON line.
 //!
 //! `cargo run --release -p keel-core --example bench_resume [-- DIR]` (DIR: where to write,
 //! default a temporary directory; pick the disk you care about, fsync cost depends on it).
@@ -15,8 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use keel_core::transcript::{
-    read_file, rebuild_history, FsyncMode, OpenRequest, SessionHeader, Start, Store,
-    TranscriptWriter,
+    FsyncMode, OpenRequest, SessionHeader, Start, Store, TranscriptWriter,
 };
 use keel_protocol::Frame;
 use serde_json::json;
@@ -176,11 +176,6 @@ fn record_latency(dir: &Path, mode: FsyncMode, n: usize) -> (Duration, Duration)
     (times[n / 2], times[n * 99 / 100])
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn status(field: &str) -> String {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -197,10 +192,23 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let keep = std::env::args().nth(1).map(PathBuf::from);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--probe") {
+        return probe(Path::new(&args[1]), &args[2]);
+    }
+    let keep = args.first().map(PathBuf::from);
     let tmp = tempfile::tempdir_in(keep.as_deref().unwrap_or(&std::env::temp_dir()))
         .expect("a scratch directory");
-    let home = tmp.path();
+    let home = tmp.path().to_owned();
+    let _cleanup = if std::env::var_os("KEEL_BENCH_KEEP").is_some() {
+        // To profile a resume: `bench_resume --probe HOME SESSION` on what is left.
+        println!("keeping {} (KEEL_BENCH_KEEP)", home.display());
+        let _ = tmp.keep();
+        None
+    } else {
+        Some(tmp)
+    };
+    let home = home.as_path();
     let store = Store::new(home);
     let cwd = Path::new("/bench");
     let sid = uuid();
@@ -224,42 +232,112 @@ fn main() {
         );
     }
 
-    let rss_before = status("VmRSS:");
-    let (mut load, mut rebuilt, mut open) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..RESUMES {
-        let t0 = Instant::now();
-        let mut loaded = read_file(&path).expect("read");
-        let t1 = Instant::now();
-        let r = rebuild_history(std::mem::take(&mut loaded.records), &sid);
-        let t2 = Instant::now();
-        assert_eq!(r.history.len(), MESSAGES);
-        assert!(r.repairs.is_empty() && loaded.issues.is_empty());
-        load.push(t1 - t0);
-        rebuilt.push(t2 - t1);
-        drop((loaded, r));
+    // Each resume runs in a fresh process (this example re-run as a probe), so that its peak
+    // memory is its own and not what writing the session left behind.
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let mut runs: Vec<Probe> = (0..RESUMES)
+        .map(|_| {
+            let out = std::process::Command::new(&exe)
+                .args(["--probe", &home.display().to_string(), &sid])
+                .output()
+                .expect("running the probe");
+            assert!(
+                out.status.success(),
+                "the probe failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice(&out.stdout).expect("the probe's report")
+        })
+        .collect();
+    let pick = |f: fn(&Probe) -> f64, runs: &mut Vec<Probe>| {
+        runs.sort_by(|a, b| f(a).total_cmp(&f(b)));
+        (
+            f(&runs[0]),
+            f(&runs[runs.len() / 2]),
+            f(&runs[runs.len() - 1]),
+        )
+    };
+    let (open_lo, open_med, open_hi) = pick(|p| p.open_ms, &mut runs);
+    let (req_lo, req_med, req_hi) = pick(|p| p.first_request_ms, &mut runs);
+    let (hwm_lo, hwm_med, hwm_hi) = pick(|p| p.peak_kb as f64, &mut runs);
+    println!(
+        "resume of {messages} messages, {RESUMES} fresh processes, median (min–max):\n  \
+         --resume (lock, read, parse, rebuild): {open_med:.1} ms ({open_lo:.1}–{open_hi:.1})\n  \
+         + first request body built: {req_med:.1} ms ({req_lo:.1}–{req_hi:.1})\n  \
+         peak RSS (VmHWM): {:.1} MB ({:.1}–{:.1}); a process that only starts: {:.1} MB",
+        hwm_med / 1024.0,
+        hwm_lo / 1024.0,
+        hwm_hi / 1024.0,
+        runs[0].start_kb as f64 / 1024.0
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "messages": messages,
+            "transcript_bytes": bytes,
+            "resume_ms": open_med,
+            "first_request_ms": req_med,
+            "peak_rss_kb": hwm_med,
+        })
+    );
+}
 
-        let t0 = Instant::now();
-        let opened = store
-            .open(&OpenRequest {
-                cwd,
-                model: "claude-sonnet-4-5",
-                fsync: FsyncMode::Turn,
-                start: Start::Resume(sid.clone()),
-                fork: false,
-                session_id: None,
-            })
-            .expect("resume");
-        open.push(t0.elapsed());
-        assert_eq!(opened.history.len(), MESSAGES);
-    }
-    println!(
-        "resume of {messages} messages (median of {RESUMES}): {} in all (--resume: lock, read, parse, rebuild); read+parse {}, rebuild {}",
-        ms(median(open)),
-        ms(median(load)),
-        ms(median(rebuilt))
-    );
-    println!(
-        "memory: VmRSS before resuming {rss_before}, peak (VmHWM) {}",
-        status("VmHWM:")
-    );
+/// What one probe measured.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Probe {
+    open_ms: f64,
+    first_request_ms: f64,
+    peak_kb: u64,
+    start_kb: u64,
+}
+
+fn kb(field: &str) -> u64 {
+    status(field)
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// A resume as `keel --resume` does it, up to the first request's body, in this process.
+fn probe(home: &Path, sid: &str) {
+    let start_kb = kb("VmHWM:");
+    let store = Store::new(home);
+    let t0 = Instant::now();
+    let mut opened = store
+        .open(&OpenRequest {
+            cwd: Path::new("/bench"),
+            model: "claude-sonnet-4-5",
+            fsync: FsyncMode::Turn,
+            start: Start::Resume(sid.to_owned()),
+            fork: false,
+            session_id: None,
+        })
+        .expect("resume");
+    let open = t0.elapsed();
+    assert_eq!(opened.history.len(), MESSAGES);
+    opened
+        .history
+        .push_user(vec![keel_protocol::ContentBlock::text("go on")])
+        .expect("a prompt");
+    let req = keel_model::ModelRequest {
+        model: "claude-sonnet-4-5".into(),
+        max_tokens: 1000,
+        system: vec![json!({"type": "text", "text": "system"})],
+        messages: opened.history.request_messages(),
+        tools: Default::default(),
+        stream: true,
+        metadata: None,
+        thinking: None,
+    };
+    let body = serde_json::to_vec(&req).expect("a request body");
+    let first = t0.elapsed();
+    assert!(body.len() > 1_000_000);
+    let p = Probe {
+        open_ms: open.as_secs_f64() * 1e3,
+        first_request_ms: first.as_secs_f64() * 1e3,
+        peak_kb: kb("VmHWM:"),
+        start_kb,
+    };
+    println!("{}", serde_json::to_string(&p).expect("json"));
 }

@@ -74,16 +74,20 @@ impl PendingResults {
 }
 
 /// The conversation sent to the model.
+///
+/// Only the last message can still change (a prompt merges into a user message that ends the
+/// history, a continued reply into an assistant one); every message before it is *sealed*:
+/// encoded once, when the next message arrives, and kept only as those bytes, which every
+/// later request shares. A long history is held once, as the JSON requests carry.
 #[derive(Debug, Default, Clone)]
 pub struct History {
-    messages: Vec<ApiMessage>,
+    /// Every message but the last, encoded.
+    sealed: Vec<EncodedMessage>,
+    /// Bytes of `sealed`.
+    sealed_bytes: usize,
+    /// The last message, typed.
+    last: Option<ApiMessage>,
     open: Vec<String>,
-    /// The messages' JSON, encoded once each, for requests (a prefix of `messages`: the ones
-    /// encoded so far). A message changed after it was encoded (a prompt merged into the last
-    /// user message) loses its encoding.
-    encoded: Vec<EncodedMessage>,
-    /// Bytes of `encoded`.
-    encoded_bytes: usize,
 }
 
 impl History {
@@ -92,53 +96,78 @@ impl History {
         Self::default()
     }
 
-    /// The messages, ready to send.
-    pub fn messages(&self) -> &[ApiMessage] {
-        &self.messages
+    /// The messages, typed. Decodes every sealed message: for what needs them all (a
+    /// compaction, tests), not for every request.
+    pub fn messages(&self) -> Vec<ApiMessage> {
+        let mut out: Vec<ApiMessage> = self.sealed.iter().filter_map(decode).collect();
+        out.extend(self.last.clone());
+        out
     }
 
-    /// The messages for a request: each encoded once, the bytes shared with every later
-    /// request. Only messages added since the last call are serialized.
-    pub fn request_messages(&mut self) -> Vec<RequestMessage> {
-        self.encode_new();
-        self.encoded
+    /// The typed messages from `from` on (decoding only those).
+    pub fn messages_from(&self, from: usize) -> Vec<ApiMessage> {
+        let mut out: Vec<ApiMessage> = self.sealed.iter().skip(from).filter_map(decode).collect();
+        if from <= self.sealed.len() {
+            out.extend(self.last.clone());
+        }
+        out
+    }
+
+    /// The last message whose role is `role`, typed.
+    pub fn last_of(&self, role: Role) -> Option<ApiMessage> {
+        if let Some(m) = self.last.as_ref().filter(|m| m.role == role) {
+            return Some(m.clone());
+        }
+        let prefix = match role {
+            Role::User => "{\"role\":\"user\"",
+            Role::Assistant => "{\"role\":\"assistant\"",
+        };
+        self.sealed
             .iter()
-            .cloned()
-            .map(RequestMessage::Encoded)
-            .collect()
+            .rev()
+            .find(|e| e.as_str().starts_with(prefix))
+            .and_then(decode)
+    }
+
+    /// The messages for a request: the sealed ones as their bytes (shared, not copied), the
+    /// last one encoded now.
+    pub fn request_messages(&self) -> Vec<RequestMessage> {
+        let mut out = Vec::with_capacity(self.len());
+        out.extend(self.sealed.iter().cloned().map(RequestMessage::Encoded));
+        out.extend(
+            self.last
+                .as_ref()
+                .map(|m| RequestMessage::Encoded(EncodedMessage::new(m))),
+        );
+        out
     }
 
     /// The size of the conversation in bytes of JSON (what a request carries for it).
-    pub fn json_bytes(&mut self) -> usize {
-        self.encode_new();
-        self.encoded_bytes
+    pub fn json_bytes(&self) -> usize {
+        self.sealed_bytes
+            + self
+                .last
+                .as_ref()
+                .map_or(0, |m| serde_json::to_vec(m).map_or(0, |v| v.len()))
     }
 
-    fn encode_new(&mut self) {
-        for m in &self.messages[self.encoded.len()..] {
-            let e = EncodedMessage::new(m);
-            self.encoded_bytes += e.len();
-            self.encoded.push(e);
-        }
-    }
-
-    /// The last message is about to change: its encoding no longer holds.
-    fn last_changes(&mut self) {
-        if self.encoded.len() == self.messages.len() {
-            if let Some(e) = self.encoded.pop() {
-                self.encoded_bytes -= e.len();
-            }
+    /// Append a new last message; the one it follows is sealed.
+    fn push(&mut self, m: ApiMessage) {
+        if let Some(prev) = self.last.replace(m) {
+            let e = EncodedMessage::new(&prev);
+            self.sealed_bytes += e.len();
+            self.sealed.push(e);
         }
     }
 
     /// Number of messages.
     pub fn len(&self) -> usize {
-        self.messages.len()
+        self.sealed.len() + usize::from(self.last.is_some())
     }
 
     /// Whether there are no messages.
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
+        self.last.is_none()
     }
 
     /// Append user content (a prompt). Merged into the previous message when that is a user
@@ -150,10 +179,7 @@ impl History {
         if blocks.is_empty() {
             return Ok(());
         }
-        if self.messages.last().is_some_and(|m| m.role == Role::User) {
-            self.last_changes();
-        }
-        if let Some(last) = self.messages.last_mut() {
+        if let Some(last) = self.last.as_mut() {
             if last.role == Role::User {
                 let mut merged =
                     std::mem::replace(&mut last.content, MessageContent::Blocks(Vec::new()))
@@ -163,7 +189,7 @@ impl History {
                 return Ok(());
             }
         }
-        self.messages.push(ApiMessage {
+        self.push(ApiMessage {
             role: Role::User,
             content: MessageContent::Blocks(blocks),
         });
@@ -193,14 +219,7 @@ impl History {
                 _ => None,
             })
             .collect();
-        if self
-            .messages
-            .last()
-            .is_some_and(|m| m.role == Role::Assistant)
-        {
-            self.last_changes();
-        }
-        match self.messages.last_mut() {
+        match self.last.as_mut() {
             // The continuation of a paused reply (`pause_turn`) is the same assistant turn.
             Some(last) if last.role == Role::Assistant => {
                 let mut merged =
@@ -209,7 +228,7 @@ impl History {
                 merged.extend(blocks);
                 last.content = MessageContent::Blocks(merged);
             }
-            _ => self.messages.push(ApiMessage {
+            _ => self.push(ApiMessage {
                 role: Role::Assistant,
                 content: MessageContent::Blocks(blocks),
             }),
@@ -232,20 +251,41 @@ impl History {
         pending: PendingResults,
         missing: impl Fn(&ToolUseBlock) -> String,
     ) -> Vec<ContentBlock> {
-        let blocks: Vec<ContentBlock> = pending
+        let blocks = Self::results_of(pending, missing);
+        self.open.clear();
+        self.push(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(blocks.clone()),
+        });
+        blocks
+    }
+
+    /// [`close`](Self::close) without handing the results back (no copy of them is made).
+    fn close_quietly(
+        &mut self,
+        pending: PendingResults,
+        missing: impl Fn(&ToolUseBlock) -> String,
+    ) {
+        let blocks = Self::results_of(pending, missing);
+        self.open.clear();
+        self.push(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(blocks),
+        });
+    }
+
+    fn results_of(
+        pending: PendingResults,
+        missing: impl Fn(&ToolUseBlock) -> String,
+    ) -> Vec<ContentBlock> {
+        pending
             .calls
             .iter()
             .zip(pending.results)
             .map(|(call, r)| {
                 r.unwrap_or_else(|| ContentBlock::tool_result(&call.id, missing(call), true))
             })
-            .collect();
-        self.open.clear();
-        self.messages.push(ApiMessage {
-            role: Role::User,
-            content: MessageContent::Blocks(blocks.clone()),
-        });
-        blocks
+            .collect()
     }
 
     /// Ids of tool calls still waiting for results.
@@ -264,8 +304,8 @@ impl History {
             return Vec::new();
         }
         let calls: Vec<ToolUseBlock> = self
-            .messages
-            .last()
+            .last
+            .as_ref()
             .map(|m| {
                 m.content
                     .blocks()
@@ -293,42 +333,80 @@ impl History {
         messages: Vec<ApiMessage>,
         missing: impl Fn(&ToolUseBlock) -> String,
     ) -> (Self, Vec<String>) {
-        let mut h = History::new();
-        let mut repaired = Vec::new();
-        let mut pending: Option<PendingResults> = None;
+        let mut b = HistoryBuilder::new(missing);
         for m in messages {
-            match m.role {
-                Role::Assistant => {
-                    if let Some(p) = pending.take() {
-                        repaired.extend(p.unresolved());
-                        h.close(p, &missing);
-                    }
-                    // push_assistant cannot fail here: nothing is open.
-                    pending = h.push_assistant(m.content.into_blocks()).unwrap_or(None);
+            b.push(m);
+        }
+        b.finish()
+    }
+}
+
+/// [`History::rebuild`] a message at a time, so that stored messages can be streamed in
+/// without first being collected.
+pub struct HistoryBuilder<F: Fn(&ToolUseBlock) -> String> {
+    history: History,
+    repaired: Vec<String>,
+    pending: Option<PendingResults>,
+    missing: F,
+}
+
+impl<F: Fn(&ToolUseBlock) -> String> HistoryBuilder<F> {
+    /// An empty history; calls left without a result get one made by `missing`.
+    pub fn new(missing: F) -> Self {
+        Self {
+            history: History::new(),
+            repaired: Vec::new(),
+            pending: None,
+            missing,
+        }
+    }
+
+    /// Add the next stored message.
+    pub fn push(&mut self, m: ApiMessage) {
+        let h = &mut self.history;
+        match m.role {
+            Role::Assistant => {
+                if let Some(p) = self.pending.take() {
+                    self.repaired.extend(p.unresolved());
+                    h.close_quietly(p, &self.missing);
                 }
-                Role::User => {
-                    let blocks = m.content.into_blocks();
-                    let (results, rest): (Vec<_>, Vec<_>) = blocks
-                        .into_iter()
-                        .partition(|b| matches!(b, ContentBlock::ToolResult(_)));
-                    if let Some(mut p) = pending.take() {
-                        for r in results {
-                            // A result for an unknown call is dropped: the API would refuse it.
-                            let _ = p.resolve(r);
-                        }
-                        repaired.extend(p.unresolved());
-                        h.close(p, &missing);
+                // push_assistant cannot fail here: nothing is open.
+                self.pending = h.push_assistant(m.content.into_blocks()).unwrap_or(None);
+            }
+            Role::User => {
+                let blocks = m.content.into_blocks();
+                let (results, rest): (Vec<_>, Vec<_>) = blocks
+                    .into_iter()
+                    .partition(|b| matches!(b, ContentBlock::ToolResult(_)));
+                if let Some(mut p) = self.pending.take() {
+                    for r in results {
+                        // A result for an unknown call is dropped: the API would refuse it.
+                        let _ = p.resolve(r);
                     }
-                    let _ = h.push_user(rest);
+                    self.repaired.extend(p.unresolved());
+                    h.close_quietly(p, &self.missing);
                 }
+                let _ = h.push_user(rest);
             }
         }
-        if let Some(p) = pending.take() {
-            repaired.extend(p.unresolved());
-            h.close(p, &missing);
-        }
-        (h, repaired)
     }
+
+    /// The history, with every call closed, and the ids of the calls that were repaired.
+    pub fn finish(mut self) -> (History, Vec<String>) {
+        if let Some(p) = self.pending.take() {
+            self.repaired.extend(p.unresolved());
+            self.history.close_quietly(p, &self.missing);
+        }
+        (self.history, self.repaired)
+    }
+}
+
+fn decode(e: &EncodedMessage) -> Option<ApiMessage> {
+    let m = e.decode();
+    if m.is_none() {
+        tracing::error!("a sealed history message could not be decoded; it is left out");
+    }
+    m
 }
 
 #[cfg(test)]
@@ -486,8 +564,8 @@ mod encoded_tests {
                     let typed = h.messages().to_vec();
                     let mut fresh = request(typed.iter().cloned().map(Into::into).collect());
                     let mut built = request(h.request_messages());
-                    fresh.mark_cache_breakpoints(&typed);
-                    built.mark_cache_breakpoints(&typed);
+                    fresh.mark_cache_breakpoints();
+                    built.mark_cache_breakpoints();
                     assert_eq!(
                         serde_json::to_string(&built).unwrap(),
                         serde_json::to_string(&fresh).unwrap(),

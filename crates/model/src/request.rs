@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 /// A message serialized once, shared by every request that sends it.
 #[derive(Clone, Debug)]
-pub struct EncodedMessage(Arc<RawValue>);
+pub struct EncodedMessage(Arc<Box<RawValue>>);
 
 impl EncodedMessage {
     /// Serialize `m`.
@@ -22,7 +22,8 @@ impl EncodedMessage {
         let json = serde_json::to_string(m).unwrap_or_else(|_| "null".to_owned());
         let raw = RawValue::from_string(json)
             .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"));
-        Self(Arc::from(raw))
+        // `Arc::new` of the box, not `Arc::from`: that would copy the bytes once more.
+        Self(Arc::new(raw))
     }
 
     /// Its length in bytes.
@@ -38,6 +39,11 @@ impl EncodedMessage {
     /// The JSON text.
     pub fn as_str(&self) -> &str {
         self.0.get()
+    }
+
+    /// The message again, typed (`None` only if the bytes were not made by [`new`](Self::new)).
+    pub fn decode(&self) -> Option<ApiMessage> {
+        serde_json::from_str(self.0.get()).ok()
     }
 }
 
@@ -199,9 +205,9 @@ impl ModelRequest {
     /// prefix), one at the end of the previous request's conversation (the message before the
     /// last exchange), and one at the end of this request's conversation (what the next
     /// request will read). None goes on a prefix too short to cache; never more than
-    /// [`MAX_CACHE_BREAKPOINTS`]. `typed` are the request's messages in their typed form (the
-    /// marked ones are encoded again from them). Returns how many were placed.
-    pub fn mark_cache_breakpoints(&mut self, typed: &[ApiMessage]) -> usize {
+    /// [`MAX_CACHE_BREAKPOINTS`]. A marked message that was sent as stored bytes is decoded
+    /// and sent typed, with its mark (at most two per request). Returns how many were placed.
+    pub fn mark_cache_breakpoints(&mut self) -> usize {
         let mut placed = 0;
         let mut prefix = self.prefix_bytes();
         if estimate_tokens(prefix) >= MIN_CACHEABLE_TOKENS {
@@ -210,7 +216,7 @@ impl ModelRequest {
                 placed += 1;
             }
         }
-        let n = self.messages.len().min(typed.len());
+        let n = self.messages.len();
         // The previous request ended two messages before this one's end (an assistant reply
         // and the user message answering it came since).
         let targets = [n.checked_sub(3), n.checked_sub(1)];
@@ -230,7 +236,13 @@ impl ModelRequest {
             if estimate_tokens(prefix) < MIN_CACHEABLE_TOKENS {
                 continue;
             }
-            let mut m = typed[target].clone();
+            let mut m = match &self.messages[target] {
+                RequestMessage::Owned(m) => m.clone(),
+                RequestMessage::Encoded(e) => match e.decode() {
+                    Some(m) => m,
+                    None => continue,
+                },
+            };
             if mark_message(&mut m) {
                 self.messages[target] = RequestMessage::Owned(m);
                 placed += 1;
@@ -313,8 +325,8 @@ mod tests {
 
     #[test]
     fn breakpoints_follow_the_conversation_and_never_pass_four() {
-        let (mut r, typed) = req(5, 10);
-        assert_eq!(r.mark_cache_breakpoints(&typed), 3);
+        let (mut r, _typed) = req(5, 10);
+        assert_eq!(r.mark_cache_breakpoints(), 3);
         assert_eq!(breakpoints(&r), 3);
         let n = r.messages.len();
         for i in [n - 1, n - 3] {
@@ -327,13 +339,13 @@ mod tests {
 
     #[test]
     fn short_prefixes_get_no_breakpoint() {
-        let (mut r, typed) = req(1, 10);
+        let (mut r, _typed) = req(1, 10);
         r.system = vec![json!({"type": "text", "text": "short"})];
-        assert_eq!(r.mark_cache_breakpoints(&typed), 0);
+        assert_eq!(r.mark_cache_breakpoints(), 0);
         assert_eq!(breakpoints(&r), 0);
         // Once the conversation is long enough, its end is marked.
-        let (mut r, typed) = req(1, 6000);
+        let (mut r, _typed) = req(1, 6000);
         r.system = vec![json!({"type": "text", "text": "short"})];
-        assert_eq!(r.mark_cache_breakpoints(&typed), 2);
+        assert_eq!(r.mark_cache_breakpoints(), 2);
     }
 }

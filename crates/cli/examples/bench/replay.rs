@@ -10,12 +10,13 @@ pub(crate) fn messages_requests(mock: &MockServer) -> Vec<RecordedRequest> {
         .collect()
 }
 
-pub(crate) fn replay_raw(addr: SocketAddr, bodies: &[Value]) -> Result<f64> {
+/// The time keel-mock takes to answer each of `bodies` (ms), in order.
+pub(crate) fn replay_raw(addr: SocketAddr, bodies: &[Value]) -> Result<Vec<f64>> {
     let stream = TcpStream::connect(addr)?;
     stream.set_nodelay(true)?;
     let mut w = stream.try_clone()?;
     let mut r = BufReader::new(stream);
-    let mut total = 0.0;
+    let mut each = Vec::with_capacity(bodies.len());
     for b in bodies {
         let body = serde_json::to_vec(b)?;
         let head = format!(
@@ -26,12 +27,12 @@ pub(crate) fn replay_raw(addr: SocketAddr, bodies: &[Value]) -> Result<f64> {
         w.write_all(head.as_bytes())?;
         w.write_all(&body)?;
         let status = read_response(&mut r)?;
-        total += t.elapsed().as_secs_f64() * 1000.0;
+        each.push(t.elapsed().as_secs_f64() * 1000.0);
         if status != 200 {
             bail!("replay: keel-mock answered {status}");
         }
     }
-    Ok(total)
+    Ok(each)
 }
 
 /// Read one HTTP/1.1 response (content-length or chunked); returns the status.

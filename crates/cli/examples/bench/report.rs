@@ -44,6 +44,18 @@ pub(crate) struct Report {
     pub(crate) gap_last: f64,
     pub(crate) tools_rss_mb: Vec<f64>,
     pub(crate) shell: Shell,
+    /// Per block of turns: (first turn, last turn, request-to-request ms per turn, the same
+    /// minus the model server's replayed time: keel's own), medians over the runs.
+    pub(crate) blocks: Vec<(usize, usize, f64, f64)>,
+}
+
+/// The block size for the per-turn rows: 100 turns when there are at least 200, else a fifth.
+fn block_size(turns: usize) -> usize {
+    if turns >= 200 {
+        100
+    } else {
+        (turns / 5).max(1)
+    }
 }
 
 impl Report {
@@ -74,7 +86,32 @@ impl Report {
                 .collect();
             median(&per_run)
         };
+        let size = block_size(o.turns);
+        let blocks = (0..o.turns / size)
+            .map(|b| {
+                let range = b * size..(b + 1) * size;
+                let per_run = |own: bool| {
+                    let v: Vec<f64> = t2
+                        .iter()
+                        .filter(|t| t.gaps_ms.len() >= range.end)
+                        .map(|t| {
+                            let gap: f64 = t.gaps_ms[range.clone()].iter().sum();
+                            // gaps_ms[i] includes the server answering request i.
+                            let server: f64 = if own {
+                                t.server_each_ms[range.clone()].iter().sum()
+                            } else {
+                                0.0
+                            };
+                            (gap - server) / size as f64
+                        })
+                        .collect();
+                    median(&v)
+                };
+                (range.start + 1, range.end, per_run(false), per_run(true))
+            })
+            .collect();
         Report {
+            blocks,
             runs: o.runs,
             turns: o.turns,
             text_wall: col(t1, |t| t.wall_ms),
@@ -199,6 +236,23 @@ impl Report {
             "  {:<48} {:>8.2} ms → {:.2} ms  request to request, median of the first vs the last 10 turns",
             "turn time, early → late (flatness)", self.gap_first, self.gap_last
         );
+        if let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) {
+            for (a, b, gap, own) in &self.blocks {
+                println!(
+                    "  {:<48} {gap:>8.2} ms  keel's own {own:.2} ms (server's replayed time taken out)",
+                    format!("turns {a}–{b}, request to request")
+                );
+            }
+            println!(
+                "  {:<48} {:>+7.1} %   keel's own, turns {}–{} vs {}–{}",
+                "growth, first block → last",
+                (last.3 / first.3 - 1.0) * 100.0,
+                first.0,
+                first.1,
+                last.0,
+                last.1
+            );
+        }
         row(
             "peak RSS",
             &self.tools_rss_mb,
@@ -240,6 +294,9 @@ impl Report {
                 "turn_gap_first_ms": r(self.gap_first),
                 "turn_gap_last_ms": r(self.gap_last),
                 "peak_rss_mb": m(&self.tools_rss_mb),
+                "blocks": self.blocks.iter().map(|(a, b, gap, own)| json!({
+                    "turns": [a, b], "gap_ms": r(*gap), "keel_own_ms": r(*own)
+                })).collect::<Vec<_>>(),
             },
             "targets": {"ttfr_ms": TARGET_TTFR_MS, "keel_ms_per_turn": TARGET_TURN_MS, "peak_rss_mb": TARGET_RSS_MB},
         })

@@ -44,6 +44,8 @@ pub(crate) struct Timed {
     pub(crate) ttfr_slack_ms: f64,
     /// The model server's own time answering every request (raw-socket replay).
     pub(crate) server_ms: f64,
+    /// The same, per request.
+    pub(crate) server_each_ms: Vec<f64>,
     /// keel's `duration_api_ms` (waiting on the model, as keel sees it).
     pub(crate) api_ms: f64,
     /// Gaps between consecutive requests (ms).
@@ -115,11 +117,13 @@ impl Bench<'_> {
             .map(|w| w[1].elapsed_ms - w[0].elapsed_ms)
             .collect();
         let bodies: Vec<Value> = reqs.iter().map(|r| r.body.clone()).collect();
+        let server_each_ms = self.replay(case, &bodies)?;
         Ok(Timed {
             wall_ms: wall.as_secs_f64() * 1000.0,
             ttfr_ms: first.elapsed_ms - offset_ms,
             ttfr_slack_ms: (started - before).as_secs_f64() * 1000.0,
-            server_ms: self.replay(case, &bodies)?,
+            server_ms: server_each_ms.iter().sum(),
+            server_each_ms,
             api_ms: result["duration_api_ms"].as_f64().unwrap_or(0.0),
             gaps_ms,
         })
@@ -157,7 +161,7 @@ impl Bench<'_> {
 
     /// Time the model server needs to answer `bodies`, replayed in order on one keep-alive
     /// connection by a client that does nothing but write bytes and read them back (ms).
-    pub(crate) fn replay(&self, case: &Case, bodies: &[Value]) -> Result<f64> {
+    pub(crate) fn replay(&self, case: &Case, bodies: &[Value]) -> Result<Vec<f64>> {
         let (mock, _, _) = self.start_mock(case)?;
         let total = replay_raw(mock.addr(), bodies);
         mock.shutdown();

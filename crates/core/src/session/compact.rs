@@ -143,7 +143,7 @@ impl Session {
         began: Instant,
     ) -> Result<Result<CompactInfo, TurnEnd>, EmitError> {
         let messages = self.history.messages();
-        let cut = cut_point(messages, self.compact_threshold() / KEEP_SHARE);
+        let cut = cut_point(&messages, self.compact_threshold() / KEEP_SHARE);
         let mut asked: Vec<ApiMessage> = messages[..cut].to_vec();
         let mut request = SUMMARY_REQUEST.to_owned();
         if !instructions.trim().is_empty() {
@@ -175,7 +175,7 @@ impl Session {
             thinking: None,
         };
         if self.ctx.limits.context.prompt_caching {
-            req.mark_cache_breakpoints(&typed);
+            req.mark_cache_breakpoints();
         }
         let mut cx = CallCx {
             client: self.ctx.client.as_ref(),
@@ -252,7 +252,7 @@ impl Session {
                 running.join(", ")
             )));
         }
-        let kept: Vec<ApiMessage> = self.history.messages()[cut..].to_vec();
+        let kept: Vec<ApiMessage> = self.history.messages_from(cut);
         let preserved = kept.len() as u64;
         let mut next: Vec<ApiMessage> = Vec::with_capacity(kept.len() + 1);
         let mut kept = kept.into_iter();

@@ -238,10 +238,7 @@ impl Session {
     /// The text of the last assistant message in the history (a subagent's partial report).
     pub fn last_assistant_text(&self) -> String {
         self.history
-            .messages()
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::Assistant)
+            .last_of(Role::Assistant)
             .map(|m| text_of(m.content.blocks()))
             .unwrap_or_default()
     }

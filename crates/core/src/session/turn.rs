@@ -360,7 +360,7 @@ impl Session {
             thinking: self.thinking(),
         };
         if self.ctx.limits.context.prompt_caching {
-            req.mark_cache_breakpoints(self.history.messages());
+            req.mark_cache_breakpoints();
         }
         let mut cx = CallCx {
             client: self.ctx.client.as_ref(),

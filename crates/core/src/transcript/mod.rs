@@ -27,8 +27,42 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 pub use list::SessionSummary;
-pub use reader::{parse, parse_reader, read_file, LineIssue, Loaded, Record, TornTail};
-pub use rebuild::{rebuild, rebuild_history, Rebuilt, Repair, RepairCause};
+pub use reader::{
+    parse, parse_reader, parse_reader_with, read_file, LineIssue, Loaded, Record, TornTail,
+};
+pub use rebuild::{rebuild, rebuild_history, Rebuilder, Rebuilt, Repair, RepairCause};
+
+/// Read a transcript and rebuild its conversation in one streaming pass: each record goes
+/// into the rebuild as it is read, so the file is never held as records. `keep_frames`: also
+/// keep the repaired frames (a fork copies them).
+pub fn load(
+    path: &Path,
+    reader: impl std::io::BufRead,
+    file_len: u64,
+    session_id: &str,
+    keep_frames: bool,
+) -> std::io::Result<(Loaded, Rebuilt)> {
+    let mut rebuilder = Rebuilder::new(session_id, keep_frames);
+    let loaded = parse_reader_with(path, reader, file_len, |r| rebuilder.push(r))?;
+    Ok((loaded, rebuilder.finish()))
+}
+
+/// [`load`] from a file.
+pub fn load_file(
+    path: &Path,
+    session_id: &str,
+    keep_frames: bool,
+) -> std::io::Result<(Loaded, Rebuilt)> {
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    load(
+        path,
+        std::io::BufReader::with_capacity(256 * 1024, file),
+        len,
+        session_id,
+        keep_frames,
+    )
+}
 pub use store::{OpenError, OpenRequest, Opened, Start, Store};
 pub use writer::TranscriptWriter;
 

@@ -99,9 +99,24 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Loaded {
 /// Parse a transcript from `reader`, a line at a time. `file_len` is reported as is.
 pub fn parse_reader(
     path: &Path,
-    mut reader: impl std::io::BufRead,
+    reader: impl std::io::BufRead,
     file_len: u64,
 ) -> std::io::Result<Loaded> {
+    let mut records = Vec::new();
+    let mut out = parse_reader_with(path, reader, file_len, |r| records.push(r))?;
+    out.records = records;
+    Ok(out)
+}
+
+/// [`parse_reader`] that hands each record to `sink` as it is read instead of collecting them
+/// (`records` is left empty): a long transcript is never held as records.
+pub fn parse_reader_with(
+    path: &Path,
+    mut reader: impl std::io::BufRead,
+    file_len: u64,
+    mut sink: impl FnMut(Record),
+) -> std::io::Result<Loaded> {
+    let mut seen_record = false;
     let mut out = Loaded {
         path: path.to_owned(),
         file_len,
@@ -131,13 +146,14 @@ pub fn parse_reader(
                 out.needs_newline = !has_newline;
                 match parsed {
                     Parsed::Header(h) => {
-                        if out.header.is_none() && out.records.is_empty() {
+                        if out.header.is_none() && !seen_record {
                             out.header = Some(*h);
                         }
                     }
                     Parsed::Record(r) => {
+                        seen_record = true;
                         out.last_uuid = Some(r.uuid.clone());
-                        out.records.push(*r);
+                        sink(*r);
                     }
                     Parsed::Unknown | Parsed::Blank => {}
                 }

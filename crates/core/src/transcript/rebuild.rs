@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::Record;
 use crate::emit::{new_uuid, now_rfc3339};
-use crate::history::History;
+use crate::history::{History, HistoryBuilder};
 
 /// Why a tool call got a synthetic result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,45 +84,208 @@ pub struct Rebuilt {
 /// Rebuild the main conversation of `records`; synthetic frames are stamped `session_id`.
 /// The records are consumed (a long session's are large; they are not copied).
 pub fn rebuild(records: Vec<Record>, session_id: &str) -> Rebuilt {
-    rebuild_as(records, session_id, true)
+    let mut r = Rebuilder::new(session_id, true);
+    records.into_iter().for_each(|rec| r.push(rec));
+    r.finish()
 }
 
 /// [`rebuild`] for a resume, which needs the history but not the frames: their content moves
 /// into the history instead of being copied (`frames` is left empty), so a long transcript is
 /// held once, not twice.
 pub fn rebuild_history(records: Vec<Record>, session_id: &str) -> Rebuilt {
-    rebuild_as(records, session_id, false)
+    let mut r = Rebuilder::new(session_id, false);
+    records.into_iter().for_each(|rec| r.push(rec));
+    r.finish()
 }
 
-fn rebuild_as(records: Vec<Record>, session_id: &str, keep_frames: bool) -> Rebuilt {
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut repairs: Vec<Repair> = Vec::new();
-    let mut dropped = Vec::new();
-    // Calls of the assistant message being read that have no result yet, in call order.
-    let mut open: Vec<(String, String)> = Vec::new();
-    let mut current_reply: Option<String> = None;
-    for r in records {
+/// The rebuild a record at a time, as the reader streams them: nothing is held but the
+/// conversation being built (and the frames, when they are kept).
+///
+/// Frames pass through two stages: the first closes calls whose result never came (a
+/// synthetic result frame, inserted where the result belonged); the second merges frames into
+/// API messages and hands each finished message to the history.
+pub struct Rebuilder {
+    session_id: String,
+    keep_frames: bool,
+    frames: Vec<Frame>,
+    repairs: Vec<Repair>,
+    dropped: Vec<String>,
+    /// Calls of the assistant message being read that have no result yet, in call order.
+    open: Vec<(String, String)>,
+    current_reply: Option<String>,
+    /// No frame of the conversation has been passed on yet.
+    first: bool,
+    missing_prompt: bool,
+    first_prompt: Option<String>,
+    merge: Merge,
+}
+
+/// Frames → API messages → the history. The message being merged is held until a frame that
+/// cannot belong to it arrives.
+struct Merge {
+    building: Option<ApiMessage>,
+    last_reply: Option<String>,
+    history: HistoryBuilder<fn(&keel_protocol::ToolUseBlock) -> String>,
+}
+
+fn missing_text(c: &keel_protocol::ToolUseBlock) -> String {
+    RepairCause::ResultMissing.text(&c.name)
+}
+
+impl Merge {
+    fn new() -> Self {
+        Self {
+            building: None,
+            last_reply: None,
+            history: HistoryBuilder::new(missing_text as fn(&_) -> String),
+        }
+    }
+
+    fn push(&mut self, f: Frame) {
+        match f {
+            Frame::Assistant(a) => {
+                let id = a.message.id;
+                let blocks: Vec<ContentBlock> = a
+                    .message
+                    .content
+                    .into_iter()
+                    .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()))
+                    .collect();
+                if blocks.is_empty() {
+                    return;
+                }
+                match &mut self.building {
+                    // Blocks of the same reply; or a reply that followed a reply without tool
+                    // calls (roles must alternate, and nothing is owed between them).
+                    Some(m)
+                        if m.role == Role::Assistant
+                            && (self.last_reply.as_deref() == Some(id.as_str())
+                                || !m
+                                    .content
+                                    .blocks()
+                                    .iter()
+                                    .any(|b| matches!(b, ContentBlock::ToolUse(_)))) =>
+                    {
+                        extend(m, blocks)
+                    }
+                    _ => self.start(ApiMessage {
+                        role: Role::Assistant,
+                        content: MessageContent::Blocks(blocks),
+                    }),
+                }
+                self.last_reply = Some(id);
+            }
+            Frame::User(u) => {
+                let blocks = u.message.content.into_blocks();
+                match &mut self.building {
+                    Some(m) if m.role == Role::User => extend(m, blocks),
+                    _ => self.start(ApiMessage {
+                        role: Role::User,
+                        content: MessageContent::Blocks(blocks),
+                    }),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn start(&mut self, m: ApiMessage) {
+        if let Some(done) = self.building.replace(m) {
+            self.history.push(done);
+        }
+    }
+
+    fn finish(mut self) -> History {
+        if let Some(done) = self.building.take() {
+            self.history.push(done);
+        }
+        let (history, leftover) = self.history.finish();
+        // The frame pass closes every call, so the history has nothing left to repair, except
+        // in inputs no keel writes (a reply that repeats a call id, say): still well-formed.
+        if !leftover.is_empty() {
+            tracing::warn!(
+                "transcript rebuild: calls {leftover:?} were repaired only in the history"
+            );
+        }
+        history
+    }
+}
+
+impl Rebuilder {
+    /// A rebuild whose synthetic frames are stamped `session_id`; `keep_frames`: also keep the
+    /// repaired frames (a fork copies them), at the cost of a second copy of their content.
+    pub fn new(session_id: &str, keep_frames: bool) -> Self {
+        Self {
+            session_id: session_id.to_owned(),
+            keep_frames,
+            frames: Vec::new(),
+            repairs: Vec::new(),
+            dropped: Vec::new(),
+            open: Vec::new(),
+            current_reply: None,
+            first: true,
+            missing_prompt: false,
+            first_prompt: None,
+            merge: Merge::new(),
+        }
+    }
+
+    /// Pass a frame of the conversation on to the merge (and keep it, when frames are kept).
+    fn emit(&mut self, f: Frame) {
+        if std::mem::take(&mut self.first) && matches!(f, Frame::Assistant(_)) {
+            self.missing_prompt = true;
+            self.emit(user_frame(
+                &self.session_id,
+                vec![ContentBlock::text(
+                    "(The first prompt of this session could not be read back from its transcript.)",
+                )],
+                None,
+            ));
+        }
+        if self.first_prompt.is_none() {
+            if let Frame::User(u) = &f {
+                self.first_prompt = u.message.content.blocks().iter().find_map(|b| match b {
+                    ContentBlock::Text(t) => Some(t.text.clone()),
+                    _ => None,
+                });
+            }
+        }
+        if self.keep_frames {
+            self.frames.push(f.clone());
+        }
+        self.merge.push(f);
+    }
+
+    /// Start again from nothing (a compaction record: what the model saw starts there).
+    fn reset(&mut self) {
+        self.frames.clear();
+        self.open.clear();
+        self.repairs.clear();
+        self.dropped.clear();
+        self.current_reply = None;
+        self.first = true;
+        self.missing_prompt = false;
+        self.first_prompt = None;
+        self.merge = Merge::new();
+    }
+
+    /// The next record, in file order.
+    pub fn push(&mut self, r: Record) {
         match r.frame {
             Frame::Assistant(a) if a.parent_tool_use_id.is_none() => {
-                if current_reply.as_deref() != Some(a.message.id.as_str()) {
-                    close_open(
-                        &mut open,
-                        RepairCause::ResultMissing,
-                        session_id,
-                        &mut frames,
-                        &mut repairs,
-                    );
-                    current_reply = Some(a.message.id.clone());
+                if self.current_reply.as_deref() != Some(a.message.id.as_str()) {
+                    self.close_open(RepairCause::ResultMissing);
+                    self.current_reply = Some(a.message.id.clone());
                 }
                 for b in &a.message.content {
                     if let ContentBlock::ToolUse(t) = b {
-                        open.push((t.id.clone(), t.name.clone()));
+                        self.open.push((t.id.clone(), t.name.clone()));
                     }
                 }
-                frames.push(Frame::Assistant(a));
+                self.emit(Frame::Assistant(a));
             }
             Frame::User(mut u) if u.parent_tool_use_id.is_none() => {
-                current_reply = None;
+                self.current_reply = None;
                 let mut kept = Vec::new();
                 let mut prompt = false;
                 let content =
@@ -130,12 +293,12 @@ fn rebuild_as(records: Vec<Record>, session_id: &str, keep_frames: bool) -> Rebu
                 for b in content.into_blocks() {
                     match b {
                         ContentBlock::ToolResult(ref tr) => {
-                            match open.iter().position(|(id, _)| *id == tr.tool_use_id) {
+                            match self.open.iter().position(|(id, _)| *id == tr.tool_use_id) {
                                 Some(i) => {
-                                    open.remove(i);
+                                    self.open.remove(i);
                                     kept.push(b);
                                 }
-                                None => dropped.push(tr.tool_use_id.clone()),
+                                None => self.dropped.push(tr.tool_use_id.clone()),
                             }
                         }
                         ContentBlock::Text(ref t) if t.text.trim().is_empty() => {}
@@ -147,19 +310,17 @@ fn rebuild_as(records: Vec<Record>, session_id: &str, keep_frames: bool) -> Rebu
                 }
                 if prompt {
                     // A prompt after unanswered calls: the conversation went on without them.
-                    close_open(
-                        &mut open,
-                        RepairCause::ResultMissing,
-                        session_id,
-                        &mut frames,
-                        &mut repairs,
-                    );
+                    self.close_open(RepairCause::ResultMissing);
                 }
                 if kept.is_empty() {
-                    continue;
+                    return;
                 }
                 u.message.content = MessageContent::Blocks(kept);
-                frames.push(Frame::User(u));
+                // What the tool reported besides its result is not part of the conversation.
+                if !self.keep_frames {
+                    u.tool_use_result = None;
+                }
+                self.emit(Frame::User(u));
             }
             Frame::System(SystemFrame::Other(v))
                 if v.get("subtype").and_then(serde_json::Value::as_str)
@@ -171,138 +332,63 @@ fn rebuild_as(records: Vec<Record>, session_id: &str, keep_frames: bool) -> Rebu
                     v.get("messages").cloned().unwrap_or_default(),
                 ) else {
                     tracing::warn!("a compacted history that cannot be read was skipped");
-                    continue;
+                    return;
                 };
-                frames.clear();
-                open.clear();
-                repairs.clear();
-                dropped.clear();
-                current_reply = None;
+                self.reset();
                 for (i, m) in messages.into_iter().enumerate() {
                     let blocks = m.content.into_blocks();
                     match m.role {
-                        Role::User => frames.push(user_frame(session_id, blocks, None)),
+                        Role::User => {
+                            let f = user_frame(&self.session_id, blocks, None);
+                            self.emit(f);
+                            self.open.clear();
+                        }
                         Role::Assistant => {
                             let id = format!("msg_compacted_{}_{i}", r.uuid);
                             for b in &blocks {
                                 if let ContentBlock::ToolUse(t) = b {
-                                    open.push((t.id.clone(), t.name.clone()));
+                                    self.open.push((t.id.clone(), t.name.clone()));
                                 }
                             }
-                            frames.push(assistant_frame(session_id, id, blocks));
+                            let f = assistant_frame(&self.session_id, id, blocks);
+                            self.emit(f);
                         }
                     }
-                    if m.role == Role::User {
-                        open.clear();
-                    }
                 }
             }
             _ => {}
         }
     }
-    close_open(
-        &mut open,
-        RepairCause::SessionEnded,
-        session_id,
-        &mut frames,
-        &mut repairs,
-    );
 
-    let missing_prompt = matches!(frames.first(), Some(Frame::Assistant(_)));
-    if missing_prompt {
-        frames.insert(0, user_frame(
-            session_id,
-            vec![ContentBlock::text("(The first prompt of this session could not be read back from its transcript.)")],
-            None,
-        ));
-    }
-    let first_prompt = frames.iter().find_map(|f| match f {
-        Frame::User(u) => u
-            .message
-            .content
-            .clone()
-            .into_blocks()
-            .into_iter()
-            .find_map(|b| match b {
-                ContentBlock::Text(t) => Some(t.text),
-                _ => None,
-            }),
-        _ => None,
-    });
-    let conversation = if keep_frames {
-        messages(frames.iter().cloned())
-    } else {
-        messages(std::mem::take(&mut frames))
-    };
-    let (history, leftover) =
-        History::rebuild(conversation, |c| RepairCause::ResultMissing.text(&c.name));
-    // The frame pass closes every call, so the history has nothing left to repair, except
-    // in inputs no keel writes (a reply that repeats a call id, say): still well-formed.
-    if !leftover.is_empty() {
-        tracing::warn!("transcript rebuild: calls {leftover:?} were repaired only in the history");
-    }
-    Rebuilt {
-        history,
-        frames,
-        repairs,
-        dropped_results: dropped,
-        missing_prompt,
-        first_prompt,
-    }
-}
-
-/// Merge frames into API messages (taking their content: pass clones to keep the frames).
-fn messages(frames: impl IntoIterator<Item = Frame>) -> Vec<ApiMessage> {
-    let mut out: Vec<ApiMessage> = Vec::new();
-    let mut last_reply: Option<String> = None;
-    for f in frames {
-        match f {
-            Frame::Assistant(a) => {
-                let id = a.message.id;
-                let blocks: Vec<ContentBlock> = a
-                    .message
-                    .content
-                    .into_iter()
-                    .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()))
-                    .collect();
-                if blocks.is_empty() {
-                    continue;
-                }
-                match out.last_mut() {
-                    // Blocks of the same reply; or a reply that followed a reply without tool
-                    // calls (roles must alternate, and nothing is owed between them).
-                    Some(m)
-                        if m.role == Role::Assistant
-                            && (last_reply.as_deref() == Some(id.as_str())
-                                || !m
-                                    .content
-                                    .blocks()
-                                    .iter()
-                                    .any(|b| matches!(b, ContentBlock::ToolUse(_)))) =>
-                    {
-                        extend(m, blocks)
-                    }
-                    _ => out.push(ApiMessage {
-                        role: Role::Assistant,
-                        content: MessageContent::Blocks(blocks),
-                    }),
-                }
-                last_reply = Some(id);
-            }
-            Frame::User(u) => {
-                let blocks = u.message.content.into_blocks();
-                match out.last_mut() {
-                    Some(m) if m.role == Role::User => extend(m, blocks),
-                    _ => out.push(ApiMessage {
-                        role: Role::User,
-                        content: MessageContent::Blocks(blocks),
-                    }),
-                }
-            }
-            _ => {}
+    /// The conversation: every call still open is closed as ended with the session.
+    pub fn finish(mut self) -> Rebuilt {
+        self.close_open(RepairCause::SessionEnded);
+        Rebuilt {
+            history: self.merge.finish(),
+            frames: self.frames,
+            repairs: self.repairs,
+            dropped_results: self.dropped,
+            missing_prompt: self.missing_prompt,
+            first_prompt: self.first_prompt,
         }
     }
-    out
+
+    fn close_open(&mut self, cause: RepairCause) {
+        for (id, name) in std::mem::take(&mut self.open) {
+            let frame = user_frame(
+                &self.session_id,
+                vec![ContentBlock::tool_result(&id, cause.text(&name), true)],
+                Some(json!([{ "id": id, "repair": cause.as_str() }])),
+            );
+            self.repairs.push(Repair {
+                tool_use_id: id,
+                tool_name: name,
+                cause,
+                frame: frame.clone(),
+            });
+            self.emit(frame);
+        }
+    }
 }
 
 fn extend(m: &mut ApiMessage, blocks: Vec<ContentBlock>) {
@@ -310,29 +396,6 @@ fn extend(m: &mut ApiMessage, blocks: Vec<ContentBlock>) {
         std::mem::replace(&mut m.content, MessageContent::Blocks(Vec::new())).into_blocks();
     all.extend(blocks);
     m.content = MessageContent::Blocks(all);
-}
-
-fn close_open(
-    open: &mut Vec<(String, String)>,
-    cause: RepairCause,
-    session_id: &str,
-    frames: &mut Vec<Frame>,
-    repairs: &mut Vec<Repair>,
-) {
-    for (id, name) in open.drain(..) {
-        let frame = user_frame(
-            session_id,
-            vec![ContentBlock::tool_result(&id, cause.text(&name), true)],
-            Some(json!([{ "id": id, "repair": cause.as_str() }])),
-        );
-        frames.push(frame.clone());
-        repairs.push(Repair {
-            tool_use_id: id,
-            tool_name: name,
-            cause,
-            frame,
-        });
-    }
 }
 
 fn assistant_frame(session_id: &str, id: String, blocks: Vec<ContentBlock>) -> Frame {

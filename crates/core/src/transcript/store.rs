@@ -11,10 +11,7 @@ use serde_json::json;
 
 use super::notices::{notices, repair_notices, Disposition};
 use super::writer::lock_exclusive_within;
-use super::{
-    parse, parse_reader, rebuild, rebuild_history, FsyncMode, Notice, NoticeKind, RepairCause,
-    SessionHeader, TranscriptWriter,
-};
+use super::{FsyncMode, Notice, NoticeKind, RepairCause, SessionHeader, TranscriptWriter};
 use crate::emit::new_uuid;
 use crate::history::History;
 
@@ -227,12 +224,11 @@ impl Store {
 
     fn fork(&self, req: &OpenRequest<'_>, old: &str, path: &Path) -> Result<Opened, OpenError> {
         refuse_empty(old, path)?;
-        let bytes = std::fs::read(path).map_err(|source| OpenError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let mut loaded = parse(path, &bytes);
-        let rebuilt = rebuild(std::mem::take(&mut loaded.records), old);
+        let (loaded, rebuilt) =
+            super::load_file(path, old, true).map_err(|source| OpenError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
         let mut opened = self.create(req, Some((old, path)), &rebuilt.frames)?;
         opened.notices = notices(&loaded, &rebuilt, Disposition::Fork);
         opened.history = rebuilt.history;
@@ -263,9 +259,7 @@ impl Store {
             Err(e) => {
                 // Readable but not writable (a read-only file system, say): load it anyway, so
                 // the run can start and end with a result that says what failed.
-                let bytes = std::fs::read(&path).map_err(read_err)?;
-                let mut loaded = parse(&path, &bytes);
-                let rebuilt = rebuild_history(std::mem::take(&mut loaded.records), &id);
+                let (loaded, rebuilt) = super::load_file(&path, &id, false).map_err(read_err)?;
                 let message = format!(
                     "could not open the transcript {} for writing: {e}",
                     path.display()
@@ -289,8 +283,7 @@ impl Store {
         // Read under the lock: nobody else appends between reading and cutting.
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let reader = std::io::BufReader::with_capacity(1 << 20, &*file);
-        let mut loaded = parse_reader(&path, reader, size).map_err(read_err)?;
-        let rebuilt = rebuild_history(std::mem::take(&mut loaded.records), &id);
+        let (loaded, rebuilt) = super::load(&path, reader, size, &id, false).map_err(read_err)?;
         let mut notices = notices(&loaded, &rebuilt, Disposition::Resume);
         let mut len = loaded.good_len;
         let mut cut = Ok(());

@@ -287,12 +287,8 @@ fn a_corrupt_middle_line_is_skipped_and_reported_and_the_rest_is_read() {
     let r = rebuild(loaded.records.clone(), SID);
     assert!(r.repairs.is_empty());
     assert_eq!(r.history.len(), 4);
-    let kinds: Vec<&str> = r.history.messages()[1]
-        .content
-        .blocks()
-        .iter()
-        .map(|b| b.kind())
-        .collect();
+    let msgs = r.history.messages();
+    let kinds: Vec<&str> = msgs[1].content.blocks().iter().map(|b| b.kind()).collect();
     assert_eq!(
         kinds,
         ["tool_use", "tool_use"],
@@ -356,7 +352,7 @@ fn a_call_left_open_by_a_crash_is_repaired_reported_and_recorded() {
     let r = rebuild(loaded.records.clone(), SID);
     assert!(r.repairs.is_empty());
     let json = |m: &[keel_protocol::ApiMessage]| serde_json::to_value(m).unwrap();
-    assert_eq!(json(r.history.messages()), json(&msgs));
+    assert_eq!(json(&r.history.messages()), json(&msgs));
 }
 
 #[test]
@@ -443,7 +439,10 @@ fn fork_copies_the_conversation_and_leaves_the_old_file_alone() {
     let r = rebuild(copied.to_vec(), &forked.session_id);
     assert!(r.repairs.is_empty());
     let json = |m: &[keel_protocol::ApiMessage]| serde_json::to_value(m).unwrap();
-    assert_eq!(json(r.history.messages()), json(forked.history.messages()));
+    assert_eq!(
+        json(&r.history.messages()),
+        json(&forked.history.messages())
+    );
 
     // --session-id for the fork.
     let id = "22222222-2222-4222-8222-222222222222";
