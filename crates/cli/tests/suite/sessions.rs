@@ -743,6 +743,44 @@ async fn keel_sessions_lists_this_directory_newest_first_and_all_with_all() {
     assert_eq!(bad.code, 2);
 }
 
+/// The first session `keel sessions --json` lists.
+async fn list(h: &Harness) -> Value {
+    let out = h.run(&["sessions", "--json"], &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    v.as_array().unwrap()[0].clone()
+}
+
+/// `keel sessions` keeps summaries in a cache keyed by size and modification time: an unchanged
+/// transcript is not read again, a changed one is, and a damaged cache is only a cost.
+#[tokio::test]
+async fn keel_sessions_reads_again_only_what_changed() {
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#,
+    )
+    .await;
+    let id = session_id(&h.run_stream("the prompt", &[], &[]).await);
+    let first = list(&h).await;
+    assert_eq!(first["messages"], 2);
+    assert_eq!(first["first_prompt"], "the prompt");
+    let dir = transcript(&h, &id).parent().unwrap().to_owned();
+    let index = dir.join(".sessions-index.json");
+    let text = std::fs::read_to_string(&index).expect("the listing wrote its cache");
+    // Unchanged transcripts are taken from the cache (edited here to tell the two apart).
+    std::fs::write(&index, text.replace("the prompt", "from the cache")).unwrap();
+    assert_eq!(list(&h).await["first_prompt"], "from the cache");
+    // A resumed session changed: it is read again.
+    let again = h.run_stream("more", &["--resume", id.as_str()], &[]).await;
+    again.assert_end("success", false, "completed", 0);
+    let after = list(&h).await;
+    assert_eq!(after["messages"], 4);
+    assert_eq!(after["first_prompt"], "the prompt");
+    // A damaged cache is ignored and replaced.
+    std::fs::write(&index, b"{not json").unwrap();
+    assert_eq!(list(&h).await["messages"], 4);
+    assert!(serde_json::from_slice::<Value>(&std::fs::read(&index).unwrap()).is_ok());
+}
+
 /// splitmix64: a seeded generator without a dependency.
 struct Rng(u64);
 
