@@ -45,12 +45,13 @@ pub(crate) struct Report {
     pub(crate) tools_rss_mb: Vec<f64>,
     pub(crate) shell: Shell,
     /// Per block of turns: (first turn, last turn, request-to-request ms per turn, the same
-    /// minus the model server's replayed time: keel's own), medians over the runs.
-    pub(crate) blocks: Vec<(usize, usize, f64, f64)>,
+    /// minus the model server's replayed time, keel's own CPU ms per turn without the shell),
+    /// medians over the runs.
+    pub(crate) blocks: Vec<(usize, usize, f64, f64, f64)>,
 }
 
 /// The block size for the per-turn rows: 100 turns when there are at least 200, else a fifth.
-fn block_size(turns: usize) -> usize {
+pub(crate) fn block_size(turns: usize) -> usize {
     if turns >= 200 {
         100
     } else {
@@ -107,7 +108,32 @@ impl Report {
                         .collect();
                     median(&v)
                 };
-                (range.start + 1, range.end, per_run(false), per_run(true))
+                // keel's CPU over the block, from the marks taken as results streamed out.
+                let cpu: Vec<f64> = t2
+                    .iter()
+                    .filter_map(|t| {
+                        let at =
+                            |n: usize| t.cpu_marks.iter().find(|(k, _)| *k == n).map(|(_, ms)| *ms);
+                        let start = if range.start == 0 {
+                            Some(0.0)
+                        } else {
+                            at(range.start)
+                        };
+                        Some((at(range.end)? - start?) / size as f64)
+                    })
+                    .collect();
+                let cpu = if cpu.is_empty() {
+                    f64::NAN
+                } else {
+                    median(&cpu)
+                };
+                (
+                    range.start + 1,
+                    range.end,
+                    per_run(false),
+                    per_run(true),
+                    cpu,
+                )
             })
             .collect();
         Report {
@@ -237,16 +263,16 @@ impl Report {
             "turn time, early → late (flatness)", self.gap_first, self.gap_last
         );
         if let (Some(first), Some(last)) = (self.blocks.first(), self.blocks.last()) {
-            for (a, b, gap, own) in &self.blocks {
+            for (a, b, gap, own, cpu) in &self.blocks {
                 println!(
-                    "  {:<48} {gap:>8.2} ms  keel's own {own:.2} ms (server's replayed time taken out)",
-                    format!("turns {a}–{b}, request to request")
+                    "  {:<48} {gap:>8.2} ms  wall, {own:.2} ms without the server's time; keel's CPU {cpu:.2} ms",
+                    format!("turns {a}–{b}, per turn")
                 );
             }
             println!(
-                "  {:<48} {:>+7.1} %   keel's own, turns {}–{} vs {}–{}",
+                "  {:<48} {:>+7.1} %   keel's CPU per turn (shell not counted), turns {}–{} vs {}–{}",
                 "growth, first block → last",
-                (last.3 / first.3 - 1.0) * 100.0,
+                (last.4 / first.4 - 1.0) * 100.0,
                 first.0,
                 first.1,
                 last.0,
@@ -294,8 +320,9 @@ impl Report {
                 "turn_gap_first_ms": r(self.gap_first),
                 "turn_gap_last_ms": r(self.gap_last),
                 "peak_rss_mb": m(&self.tools_rss_mb),
-                "blocks": self.blocks.iter().map(|(a, b, gap, own)| json!({
-                    "turns": [a, b], "gap_ms": r(*gap), "keel_own_ms": r(*own)
+                "blocks": self.blocks.iter().map(|(a, b, gap, own, cpu)| json!({
+                    "turns": [a, b], "gap_ms": r(*gap), "wall_minus_server_ms": r(*own),
+                    "keel_cpu_ms": r(*cpu)
                 })).collect::<Vec<_>>(),
             },
             "targets": {"ttfr_ms": TARGET_TTFR_MS, "keel_ms_per_turn": TARGET_TURN_MS, "peak_rss_mb": TARGET_RSS_MB},

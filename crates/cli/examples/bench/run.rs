@@ -50,6 +50,68 @@ pub(crate) struct Timed {
     pub(crate) api_ms: f64,
     /// Gaps between consecutive requests (ms).
     pub(crate) gaps_ms: Vec<f64>,
+    /// keel's own CPU time (user + system, its threads only: not the shell children), read
+    /// from /proc as the tool results stream out: (tool turns done, CPU ms). Empty where
+    /// /proc is not there.
+    pub(crate) cpu_marks: Vec<(usize, f64)>,
+}
+
+/// keel's CPU time so far in ms (utime + stime of /proc/PID/stat), if readable.
+fn proc_cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // /proc counts in USER_HZ ticks, 100 per second on Linux whatever the kernel's HZ.
+    Some(ticks * 10.0)
+}
+
+/// Read keel's stdout as it comes, noting keel's CPU time every `every` tool results; returns
+/// the output and the marks.
+fn read_marking(
+    child: &mut std::process::Child,
+    every: usize,
+) -> Result<(std::process::Output, Vec<(usize, f64)>)> {
+    use std::io::{BufRead, Read};
+    let pid = child.id();
+    let stdout = child.stdout.take().context("keel's stdout")?;
+    let mut stderr = child.stderr.take().context("keel's stderr")?;
+    let err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let mut out = Vec::new();
+    let mut marks = Vec::new();
+    let mut results = 0usize;
+    let mut r = std::io::BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        if line.starts_with(br#"{"type":"user""#) {
+            results += 1;
+            if results.is_multiple_of(every) {
+                if let Some(ms) = proc_cpu_ms(pid) {
+                    marks.push((results, ms));
+                }
+            }
+        }
+        out.extend_from_slice(&line);
+    }
+    let status = child.wait()?;
+    let stderr = err.join().unwrap_or_default();
+    Ok((
+        std::process::Output {
+            status,
+            stdout: out,
+            stderr,
+        },
+        marks,
+    ))
 }
 
 pub(crate) struct Bench<'a> {
@@ -105,7 +167,8 @@ impl Bench<'_> {
         let (mock, before, started) = self.start_mock(case)?;
         let mut cmd = self.command(&[], case, &mock, &dirs);
         let launch = Instant::now();
-        let out = cmd.spawn()?.wait_with_output()?;
+        let mut child = cmd.spawn()?;
+        let (out, cpu_marks) = read_marking(&mut child, crate::report::block_size(case.turns))?;
         let wall = launch.elapsed();
         let result = check_run(case, &out)?;
         let reqs = messages_requests(&mock);
@@ -126,6 +189,7 @@ impl Bench<'_> {
             server_each_ms,
             api_ms: result["duration_api_ms"].as_f64().unwrap_or(0.0),
             gaps_ms,
+            cpu_marks,
         })
     }
 
