@@ -1,35 +1,343 @@
 //! Helpers for enums tagged by a string field whose unknown tags must be kept, not rejected.
 
-use serde::ser::Error as _;
+use serde::ser::{Impossible, SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
 /// Serialize `value` (a struct) as a JSON object with `key: tag` placed first.
+///
+/// The value's fields are written straight into the object as they are serialized (no
+/// intermediate `Value`: encoding a message costs one pass over its bytes). A field of the
+/// value named `key` is left out; a unit or `None` value gives an object with the tag alone.
 pub(crate) fn serialize_tagged<S: Serializer, T: Serialize>(
     s: S,
     key: &str,
     tag: &str,
     value: &T,
 ) -> Result<S::Ok, S::Error> {
-    let inner = serde_json::to_value(value).map_err(S::Error::custom)?;
-    let mut out = Map::new();
-    out.insert(key.to_owned(), Value::String(tag.to_owned()));
-    match inner {
-        Value::Object(m) => {
-            for (k, v) in m {
-                if k != key {
-                    out.insert(k, v);
-                }
-            }
-        }
-        Value::Null => {}
-        other => {
-            return Err(S::Error::custom(format!(
-                "tagged value is not an object: {other}"
-            )))
-        }
+    let mut map = s.serialize_map(None)?;
+    map.serialize_entry(key, tag)?;
+    value.serialize(Entries {
+        map: &mut map,
+        skip: key,
+        skipping: false,
+    })?;
+    map.end()
+}
+
+/// A serializer that writes a struct's (or a map's) entries into an object being written.
+struct Entries<'a, M> {
+    map: &'a mut M,
+    /// The tag's key: a field of that name is left out.
+    skip: &'a str,
+    /// The key just seen was `skip`: leave its value out.
+    skipping: bool,
+}
+
+fn not_an_object<E: serde::ser::Error>() -> E {
+    E::custom("tagged value is not an object")
+}
+
+impl<'a, M: SerializeMap> Serializer for Entries<'a, M> {
+    type Ok = ();
+    type Error = M::Error;
+    type SerializeSeq = Impossible<(), M::Error>;
+    type SerializeTuple = Impossible<(), M::Error>;
+    type SerializeTupleStruct = Impossible<(), M::Error>;
+    type SerializeTupleVariant = Impossible<(), M::Error>;
+    type SerializeMap = Self;
+    type SerializeStruct = Self;
+    type SerializeStructVariant = Impossible<(), M::Error>;
+
+    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self, M::Error> {
+        Ok(self)
     }
-    out.serialize(s)
+    fn serialize_map(self, _: Option<usize>) -> Result<Self, M::Error> {
+        Ok(self)
+    }
+    fn serialize_unit(self) -> Result<(), M::Error> {
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<(), M::Error> {
+        Ok(())
+    }
+    fn serialize_none(self) -> Result<(), M::Error> {
+        Ok(())
+    }
+    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> Result<(), M::Error> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_struct<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<(), M::Error> {
+        v.serialize(self)
+    }
+    fn serialize_bool(self, _: bool) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_i64(self, _: i64) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_u64(self, _: u64) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_f64(self, _: f64) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), M::Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), M::Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), M::Error> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), M::Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), M::Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), M::Error> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), M::Error> {
+        self.serialize_f64(v.into())
+    }
+    fn serialize_char(self, _: char) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_str(self, _: &str) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+    ) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_newtype_variant<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<(), M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, M::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, M::Error> {
+        Err(not_an_object())
+    }
+}
+
+impl<'a, M: SerializeMap> SerializeStruct for Entries<'a, M> {
+    type Ok = ();
+    type Error = M::Error;
+    fn serialize_field<T: ?Sized + Serialize>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), M::Error> {
+        if key == self.skip {
+            return Ok(());
+        }
+        self.map.serialize_entry(key, value)
+    }
+    fn end(self) -> Result<(), M::Error> {
+        Ok(())
+    }
+}
+
+impl<'a, M: SerializeMap> SerializeMap for Entries<'a, M> {
+    type Ok = ();
+    type Error = M::Error;
+    fn serialize_key<T: ?Sized + Serialize>(&mut self, key: &T) -> Result<(), M::Error> {
+        self.skipping = key.serialize(IsKey(self.skip)).unwrap_or(false);
+        if self.skipping {
+            return Ok(());
+        }
+        self.map.serialize_key(key)
+    }
+    fn serialize_value<T: ?Sized + Serialize>(&mut self, value: &T) -> Result<(), M::Error> {
+        if std::mem::take(&mut self.skipping) {
+            return Ok(());
+        }
+        self.map.serialize_value(value)
+    }
+    fn end(self) -> Result<(), M::Error> {
+        Ok(())
+    }
+}
+
+/// Whether a map key is the string `.0` (anything but a string is not).
+struct IsKey<'a>(&'a str);
+
+impl<'a> Serializer for IsKey<'a> {
+    type Ok = bool;
+    type Error = serde_json::Error;
+    type SerializeSeq = Impossible<bool, serde_json::Error>;
+    type SerializeTuple = Impossible<bool, serde_json::Error>;
+    type SerializeTupleStruct = Impossible<bool, serde_json::Error>;
+    type SerializeTupleVariant = Impossible<bool, serde_json::Error>;
+    type SerializeMap = Impossible<bool, serde_json::Error>;
+    type SerializeStruct = Impossible<bool, serde_json::Error>;
+    type SerializeStructVariant = Impossible<bool, serde_json::Error>;
+
+    fn serialize_str(self, v: &str) -> Result<bool, Self::Error> {
+        Ok(v == self.0)
+    }
+    fn serialize_bool(self, _: bool) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_i8(self, _: i8) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_i16(self, _: i16) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_i32(self, _: i32) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_i64(self, _: i64) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_u8(self, _: u8) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_u16(self, _: u16) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_u32(self, _: u32) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_u64(self, _: u64) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_f32(self, _: f32) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_f64(self, _: f64) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_char(self, _: char) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_bytes(self, _: &[u8]) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_none(self) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_some<T: ?Sized + Serialize>(self, v: &T) -> Result<bool, Self::Error> {
+        v.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_unit_struct(self, _: &'static str) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_unit_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        v: &'static str,
+    ) -> Result<bool, Self::Error> {
+        Ok(v == self.0)
+    }
+    fn serialize_newtype_struct<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        v: &T,
+    ) -> Result<bool, Self::Error> {
+        v.serialize(self)
+    }
+    fn serialize_newtype_variant<T: ?Sized + Serialize>(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: &T,
+    ) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Self::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Self::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleStruct, Self::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeTupleVariant, Self::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Self::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_struct(
+        self,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStruct, Self::Error> {
+        Err(not_an_object())
+    }
+    fn serialize_struct_variant(
+        self,
+        _: &'static str,
+        _: u32,
+        _: &'static str,
+        _: usize,
+    ) -> Result<Self::SerializeStructVariant, Self::Error> {
+        Err(not_an_object())
+    }
 }
 
 /// Declares `Serialize`/`Deserialize` for an enum whose variants are newtype structs selected by a

@@ -64,6 +64,17 @@ fn every_fixture_line_round_trips() {
         };
         *kinds.entry(kind).or_default() += 1;
         let back = serde_json::to_value(&frame).unwrap();
+        // Written straight out, a frame is byte for byte what writing it through a `Value`
+        // map gives: the tag first, each key once, in the same order.
+        let direct = serde_json::to_string(&frame).unwrap();
+        assert_eq!(
+            direct,
+            serde_json::to_string(&back).unwrap(),
+            "{file}:{n} is written differently"
+        );
+        if !matches!(frame, Frame::Other(_)) {
+            assert!(direct.starts_with("{\"type\":"), "{file}:{n}: {direct}");
+        }
         assert_eq!(
             numbers_as_f64(back),
             numbers_as_f64(original),
