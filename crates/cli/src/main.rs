@@ -53,6 +53,8 @@ fn main() {
     };
     // Leave at once: background tasks (a blocked stdin reader, say) must not hold the exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // Resume checkpoints: the one a resume started is finished, long transcripts brought up to date.
+    keel_core::transcript::checkpoint::at_exit();
     // Anything still a child of keel now was orphaned by something keel started.
     let orphans = keel_core::os::kill_orphans();
     if orphans > 0 {

@@ -194,7 +194,11 @@ fn ms(d: Duration) -> String {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--probe") {
-        return probe(Path::new(&args[1]), &args[2]);
+        return probe(
+            Path::new(&args[1]),
+            &args[2],
+            args.get(3).map(String::as_str) == Some("--whole"),
+        );
     }
     let keep = args.first().map(PathBuf::from);
     let tmp = tempfile::tempdir_in(keep.as_deref().unwrap_or(&std::env::temp_dir()))
@@ -233,53 +237,58 @@ fn main() {
     }
 
     // Each resume runs in a fresh process (this example re-run as a probe), so that its peak
-    // memory is its own and not what writing the session left behind.
+    // memory is its own and not what writing the session left behind. First with the whole
+    // transcript read (its checkpoint removed before each), then from the checkpoint a resume
+    // leaves.
     let exe = std::env::current_exe().expect("the bench's own path");
-    let mut runs: Vec<Probe> = (0..RESUMES)
-        .map(|_| {
-            let out = std::process::Command::new(&exe)
-                .args(["--probe", &home.display().to_string(), &sid])
-                .output()
-                .expect("running the probe");
-            assert!(
-                out.status.success(),
-                "the probe failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            serde_json::from_slice(&out.stdout).expect("the probe's report")
-        })
-        .collect();
-    let pick = |f: fn(&Probe) -> f64, runs: &mut Vec<Probe>| {
-        runs.sort_by(|a, b| f(a).total_cmp(&f(b)));
-        (
-            f(&runs[0]),
-            f(&runs[runs.len() / 2]),
-            f(&runs[runs.len() - 1]),
-        )
+    let probe = |whole: bool| -> Probe {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["--probe", &home.display().to_string(), &sid]);
+        if whole {
+            cmd.arg("--whole");
+        }
+        let out = cmd.output().expect("running the probe");
+        assert!(
+            out.status.success(),
+            "the probe failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("the probe's report")
     };
-    let (open_lo, open_med, open_hi) = pick(|p| p.open_ms, &mut runs);
-    let (req_lo, req_med, req_hi) = pick(|p| p.first_request_ms, &mut runs);
-    let (hwm_lo, hwm_med, hwm_hi) = pick(|p| p.peak_kb as f64, &mut runs);
-    println!(
-        "resume of {messages} messages, {RESUMES} fresh processes, median (min–max):\n  \
-         --resume (lock, read, parse, rebuild): {open_med:.1} ms ({open_lo:.1}–{open_hi:.1})\n  \
-         + first request body built: {req_med:.1} ms ({req_lo:.1}–{req_hi:.1})\n  \
-         peak RSS (VmHWM): {:.1} MB ({:.1}–{:.1}); a process that only starts: {:.1} MB",
-        hwm_med / 1024.0,
-        hwm_lo / 1024.0,
-        hwm_hi / 1024.0,
-        runs[0].start_kb as f64 / 1024.0
-    );
-    println!(
-        "{}",
-        serde_json::json!({
-            "messages": messages,
-            "transcript_bytes": bytes,
+    let mut json = serde_json::json!({"messages": messages, "transcript_bytes": bytes});
+    for (whole, label, key) in [
+        (true, "the whole transcript read", "whole"),
+        (false, "from the checkpoint a resume left", "checkpoint"),
+    ] {
+        let mut runs: Vec<Probe> = (0..RESUMES).map(|_| probe(whole)).collect();
+        let pick = |f: fn(&Probe) -> f64, runs: &mut Vec<Probe>| {
+            runs.sort_by(|a, b| f(a).total_cmp(&f(b)));
+            (
+                f(&runs[0]),
+                f(&runs[runs.len() / 2]),
+                f(&runs[runs.len() - 1]),
+            )
+        };
+        let (open_lo, open_med, open_hi) = pick(|p| p.open_ms, &mut runs);
+        let (req_lo, req_med, req_hi) = pick(|p| p.first_request_ms, &mut runs);
+        let (hwm_lo, hwm_med, hwm_hi) = pick(|p| p.peak_kb as f64, &mut runs);
+        println!(
+            "resume of {messages} messages, {label}; {RESUMES} fresh processes, median (min–max):\n  \
+             --resume (lock, read, parse, rebuild): {open_med:.1} ms ({open_lo:.1}–{open_hi:.1})\n  \
+             + first request body built: {req_med:.1} ms ({req_lo:.1}–{req_hi:.1})\n  \
+             peak RSS (VmHWM): {:.1} MB ({:.1}–{:.1}); a process that only starts: {:.1} MB",
+            hwm_med / 1024.0,
+            hwm_lo / 1024.0,
+            hwm_hi / 1024.0,
+            runs[0].start_kb as f64 / 1024.0
+        );
+        json[key] = serde_json::json!({
             "resume_ms": open_med,
             "first_request_ms": req_med,
             "peak_rss_kb": hwm_med,
-        })
-    );
+        });
+    }
+    println!("{json}");
 }
 
 /// What one probe measured.
@@ -300,9 +309,14 @@ fn kb(field: &str) -> u64 {
 }
 
 /// A resume as `keel --resume` does it, up to the first request's body, in this process.
-fn probe(home: &Path, sid: &str) {
+/// `whole`: remove the transcript's checkpoint first.
+fn probe(home: &Path, sid: &str, whole: bool) {
     let start_kb = kb("VmHWM:");
     let store = Store::new(home);
+    if whole {
+        let path = store.session_path(Path::new("/bench"), sid);
+        let _ = std::fs::remove_file(keel_core::transcript::checkpoint::path_for(&path));
+    }
     let t0 = Instant::now();
     let mut opened = store
         .open(&OpenRequest {
@@ -333,6 +347,9 @@ fn probe(home: &Path, sid: &str) {
     let body = serde_json::to_vec(&req).expect("a request body");
     let first = t0.elapsed();
     assert!(body.len() > 1_000_000);
+    // A resume that read the whole transcript saves a checkpoint beside it (in the
+    // background); the next resume starts from there.
+    keel_core::transcript::checkpoint::at_exit();
     let p = Probe {
         open_ms: open.as_secs_f64() * 1e3,
         first_request_ms: first.as_secs_f64() * 1e3,

@@ -21,7 +21,7 @@ pub enum HistoryError {
 }
 
 /// The results owed for one assistant message's tool calls.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 #[must_use = "pending tool results must be closed with History::close"]
 pub struct PendingResults {
     calls: Vec<ToolUseBlock>,
@@ -163,6 +163,26 @@ impl History {
     /// Number of messages.
     pub fn len(&self) -> usize {
         self.sealed.len() + usize::from(self.last.is_some())
+    }
+
+    /// Every message but the last, as encoded.
+    pub(crate) fn sealed(&self) -> &[EncodedMessage] {
+        &self.sealed
+    }
+
+    /// The last message.
+    pub(crate) fn last(&self) -> Option<&ApiMessage> {
+        self.last.as_ref()
+    }
+
+    /// A history of `sealed` messages then `last`, with no call open.
+    pub(crate) fn from_parts(sealed: Vec<EncodedMessage>, last: Option<ApiMessage>) -> Self {
+        Self {
+            sealed_bytes: sealed.iter().map(EncodedMessage::len).sum(),
+            sealed,
+            last,
+            open: Vec::new(),
+        }
     }
 
     /// Whether there are no messages.
@@ -359,6 +379,37 @@ impl<F: Fn(&ToolUseBlock) -> String> HistoryBuilder<F> {
             pending: None,
             missing,
         }
+    }
+
+    /// Go on from `history` (which has no call open).
+    pub(crate) fn resume(history: History, missing: F) -> Self {
+        Self {
+            history,
+            repaired: Vec::new(),
+            pending: None,
+            missing,
+        }
+    }
+
+    /// The history so far, when no call is waiting for its result (else `None`).
+    pub(crate) fn idle_history(&self) -> Option<&History> {
+        (self.pending.is_none() && self.history.open.is_empty()).then_some(&self.history)
+    }
+
+    /// The history as it would be with `m` added, if no call is then left waiting (this
+    /// builder is left as it is).
+    pub(crate) fn idle_with(&self, m: ApiMessage) -> Option<History>
+    where
+        F: Clone,
+    {
+        let mut b = HistoryBuilder {
+            history: self.history.clone(),
+            repaired: Vec::new(),
+            pending: self.pending.clone(),
+            missing: self.missing.clone(),
+        };
+        b.push(m);
+        b.idle_history().cloned()
     }
 
     /// Add the next stored message.

@@ -26,6 +26,12 @@ impl EncodedMessage {
         Self(Arc::new(raw))
     }
 
+    /// A message already encoded (read back from where keel saved its bytes). The bytes are
+    /// sent as they are: they must be what [`new`](Self::new) made of a message.
+    pub fn from_raw(raw: Box<RawValue>) -> Self {
+        Self(Arc::new(raw))
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.0.get().len()

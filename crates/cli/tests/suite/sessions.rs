@@ -781,6 +781,55 @@ async fn keel_sessions_reads_again_only_what_changed() {
     assert!(serde_json::from_slice::<Value>(&std::fs::read(&index).unwrap()).is_ok());
 }
 
+/// A long session leaves a resume checkpoint when keel exits; a resume from it sends the model
+/// exactly the conversation a resume that reads the whole transcript sends.
+#[tokio::test]
+async fn a_resume_from_a_checkpoint_sends_what_a_full_read_sends() {
+    let big = "a long answer. ".repeat(90_000); // ~1.3 MB: a transcript that gets a checkpoint
+    let scenario = json!({"on_exhausted": "repeat_last", "steps": [
+        {"kind": "text", "text": big},
+        {"kind": "text", "text": "ok"},
+    ]});
+    let h = Harness::from_json(&scenario.to_string()).await;
+    // The conversation is larger than a context window: no compaction, to compare it whole.
+    let env = [("DISABLE_AUTO_COMPACT", "1")];
+    let first = h.run_stream("write a lot", &[], &env).await;
+    first.assert_end("success", false, "completed", 0);
+    let id = session_id(&first);
+    let path = transcript(&h, &id);
+    let cp = path.with_extension("").join("resume-checkpoint.jsonl");
+    assert!(
+        cp.is_file(),
+        "keel left no checkpoint for a long transcript"
+    );
+    let saved = std::fs::read(&path).unwrap();
+
+    let last_messages = |h: &Harness| {
+        let reqs = h.requests();
+        let body = &reqs.last().expect("a request").body;
+        body["messages"].clone()
+    };
+    let from_checkpoint = h
+        .run_stream("and now?", &["--resume", id.as_str()], &env)
+        .await;
+    from_checkpoint.assert_end("success", false, "completed", 0);
+    let with_cp = last_messages(&h);
+
+    // The same resume again, from the same transcript, with no checkpoint to start from.
+    std::fs::write(&path, &saved).unwrap();
+    std::fs::remove_file(&cp).unwrap();
+    let whole = h
+        .run_stream("and now?", &["--resume", id.as_str()], &env)
+        .await;
+    whole.assert_end("success", false, "completed", 0);
+    let without = last_messages(&h);
+    assert_eq!(with_cp, without);
+    assert_eq!(with_cp.as_array().map(Vec::len), Some(3));
+    assert!(with_cp[1]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.len() == big.len()));
+}
+
 /// splitmix64: a seeded generator without a dependency.
 struct Rng(u64);
 

@@ -13,6 +13,7 @@
 //!   result that says why.
 //! - [`store`]: where files live; new, resume, continue, fork; listing sessions.
 
+pub mod checkpoint;
 mod list;
 mod notices;
 mod reader;
@@ -27,10 +28,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 pub use list::SessionSummary;
+use reader::parse_reader_at;
 pub use reader::{
     parse, parse_reader, parse_reader_with, read_file, LineIssue, Loaded, Record, TornTail,
 };
-pub use rebuild::{rebuild, rebuild_history, Rebuilder, Rebuilt, Repair, RepairCause};
+pub use rebuild::{
+    rebuild, rebuild_history, RebuildState, Rebuilder, Rebuilt, Repair, RepairCause,
+};
 
 /// Read a transcript and rebuild its conversation in one streaming pass: each record goes
 /// into the rebuild as it is read, so the file is never held as records. `keep_frames`: also

@@ -68,6 +68,8 @@ pub struct Loaded {
     pub last_uuid: Option<String>,
     /// Total length of the file.
     pub file_len: u64,
+    /// Lines up to `good_len`.
+    pub good_lines: usize,
 }
 
 /// Read and parse a transcript file, a line at a time (the file is never held whole).
@@ -112,20 +114,34 @@ pub fn parse_reader(
 /// (`records` is left empty): a long transcript is never held as records.
 pub fn parse_reader_with(
     path: &Path,
+    reader: impl std::io::BufRead,
+    file_len: u64,
+    sink: impl FnMut(Record),
+) -> std::io::Result<Loaded> {
+    parse_reader_at(path, reader, file_len, (0, 0), sink)
+}
+
+/// [`parse_reader_with`] for a reader positioned after the first `at.0` bytes (`at.1` lines)
+/// of the file, which were read before: offsets and line numbers count from the file's start.
+pub(crate) fn parse_reader_at(
+    path: &Path,
     mut reader: impl std::io::BufRead,
     file_len: u64,
+    at: (u64, usize),
     mut sink: impl FnMut(Record),
 ) -> std::io::Result<Loaded> {
-    let mut seen_record = false;
+    let mut seen_record = at.0 > 0;
     let mut out = Loaded {
         path: path.to_owned(),
         file_len,
+        good_len: at.0,
+        good_lines: at.1,
         ..Loaded::default()
     };
     // Damaged lines after the last good record are cut with the torn tail, but still reported.
     let mut trailing_bad: Vec<(LineIssue, u64)> = Vec::new();
-    let mut offset = 0u64;
-    let mut line_no = 0usize;
+    let mut offset = at.0;
+    let mut line_no = at.1;
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -143,6 +159,7 @@ pub fn parse_reader_with(
                 // Everything damaged before this good line is a middle line: skipped, reported.
                 out.issues.extend(trailing_bad.drain(..).map(|(i, _)| i));
                 out.good_len = next;
+                out.good_lines = line_no;
                 out.needs_newline = !has_newline;
                 match parsed {
                     Parsed::Header(h) => {

@@ -18,6 +18,7 @@ use serde_json::json;
 use super::Record;
 use crate::emit::{new_uuid, now_rfc3339};
 use crate::history::{History, HistoryBuilder};
+use keel_model::EncodedMessage;
 
 /// Why a tool call got a synthetic result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +212,105 @@ impl Merge {
     }
 }
 
+/// A rebuild's state between two records, when no call is waiting for its result: what a
+/// resume can start from instead of reading the records before it again.
+#[derive(Debug)]
+pub struct RebuildState {
+    /// The history's messages, encoded, then the message being merged (if any).
+    pub messages: Vec<EncodedMessage>,
+    /// How many of `messages` are in the history (the one after them is being merged).
+    pub history_len: usize,
+    /// The reply whose frames were being read.
+    pub current_reply: Option<String>,
+    /// The reply id of the message being merged.
+    pub last_reply: Option<String>,
+    /// No frame of the conversation had been passed on yet.
+    pub first: bool,
+    /// A placeholder prompt was put first.
+    pub missing_prompt: bool,
+    /// The first prompt's text.
+    pub first_prompt: Option<String>,
+}
+
 impl Rebuilder {
+    /// The state so far, if it can be saved: frames are not kept, and no call is open.
+    pub fn state(&self) -> Option<RebuildState> {
+        if self.keep_frames || !self.open.is_empty() {
+            return None;
+        }
+        let (mut messages, history_len) = match self.merge.history.idle_history() {
+            Some(h) => {
+                let mut messages: Vec<EncodedMessage> = h.sealed().to_vec();
+                messages.extend(h.last().map(EncodedMessage::new));
+                let n = messages.len();
+                messages.extend(self.merge.building.as_ref().map(EncodedMessage::new));
+                (messages, n)
+            }
+            // The results of the last reply's calls are the message being merged, and every
+            // call has its result (`open` is empty): no later frame can add to what they owe,
+            // so the message can go into the history now. What follows merges into it there
+            // just as it would have here.
+            None => {
+                let building = self.merge.building.clone()?;
+                if building.role != Role::User {
+                    return None;
+                }
+                let h = self.merge.history.idle_with(building)?;
+                let mut messages: Vec<EncodedMessage> = h.sealed().to_vec();
+                messages.extend(h.last().map(EncodedMessage::new));
+                let n = messages.len();
+                (messages, n)
+            }
+        };
+        messages.shrink_to_fit();
+        Some(RebuildState {
+            messages,
+            history_len,
+            current_reply: self.current_reply.clone(),
+            last_reply: self.merge.last_reply.clone(),
+            first: self.first,
+            missing_prompt: self.missing_prompt,
+            first_prompt: self.first_prompt.clone(),
+        })
+    }
+
+    /// A rebuild that goes on from a saved state (the frames are not kept). `None` when the
+    /// state does not hold together (a message that does not decode, counts that disagree).
+    pub fn from_state(session_id: &str, st: RebuildState) -> Option<Self> {
+        let RebuildState {
+            mut messages,
+            history_len,
+            current_reply,
+            last_reply,
+            first,
+            missing_prompt,
+            first_prompt,
+        } = st;
+        if history_len > messages.len() || messages.len() > history_len + 1 {
+            return None;
+        }
+        let building = match messages.len() > history_len {
+            true => Some(messages.pop()?.decode()?),
+            false => None,
+        };
+        let last = match messages.pop() {
+            Some(e) => Some(e.decode()?),
+            None => None,
+        };
+        let history = History::from_parts(messages, last);
+        let mut r = Rebuilder::new(session_id, false);
+        r.current_reply = current_reply;
+        r.first = first;
+        r.missing_prompt = missing_prompt;
+        r.first_prompt = first_prompt;
+        r.merge = Merge {
+            building,
+            last_reply,
+            history: HistoryBuilder::resume(history, missing_text as fn(&_) -> String),
+        };
+        Some(r)
+    }
+
     /// A rebuild whose synthetic frames are stamped `session_id`; `keep_frames`: also keep the
     /// repaired frames (a fork copies them), at the cost of a second copy of their content.
     pub fn new(session_id: &str, keep_frames: bool) -> Self {

@@ -211,6 +211,7 @@ impl Store {
                 Some(json!({ "session_id": old, "path": old_path.display().to_string() }));
         }
         let history: Vec<Frame> = history.iter().map(|f| with_session(f, &id)).collect();
+        super::checkpoint::touched(&path, &id);
         let writer = TranscriptWriter::create_lazily(path.clone(), &header, &history, req.fsync)
             .unwrap_or_else(|m| TranscriptWriter::broken(path, id.clone(), m.0));
         Ok(Opened {
@@ -282,8 +283,11 @@ impl Store {
         };
         // Read under the lock: nobody else appends between reading and cutting.
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let reader = std::io::BufReader::with_capacity(1 << 20, &*file);
-        let (loaded, rebuilt) = super::load(&path, reader, size, &id, false).map_err(read_err)?;
+        // From the checkpoint of a long transcript when one holds: only what came after it is
+        // read. The writer appends at the end whatever the cursor.
+        let (loaded, rebuilt) =
+            super::checkpoint::load(&path, &file, size, &id).map_err(read_err)?;
+        super::checkpoint::touched(&path, &id);
         let mut notices = notices(&loaded, &rebuilt, Disposition::Resume);
         let mut len = loaded.good_len;
         let mut cut = Ok(());

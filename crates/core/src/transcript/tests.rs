@@ -635,3 +635,186 @@ fn a_zero_byte_transcript_is_reported_not_resumed_as_an_empty_session() {
         OpenError::Empty { .. }
     ));
 }
+
+/// A subagent's frame (not part of the main conversation).
+fn sub_frame(parent: &str) -> Frame {
+    frame(
+        json!({"type":"assistant","message":{"id":"msg_sub","type":"message","role":"assistant",
+        "model":"m","content":[text("sub")],"stop_reason":null,"stop_sequence":null,"usage":{}},
+        "parent_tool_use_id":parent,"session_id":SID,"uuid":crate::emit::new_uuid()}),
+    )
+}
+
+/// A varied session: exchanges, a paused reply that goes on, an unanswered call followed by a
+/// prompt, a result for an unknown call, a subagent's frame, blank text, and a call left open
+/// at the end.
+fn varied(turns: usize, result_bytes: usize) -> Vec<Frame> {
+    let mut out = Vec::new();
+    let big = "x".repeat(result_bytes);
+    for t in 0..turns {
+        out.push(init());
+        out.push(prompt(&format!("turn {t}")));
+        let m = format!("msg_{t}");
+        out.push(assistant(&m, text("Working.")));
+        out.push(assistant(&m, call(&format!("t{t}a"))));
+        out.push(sub_frame(&format!("t{t}a")));
+        out.push(result_of(&format!("t{t}a"), &big));
+        match t % 4 {
+            0 => out.push(assistant(&format!("{m}_b"), text("Done."))),
+            1 => {
+                // A reply without calls, continued by another (merged into one message).
+                out.push(assistant(&format!("{m}_b"), text("Part one.")));
+                out.push(assistant(&format!("{m}_c"), text("Part two.")));
+            }
+            2 => {
+                // A call never answered: the next prompt goes on without it.
+                out.push(assistant(&format!("{m}_b"), call(&format!("t{t}lost"))));
+                out.push(result_of("nobody-called-this", "stray"));
+            }
+            _ => out.push(prompt("   ")),
+        }
+        out.push(result_frame());
+    }
+    out.push(prompt("last"));
+    out.push(assistant("msg_end", call("t_open")));
+    out
+}
+
+fn request_bytes(h: &crate::history::History) -> String {
+    serde_json::to_string(&h.request_messages()).unwrap()
+}
+
+fn record_list(frames: Vec<Frame>) -> Vec<Record> {
+    frames
+        .into_iter()
+        .enumerate()
+        .map(|(i, frame)| Record {
+            line: i + 2,
+            uuid: frame.uuid().unwrap_or_default().to_owned(),
+            parent_uuid: None,
+            session_id: SID.into(),
+            timestamp: None,
+            frame,
+        })
+        .collect()
+}
+
+/// A rebuild saved at any record boundary and taken up again gives what one pass gives.
+#[test]
+fn a_rebuild_taken_up_from_its_state_equals_one_pass() {
+    let records = record_list(varied(9, 40));
+    let whole = rebuild_history(records.clone(), SID);
+    let mut saved = 0;
+    for k in 0..=records.len() {
+        let mut r = Rebuilder::new(SID, false);
+        records[..k].iter().cloned().for_each(|rec| r.push(rec));
+        let Some(state) = r.state() else { continue };
+        saved += 1;
+        let mut again = Rebuilder::from_state(SID, state).expect("a state taken up");
+        records[k..].iter().cloned().for_each(|rec| again.push(rec));
+        let again = again.finish();
+        assert_eq!(
+            request_bytes(&again.history),
+            request_bytes(&whole.history),
+            "cut at {k}"
+        );
+        assert_eq!(again.first_prompt, whole.first_prompt, "cut at {k}");
+        assert_eq!(again.missing_prompt, whole.missing_prompt, "cut at {k}");
+    }
+    assert!(
+        saved > 20,
+        "states could be saved at {saved} boundaries only"
+    );
+}
+
+/// A long transcript gets a checkpoint at its first resume; the next resume reads only what came
+/// after it and rebuilds the same conversation as a full read; a checkpoint that no longer
+/// matches its transcript, or is damaged, is passed over.
+#[test]
+fn resumes_from_a_checkpoint_equal_full_reads_and_bad_checkpoints_are_ignored() {
+    let home = tempfile::tempdir().unwrap();
+    let store = Store::new(home.path());
+    let cwd = Path::new("/w");
+    let path = store.session_path(cwd, SID);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // ~1.4 MB: past the size from which checkpoints are kept.
+    let mut frames = varied(41, 35_000);
+    frames.truncate(frames.len() - 2);
+    write_all(&path, &frames);
+    assert!(std::fs::metadata(&path).unwrap().len() >= checkpoint::MIN_TRANSCRIPT);
+    let open = || {
+        store
+            .open(&OpenRequest {
+                cwd,
+                model: "m",
+                fsync: FsyncMode::Turn,
+                start: Start::Resume(SID.into()),
+                fork: false,
+                session_id: None,
+            })
+            .unwrap()
+    };
+    let full = |p: &Path| rebuild_history(read_file(p).unwrap().records, SID);
+    let first = open();
+    assert_eq!(
+        request_bytes(&first.history),
+        request_bytes(&full(&path).history)
+    );
+    // The first resume writes its checkpoint in the background: wait for it.
+    checkpoint::at_exit();
+    let cp = checkpoint::path_for(&path);
+    assert!(cp.is_file(), "the first resume left a checkpoint");
+    // More records after the checkpoint, ending with a call left open.
+    for f in &varied(3, 100) {
+        first.writer.append_frame(f).unwrap();
+    }
+    first.writer.sync_now().unwrap();
+    drop(first);
+    let expected = full(&path);
+    let second = open();
+    assert_eq!(
+        request_bytes(&second.history),
+        request_bytes(&expected.history)
+    );
+    assert_eq!(second.history.len(), expected.history.len());
+    // The open call was repaired from the tail alone.
+    assert!(second
+        .notices
+        .iter()
+        .any(|n| n.tool_use_ids.contains(&"t_open".to_string()) || n.message.contains("t_open")));
+    drop(second);
+    checkpoint::at_exit();
+
+    // A checkpoint whose record is no longer where it says (the file was replaced by another
+    // session's) is passed over.
+    let saved = std::fs::read(&cp).unwrap();
+    let mut head: Value =
+        serde_json::from_slice(saved.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    head["at"]["uuid"] = json!("not-the-record-there");
+    let mut bad = serde_json::to_vec(&head).unwrap();
+    bad.push(b'\n');
+    bad.extend_from_slice(b"{\"role\":\"user\",\"content\":\"from a stale checkpoint\"}\n");
+    std::fs::write(&cp, &bad).unwrap();
+    let third = open();
+    let now = full(&path);
+    assert_eq!(request_bytes(&third.history), request_bytes(&now.history));
+    assert!(!request_bytes(&third.history).contains("stale checkpoint"));
+    drop(third);
+    checkpoint::at_exit();
+    // A damaged checkpoint too.
+    std::fs::write(&cp, b"{\"version\":1,\"session_id\":").unwrap();
+    let fourth = open();
+    assert_eq!(
+        request_bytes(&fourth.history),
+        request_bytes(&full(&path).history)
+    );
+    drop(fourth);
+    // That full read left a new checkpoint, and the next resume starts from it (what it holds
+    // is what the model is sent: marked here to tell).
+    checkpoint::at_exit();
+    let text = std::fs::read_to_string(&cp).unwrap();
+    assert!(text.contains("turn 0"));
+    std::fs::write(&cp, text.replace("turn 0", "turn ZERO")).unwrap();
+    let fifth = open();
+    assert!(request_bytes(&fifth.history).contains("turn ZERO"));
+}
