@@ -174,14 +174,21 @@ pub fn read(
     {
         return None;
     }
-    let mut messages = Vec::with_capacity(head.messages);
+    // The count comes from the file: it sizes nothing before the lines are there.
+    let mut messages = Vec::with_capacity(head.messages.min(1 << 16));
     for _ in 0..head.messages {
         let mut l = String::new();
         if r.read_line(&mut l).ok()? == 0 || !l.ends_with('\n') {
             return None;
         }
         l.pop();
-        // Each line must be one JSON value (what was written); anything else is a damaged file.
+        // Each line must be one message as requests encode it (what was written); anything
+        // else is a damaged file.
+        if !(l.starts_with(r#"{"role":"user","content":"#)
+            || l.starts_with(r#"{"role":"assistant","content":"#))
+        {
+            return None;
+        }
         let raw = RawValue::from_string(l).ok()?;
         messages.push(EncodedMessage::from_raw(raw));
     }

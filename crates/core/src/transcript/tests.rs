@@ -787,14 +787,14 @@ fn resumes_from_a_checkpoint_equal_full_reads_and_bad_checkpoints_are_ignored() 
 
     // A checkpoint whose record is no longer where it says (the file was replaced by another
     // session's) is passed over.
-    let saved = std::fs::read(&cp).unwrap();
-    let mut head: Value =
-        serde_json::from_slice(saved.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    let saved = std::fs::read_to_string(&cp).unwrap();
+    let mut lines: Vec<String> = saved.lines().map(str::to_owned).collect();
+    let mut head: Value = serde_json::from_str(&lines[0]).unwrap();
     head["at"]["uuid"] = json!("not-the-record-there");
-    let mut bad = serde_json::to_vec(&head).unwrap();
-    bad.push(b'\n');
-    bad.extend_from_slice(b"{\"role\":\"user\",\"content\":\"from a stale checkpoint\"}\n");
-    std::fs::write(&cp, &bad).unwrap();
+    lines[0] = head.to_string();
+    // Everything else holds together: only the record it names is not there.
+    lines[1] = r#"{"role":"user","content":"from a stale checkpoint"}"#.into();
+    std::fs::write(&cp, lines.join("\n") + "\n").unwrap();
     let third = open();
     let now = full(&path);
     assert_eq!(request_bytes(&third.history), request_bytes(&now.history));
