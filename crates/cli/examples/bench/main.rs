@@ -64,12 +64,13 @@ struct Opts {
     env: Vec<(String, String)>,
     runs: usize,
     turns: usize,
+    tool: TurnTool,
     json_only: bool,
 }
 
 fn usage() -> String {
     format!(
-        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--env KEY=VALUE]... [--json]"
+        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--tool bash|read (default bash)] [--env KEY=VALUE]... [--json]"
     )
 }
 
@@ -83,6 +84,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
         env: Vec::new(),
         runs: DEFAULT_RUNS,
         turns: DEFAULT_TURNS,
+        tool: TurnTool::Bash,
         json_only: false,
     };
     let mut it = args.iter();
@@ -96,6 +98,13 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
             "--runs" => o.runs = val()?.parse().context("--runs takes a number")?,
             "--turns" => o.turns = val()?.parse().context("--turns takes a number")?,
             "--json" => o.json_only = true,
+            "--tool" => {
+                o.tool = match val()?.as_str() {
+                    "bash" => TurnTool::Bash,
+                    "read" => TurnTool::Read,
+                    other => bail!("--tool takes bash or read, not {other:?}\n{}", usage()),
+                }
+            }
             "--env" => {
                 let kv = val()?;
                 let (k, v) = kv.split_once('=').context("--env takes KEY=VALUE")?;
@@ -149,7 +158,7 @@ fn main() -> Result<()> {
     b.timed(&text_case())?;
 
     let text = text_case();
-    let tools = tool_case(o.turns);
+    let tools = tool_case(o.turns, o.tool);
     let t1: Vec<Timed> = (0..o.runs).map(|_| b.timed(&text)).collect::<Result<_>>()?;
     let r1: Vec<Usage> = (0..o.runs).map(|_| b.usage(&text)).collect::<Result<_>>()?;
     let t2: Vec<Timed> = (0..o.runs)

@@ -28,6 +28,7 @@ pub(crate) fn min_max(v: &[f64]) -> (f64, f64) {
 pub(crate) struct Report {
     pub(crate) runs: usize,
     pub(crate) turns: usize,
+    pub(crate) tool: TurnTool,
     pub(crate) text_wall: Vec<f64>,
     pub(crate) text_ttfr: Vec<f64>,
     pub(crate) ttfr_slack: f64,
@@ -138,6 +139,7 @@ impl Report {
             .collect();
         Report {
             blocks,
+            tool: o.tool,
             runs: o.runs,
             turns: o.turns,
             text_wall: col(t1, |t| t.wall_ms),
@@ -208,8 +210,9 @@ impl Report {
             ),
         );
         println!(
-            "\n{}-turn tool session (Bash `true` each turn, then text)",
-            self.turns
+            "\n{}-turn tool session ({} each turn, then text)",
+            self.turns,
+            self.tool.label()
         );
         row("launch → exit", &self.tools_wall, "ms", "");
         row("launch → first request", &self.tools_ttfr, "ms", "");
@@ -240,24 +243,28 @@ impl Report {
             "ms",
             "the issue's definition",
         );
-        one(
-            "  the shell child alone (bash -c true from Rust)",
-            self.shell.wall_ms,
-            "ms",
-            "included in both figures above",
-        );
-        one(
-            "keel's own time per tool turn, shell excluded",
-            own - self.shell.wall_ms,
-            "ms",
-            "",
-        );
-        one(
-            "CPU time per tool turn (keel + shell)",
-            self.cpu_per_turn(),
-            "ms",
-            &format!("of which the shell alone ~{:.2} ms", self.shell.cpu_ms),
-        );
+        if self.tool == TurnTool::Bash {
+            one(
+                "  the shell child alone (bash -c true from Rust)",
+                self.shell.wall_ms,
+                "ms",
+                "included in both figures above",
+            );
+            one(
+                "keel's own time per tool turn, shell excluded",
+                own - self.shell.wall_ms,
+                "ms",
+                "",
+            );
+            one(
+                "CPU time per tool turn (keel + shell)",
+                self.cpu_per_turn(),
+                "ms",
+                &format!("of which the shell alone ~{:.2} ms", self.shell.cpu_ms),
+            );
+        } else {
+            one("CPU time per tool turn", self.cpu_per_turn(), "ms", "");
+        }
         println!(
             "  {:<48} {:>8.2} ms → {:.2} ms  request to request, median of the first vs the last 10 turns",
             "turn time, early → late (flatness)", self.gap_first, self.gap_last
@@ -298,6 +305,7 @@ impl Report {
             "bench": "keel",
             "runs": self.runs,
             "turns": self.turns,
+            "tool": format!("{:?}", self.tool).to_lowercase(),
             "text": {
                 "ttfr_ms": m(&self.text_ttfr),
                 "ttfr_max_overstatement_ms": r(self.ttfr_slack),

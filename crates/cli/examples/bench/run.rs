@@ -22,15 +22,46 @@ pub(crate) fn text_case() -> Case {
     }
 }
 
-pub(crate) fn tool_case(turns: usize) -> Case {
+/// The tool each turn of the long session calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TurnTool {
+    /// Bash `true`.
+    Bash,
+    /// Read of a small file in the working directory.
+    Read,
+}
+
+impl TurnTool {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            TurnTool::Bash => "Bash `true`",
+            TurnTool::Read => "Read of a 2 KB file",
+        }
+    }
+}
+
+/// The file the Read turns read (written into each run's working directory).
+pub(crate) const READ_FILE: &str = "notes.txt";
+
+pub(crate) fn tool_case(turns: usize, tool: TurnTool) -> Case {
+    let (call, allow) = match tool {
+        TurnTool::Bash => (
+            json!({"name": "Bash", "input": {"command": "true"}}),
+            "Bash",
+        ),
+        TurnTool::Read => (
+            json!({"name": "Read", "input": {"file_path": READ_FILE}}),
+            "Read",
+        ),
+    };
     let scenario = json!({"steps": [
-        {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "true"}}], "times": turns},
-        {"kind": "text", "text": "Ran `true` every turn."}
+        {"kind": "tool_use", "calls": [call], "times": turns},
+        {"kind": "text", "text": "Done every turn."}
     ]});
     Case {
         name: "tools",
         scenario: scenario.to_string(),
-        args: vec!["--allowedTools".into(), "Bash".into()],
+        args: vec!["--allowedTools".into(), allow.into()],
         turns,
     }
 }
@@ -50,21 +81,27 @@ pub(crate) struct Timed {
     pub(crate) api_ms: f64,
     /// Gaps between consecutive requests (ms).
     pub(crate) gaps_ms: Vec<f64>,
-    /// keel's own CPU time (user + system, its threads only: not the shell children), read
-    /// from /proc as the tool results stream out: (tool turns done, CPU ms). Empty where
-    /// /proc is not there.
+    /// keel's own CPU time (its threads only: not the shell children), read from /proc as
+    /// the tool results stream out: (tool turns done, CPU ms). Empty where /proc is not there.
     pub(crate) cpu_marks: Vec<(usize, f64)>,
 }
 
-/// keel's CPU time so far in ms (utime + stime of /proc/PID/stat), if readable.
+/// keel's CPU time so far in ms, if readable: the time on a CPU of each of its threads
+/// (`/proc/PID/task/*/schedstat`, nanoseconds; /proc/PID/stat counts in 10 ms ticks, too
+/// coarse for a block of turns). A thread that already exited is not counted (keel's threads
+/// live as long as it does).
 fn proc_cpu_ms(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // /proc counts in USER_HZ ticks, 100 per second on Linux whatever the kernel's HZ.
-    Some(ticks * 10.0)
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ns = 0u64;
+    for t in tasks.flatten() {
+        let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        ns += stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(ns as f64 / 1e6)
 }
 
 /// Read keel's stdout as it comes, noting keel's CPU time every `every` tool results; returns
@@ -241,8 +278,11 @@ pub(crate) struct Dirs {
 
 impl Dirs {
     pub(crate) fn new() -> Result<Self> {
+        let cwd = tempfile::tempdir()?;
+        let line = "a line of notes that the Read turns read, again and again\n";
+        std::fs::write(cwd.path().join(READ_FILE), line.repeat(2048 / line.len()))?;
         Ok(Dirs {
-            cwd: tempfile::tempdir()?,
+            cwd,
             home: tempfile::tempdir()?,
         })
     }

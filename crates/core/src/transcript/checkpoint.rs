@@ -134,7 +134,9 @@ pub fn write(
         missing_prompt: state.missing_prompt,
         first_prompt: state.first_prompt.clone(),
     };
-    let tmp = path.with_extension("jsonl.tmp");
+    // Aside under a name of this process's own: two processes saving at once (one ending, one
+    // resuming) each rename a whole file.
+    let tmp = path.with_extension(format!("jsonl.{}.tmp", std::process::id()));
     let mut w = std::io::BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
     serde_json::to_writer(&mut w, &head)?;
     w.write_all(b"\n")?;
@@ -142,8 +144,14 @@ pub fn write(
         w.write_all(m.as_str().as_bytes())?;
         w.write_all(b"\n")?;
     }
-    w.into_inner().map_err(|e| e.into_error())?;
-    std::fs::rename(&tmp, &path)
+    let written = w
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|_| std::fs::rename(&tmp, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Where the checkpoint of `transcript` stands (its transcript length), from its first line.
