@@ -674,6 +674,14 @@ fn varied(turns: usize, result_bytes: usize) -> Vec<Frame> {
             _ => out.push(prompt("   ")),
         }
         out.push(result_frame());
+        if t == turns / 2 {
+            // A compaction: the conversation goes on from its messages.
+            out.push(frame(json!({"type":"system","subtype":"compacted_history",
+                "messages":[
+                    {"role":"user","content":[{"type":"text","text":"summary so far"}]},
+                    {"role":"assistant","content":[{"type":"text","text":"noted"}]}],
+                "session_id":SID,"uuid":crate::emit::new_uuid()})));
+        }
     }
     out.push(prompt("last"));
     out.push(assistant("msg_end", call("t_open")));
@@ -704,6 +712,8 @@ fn record_list(frames: Vec<Frame>) -> Vec<Record> {
 fn a_rebuild_taken_up_from_its_state_equals_one_pass() {
     let records = record_list(varied(9, 40));
     let whole = rebuild_history(records.clone(), SID);
+    assert!(request_bytes(&whole.history).contains("summary so far"));
+    assert!(!request_bytes(&whole.history).contains("turn 0\""));
     let mut saved = 0;
     for k in 0..=records.len() {
         let mut r = Rebuilder::new(SID, false);
@@ -813,8 +823,8 @@ fn resumes_from_a_checkpoint_equal_full_reads_and_bad_checkpoints_are_ignored() 
     // is what the model is sent: marked here to tell).
     checkpoint::at_exit();
     let text = std::fs::read_to_string(&cp).unwrap();
-    assert!(text.contains("turn 0"));
-    std::fs::write(&cp, text.replace("turn 0", "turn ZERO")).unwrap();
+    assert!(text.contains("summary so far"));
+    std::fs::write(&cp, text.replace("summary so far", "summary SO FAR")).unwrap();
     let fifth = open();
-    assert!(request_bytes(&fifth.history).contains("turn ZERO"));
+    assert!(request_bytes(&fifth.history).contains("summary SO FAR"));
 }
