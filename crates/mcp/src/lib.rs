@@ -1,0 +1,18 @@
+//! MCP servers as keel tools.
+//!
+//! This crate holds what does not depend on a running server:
+//! - [`config`]: the servers users configure (`.mcp.json`, `mcpServers` in the settings files,
+//!   `--mcp-config`), read with `${VAR}` / `${VAR:-default}` expansion, each problem named by
+//!   where it is (file or flag, server, field);
+//! - [`names`]: the names the model sees (`mcp__<server>__<tool>`), sanitized, at most 64
+//!   bytes, and made unique deterministically.
+//!
+//! The client (stdio, streamable HTTP, SSE) and the bridge into sessions build on these.
+
+pub mod config;
+pub mod names;
+
+pub use config::{
+    expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
+};
+pub use names::{assign, sanitize, tool_name, MAX_NAME_BYTES};
