@@ -6,6 +6,7 @@
 //!   stream_event) and the control protocol envelopes.
 //! - [`control`]: the control protocol's requests, typed by subtype.
 //! - [`ends`]: how a run or turn ended (result subtypes, terminal reasons), and cancel reasons.
+//! - [`json`]: helpers for JSON read from outside (how a value's type is named in errors).
 //!
 //! Reading is tolerant: unknown frame types, block types and fields are kept (`Other`, `extra`)
 //! so that a round trip loses nothing and a newer peer never breaks an older keel.
@@ -16,6 +17,7 @@ pub mod control;
 pub mod ends;
 pub mod frames;
 pub mod input;
+pub mod json;
 pub mod sse;
 mod tagged;
 

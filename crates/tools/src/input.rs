@@ -444,16 +444,7 @@ impl Kind {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+use keel_protocol::json::type_name;
 
 /// Assert that a tool's schema is exactly `expected`, key order included (it is what the model
 /// reads), with a line diff when it is not.
