@@ -7,12 +7,17 @@
 //! - [`names`]: the names the model sees (`mcp__<server>__<tool>`), sanitized, at most 64
 //!   bytes, and made unique deterministically.
 //!
-//! The client (stdio, streamable HTTP, SSE) and the bridge into sessions build on these.
+//! - [`stdio`]: a stdio server (a child process in its own process group), started, listed,
+//!   called and stopped with every wait bounded, and its stderr kept as a bounded tail.
+//!
+//! The HTTP transports and the bridge into sessions build on these.
 
 pub mod config;
 pub mod names;
+pub mod stdio;
 
 pub use config::{
     expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
 };
 pub use names::{assign, sanitize, tool_name, MAX_NAME_BYTES};
+pub use stdio::{CallOutcome, ServerTool, StartError, StdioServer};

@@ -1,0 +1,378 @@
+//! A stdio MCP server: a child process in a process group of its own, speaking MCP (through
+//! rmcp's client) on its stdin and stdout, its stderr kept as a bounded tail for error
+//! messages and never passed to keel's terminal.
+//!
+//! Every wait is bounded: start-up (spawn, `initialize`, `tools/list`) by one deadline, each
+//! call by its own. What went wrong is said with the server's stderr tail: a server that does
+//! not start, exits while starting, crashes in the middle of a call, or does not answer in
+//! time. Stopping a server stops its whole process group (the `npx`/`uvx` wrappers' children
+//! too).
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::ServiceExt;
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+
+use crate::config::StdioSpec;
+
+/// The most of a server's stderr kept (its end), for messages.
+pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
+
+/// How long a stopped server gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A tool a server offers, as it describes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerTool {
+    /// The server's name for it.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// The JSON schema of its input, passed through.
+    pub input_schema: Value,
+}
+
+/// A server that could not be started, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}{}", tail_note(stderr_tail))]
+pub struct StartError {
+    /// What happened.
+    pub reason: String,
+    /// The end of what the server wrote to stderr.
+    pub stderr_tail: String,
+}
+
+fn tail_note(tail: &str) -> String {
+    let t = tail.trim();
+    if t.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ended with: {t}")
+    }
+}
+
+/// How a tool call ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallOutcome {
+    /// The server answered: its content blocks (as MCP writes them), and whether it reported
+    /// an error.
+    Done {
+        /// The content blocks.
+        content: Vec<Value>,
+        /// The server said the call failed.
+        is_error: bool,
+    },
+    /// No answer within the deadline; the server was sent `notifications/cancelled`.
+    TimedOut(Duration),
+    /// The server process ended during the call.
+    Crashed {
+        /// How it ended (`None` when it could not be learned).
+        status: Option<String>,
+        /// The end of its stderr.
+        stderr_tail: String,
+    },
+    /// The server answered with a protocol error, or the call could not be sent.
+    Failed(String),
+}
+
+/// The end of a stream, at most `cap` bytes.
+#[derive(Debug, Default)]
+struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        if bytes.len() >= self.cap {
+            self.buf.clear();
+            self.buf.extend_from_slice(&bytes[bytes.len() - self.cap..]);
+            return;
+        }
+        let over = (self.buf.len() + bytes.len()).saturating_sub(self.cap);
+        self.buf.drain(..over);
+        self.buf.extend_from_slice(bytes);
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.buf).into_owned()
+    }
+}
+
+/// A running stdio server.
+pub struct StdioServer {
+    name: String,
+    service: RunningService<RoleClient, ()>,
+    child: Child,
+    pgid: Option<i32>,
+    stderr: Arc<Mutex<Tail>>,
+    tools: Vec<ServerTool>,
+}
+
+impl std::fmt::Debug for StdioServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioServer")
+            .field("name", &self.name)
+            .field("pgid", &self.pgid)
+            .field("tools", &self.tools.len())
+            .finish()
+    }
+}
+
+impl StdioServer {
+    /// Start server `name` as `spec` says, in `cwd` (or the spec's own directory, relative to
+    /// it), and list its tools, all within `deadline`. On failure nothing is left running.
+    pub async fn start(
+        name: &str,
+        spec: &StdioSpec,
+        cwd: &Path,
+        deadline: Duration,
+    ) -> Result<StdioServer, StartError> {
+        let dir: PathBuf = match &spec.cwd {
+            Some(d) => cwd.join(d),
+            None => cwd.to_owned(),
+        };
+        let mut cmd = Command::new(&spec.command);
+        cmd.args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| StartError {
+            reason: format!(
+                "could not start `{}` (in {}): {e}",
+                spec.command,
+                dir.display()
+            ),
+            stderr_tail: String::new(),
+        })?;
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        let stderr = Arc::new(Mutex::new(Tail {
+            buf: Vec::new(),
+            cap: STDERR_TAIL_BYTES,
+        }));
+        if let Some(mut err) = child.stderr.take() {
+            let tail = stderr.clone();
+            tokio::spawn(async move {
+                let mut chunk = vec![0u8; 8192];
+                while let Ok(n) = err.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                    tail.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(&chunk[..n]);
+                }
+            });
+        }
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            stop_group(pgid, &mut child).await;
+            return Err(StartError {
+                reason: "its stdin and stdout could not be connected".into(),
+                stderr_tail: String::new(),
+            });
+        };
+        let started = tokio::time::timeout(deadline, async {
+            let service = ().serve((stdout, stdin)).await.map_err(|e| e.to_string())?;
+            let tools = service
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("it started but listing its tools failed: {e}"))?;
+            Ok::<_, String>((service, tools))
+        })
+        .await;
+        let tail = |s: &Arc<Mutex<Tail>>| s.lock().unwrap_or_else(|p| p.into_inner()).text();
+        match started {
+            Ok(Ok((service, tools))) => Ok(StdioServer {
+                name: name.to_owned(),
+                service,
+                child,
+                pgid,
+                stderr,
+                tools: tools
+                    .into_iter()
+                    .map(|t| ServerTool {
+                        name: t.name.into_owned(),
+                        description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
+                        input_schema: Value::Object((*t.input_schema).clone()),
+                    })
+                    .collect(),
+            }),
+            Ok(Err(e)) => {
+                // It may have exited: say how, after its last words reached the tail.
+                let exited = wait_exit(&mut child, Duration::from_millis(500)).await;
+                stop_group(pgid, &mut child).await;
+                settle().await;
+                let reason = match exited {
+                    Some(st) => format!("it exited while starting ({})", describe(st)),
+                    None => format!("it did not complete the MCP handshake: {e}"),
+                };
+                Err(StartError {
+                    reason,
+                    stderr_tail: tail(&stderr),
+                })
+            }
+            Err(_) => {
+                stop_group(pgid, &mut child).await;
+                settle().await;
+                Err(StartError {
+                    reason: format!(
+                        "it did not finish starting within {} (MCP_TIMEOUT)",
+                        seconds(deadline)
+                    ),
+                    stderr_tail: tail(&stderr),
+                })
+            }
+        }
+    }
+
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its tools, as listed when it started.
+    pub fn tools(&self) -> &[ServerTool] {
+        &self.tools
+    }
+
+    /// The process group its process leads.
+    pub fn pgid(&self) -> Option<i32> {
+        self.pgid
+    }
+
+    /// The end of what it wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).text()
+    }
+
+    /// Call `tool` with `input` (a JSON object), waiting at most `deadline`. A call that runs
+    /// out of time is abandoned, and the server told so (`notifications/cancelled`).
+    pub async fn call(&mut self, tool: &str, input: Value, deadline: Duration) -> CallOutcome {
+        let Value::Object(args) = input else {
+            return CallOutcome::Failed("the input of an MCP tool must be a JSON object".into());
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let answer = tokio::time::timeout(deadline, self.service.call_tool(params)).await;
+        match answer {
+            Ok(Ok(r)) => CallOutcome::Done {
+                content: r
+                    .content
+                    .iter()
+                    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+                    .collect(),
+                is_error: r.is_error.unwrap_or(false),
+            },
+            Ok(Err(e)) => match wait_exit(&mut self.child, Duration::from_millis(500)).await {
+                Some(st) => {
+                    settle().await;
+                    CallOutcome::Crashed {
+                        status: Some(describe(st)),
+                        stderr_tail: self.stderr_tail(),
+                    }
+                }
+                None => CallOutcome::Failed(e.to_string()),
+            },
+            Err(_) => CallOutcome::TimedOut(deadline),
+        }
+    }
+
+    /// Stop it: close the connection, then SIGTERM to its process group, SIGKILL after a
+    /// grace period, and reap it.
+    pub async fn stop(mut self) {
+        let _ = tokio::time::timeout(Duration::from_millis(500), self.service.cancel()).await;
+        stop_group(self.pgid, &mut self.child).await;
+    }
+}
+
+/// The text of a call's content, for a model that takes text: text blocks as they are, other
+/// blocks described.
+pub fn content_text(content: &[Value]) -> String {
+    content
+        .iter()
+        .map(
+            |c| match (c.get("type").and_then(Value::as_str), c.get("text")) {
+                (Some("text"), Some(Value::String(t))) => t.clone(),
+                (kind, _) => format!("[{} content]", kind.unwrap_or("unknown")),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Wait up to `within` for the child to exit.
+async fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    tokio::time::timeout(within, child.wait()).await.ok()?.ok()
+}
+
+/// Let the stderr reader take in what an exited process wrote last.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// SIGTERM to the group, SIGKILL after the grace period, then reap the leader.
+async fn stop_group(pgid: Option<i32>, child: &mut Child) {
+    if let Some(g) = pgid {
+        let _ = killpg(Pid::from_raw(g), Signal::SIGTERM);
+    }
+    if wait_exit(child, STOP_GRACE).await.is_none() {
+        if let Some(g) = pgid {
+            let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+    // Whatever is left of the group (a grandchild that ignored SIGTERM) goes too.
+    if let Some(g) = pgid {
+        let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
+    }
+}
+
+fn describe(st: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => st.to_string(),
+    }
+}
+
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_end_and_no_more() {
+        let mut t = Tail {
+            buf: Vec::new(),
+            cap: 10,
+        };
+        t.push(b"hello ");
+        t.push(b"world!");
+        assert_eq!(t.text(), "llo world!");
+        t.push(&[b'x'; 100]);
+        assert_eq!(t.text(), "x".repeat(10));
+        t.push(b"end");
+        assert_eq!(t.text(), "xxxxxxxend");
+    }
+}
