@@ -16,7 +16,8 @@ pub struct CompatArgs {
     #[arg(long = "permission-prompt-tool", value_name = "TOOL")]
     pub permission_prompt_tool: Option<String>,
 
-    /// MCP server configuration (JSON or a file). Accepted; keel does not start MCP servers yet.
+    /// MCP server configuration (JSON or a file), repeatable. stdio servers are started; http,
+    /// sse and sdk servers are not run yet (they are listed as failed).
     #[arg(long = "mcp-config", action = ArgAction::Append, value_name = "JSON_OR_FILE")]
     pub mcp_config: Vec<String>,
 
@@ -180,7 +181,7 @@ impl CompatArgs {
         if servers > 0 {
             note(
                 "--mcp-config",
-                &format!("keel does not start MCP servers yet, so the {servers} server(s) it declares are not available"),
+                &format!("keel runs stdio MCP servers only so far, so the {servers} server(s) of type sdk, http or sse it declares are not available (they are listed as failed)"),
             );
         }
         if self.settings.is_some() {
@@ -243,8 +244,8 @@ impl CompatArgs {
     }
 }
 
-/// How many servers an `--mcp-config` value declares (0 when it cannot be read: the notice is
-/// about what is missing, and an unreadable value declares nothing keel could start anyway).
+/// How many servers an `--mcp-config` value declares that keel cannot run yet (sdk, http,
+/// sse); 0 when it cannot be read (the run then stops with the configuration error).
 fn mcp_server_count(value: &str) -> usize {
     let text = if value.trim_start().starts_with('{') {
         value.to_owned()
@@ -254,9 +255,16 @@ fn mcp_server_count(value: &str) -> usize {
     serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| {
-            v.get("mcpServers")
-                .and_then(|s| s.as_object())
-                .map(|m| m.len())
+            v.get("mcpServers").and_then(|s| s.as_object()).map(|m| {
+                m.values()
+                    .filter(|s| {
+                        matches!(
+                            s.get("type").and_then(|t| t.as_str()),
+                            Some("sdk" | "http" | "sse")
+                        )
+                    })
+                    .count()
+            })
         })
         .unwrap_or(0)
 }

@@ -89,7 +89,15 @@ impl Controller {
             Request::Initialize(r) => self.initialize(r).await,
             Request::SetPermissionMode(r) => self.set_permission_mode(&r).await,
             Request::SetModel(r) => self.set_model(r).await,
-            Request::McpStatus(_) => Ok(Reply::new(json!({ "mcpServers": [] }))),
+            Request::McpStatus(_) => Ok(Reply::new(json!({
+                "mcpServers": self
+                    .handle
+                    .context()
+                    .mcp_servers()
+                    .iter()
+                    .map(keel_core::mcp::ServerStatus::to_json)
+                    .collect::<Vec<_>>()
+            }))),
             Request::StopTask(r) => self.stop_task(&r).await,
             Request::CanUseTool(_) | Request::HookCallback(_) | Request::Unknown { .. } => Err((
                 format!("Unsupported control request subtype: {}", request.subtype()),
@@ -275,7 +283,7 @@ impl Controller {
             notes.push("jsonSchema (structured output is not produced)");
         }
         if nonempty("sdkMcpServers") || nonempty("mcpServers") {
-            notes.push("MCP servers (keel does not start MCP servers yet)");
+            notes.push("MCP servers given in initialize (keel starts only those of --mcp-config and the settings files)");
         }
         if nonempty("settings") || nonempty("managedSettings") {
             notes.push("settings (not applied)");

@@ -44,6 +44,8 @@ pub fn options(cli: &Cli) -> SessionOptions {
         session_id: cli.session_id.clone(),
         no_session_persistence: cli.compat.no_session_persistence,
         settings: cli.compat.settings.clone(),
+        mcp_config: cli.compat.mcp_config.clone(),
+        strict_mcp_config: cli.compat.strict_mcp_config,
         setting_sources: cli.compat.setting_sources.clone(),
         agents: cli.compat.agents.clone(),
         add_dirs: cli.compat.add_dir.clone(),

@@ -129,6 +129,8 @@ pub struct SessionContext {
     pub(crate) include_partial_messages: bool,
     pub(crate) api_key_source: String,
     pub(crate) additional_directories: Vec<PathBuf>,
+    /// The session's MCP servers and their state.
+    pub(crate) mcp_servers: Vec<crate::mcp::ServerStatus>,
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
@@ -162,6 +164,7 @@ pub(crate) struct ContextParts {
     pub api_key_source: String,
     pub additional_directories: Vec<PathBuf>,
     pub settings_hooks: Option<Arc<dyn Hooks>>,
+    pub mcp_servers: Vec<crate::mcp::ServerStatus>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -174,6 +177,11 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 impl SessionContext {
+    /// The session's MCP servers and their state (`init`, `mcp_status`).
+    pub fn mcp_servers(&self) -> &[crate::mcp::ServerStatus] {
+        &self.mcp_servers
+    }
+
     pub(crate) fn new(p: ContextParts) -> Arc<Self> {
         let transcript_dir = p
             .transcript_path
@@ -196,6 +204,7 @@ impl SessionContext {
             include_partial_messages: p.include_partial_messages,
             api_key_source: p.api_key_source,
             additional_directories: p.additional_directories,
+            mcp_servers: p.mcp_servers,
             initial_model: p.model.clone(),
             live: RwLock::new(Live {
                 model: p.model,

@@ -151,6 +151,8 @@ pub struct InitInfo {
     pub agents: Vec<String>,
     /// Directories granted besides the working directory.
     pub additional_directories: Vec<PathBuf>,
+    /// The MCP servers, as `init` lists them (`{name, status}`).
+    pub mcp_servers: Vec<serde_json::Value>,
 }
 
 /// Why a call did not run (or did not finish).

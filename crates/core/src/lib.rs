@@ -24,6 +24,7 @@ mod fault;
 pub mod fuzzing;
 pub mod history;
 pub mod hooks;
+pub mod mcp;
 pub mod permissions;
 pub mod prompt;
 mod reply;

@@ -40,7 +40,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
                 cwd: i.cwd.display().to_string(),
                 session_id: sid,
                 tools: i.tools.clone(),
-                mcp_servers: Vec::new(),
+                mcp_servers: i.mcp_servers.clone(),
                 model: i.model.clone(),
                 permission_mode: i.permission_mode.clone(),
                 slash_commands: Vec::new(),

@@ -17,6 +17,39 @@ pub fn keel_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_keel"))
 }
 
+/// keel-mcp's test MCP server: beside the keel binary when a workspace build made it, else
+/// built once through cargo (so `cargo test -p keel-cli` works on its own).
+pub fn mcp_test_server() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = keel_bin()
+            .parent()
+            .expect("the keel binary's directory")
+            .to_path_buf();
+        let bin = dir.join("keel-mcp-test-server");
+        if !bin.is_file() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "-p", "keel-mcp", "--bin", "keel-mcp-test-server"])
+                .current_dir(&root);
+            if let Some(target) = dir.parent() {
+                cmd.env("CARGO_TARGET_DIR", target);
+            }
+            let status = cmd
+                .status()
+                .expect("running cargo to build the MCP test server");
+            assert!(
+                status.success(),
+                "building the MCP test server failed: {status}"
+            );
+        }
+        assert!(bin.is_file(), "no MCP test server at {}", bin.display());
+        bin
+    })
+    .clone()
+}
+
 /// A mock server plus scratch directories.
 pub struct Harness {
     pub mock: MockServer,

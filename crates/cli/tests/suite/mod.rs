@@ -11,6 +11,7 @@ mod demo;
 mod failures;
 mod hooks;
 mod live_context;
+mod mcp;
 mod ownership;
 mod sandbox;
 mod sessions;

@@ -91,6 +91,10 @@ pub struct SessionOptions {
     pub sandbox_network: bool,
     /// `--max-thinking-tokens` (else `MAX_THINKING_TOKENS`): a thinking budget; 0 = none.
     pub max_thinking_tokens: Option<String>,
+    /// `--mcp-config` values (JSON or files).
+    pub mcp_config: Vec<String>,
+    /// `--strict-mcp-config`: only the `--mcp-config` servers.
+    pub strict_mcp_config: bool,
     /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
     pub thinking: Option<String>,
 }
@@ -294,6 +298,9 @@ impl SessionBuilder {
             ))
         };
         let sandbox = self.sandbox(&settings, home.as_deref())?;
+        let mcp_settings = std::mem::take(&mut settings.mcp_servers);
+        let mcp_approvals = std::mem::take(&mut settings.mcp_approvals);
+        let user_settings = settings.user_file.clone();
         let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
         let client = match &self.client {
@@ -302,6 +309,9 @@ impl SessionBuilder {
         };
         let mut base_tools = select_tools(o.tools.as_deref())?;
         base_tools.extend(self.extra_tools.iter().cloned());
+        // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
+        let mcp = self.mcp(mcp_settings, &mcp_approvals, user_settings.as_deref(), env)?;
+        base_tools.extend(mcp.tools.iter().cloned());
         let extra_agents = match &o.agents {
             Some(json) => agents::parse_agents_json(json)
                 .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
@@ -351,6 +361,7 @@ impl SessionBuilder {
             },
             additional_directories: o.add_dirs.clone(),
             settings_hooks,
+            mcp_servers: mcp.statuses,
         });
         let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         let scope = AgentScope {
@@ -564,6 +575,61 @@ impl SessionBuilder {
     }
 
     /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
+    /// The session's MCP servers: configured in the settings files, the project's `.mcp.json`
+    /// and `--mcp-config` (only those with `--strict-mcp-config`), then started. Servers the
+    /// project configures (its `.mcp.json`, its settings files) start only when the user's own
+    /// settings approve them: a repository that was cloned must not run programs by itself.
+    fn mcp(
+        &self,
+        settings: Vec<(PathBuf, serde_json::Value)>,
+        approvals: &settings::McpApprovals,
+        user_settings: Option<&Path>,
+        env: &Env,
+    ) -> Result<crate::mcp::Started, BuildError> {
+        let o = &self.options;
+        let project = self.cwd.join(".mcp.json");
+        let sources = keel_mcp::Sources {
+            settings,
+            project_file: project.is_file().then_some(project),
+            flags: o.mcp_config.clone(),
+            strict: o.strict_mcp_config,
+        };
+        let usage = |e: String| BuildError::Usage(format!("Error: {e}"));
+        let mut set =
+            keel_mcp::config::load(&sources, &self.cwd, env).map_err(|e| usage(e.to_string()))?;
+        if set.entries.is_empty() {
+            return Ok(crate::mcp::Started {
+                statuses: Vec::new(),
+                tools: Vec::new(),
+            });
+        }
+        for e in &mut set.entries {
+            let trusted = match &e.origin {
+                keel_mcp::Origin::Flag { .. } => true,
+                keel_mcp::Origin::File(p) => Some(p.as_path()) == user_settings,
+            };
+            if !trusted && e.spec.is_ok() && !approvals.allows(&e.name) {
+                e.spec = Err(keel_mcp::ConfigError {
+                    origin: e.origin.clone(),
+                    server: Some(e.name.clone()),
+                    field: None,
+                    message: format!(
+                        "not started: the project configures it, and project servers run only when your own settings approve them (add {:?} to enabledMcpjsonServers, or set enableAllProjectMcpServers, in ~/.claude/settings.json; or pass the server with --mcp-config)",
+                        e.name
+                    ),
+                });
+            }
+        }
+        let start =
+            crate::mcp::timeout_from_env(env, "MCP_TIMEOUT", crate::mcp::DEFAULT_START_TIMEOUT)
+                .map_err(usage)?;
+        let call =
+            crate::mcp::timeout_from_env(env, "MCP_TOOL_TIMEOUT", crate::mcp::DEFAULT_CALL_TIMEOUT)
+                .map_err(usage)?;
+        Ok(tokio::runtime::Handle::current()
+            .block_on(crate::mcp::start(&set, &self.cwd, start, call)))
+    }
+
     fn wants(&self, kind: ToolKind) -> bool {
         match self.options.tools.as_deref().map(str::trim) {
             None | Some("default") => true,

@@ -27,6 +27,61 @@ pub const SETTINGS_ENV: &[&str] = &[
     "KEEL_CONNECT_TIMEOUT_MS",
 ];
 
+/// Which project MCP servers the user approved.
+#[derive(Debug, Default, Clone)]
+pub struct McpApprovals {
+    /// `enableAllProjectMcpServers`.
+    pub all: bool,
+    /// `enabledMcpjsonServers`.
+    pub enabled: Vec<String>,
+    /// `disabledMcpjsonServers` (wins over both).
+    pub disabled: Vec<String>,
+}
+
+impl McpApprovals {
+    /// Whether the project's server `name` may start.
+    pub fn allows(&self, name: &str) -> bool {
+        !self.disabled.iter().any(|d| d == name)
+            && (self.all || self.enabled.iter().any(|e| e == name))
+    }
+
+    fn read(&mut self, v: &Value, where_: &str) -> Result<(), BuildError> {
+        match v.get("enableAllProjectMcpServers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(b)) => self.all = *b,
+            Some(other) => {
+                return Err(BuildError::Usage(format!(
+                    "Error: settings {where_}: enableAllProjectMcpServers must be true or false, not {other}"
+                )))
+            }
+        }
+        for (key, list) in [
+            ("enabledMcpjsonServers", &mut self.enabled),
+            ("disabledMcpjsonServers", &mut self.disabled),
+        ] {
+            match v.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::Array(items)) => {
+                    for i in items {
+                        match i {
+                            Value::String(s) => list.push(s.clone()),
+                            other => {
+                                return Err(BuildError::Usage(format!(
+                                    "Error: settings {where_}: {key} must be a list of server names, and {other} is not one"
+                                )))
+                            }
+                        }
+                    }
+                }
+                Some(other) => return Err(BuildError::Usage(format!(
+                    "Error: settings {where_}: {key} must be a list of server names, not {other}"
+                ))),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Rules and a default mode gathered from settings.
 #[derive(Debug, Default)]
 pub struct SettingsRules {
@@ -53,6 +108,15 @@ pub struct SettingsRules {
     /// `env`: variables for keel's own settings (`DISABLE_PROMPT_CACHING`, ...); the most
     /// specific source wins, and the process environment wins over all of them.
     pub env: std::collections::BTreeMap<String, String>,
+    /// Each file's `mcpServers`, in the order read (later files win).
+    pub mcp_servers: Vec<(std::path::PathBuf, Value)>,
+    /// MCP servers of the project (`.mcp.json`, the project's settings files) the user's own
+    /// settings approve: `enableAllProjectMcpServers`, `enabledMcpjsonServers`, less
+    /// `disabledMcpjsonServers`. Read from the user's settings file and `--settings` only: a
+    /// repository cannot approve its own servers.
+    pub mcp_approvals: McpApprovals,
+    /// The user's settings file, if it was read.
+    pub user_file: Option<std::path::PathBuf>,
 }
 
 /// The settings files to read for `sources` (`user`, `project`, `local`; default all three),
@@ -100,6 +164,7 @@ pub fn load(
     home: Option<&Path>,
 ) -> Result<SettingsRules, BuildError> {
     let mut out = SettingsRules::default();
+    let user_file = home.map(|h| h.join(".claude/settings.json"));
     for path in files(sources, cwd, home)? {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -118,6 +183,13 @@ pub fn load(
             ))
         })?;
         apply(&mut out, &v, &where_, RuleSource::Settings(where_.clone()))?;
+        if let Some(servers) = v.get("mcpServers") {
+            out.mcp_servers.push((path.clone(), servers.clone()));
+        }
+        if user_file.as_ref() == Some(&path) {
+            out.mcp_approvals.read(&v, &where_)?;
+            out.user_file = Some(path.clone());
+        }
     }
     if let Some(flag) = flag.filter(|f| !f.trim().is_empty()) {
         let (v, where_) = if flag.trim_start().starts_with('{') {
@@ -142,6 +214,7 @@ pub fn load(
             RuleSource::Settings(where_.clone())
         };
         apply(&mut out, &v, &where_, source)?;
+        out.mcp_approvals.read(&v, &where_)?;
     }
     Ok(out)
 }

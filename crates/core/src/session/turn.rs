@@ -209,6 +209,12 @@ impl Session {
                 api_key_source: self.ctx.api_key_source.clone(),
                 agents: self.ctx.agent_names(),
                 additional_directories: self.ctx.additional_directories.clone(),
+                mcp_servers: self
+                    .ctx
+                    .mcp_servers
+                    .iter()
+                    .map(crate::mcp::ServerStatus::to_json)
+                    .collect(),
             };
             // Sent even when it cannot be persisted, like the result: a run whose transcript
             // cannot be written still starts and ends visibly, with an error result.

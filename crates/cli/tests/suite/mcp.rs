@@ -1,0 +1,173 @@
+//! MCP servers in a `keel -p` run: stdio servers from --mcp-config and the project's
+//! .mcp.json, started before the first request, their tools offered and called; what fails is
+//! listed as failed and the run goes on; project servers need the user's approval.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::common::{eventually, mcp_test_server, processes_matching, Harness};
+
+fn config(name: &str, mode: &str) -> String {
+    tagged(name, mode, "")
+}
+
+/// A config whose server carries `tag` on its command line (the server ignores it), to find
+/// its process.
+fn tagged(name: &str, mode: &str, tag: &str) -> String {
+    json!({"mcpServers": {name: {
+        "command": mcp_test_server().display().to_string(),
+        "args": ["--mode", mode, "--tag", tag]
+    }}})
+    .to_string()
+}
+
+fn init(frames: &[Value]) -> Value {
+    frames
+        .iter()
+        .find(|f| f["type"] == "system" && f["subtype"] == "init")
+        .cloned()
+        .expect("an init frame")
+}
+
+const CALL_ECHO: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"mcp__t__echo","input":{"text":"hi"}}]},
+    {"kind":"text","text":"done"}]}"#;
+
+#[tokio::test]
+async fn a_stdio_server_from_mcp_config_is_started_listed_and_called() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let tag = format!("keel-test-{}", std::process::id()) + "-started-listed-called";
+    let cfg = tagged("t", "normal", &tag);
+    let run = h
+        .run_stream(
+            "use the tool",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t__echo"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let init = init(&run.frames);
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "t", "status": "connected"}])
+    );
+    let tools: Vec<&str> = init["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"mcp__t__echo") && tools.contains(&"mcp__t__add"),
+        "{tools:?}"
+    );
+    // The model got the server's schema, and the server's answer.
+    let reqs = h.requests();
+    let offered = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__t__echo")
+        .cloned()
+        .expect("the tool was offered");
+    assert_eq!(offered["input_schema"]["required"], json!(["text"]));
+    assert_eq!(offered["description"], "Answers with its text.");
+    let results = run.tool_results();
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0]["content"].to_string().contains("echo: hi"),
+        "{}",
+        results[0]
+    );
+    assert!(reqs[1].body.to_string().contains("echo: hi"));
+    // The server did not outlive the run.
+    assert!(
+        eventually(Duration::from_secs(30), || processes_matching(&tag)
+            .is_empty())
+        .await,
+        "the MCP server outlived keel: {:?}",
+        processes_matching(&tag)
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_start_is_failed_within_mcp_timeout_and_the_run_goes_on() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine without it"}]}"#).await;
+    let cfg = config("slow", "never-start");
+    let t0 = Instant::now();
+    let run = h
+        .run_stream("hello", &["--mcp-config", &cfg], &[("MCP_TIMEOUT", "1500")])
+        .await;
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        init(&run.frames)["mcp_servers"],
+        json!([{"name": "slow", "status": "failed",
+                "error": "it did not finish starting within 1.5 s (MCP_TIMEOUT); its stderr ended with: test server: starting, slowly"}])
+    );
+    // A bad MCP_TIMEOUT is a clear error, not a silent default.
+    let bad = h
+        .run_stream("hello", &["--mcp-config", &cfg], &[("MCP_TIMEOUT", "soon")])
+        .await;
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("MCP_TIMEOUT=\"soon\""),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_call_without_permission_is_denied_headless() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let cfg = config("t", "normal");
+    let run = h
+        .run_stream("use the tool", &["--mcp-config", &cfg], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let denials = &run.result()["permission_denials"];
+    assert_eq!(denials[0]["tool_name"], "mcp__t__echo", "{denials}");
+    assert!(!h.requests()[1].body.to_string().contains("echo: hi"));
+}
+
+#[tokio::test]
+async fn project_servers_start_only_when_the_user_approves_them() {
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#,
+    )
+    .await;
+    std::fs::write(h.cwd().join(".mcp.json"), config("proj", "normal")).unwrap();
+    let run = h.run_stream("hello", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let servers = &init(&run.frames)["mcp_servers"];
+    assert_eq!(servers[0]["status"], "failed", "{servers}");
+    assert!(
+        servers[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not started: the project configures it"),
+        "{servers}"
+    );
+    // The project cannot approve itself.
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        json!({"enableAllProjectMcpServers": true}).to_string(),
+    )
+    .unwrap();
+    let run = h.run_stream("hello", &[], &[]).await;
+    assert_eq!(init(&run.frames)["mcp_servers"][0]["status"], "failed");
+    // The user can.
+    std::fs::create_dir_all(h.home.path().join(".claude")).unwrap();
+    std::fs::write(
+        h.home.path().join(".claude/settings.json"),
+        json!({"enabledMcpjsonServers": ["proj"]}).to_string(),
+    )
+    .unwrap();
+    let run = h.run_stream("hello", &[], &[]).await;
+    assert_eq!(
+        init(&run.frames)["mcp_servers"],
+        json!([{"name": "proj", "status": "connected"}])
+    );
+}
