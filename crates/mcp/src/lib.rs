@@ -19,5 +19,5 @@ pub mod stdio;
 pub use config::{
     expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
 };
-pub use names::{assign, sanitize, tool_name, MAX_NAME_BYTES};
+pub use names::{assign, sanitize, server_part, tool_name, MAX_NAME_BYTES};
 pub use stdio::{CallOutcome, ServerTool, StartError, StdioServer};

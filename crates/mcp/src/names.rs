@@ -1,10 +1,12 @@
 //! The names the model sees for MCP tools: `mcp__<server>__<tool>`.
 //!
 //! The Messages API takes tool names of at most 64 bytes of `[A-Za-z0-9_-]`. Other characters
-//! become `_`; a name that is too long keeps its start and ends in `_` and 8 hex digits of a
-//! hash of the server and tool names, so that two long names that share a start stay apart;
-//! names that still collide get `_2`, `_3`, ... in the order given. The same servers and tools
-//! in the same order always get the same names.
+//! become `_`; in the server's part, runs of `_` become one and a trailing `_` goes, so that the
+//! first `__` after `mcp__` always ends the server's name (permission rules such as
+//! `mcp__github` rely on it). A name that is too long keeps its start and ends in `_` and 8 hex
+//! digits of a hash of the server and tool names, so that two long names that share a start
+//! stay apart; names that still collide get `_2`, `_3`, ... in the order given. The same
+//! servers and tools in the same order always get the same names.
 
 /// The longest tool name the API takes.
 pub const MAX_NAME_BYTES: usize = 64;
@@ -22,9 +24,26 @@ pub fn sanitize(s: &str) -> String {
         .collect()
 }
 
+/// The server's part of its tools' names: sanitized, no `__` inside, no `_` at the end.
+pub fn server_part(server: &str) -> String {
+    let mut out = String::with_capacity(server.len());
+    for c in sanitize(server).chars() {
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    while out.ends_with('_') {
+        out.pop();
+    }
+    if out.is_empty() {
+        out.push_str("server");
+    }
+    out
+}
+
 /// The name of `tool` of `server`, at most [`MAX_NAME_BYTES`] bytes.
 pub fn tool_name(server: &str, tool: &str) -> String {
-    let full = format!("mcp__{}__{}", sanitize(server), sanitize(tool));
+    let full = format!("mcp__{}__{}", server_part(server), sanitize(tool));
     if full.len() <= MAX_NAME_BYTES {
         return full;
     }
@@ -87,7 +106,11 @@ mod tests {
             tool_name("my server", "do.it/now"),
             "mcp__my_server__do_it_now"
         );
-        assert_eq!(tool_name("ünï", "日本"), "mcp___n_____");
+        assert_eq!(tool_name("ünï", "日本"), "mcp___n____");
+        // The first `__` after `mcp__` ends the server's name, whatever the server is called.
+        assert_eq!(tool_name("a__b", "t"), "mcp__a_b__t");
+        assert_eq!(tool_name("a_", "t__u"), "mcp__a__t__u");
+        assert_eq!(tool_name("__", "t"), "mcp__server__t");
         let long = tool_name(&"s".repeat(40), &"t".repeat(40));
         assert_eq!(long.len(), MAX_NAME_BYTES);
         assert!(valid(&long), "{long}");
@@ -112,6 +135,7 @@ mod tests {
                 "mcp__a_b__y"
             ]
         );
+        assert_eq!(server_part("a..b"), "a_b");
         // Long names that collide are shortened to fit their number.
         let long: Vec<(String, String)> =
             (0..12).map(|_| ("s".repeat(30), "t".repeat(40))).collect();

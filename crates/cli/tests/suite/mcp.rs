@@ -171,3 +171,43 @@ async fn project_servers_start_only_when_the_user_approves_them() {
         json!([{"name": "proj", "status": "connected"}])
     );
 }
+
+#[tokio::test]
+async fn rules_that_name_a_server_allow_and_deny_its_tools() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let cfg = config("t", "normal");
+    // A whole-server allow rule lets the call run.
+    let run = h
+        .run_stream(
+            "use it",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(run.tool_results()[0]["content"]
+        .to_string()
+        .contains("echo: hi"));
+    // A whole-server deny rule stops it, even in bypassPermissions mode.
+    let h = Harness::from_json(CALL_ECHO).await;
+    let run = h
+        .run_stream(
+            "use it",
+            &[
+                "--mcp-config",
+                &cfg,
+                "--permission-mode",
+                "bypassPermissions",
+                "--disallowedTools",
+                "mcp__t",
+            ],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        run.result()["permission_denials"][0]["tool_name"],
+        "mcp__t__echo"
+    );
+    assert!(!h.requests()[1].body.to_string().contains("echo: hi"));
+}

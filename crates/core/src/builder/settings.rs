@@ -73,9 +73,11 @@ impl McpApprovals {
                         }
                     }
                 }
-                Some(other) => return Err(BuildError::Usage(format!(
+                Some(other) => {
+                    return Err(BuildError::Usage(format!(
                     "Error: settings {where_}: {key} must be a list of server names, not {other}"
-                ))),
+                )))
+                }
             }
         }
         Ok(())

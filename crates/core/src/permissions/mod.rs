@@ -121,10 +121,12 @@ impl Rule {
                 )
             }
         };
+        // `*` is part of a name only in MCP rules (`mcp__server__*`, `mcp__*`).
+        let star_ok = tool.starts_with("mcp__");
         if tool.is_empty()
             || !tool
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || (star_ok && c == '*'))
         {
             return Err(format!(
                 "permission rule {text:?} does not start with a tool name"
@@ -228,6 +230,50 @@ pub enum AllowedBy {
     Approver,
     /// A PreToolUse hook.
     Hook,
+}
+
+/// For an MCP tool's name of the longest length (64 bytes), which may have been cut to fit
+/// (and then ends in a hash, and perhaps a collision number): the start that surely comes from
+/// the full name. `None` for shorter names, which are whole.
+fn mcp_cut(tool: &str) -> Option<&str> {
+    (tool.len() >= 64).then(|| tool.get(..50)).flatten()
+}
+
+/// A deny or ask rule against an MCP tool's name: `mcp__server` (every tool of the server),
+/// `mcp__server__*` and other wildcards, erring towards a match: a rule reaches a tool whose
+/// name starts with it and goes on with `_`, and any tool whose name was cut short where the
+/// rule could have gone on.
+fn mcp_rule_restricts(rule: &str, tool: &str) -> bool {
+    if !rule.starts_with("mcp__") || !tool.starts_with("mcp__") {
+        return false;
+    }
+    let cut = mcp_cut(tool);
+    if rule.contains('*') {
+        let head = rule.split('*').next().unwrap_or("");
+        return wildcard_with(rule, tool, "*")
+            || cut.is_some_and(|c| head.starts_with(c) || c.starts_with(head));
+    }
+    tool.strip_prefix(rule)
+        .is_some_and(|rest| rest.starts_with('_'))
+        || cut.is_some_and(|c| rule.starts_with(c))
+}
+
+/// An allow rule against an MCP tool's name: `mcp__server` reaches the tools of that server
+/// only (a server's part of a name holds no `__`, so the first `__` ends it), a wildcard the
+/// names it matches.
+fn mcp_rule_allows(rule: &str, tool: &str) -> bool {
+    if !rule.starts_with("mcp__") || !tool.starts_with("mcp__") {
+        return false;
+    }
+    if rule.contains('*') {
+        return wildcard_with(rule, tool, "*");
+    }
+    let server = &rule["mcp__".len()..];
+    !server.is_empty()
+        && !server.contains("__")
+        && tool
+            .strip_prefix(rule)
+            .is_some_and(|rest| rest.starts_with("__") && rest.len() > 2)
 }
 
 /// The input field a rule pattern is matched against, for calls of `kind`.
@@ -344,6 +390,18 @@ impl PermissionConfig {
     fn names(rule: &Rule, tool: &str, kind: ToolKind, family: bool) -> bool {
         kind.answers_to(&rule.tool, tool)
             || (family && path_family(kind).contains(&rule.tool.as_str()))
+    }
+
+    /// Whether a deny or ask rule (`names` aside) reaches the MCP tool `tool`: erring towards
+    /// yes, so that no spelling of a name slips past a rule meant to stop it.
+    fn mcp_restricts(rule: &Rule, tool: &str, kind: ToolKind) -> bool {
+        kind == ToolKind::External && rule.pattern.is_none() && mcp_rule_restricts(&rule.tool, tool)
+    }
+
+    /// Whether an allow rule (`names` aside) reaches the MCP tool `tool`: only when it surely
+    /// names its server (or the tool matches its wildcard), never by a guess.
+    fn mcp_allows(rule: &Rule, tool: &str, kind: ToolKind) -> bool {
+        kind == ToolKind::External && rule.pattern.is_none() && mcp_rule_allows(&rule.tool, tool)
     }
 
     /// The compiled patterns of the Read deny rules.
@@ -464,12 +522,13 @@ impl PermissionConfig {
             _ => rules
                 .iter()
                 .find(|r| {
-                    Self::names(r, tool, kind, false)
-                        && match (&r.pattern, &subj) {
-                            (None, _) => true,
-                            (Some(p), Some(s)) => wildcard_escaped(p, s),
-                            (Some(_), None) => false,
-                        }
+                    Self::mcp_restricts(r, tool, kind)
+                        || Self::names(r, tool, kind, false)
+                            && match (&r.pattern, &subj) {
+                                (None, _) => true,
+                                (Some(p), Some(s)) => wildcard_escaped(p, s),
+                                (Some(_), None) => false,
+                            }
                 })
                 .map(|r| (r, subj.clone().unwrap_or_default())),
         }
@@ -613,12 +672,13 @@ impl PermissionConfig {
             return Decision::Allow(AllowedBy::Mode(self.mode));
         }
         if let Some(rule) = self.allow.iter().find(|r| {
-            Self::names(r, tool, kind, false)
-                && match (&r.pattern, subj) {
-                    (None, _) => true,
-                    (Some(p), Some(s)) => wildcard_escaped(p, s),
-                    (Some(_), None) => false,
-                }
+            Self::mcp_allows(r, tool, kind)
+                || Self::names(r, tool, kind, false)
+                    && match (&r.pattern, subj) {
+                        (None, _) => true,
+                        (Some(p), Some(s)) => wildcard_escaped(p, s),
+                        (Some(_), None) => false,
+                    }
         }) {
             return Decision::Allow(AllowedBy::Rule(rule.text()));
         }
@@ -720,6 +780,74 @@ fn truncate(s: &str, n: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// MCP rules as users keep them: a whole server, a wildcard, one tool. Deny reaches every
+    /// spelling that could be the server's (long names cut to 64 bytes too); allow reaches only
+    /// what it surely names.
+    #[test]
+    fn mcp_rules_name_servers_and_tools_and_deny_errs_towards_denying() {
+        let call = |c: &PermissionConfig, tool: &str| {
+            c.decide(tool, ToolKind::External, &json!({}), false)
+        };
+        let allowed =
+            |c: &PermissionConfig, tool: &str| matches!(call(c, tool), Decision::Allow(_));
+        let denied =
+            |c: &PermissionConfig, tool: &str| matches!(call(c, tool), Decision::Deny { .. });
+
+        let server = cfg(PermissionMode::Default, &["mcp__github"], &[]);
+        assert!(allowed(&server, "mcp__github__create_issue"));
+        assert!(
+            allowed(&server, "mcp__github__a__b"),
+            "a tool whose own name has __"
+        );
+        assert!(!allowed(&server, "mcp__github_enterprise__create_issue"));
+        assert!(!allowed(&server, "mcp__githubx__t"));
+        let star = cfg(PermissionMode::Default, &["mcp__github__*"], &[]);
+        assert!(allowed(&star, "mcp__github__create_issue"));
+        assert!(!allowed(&star, "mcp__gitlab__create_issue"));
+        let one = cfg(PermissionMode::Default, &["mcp__github__list"], &[]);
+        assert!(allowed(&one, "mcp__github__list"));
+        assert!(!allowed(&one, "mcp__github__list_2"));
+        assert!(!allowed(&one, "mcp__github__delete"));
+        let all = cfg(PermissionMode::Default, &["mcp__*"], &[]);
+        assert!(allowed(&all, "mcp__anything__t"));
+        assert!(!allowed(&all, "Bash"));
+
+        // Deny wins over allow, in every form, and in bypass mode too.
+        for rule in ["mcp__github", "mcp__github__*", "mcp__*"] {
+            let c = cfg(
+                PermissionMode::BypassPermissions,
+                &["mcp__github__list"],
+                &[rule],
+            );
+            assert!(denied(&c, "mcp__github__list"), "{rule}");
+            assert!(denied(&c, "mcp__github__a__b"), "{rule}");
+        }
+        let c = cfg(PermissionMode::BypassPermissions, &[], &["mcp__github"]);
+        assert!(!denied(&c, "mcp__gitlab__t"));
+        // A long server name is cut to fit 64 bytes: a rule naming the whole server still denies.
+        let long = "s".repeat(70);
+        let cut = keel_mcp::tool_name(&long, "delete_everything");
+        assert_eq!(cut.len(), 64);
+        let c = cfg(
+            PermissionMode::BypassPermissions,
+            &[],
+            &[&format!("mcp__{long}")],
+        );
+        assert!(denied(&c, &cut), "{cut}");
+        let c = cfg(
+            PermissionMode::BypassPermissions,
+            &[],
+            &[&format!("mcp__{long}__*")],
+        );
+        assert!(denied(&c, &cut), "{cut}");
+        // ... while an allow rule that names it does not guess.
+        let c = cfg(PermissionMode::Default, &[&format!("mcp__{long}")], &[]);
+        assert!(!allowed(&c, &cut));
+        // `*` is part of a name only in MCP rules.
+        assert!(Rule::parse("Bash*", RuleSource::Flag).is_err());
+        assert!(Rule::parse("mcp__x__*", RuleSource::Flag).is_ok());
+    }
 
     fn cfg(mode: PermissionMode, allow: &[&str], deny: &[&str]) -> PermissionConfig {
         PermissionConfig {
