@@ -98,6 +98,27 @@ fn join<'a>(args: impl Iterator<Item = &'a Arg>) -> String {
     s
 }
 
+/// The deepest nesting of `(` a line may have for the parser to read it (see
+/// [`Walker::script`]); unclosed, the parser needs ~1.5 ms for this many.
+const MAX_PARENS: usize = 16;
+
+/// How deeply `(` nest in `s`, counting every `(` and `)` (quoted ones too: a line that only
+/// looks deep is asked about, never allowed by mistake).
+fn paren_depth(s: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in s.bytes() {
+        match b {
+            b'(' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// A command line lowered to its simple commands.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Lowered {
@@ -153,6 +174,13 @@ impl Walker<'_> {
     fn script(&mut self, text: &str, depth: usize) {
         if depth > MAX_DEPTH {
             self.problem("commands are nested too deeply to follow".to_owned());
+            return;
+        }
+        // The parser's time grows exponentially with unclosed `(` nested in a row (each may
+        // open a subshell or an arithmetic `((`): a line of 30 would hold a permission check
+        // for minutes. Deeper than anything written by hand, it is not followed.
+        if paren_depth(text) > MAX_PARENS {
+            self.problem("the command nests parentheses too deeply to follow".to_owned());
             return;
         }
         // bash treats a NUL as the end of the string; nothing sensible contains one.

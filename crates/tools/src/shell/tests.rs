@@ -491,3 +491,35 @@ fn bash_runs_what_the_lowering_says() {
         assert_eq!(lowered, ran, "lowering and bash disagree on {cmd:?}");
     }
 }
+
+/// Found by fuzzing: the parser's time grows exponentially with unclosed `(` in a row, so a
+/// model could hold a permission check (and the turn) for minutes with one short command. Such a
+/// line is not followed, and is answered at once.
+#[test]
+fn deep_parentheses_are_refused_at_once() {
+    let t0 = std::time::Instant::now();
+    let l = lower(&format!("{}\u{ba}", "(".repeat(40)), Path::new("/"), &env());
+    assert!(!l.understood());
+    assert!(
+        l.problems[0].contains("nests parentheses too deeply"),
+        "{:?}",
+        l.problems
+    );
+    let l = lower(
+        &format!("{}ls{}", "(".repeat(17), ")".repeat(17)),
+        Path::new("/"),
+        &env(),
+    );
+    assert!(!l.understood());
+    // The refusal is a quick count, not a slow parse (generous: a debug build on a busy box).
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t0.elapsed()
+    );
+    // What people write still reads.
+    ok(
+        "(cd a && (ls; (echo $((1 + (2 * 3))))))",
+        &["cd a", "ls", "echo $((1 + (2 * 3)))"],
+    );
+}
