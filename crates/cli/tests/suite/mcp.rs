@@ -211,3 +211,63 @@ async fn rules_that_name_a_server_allow_and_deny_its_tools() {
     );
     assert!(!h.requests()[1].body.to_string().contains("echo: hi"));
 }
+
+const CALL_HANG: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"mcp__h__echo","input":{"text":"x"}}]},
+    {"kind":"text","text":"after"}]}"#;
+
+#[tokio::test]
+async fn a_call_that_outlives_mcp_tool_timeout_is_reported_as_timed_out_and_the_run_goes_on() {
+    let h = Harness::from_json(CALL_HANG).await;
+    let cfg = config("h", "hang-on-call");
+    let run = h
+        .run_stream(
+            "call it",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__h"],
+            &[("MCP_TOOL_TIMEOUT", "1000")],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let result = run.tool_results()[0].to_string();
+    assert!(
+        result.contains("got no answer within 1.0 s (MCP_TOOL_TIMEOUT"),
+        "{result}"
+    );
+    assert!(h.requests()[1]
+        .body
+        .to_string()
+        .contains("MCP_TOOL_TIMEOUT"));
+}
+
+#[tokio::test]
+async fn an_interrupt_during_an_mcp_call_ends_the_run_truthfully() {
+    let h = Harness::from_json(CALL_HANG).await;
+    let tag = format!("keel-test-{}-interrupt", std::process::id());
+    let cfg = tagged("h", "hang-on-call", &tag);
+    let mut live = h.live_stream(
+        "call it",
+        &["--mcp-config", &cfg, "--allowedTools", "mcp__h"],
+        &[],
+    );
+    live.wait_for(Duration::from_secs(60), |f| {
+        f["type"] == "assistant" && f["message"]["content"][0]["type"] == "tool_use"
+    })
+    .await;
+    live.signal(2); // SIGINT
+    let run = live.finish(Duration::from_secs(30)).await;
+    run.assert_end("error_during_execution", true, "aborted_tools", 130);
+    // Interrupted while running, or (had the signal come first) rejected before it ran: either
+    // way the result says which, never that the call succeeded or failed on its own.
+    let result = run.tool_results()[0].to_string();
+    assert!(
+        result.contains("The user interrupted this mcp__h__echo call")
+            || result.contains("call started, so it did not run"),
+        "{result}"
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || processes_matching(&tag)
+            .is_empty())
+        .await,
+        "the MCP server outlived keel"
+    );
+}

@@ -50,6 +50,14 @@ pub(super) fn timed_out_text(
     partial: &str,
     limits: &ToolLimits,
 ) -> String {
+    if tool.starts_with("mcp__") {
+        // An MCP server's tool: keel stops waiting; the server is asked to cancel the call.
+        return format!(
+            "This {tool} call got no answer within {:.1} s (MCP_TOOL_TIMEOUT, in milliseconds, sets the limit): keel stopped waiting and told the MCP server to cancel it. It may have partly run. {}",
+            ran.as_secs_f64(),
+            partial_block(partial)
+        );
+    }
     format!(
         "This {tool} call timed out after {:.1} s and was stopped (its whole process group was killed). It may have partly run. {}\nIf it needs longer, pass a larger timeout (at most {} ms), or run something quicker.",
         ran.as_secs_f64(),
