@@ -119,6 +119,24 @@ fn paren_depth(s: &str) -> usize {
     max
 }
 
+/// Whether a run of digits longer than an int holds comes right before `<` or `>` (a
+/// redirection's descriptor number, or a word the parser would take for one).
+fn huge_descriptor(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut run = 0usize;
+    for c in b {
+        if c.is_ascii_digit() {
+            run += 1;
+        } else {
+            if run > 9 && matches!(c, b'<' | b'>') {
+                return true;
+            }
+            run = 0;
+        }
+    }
+    false
+}
+
 /// A command line lowered to its simple commands.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Lowered {
@@ -183,13 +201,29 @@ impl Walker<'_> {
             self.problem("the command nests parentheses too deeply to follow".to_owned());
             return;
         }
+        // A descriptor number before `<` or `>` that does not fit an int makes the parser
+        // panic; bash itself refuses such a number.
+        if huge_descriptor(text) {
+            self.problem(
+                "a redirection names a file descriptor number too large to be one".to_owned(),
+            );
+            return;
+        }
         // bash treats a NUL as the end of the string; nothing sensible contains one.
         if text.contains('\0') {
             self.problem("the command contains a NUL character".to_owned());
             return;
         }
         let mut parser = brush_parser::Parser::new(std::io::Cursor::new(text), &self.opts);
-        let program = match parser.parse_program() {
+        // A panic in the parser (a form it does not expect) is a line not understood, not a
+        // failed turn.
+        let parsed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse_program()));
+        let Ok(parsed) = parsed else {
+            self.problem(format!("the shell parser failed on `{}`", short(text)));
+            return;
+        };
+        let program = match parsed {
             Ok(p) => p,
             Err(e) => {
                 self.problem(format!(

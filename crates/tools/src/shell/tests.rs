@@ -523,3 +523,25 @@ fn deep_parentheses_are_refused_at_once() {
         &["cd a", "ls", "echo $((1 + (2 * 3)))"],
     );
 }
+
+/// Found by fuzzing: a redirection's file descriptor number too large for an int made the
+/// shell parser panic. Such a line is not followed (asked about, denied headless), and no
+/// panic escapes.
+#[test]
+fn huge_descriptor_numbers_are_refused_not_a_panic() {
+    for cmd in [
+        "7777777777777777777777777777777<7777>",
+        "ls 99999999999>out",
+        "cat 2147483648<&0",
+    ] {
+        let l = lower(cmd, Path::new("/"), &env());
+        assert!(!l.understood(), "{cmd}");
+        assert!(
+            l.problems.iter().any(|p| p.contains("descriptor")),
+            "{cmd}: {:?}",
+            l.problems
+        );
+    }
+    // Ordinary descriptors still read.
+    ok("ls 2>/dev/null", &["ls"]);
+}
