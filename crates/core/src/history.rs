@@ -130,15 +130,12 @@ impl History {
     }
 
     /// The messages for a request: the sealed ones as their bytes (shared, not copied), the
-    /// last one encoded now.
+    /// last one typed (it carries the request's cache breakpoint, which is marked on the typed
+    /// message: encoding it here would only mean decoding it again).
     pub fn request_messages(&self) -> Vec<RequestMessage> {
         let mut out = Vec::with_capacity(self.len());
         out.extend(self.sealed.iter().cloned().map(RequestMessage::Encoded));
-        out.extend(
-            self.last
-                .as_ref()
-                .map(|m| RequestMessage::Encoded(EncodedMessage::new(m))),
-        );
+        out.extend(self.last.clone().map(RequestMessage::Owned));
         out
     }
 
