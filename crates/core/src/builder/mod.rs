@@ -309,9 +309,9 @@ impl SessionBuilder {
         };
         let mut base_tools = select_tools(o.tools.as_deref())?;
         base_tools.extend(self.extra_tools.iter().cloned());
-        // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
+        // The MCP configuration is checked now (a broken one stops the run before anything
+        // starts); the servers start once the session is open.
         let mcp = self.mcp(mcp_settings, &mcp_approvals, user_settings.as_deref(), env)?;
-        base_tools.extend(mcp.tools.iter().cloned());
         let extra_agents = match &o.agents {
             Some(json) => agents::parse_agents_json(json)
                 .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
@@ -320,6 +320,16 @@ impl SessionBuilder {
         // The session: new, resumed, continued or forked; its transcript is written ahead of
         // every consumer — unless the host asked for no persistence at all.
         let started = start::open(o, env, &self.cwd, &model)?;
+        // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
+        let mcp = match mcp {
+            Some((set, start, call)) => tokio::runtime::Handle::current()
+                .block_on(crate::mcp::start(&set, &self.cwd, start, call)),
+            None => crate::mcp::Started {
+                statuses: Vec::new(),
+                tools: Vec::new(),
+            },
+        };
+        base_tools.extend(mcp.tools.iter().cloned());
         let transcript_path = started
             .writer
             .as_ref()
@@ -575,17 +585,25 @@ impl SessionBuilder {
     }
 
     /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
-    /// The session's MCP servers: configured in the settings files, the project's `.mcp.json`
-    /// and `--mcp-config` (only those with `--strict-mcp-config`), then started. Servers the
-    /// project configures (its `.mcp.json`, its settings files) start only when the user's own
-    /// settings approve them: a repository that was cloned must not run programs by itself.
+    /// The session's MCP servers, as configured in the settings files, the project's
+    /// `.mcp.json` and `--mcp-config` (only those with `--strict-mcp-config`), with the start
+    /// and call deadlines; `None` when there are none. Servers the project configures (its
+    /// `.mcp.json`, its settings files) are marked failed unless the user's own settings approve
+    /// them: a repository that was cloned must not run programs by itself.
     fn mcp(
         &self,
         settings: Vec<(PathBuf, serde_json::Value)>,
         approvals: &settings::McpApprovals,
         user_settings: Option<&Path>,
         env: &Env,
-    ) -> Result<crate::mcp::Started, BuildError> {
+    ) -> Result<
+        Option<(
+            keel_mcp::ServerSet,
+            std::time::Duration,
+            std::time::Duration,
+        )>,
+        BuildError,
+    > {
         let o = &self.options;
         let project = self.cwd.join(".mcp.json");
         let sources = keel_mcp::Sources {
@@ -598,10 +616,7 @@ impl SessionBuilder {
         let mut set =
             keel_mcp::config::load(&sources, &self.cwd, env).map_err(|e| usage(e.to_string()))?;
         if set.entries.is_empty() {
-            return Ok(crate::mcp::Started {
-                statuses: Vec::new(),
-                tools: Vec::new(),
-            });
+            return Ok(None);
         }
         for e in &mut set.entries {
             let trusted = match &e.origin {
@@ -626,8 +641,7 @@ impl SessionBuilder {
         let call =
             crate::mcp::timeout_from_env(env, "MCP_TOOL_TIMEOUT", crate::mcp::DEFAULT_CALL_TIMEOUT)
                 .map_err(usage)?;
-        Ok(tokio::runtime::Handle::current()
-            .block_on(crate::mcp::start(&set, &self.cwd, start, call)))
+        Ok(Some((set, start, call)))
     }
 
     fn wants(&self, kind: ToolKind) -> bool {
