@@ -115,6 +115,8 @@ pub struct StdioServer {
     child: Child,
     pgid: Option<i32>,
     stderr: Arc<Mutex<Tail>>,
+    /// The task reading stderr into the tail; it ends when the stream does.
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
     tools: Vec<ServerTool>,
 }
 
@@ -163,7 +165,7 @@ impl StdioServer {
             buf: Vec::new(),
             cap: STDERR_TAIL_BYTES,
         }));
-        if let Some(mut err) = child.stderr.take() {
+        let mut stderr_reader = child.stderr.take().map(|mut err| {
             let tail = stderr.clone();
             tokio::spawn(async move {
                 let mut chunk = vec![0u8; 8192];
@@ -175,8 +177,8 @@ impl StdioServer {
                         .unwrap_or_else(|p| p.into_inner())
                         .push(&chunk[..n]);
                 }
-            });
-        }
+            })
+        });
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             stop_group(pgid, &mut child).await;
             return Err(StartError {
@@ -201,6 +203,7 @@ impl StdioServer {
                 child,
                 pgid,
                 stderr,
+                stderr_reader,
                 tools: tools
                     .into_iter()
                     .map(|t| ServerTool {
@@ -214,7 +217,7 @@ impl StdioServer {
                 // It may have exited: say how, after its last words reached the tail.
                 let exited = wait_exit(&mut child, Duration::from_millis(500)).await;
                 stop_group(pgid, &mut child).await;
-                settle().await;
+                drained(&mut stderr_reader).await;
                 let reason = match exited {
                     Some(st) => format!("it exited while starting ({})", describe(st)),
                     None => format!("it did not complete the MCP handshake: {e}"),
@@ -226,7 +229,7 @@ impl StdioServer {
             }
             Err(_) => {
                 stop_group(pgid, &mut child).await;
-                settle().await;
+                drained(&mut stderr_reader).await;
                 Err(StartError {
                     reason: format!(
                         "it did not finish starting within {} (MCP_TIMEOUT)",
@@ -277,7 +280,7 @@ impl StdioServer {
             },
             Ok(Err(e)) => match wait_exit(&mut self.child, Duration::from_millis(500)).await {
                 Some(st) => {
-                    settle().await;
+                    drained(&mut self.stderr_reader).await;
                     CallOutcome::Crashed {
                         status: Some(describe(st)),
                         stderr_tail: self.stderr_tail(),
@@ -317,9 +320,17 @@ async fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     tokio::time::timeout(within, child.wait()).await.ok()?.ok()
 }
 
-/// Let the stderr reader take in what an exited process wrote last.
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(50)).await;
+/// Wait (a bounded time: a grandchild may still hold the stream open) until the stderr reader
+/// has taken in everything an exited process wrote.
+async fn drained(reader: &mut Option<tokio::task::JoinHandle<()>>) {
+    if let Some(r) = reader.as_mut() {
+        if tokio::time::timeout(Duration::from_secs(1), r)
+            .await
+            .is_ok()
+        {
+            *reader = None;
+        }
+    }
 }
 
 /// SIGTERM to the group, SIGKILL after the grace period, then reap the leader.
