@@ -181,7 +181,7 @@ impl CompatArgs {
         if servers > 0 {
             note(
                 "--mcp-config",
-                &format!("keel runs stdio MCP servers only so far, so the {servers} server(s) of type sdk, http or sse it declares are not available (they are listed as failed)"),
+                &format!("keel does not connect to HTTP or SSE MCP servers yet, so the {servers} such server(s) it declares are not available (they are listed as failed)"),
             );
         }
         if self.settings.is_some() {
@@ -244,8 +244,8 @@ impl CompatArgs {
     }
 }
 
-/// How many servers an `--mcp-config` value declares that keel cannot run yet (sdk, http,
-/// sse); 0 when it cannot be read (the run then stops with the configuration error).
+/// How many servers an `--mcp-config` value declares that keel cannot run yet (http, sse); 0
+/// when it cannot be read (the run then stops with the configuration error).
 fn mcp_server_count(value: &str) -> usize {
     let text = if value.trim_start().starts_with('{') {
         value.to_owned()
@@ -258,10 +258,7 @@ fn mcp_server_count(value: &str) -> usize {
             v.get("mcpServers").and_then(|s| s.as_object()).map(|m| {
                 m.values()
                     .filter(|s| {
-                        matches!(
-                            s.get("type").and_then(|t| t.as_str()),
-                            Some("sdk" | "http" | "sse")
-                        )
+                        matches!(s.get("type").and_then(|t| t.as_str()), Some("http" | "sse"))
                     })
                     .count()
             })
@@ -286,7 +283,9 @@ mod tests {
         };
         assert!(quiet.notices(InputFormat::StreamJson).is_empty());
         let loud = CompatArgs {
-            mcp_config: vec![r#"{"mcpServers":{"a":{"type":"sdk","name":"a"}}}"#.into()],
+            mcp_config: vec![
+                r#"{"mcpServers":{"a":{"type":"http","url":"http://127.0.0.1:9/"}}}"#.into(),
+            ],
             thinking: Some("adaptive".into()),
             effort: Some("high".into()),
             ..CompatArgs::default()

@@ -1,5 +1,6 @@
 //! The control server: answers the host's control requests (`initialize`, `interrupt`,
-//! `set_permission_mode`, `set_model`, `mcp_status`; anything else is `unsupported_request`),
+//! `set_permission_mode`, `set_model`, `mcp_status`, `mcp_reconnect`, `mcp_toggle`,
+//! `stop_task`; anything else is `unsupported_request`),
 //! and owns the keel → host side ([`host`]). Success and error envelopes are exactly the
 //! reference's; the texts are keel's.
 
@@ -86,6 +87,39 @@ impl Controller {
                 });
                 return;
             }
+            // Stopping and starting a server takes up to MCP_TIMEOUT: on its own task too.
+            Request::McpReconnect(r) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let hub = this.handle.context().mcp().clone();
+                    let answer = match hub.reconnect(&r.server_name).await {
+                        Ok(s) if s.status == "connected" => Ok(Reply::new(json!({}))),
+                        Ok(s) => Err((
+                            format!(
+                                "MCP server {} did not reconnect: {}",
+                                s.name,
+                                s.error.unwrap_or_default()
+                            ),
+                            "mcp_error",
+                        )),
+                        Err(e) => Err((e, "invalid_request")),
+                    };
+                    this.respond(id, answer).await;
+                });
+                return;
+            }
+            Request::McpToggle(r) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let hub = this.handle.context().mcp().clone();
+                    let answer = match hub.toggle(&r.server_name, r.enabled).await {
+                        Ok(_) => Ok(Reply::new(json!({}))),
+                        Err(e) => Err((e, "invalid_request")),
+                    };
+                    this.respond(id, answer).await;
+                });
+                return;
+            }
             Request::Initialize(r) => self.initialize(r).await,
             Request::SetPermissionMode(r) => self.set_permission_mode(&r).await,
             Request::SetModel(r) => self.set_model(r).await,
@@ -99,7 +133,10 @@ impl Controller {
                     .collect::<Vec<_>>()
             }))),
             Request::StopTask(r) => self.stop_task(&r).await,
-            Request::CanUseTool(_) | Request::HookCallback(_) | Request::Unknown { .. } => Err((
+            Request::CanUseTool(_)
+            | Request::HookCallback(_)
+            | Request::McpMessage(_)
+            | Request::Unknown { .. } => Err((
                 format!("Unsupported control request subtype: {}", request.subtype()),
                 "unsupported_request",
             )),
@@ -282,7 +319,7 @@ impl Controller {
         if nonempty("jsonSchema") {
             notes.push("jsonSchema (structured output is not produced)");
         }
-        if nonempty("sdkMcpServers") || nonempty("mcpServers") {
+        if nonempty("mcpServers") {
             notes.push("MCP servers given in initialize (keel starts only those of --mcp-config and the settings files)");
         }
         if nonempty("settings") || nonempty("managedSettings") {

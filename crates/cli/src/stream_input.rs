@@ -21,7 +21,7 @@ use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
 
 use crate::args::{Cli, OutputFormat};
-use crate::control::host::{Bridge, HostApprover, HostHooks};
+use crate::control::host::{Bridge, HostApprover, HostHooks, HostMcp};
 use crate::control::Controller;
 use crate::printer;
 use crate::run::{self, RunInputs, UsageError};
@@ -206,6 +206,9 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
         ctx.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
     }
+    // MCP servers the host runs (`type: sdk`) are reached through it.
+    ctx.mcp()
+        .set_sdk_host(Arc::new(HostMcp::new(bridge.clone())));
     let queue = Arc::new(Queue::default());
     let (h, q) = (handle.failer(), queue.clone());
     let printer = tokio::spawn(printer::print(

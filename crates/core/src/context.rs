@@ -129,8 +129,8 @@ pub struct SessionContext {
     pub(crate) include_partial_messages: bool,
     pub(crate) api_key_source: String,
     pub(crate) additional_directories: Vec<PathBuf>,
-    /// The session's MCP servers and their state.
-    pub(crate) mcp_servers: Vec<crate::mcp::ServerStatus>,
+    /// The session's MCP servers.
+    pub(crate) mcp: Arc<crate::mcp::McpHub>,
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
@@ -164,7 +164,7 @@ pub(crate) struct ContextParts {
     pub api_key_source: String,
     pub additional_directories: Vec<PathBuf>,
     pub settings_hooks: Option<Arc<dyn Hooks>>,
-    pub mcp_servers: Vec<crate::mcp::ServerStatus>,
+    pub mcp: Arc<crate::mcp::McpHub>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -178,8 +178,13 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 impl SessionContext {
     /// The session's MCP servers and their state (`init`, `mcp_status`).
-    pub fn mcp_servers(&self) -> &[crate::mcp::ServerStatus] {
-        &self.mcp_servers
+    pub fn mcp_servers(&self) -> Vec<crate::mcp::ServerStatus> {
+        self.mcp.statuses()
+    }
+
+    /// The session's MCP servers (reconnect, toggle, the route to an SDK host).
+    pub fn mcp(&self) -> &Arc<crate::mcp::McpHub> {
+        &self.mcp
     }
 
     pub(crate) fn new(p: ContextParts) -> Arc<Self> {
@@ -204,7 +209,7 @@ impl SessionContext {
             include_partial_messages: p.include_partial_messages,
             api_key_source: p.api_key_source,
             additional_directories: p.additional_directories,
-            mcp_servers: p.mcp_servers,
+            mcp: p.mcp,
             initial_model: p.model.clone(),
             live: RwLock::new(Live {
                 model: p.model,

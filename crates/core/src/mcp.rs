@@ -1,17 +1,24 @@
-//! MCP servers in a session: the configured stdio servers are started side by side before the
-//! first request, each within `MCP_TIMEOUT`, and their tools offered to the model as
-//! `mcp__<server>__<tool>`. A server that does not start is reported (its status `failed`, a
-//! warning with the reason and its stderr) and the session goes on without it.
+//! MCP servers in a session ([`McpHub`]): the configured stdio servers are started side by
+//! side before the first request, each within `MCP_TIMEOUT`; servers an SDK host runs
+//! (`type: sdk`) are connected over the control protocol once the host can answer (at the
+//! start of the first turn). Their tools are offered to the model as `mcp__<server>__<tool>`,
+//! and the set follows the servers: a server that says its tools changed is listed again, a
+//! server that crashes during a call is restarted once (a second crash marks it failed), a
+//! host may reconnect or disable a server (`mcp_reconnect`, `mcp_toggle`). Each change is
+//! said (a warning frame) and shows in the next `mcp_status`.
 //!
-//! Not yet: HTTP and SSE servers, and servers an SDK host runs (`type: sdk`): they are listed
-//! as `failed` with the reason.
+//! A server that does not start is reported (its status `failed`, a warning with the reason
+//! and its stderr) and the session goes on without it. HTTP and SSE servers are not connected
+//! yet: they are listed as `failed` with the reason.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use keel_mcp::stdio::{content_text, CallOutcome, StdioServer};
+use keel_mcp::server::{content_text, CallOutcome, Server, ServerTool};
+pub use keel_mcp::SdkHost;
 use keel_mcp::{ServerSet, ServerSpec};
 use keel_protocol::CancelReason;
 use keel_tools::{Tool, ToolContext, ToolKind, ToolOutcome};
@@ -21,15 +28,21 @@ use serde_json::{json, Value};
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// `MCP_TOOL_TIMEOUT` when it is not set: how long one call may take.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
-/// The largest value either may take (a day), in milliseconds.
+/// `MAX_MCP_OUTPUT_TOKENS` when it is not set: the most of one call's text the model gets.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: usize = 25_000;
+/// Bytes per token, for the output cap.
+const BYTES_PER_TOKEN: usize = 4;
+/// The largest value either timeout may take (a day), in milliseconds.
 const MAX_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
+/// How many times a server that crashed during calls is restarted before it is marked failed.
+const MAX_RESTARTS: u32 = 1;
 
 /// A server's state, as `init` and `mcp_status` report it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerStatus {
     /// Its name.
     pub name: String,
-    /// `connected` or `failed`.
+    /// `connected`, `pending` (an SDK server not connected yet), `failed` or `disabled`.
     pub status: &'static str,
     /// Why it failed.
     pub error: Option<String>,
@@ -46,14 +59,6 @@ impl ServerStatus {
         }
         v
     }
-}
-
-/// The servers of a session once started.
-pub struct Started {
-    /// Each configured server's state, in name order.
-    pub statuses: Vec<ServerStatus>,
-    /// The tools of the servers that started.
-    pub tools: Vec<Arc<dyn Tool>>,
 }
 
 /// A duration in milliseconds from the environment variable `var`, or `default`.
@@ -73,85 +78,506 @@ pub fn timeout_from_env(
     }
 }
 
-/// Start every server of `set` side by side, each within `start_timeout`; calls are bounded
-/// by `call_timeout`.
-pub async fn start(
-    set: &ServerSet,
-    cwd: &Path,
-    start_timeout: Duration,
-    call_timeout: Duration,
-) -> Started {
-    let starts = set.entries.iter().map(|e| async move {
-        let spec = match &e.spec {
-            Err(err) => return (e.name.clone(), Err(err.to_string())),
-            Ok(s) => s,
-        };
-        let result = match spec {
-            ServerSpec::Stdio(s) => StdioServer::start(&e.name, s, cwd, start_timeout)
-                .await
-                .map_err(|err| err.to_string()),
-            ServerSpec::Http(_) | ServerSpec::Sse(_) => {
-                Err("keel does not connect to HTTP or SSE MCP servers yet".to_owned())
-            }
-            ServerSpec::Sdk { .. } => Err(
-                "keel does not route calls to MCP servers an SDK host runs (type \"sdk\") yet"
-                    .to_owned(),
-            ),
-        };
-        (e.name.clone(), result)
-    });
-    let results = futures_util::future::join_all(starts).await;
-    let mut pairs: Vec<(String, String)> = Vec::new();
-    for (name, r) in &results {
-        if let Ok(s) = r {
-            pairs.extend(s.tools().iter().map(|t| (name.clone(), t.name.clone())));
-        }
+/// `MAX_MCP_OUTPUT_TOKENS` from the environment, or the default.
+pub fn output_cap_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<usize, String> {
+    const VAR: &str = "MAX_MCP_OUTPUT_TOKENS";
+    let Some(v) = env(VAR).filter(|v| !v.trim().is_empty()) else {
+        return Ok(DEFAULT_MAX_OUTPUT_TOKENS);
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=10_000_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{VAR}={v:?} is not a number of tokens from 1 to 10000000"
+        )),
     }
-    let names = keel_mcp::assign(&pairs);
-    let mut names = names.into_iter();
-    let mut statuses = Vec::new();
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-    for (name, r) in results {
-        match r {
-            Ok(server) => {
-                let offered: Vec<_> = server.tools().to_vec();
-                let shared = Arc::new(tokio::sync::Mutex::new(server));
-                let mut seen = Vec::new();
-                for t in offered {
-                    let model_name = names.next().unwrap_or_default();
-                    seen.push(model_name.clone());
-                    tools.push(Arc::new(McpTool {
-                        name: model_name,
-                        server_name: name.clone(),
-                        tool: t.name,
-                        description: t.description,
-                        schema: t.input_schema,
-                        server: shared.clone(),
-                        call_timeout,
-                    }));
-                }
-                statuses.push(ServerStatus {
-                    name,
-                    status: "connected",
-                    error: None,
-                    tools: seen,
-                });
-            }
-            Err(why) => {
-                tracing::warn!("MCP server {name} is not available: {why}");
-                statuses.push(ServerStatus {
-                    name,
-                    status: "failed",
-                    error: Some(why),
-                    tools: Vec::new(),
-                });
-            }
-        }
-    }
-    Started { statuses, tools }
 }
 
-/// One tool of a stdio server, as the model sees it.
+/// The bounds every server of a session works within.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// Start-up (`MCP_TIMEOUT`).
+    pub start: Duration,
+    /// One call (`MCP_TOOL_TIMEOUT`).
+    pub call: Duration,
+    /// The most text of one call the model gets (`MAX_MCP_OUTPUT_TOKENS`), in bytes.
+    pub output_bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            start: DEFAULT_START_TIMEOUT,
+            call: DEFAULT_CALL_TIMEOUT,
+            output_bytes: DEFAULT_MAX_OUTPUT_TOKENS * BYTES_PER_TOKEN,
+        }
+    }
+}
+
+impl Bounds {
+    /// A cap of `tokens` tokens.
+    pub fn with_output_tokens(mut self, tokens: usize) -> Self {
+        self.output_bytes = tokens.saturating_mul(BYTES_PER_TOKEN);
+        self
+    }
+}
+
+/// The live connection of one server: replaced in place when it is restarted, so the tools
+/// that hold it keep working.
+type Conn = Arc<tokio::sync::Mutex<Option<Server>>>;
+
+/// One configured server.
+struct Slot {
+    name: String,
+    spec: Option<ServerSpec>,
+    status: &'static str,
+    error: Option<String>,
+    conn: Conn,
+    /// Its tools as it listed them last.
+    offered: Vec<ServerTool>,
+    /// Its tools by the names the model sees.
+    names: Vec<String>,
+    restarts: u32,
+}
+
+#[derive(Default)]
+struct HubState {
+    slots: Vec<Slot>,
+    tools: Vec<Arc<dyn Tool>>,
+    /// What changed, to be said in warning frames.
+    notices: Vec<String>,
+}
+
+/// The MCP servers of a session.
+pub struct McpHub {
+    state: Mutex<HubState>,
+    /// Bumped whenever the tools change.
+    generation: AtomicU64,
+    /// The route to the SDK host, set by the front end that has one.
+    host: OnceLock<Arc<dyn SdkHost>>,
+    /// SDK servers wait for their first connection (once per session).
+    sdk_connect: tokio::sync::OnceCell<()>,
+    cwd: PathBuf,
+    bounds: Bounds,
+    me: Weak<McpHub>,
+}
+
+impl std::fmt::Debug for McpHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHub")
+            .field("servers", &self.statuses())
+            .finish()
+    }
+}
+
+/// Start or connect one server.
+async fn connect(
+    name: &str,
+    spec: &ServerSpec,
+    cwd: &Path,
+    bounds: Bounds,
+    host: Option<Arc<dyn SdkHost>>,
+) -> Result<Server, String> {
+    match spec {
+        ServerSpec::Stdio(s) => Server::start_stdio(name, s, cwd, bounds.start)
+            .await
+            .map_err(|e| e.to_string()),
+        ServerSpec::Http(_) | ServerSpec::Sse(_) => {
+            Err("keel does not connect to HTTP or SSE MCP servers yet".to_owned())
+        }
+        ServerSpec::Sdk { .. } => match host {
+            // Each message may take as long as a call (the host's tool runs inside it).
+            Some(h) => Server::start_sdk(name, h, bounds.start, bounds.call.max(bounds.start))
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err(
+                "it is run by an SDK host, and this session has none (it needs --input-format stream-json and a host that defines the server)"
+                    .to_owned(),
+            ),
+        },
+    }
+}
+
+impl McpHub {
+    /// A hub with no servers.
+    pub fn empty() -> Arc<McpHub> {
+        Self::with_slots(Vec::new(), PathBuf::new(), Bounds::default())
+    }
+
+    fn with_slots(slots: Vec<Slot>, cwd: PathBuf, bounds: Bounds) -> Arc<McpHub> {
+        let hub = Arc::new_cyclic(|me| McpHub {
+            state: Mutex::new(HubState {
+                slots,
+                ..HubState::default()
+            }),
+            generation: AtomicU64::new(1),
+            host: OnceLock::new(),
+            sdk_connect: tokio::sync::OnceCell::new(),
+            cwd,
+            bounds,
+            me: me.clone(),
+        });
+        hub.rebuild(&mut hub.lock());
+        hub
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Start every stdio server of `set` side by side, each within the start bound; SDK
+    /// servers wait for [`McpHub::connect_sdk`].
+    pub async fn start(set: &ServerSet, cwd: &Path, bounds: Bounds) -> Arc<McpHub> {
+        let starts = set.entries.iter().map(|e| async move {
+            let result = match &e.spec {
+                Err(err) => Err(err.to_string()),
+                Ok(ServerSpec::Sdk { .. }) => return (e, None),
+                Ok(spec) => connect(&e.name, spec, cwd, bounds, None).await,
+            };
+            (e, Some(result))
+        });
+        let results = futures_util::future::join_all(starts).await;
+        let mut slots = Vec::new();
+        for (e, r) in results {
+            let mut slot = Slot {
+                name: e.name.clone(),
+                spec: e.spec.as_ref().ok().cloned(),
+                status: "pending",
+                error: None,
+                conn: Arc::new(tokio::sync::Mutex::new(None)),
+                offered: Vec::new(),
+                names: Vec::new(),
+                restarts: 0,
+            };
+            match r {
+                None => {}
+                Some(Ok(server)) => {
+                    slot.status = "connected";
+                    slot.offered = server.tools().to_vec();
+                    slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
+                }
+                Some(Err(why)) => {
+                    tracing::warn!("MCP server {} is not available: {why}", e.name);
+                    slot.status = "failed";
+                    slot.error = Some(why);
+                }
+            }
+            slots.push(slot);
+        }
+        Self::with_slots(slots, cwd.to_owned(), bounds)
+    }
+
+    /// Route messages for SDK servers through `host` (a front end with an SDK host calls this
+    /// once, before the first turn).
+    pub fn set_sdk_host(&self, host: Arc<dyn SdkHost>) {
+        let _ = self.host.set(host);
+    }
+
+    /// Connect the SDK servers (once; later calls wait for the first). Each within the start
+    /// bound, side by side; without a host they are marked failed.
+    pub async fn connect_sdk(&self) {
+        self.sdk_connect
+            .get_or_init(|| async {
+                let waiting: Vec<(String, ServerSpec, Conn)> = self
+                    .lock()
+                    .slots
+                    .iter()
+                    .filter(|s| s.status == "pending")
+                    .filter_map(|s| Some((s.name.clone(), s.spec.clone()?, s.conn.clone())))
+                    .collect();
+                if waiting.is_empty() {
+                    return;
+                }
+                let host = self.host.get().cloned();
+                let results =
+                    futures_util::future::join_all(waiting.iter().map(|(name, spec, _)| {
+                        connect(name, spec, &self.cwd, self.bounds, host.clone())
+                    }))
+                    .await;
+                for ((name, _, conn), r) in waiting.into_iter().zip(results) {
+                    self.settle(&name, &conn, r, None).await;
+                }
+            })
+            .await;
+    }
+
+    /// Record how connecting `name` ended (`r`), with `said` as the notice for a success.
+    async fn settle(
+        &self,
+        name: &str,
+        conn: &Conn,
+        r: Result<Server, String>,
+        said: Option<String>,
+    ) {
+        let (offered, error) = match r {
+            Ok(server) => {
+                let offered = server.tools().to_vec();
+                *conn.lock().await = Some(server);
+                (offered, None)
+            }
+            Err(why) => (Vec::new(), Some(why)),
+        };
+        let mut st = self.lock();
+        if let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) {
+            match error {
+                None => {
+                    slot.status = "connected";
+                    slot.error = None;
+                    slot.offered = offered;
+                    if let Some(n) = said {
+                        st.notices.push(n);
+                    }
+                }
+                Some(why) => {
+                    tracing::warn!("MCP server {name} is not available: {why}");
+                    st.notices
+                        .push(format!("MCP server {name} is not available: {why}"));
+                    let slot = st.slots.iter_mut().find(|s| s.name == name);
+                    if let Some(slot) = slot {
+                        slot.status = "failed";
+                        slot.error = Some(why);
+                        slot.offered.clear();
+                    }
+                }
+            }
+        }
+        self.rebuild(&mut st);
+    }
+
+    /// Each server's state, in name order.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.lock()
+            .slots
+            .iter()
+            .map(|s| ServerStatus {
+                name: s.name.clone(),
+                status: s.status,
+                error: s.error.clone(),
+                tools: s.names.clone(),
+            })
+            .collect()
+    }
+
+    /// The tools of the connected servers, and the generation they belong to.
+    pub fn tools(&self) -> (u64, Vec<Arc<dyn Tool>>) {
+        let st = self.lock();
+        (self.generation.load(Ordering::SeqCst), st.tools.clone())
+    }
+
+    /// The current generation of the tools (it changes whenever they do).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// What changed since the last call, as sentences for warning frames.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().notices)
+    }
+
+    /// List again the tools of every server that said they changed (between turns).
+    pub async fn refresh_lists(&self) {
+        let conns: Vec<(String, Conn)> = self
+            .lock()
+            .slots
+            .iter()
+            .filter(|s| s.status == "connected")
+            .map(|s| (s.name.clone(), s.conn.clone()))
+            .collect();
+        for (name, conn) in conns {
+            let Ok(mut guard) = conn.try_lock() else {
+                continue; // a call is running; the next turn looks again
+            };
+            let Some(server) = guard.as_mut().filter(|s| s.tools_changed()) else {
+                continue;
+            };
+            let listed = server.relist(self.bounds.start).await.map(<[_]>::to_vec);
+            drop(guard);
+            let mut st = self.lock();
+            match listed {
+                Ok(tools) => {
+                    if let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) {
+                        slot.offered = tools;
+                    }
+                    st.notices
+                        .push(format!("MCP server {name} changed its tools"));
+                }
+                Err(why) => st.notices.push(format!(
+                    "MCP server {name} said its tools changed, but {why}; its old tools stay"
+                )),
+            }
+            self.rebuild(&mut st);
+        }
+    }
+
+    /// Reconnect server `name` (`mcp_reconnect`): stop it, start it again. Err: no such server.
+    pub async fn reconnect(&self, name: &str) -> Result<ServerStatus, String> {
+        let (spec, conn) = self.slot_parts(name)?;
+        if let Some(old) = conn.lock().await.take() {
+            old.stop().await;
+        }
+        let host = self.host.get().cloned();
+        let r = connect(name, &spec, &self.cwd, self.bounds, host).await;
+        {
+            let mut st = self.lock();
+            if let Some(s) = st.slots.iter_mut().find(|s| s.name == name) {
+                s.restarts = 0;
+            }
+        }
+        self.settle(
+            name,
+            &conn,
+            r,
+            Some(format!("MCP server {name} reconnected")),
+        )
+        .await;
+        self.status_of(name)
+    }
+
+    /// Enable or disable server `name` (`mcp_toggle`): a disabled server is stopped and its
+    /// tools withdrawn; enabling starts it again.
+    pub async fn toggle(&self, name: &str, enabled: bool) -> Result<ServerStatus, String> {
+        let (_, conn) = self.slot_parts(name)?;
+        if enabled {
+            if self.status_of(name)?.status != "disabled" {
+                return self.status_of(name);
+            }
+            return self.reconnect(name).await;
+        }
+        if let Some(old) = conn.lock().await.take() {
+            old.stop().await;
+        }
+        let mut st = self.lock();
+        if let Some(s) = st.slots.iter_mut().find(|s| s.name == name) {
+            s.status = "disabled";
+            s.error = None;
+            s.offered.clear();
+        }
+        st.notices.push(format!("MCP server {name} disabled"));
+        self.rebuild(&mut st);
+        drop(st);
+        self.status_of(name)
+    }
+
+    fn slot_parts(&self, name: &str) -> Result<(ServerSpec, Conn), String> {
+        let st = self.lock();
+        let slot = st
+            .slots
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| format!("There is no MCP server named {name:?} in this session"))?;
+        let spec = slot.spec.clone().ok_or_else(|| {
+            format!(
+                "MCP server {name:?} cannot be started: {}",
+                slot.error.clone().unwrap_or_default()
+            )
+        })?;
+        Ok((spec, slot.conn.clone()))
+    }
+
+    fn status_of(&self, name: &str) -> Result<ServerStatus, String> {
+        self.statuses()
+            .into_iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| format!("There is no MCP server named {name:?} in this session"))
+    }
+
+    /// Server `name` crashed during a call (its connection already taken out of `conn`):
+    /// restart it once, or mark it failed. Called with the connection's lock held, so no
+    /// other call sees it half-restarted.
+    async fn crashed(&self, name: &str, conn: &mut Option<Server>, how: &str) {
+        let spec = {
+            let mut st = self.lock();
+            let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) else {
+                return;
+            };
+            if slot.restarts >= MAX_RESTARTS || slot.spec.is_none() {
+                slot.status = "failed";
+                slot.error = Some(format!("it stopped again during a call ({how})"));
+                slot.offered.clear();
+                st.notices.push(format!(
+                    "MCP server {name} stopped again during a call ({how}); it is not restarted again, its tools are withdrawn"
+                ));
+                self.rebuild(&mut st);
+                return;
+            }
+            slot.restarts += 1;
+            slot.spec.clone()
+        };
+        let Some(spec) = spec else { return };
+        let host = self.host.get().cloned();
+        let r = connect(name, &spec, &self.cwd, self.bounds, host).await;
+        let mut st = self.lock();
+        let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) else {
+            return;
+        };
+        match r {
+            Ok(server) => {
+                slot.status = "connected";
+                slot.error = None;
+                slot.offered = server.tools().to_vec();
+                *conn = Some(server);
+                st.notices.push(format!(
+                    "MCP server {name} stopped during a call ({how}) and was restarted"
+                ));
+            }
+            Err(why) => {
+                slot.status = "failed";
+                slot.error = Some(why.clone());
+                slot.offered.clear();
+                st.notices.push(format!(
+                    "MCP server {name} stopped during a call ({how}) and could not be restarted: {why}"
+                ));
+            }
+        }
+        self.rebuild(&mut st);
+    }
+
+    /// Name the tools of the connected servers (deterministically, over all of them) and make
+    /// their tool objects.
+    fn rebuild(&self, st: &mut HubState) {
+        let mut pairs = Vec::new();
+        for s in st.slots.iter().filter(|s| s.status == "connected") {
+            pairs.extend(s.offered.iter().map(|t| (s.name.clone(), t.name.clone())));
+        }
+        let mut names = keel_mcp::assign(&pairs).into_iter();
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for s in st.slots.iter_mut() {
+            s.names.clear();
+            if s.status != "connected" {
+                continue;
+            }
+            for t in &s.offered {
+                let model_name = names.next().unwrap_or_default();
+                s.names.push(model_name.clone());
+                tools.push(Arc::new(McpTool {
+                    name: model_name,
+                    server_name: s.name.clone(),
+                    tool: t.name.clone(),
+                    description: t.description.clone(),
+                    schema: t.input_schema.clone(),
+                    conn: s.conn.clone(),
+                    hub: self.me.clone(),
+                    bounds: self.bounds,
+                }));
+            }
+        }
+        st.tools = tools;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Stop every server (the end of the session): each process group is terminated.
+    pub async fn shutdown(&self) {
+        let conns: Vec<Conn> = self.lock().slots.iter().map(|s| s.conn.clone()).collect();
+        let stops = conns.into_iter().map(|c| async move {
+            let taken = c.lock().await.take();
+            if let Some(server) = taken {
+                server.stop().await;
+            }
+        });
+        futures_util::future::join_all(stops).await;
+    }
+}
+
+/// One tool of a server, as the model sees it.
 struct McpTool {
     name: String,
     server_name: String,
@@ -159,8 +585,82 @@ struct McpTool {
     description: String,
     schema: Value,
     /// Calls to one server go one at a time.
-    server: Arc<tokio::sync::Mutex<StdioServer>>,
-    call_timeout: Duration,
+    conn: Conn,
+    hub: Weak<McpHub>,
+    bounds: Bounds,
+}
+
+impl McpTool {
+    async fn run(&self, input: Value) -> CallOutcome {
+        let mut guard = self.conn.lock().await;
+        let Some(server) = guard.as_mut() else {
+            return CallOutcome::Failed("it is not connected".into());
+        };
+        let outcome = server.call(&self.tool, input, self.bounds.call).await;
+        if let CallOutcome::Crashed { status, .. } = &outcome {
+            let how = status.clone().unwrap_or_else(|| "how is not known".into());
+            if let Some(old) = guard.take() {
+                old.stop().await;
+            }
+            if let Some(hub) = self.hub.upgrade() {
+                hub.crashed(&self.server_name, &mut guard, &how).await;
+            }
+        }
+        outcome
+    }
+
+    /// The model's view of what the server answered: its text held to the output cap, and
+    /// the first image, if any, as an image block.
+    fn answer(&self, content: Vec<Value>, is_error: bool, cx: &ToolContext) -> ToolOutcome {
+        let server = &self.server_name;
+        let mut text = content_text(&content);
+        let spill = cx
+            .limits
+            .spill_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.mcp.txt", cx.tool_use_id)));
+        if let Some(t) =
+            keel_tools::output::bound_text(&text, self.bounds.output_bytes, spill.as_deref())
+        {
+            text = t;
+        }
+        let image = content.iter().find_map(|c| {
+            (c.get("type").and_then(Value::as_str) == Some("image")).then(|| {
+                json!({ "media_type": c.get("mimeType").cloned().unwrap_or(json!("image/png")), "data": c.get("data").cloned().unwrap_or(json!("")) })
+            })
+        });
+        // The front ends get what the server said, less any image's data.
+        let shown: Vec<Value> = content
+            .into_iter()
+            .map(|mut c| {
+                if let Some(o) = c.as_object_mut() {
+                    if o.get("type").and_then(Value::as_str) == Some("image") {
+                        o.insert("data".into(), json!("(image data, passed to the model)"));
+                    }
+                }
+                c
+            })
+            .collect();
+        let mut meta = json!({ "server": server, "content": shown });
+        if let Some(img) = image {
+            meta[keel_tools::image::IMAGE_DATA_KEY] = img;
+        }
+        if is_error {
+            ToolOutcome::Failed {
+                message: if text.trim().is_empty() {
+                    format!("The MCP server {server} reported that the call failed, without saying why.")
+                } else {
+                    text
+                },
+                meta: Some(meta),
+            }
+        } else {
+            ToolOutcome::Ok {
+                content: text,
+                meta: Some(meta),
+            }
+        }
+    }
 }
 
 impl Tool for McpTool {
@@ -184,10 +684,7 @@ impl Tool for McpTool {
         Box::pin(async move {
             let began = Instant::now();
             let outcome = tokio::select! {
-                o = async {
-                    let mut server = self.server.lock().await;
-                    server.call(&self.tool, input, self.call_timeout).await
-                } => o,
+                o = self.run(input) => o,
                 // Dropping the call abandons it, and the server is sent notifications/cancelled.
                 _ = cx.cancel.cancelled() => {
                     return cx.stopped(true, String::new(), began.elapsed(), 0);
@@ -195,25 +692,7 @@ impl Tool for McpTool {
             };
             let server = &self.server_name;
             match outcome {
-                CallOutcome::Done { content, is_error } => {
-                    let text = content_text(&content);
-                    let meta = Some(json!({ "server": server, "content": content }));
-                    if is_error {
-                        ToolOutcome::Failed {
-                            message: if text.trim().is_empty() {
-                                format!("The MCP server {server} reported that the call failed, without saying why.")
-                            } else {
-                                text
-                            },
-                            meta,
-                        }
-                    } else {
-                        ToolOutcome::Ok {
-                            content: text,
-                            meta,
-                        }
-                    }
-                }
+                CallOutcome::Done { content, is_error } => self.answer(content, is_error, &cx),
                 CallOutcome::TimedOut(_) => ToolOutcome::Stopped {
                     reason: CancelReason::Timeout,
                     started: true,

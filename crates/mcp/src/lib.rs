@@ -7,17 +7,18 @@
 //! - [`names`]: the names the model sees (`mcp__<server>__<tool>`), sanitized, at most 64
 //!   bytes, and made unique deterministically.
 //!
-//! - [`stdio`]: a stdio server (a child process in its own process group), started, listed,
-//!   called and stopped with every wait bounded, and its stderr kept as a bounded tail.
-//!
-//! The HTTP transports and the bridge into sessions build on these.
+//! - [`server`]: a connected server — a stdio server (a child process in its own process
+//!   group) or one an SDK host runs ([`sdk`]) — started, listed, called and stopped with every
+//!   wait bounded, a stdio server's stderr kept as a bounded tail.
 
 pub mod config;
 pub mod names;
-pub mod stdio;
+pub mod sdk;
+pub mod server;
 
 pub use config::{
     expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
 };
 pub use names::{assign, sanitize, server_part, tool_name, MAX_NAME_BYTES};
-pub use stdio::{CallOutcome, ServerTool, StartError, StdioServer};
+pub use sdk::SdkHost;
+pub use server::{CallOutcome, Server, ServerTool, StartError};

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use keel_mcp::stdio::{content_text, CallOutcome, StdioServer, STDERR_TAIL_BYTES};
+use keel_mcp::server::{content_text, CallOutcome, Server, STDERR_TAIL_BYTES};
 use keel_mcp::StdioSpec;
 use serde_json::json;
 
@@ -46,7 +46,7 @@ async fn gone(pid: i32) -> bool {
 
 #[tokio::test]
 async fn a_server_starts_lists_its_tools_answers_and_stops_with_its_group() {
-    let mut s = StdioServer::start("t", &spec("normal"), Path::new("/"), START)
+    let mut s = Server::start_stdio("t", &spec("normal"), Path::new("/"), START)
         .await
         .expect("the server starts");
     let names: Vec<&str> = s.tools().iter().map(|t| t.name.as_str()).collect();
@@ -82,7 +82,7 @@ async fn a_server_starts_lists_its_tools_answers_and_stops_with_its_group() {
 #[tokio::test]
 async fn a_server_that_never_starts_fails_within_the_bound_with_its_stderr() {
     let t0 = Instant::now();
-    let e = StdioServer::start(
+    let e = Server::start_stdio(
         "slow",
         &spec("never-start"),
         Path::new("/"),
@@ -103,7 +103,7 @@ async fn a_server_that_never_starts_fails_within_the_bound_with_its_stderr() {
 
 #[tokio::test]
 async fn a_server_that_exits_while_starting_says_how_and_why() {
-    let e = StdioServer::start("bad", &spec("exit-at-start"), Path::new("/"), START)
+    let e = Server::start_stdio("bad", &spec("exit-at-start"), Path::new("/"), START)
         .await
         .expect_err("it exits");
     assert!(
@@ -118,7 +118,7 @@ async fn a_server_that_exits_while_starting_says_how_and_why() {
         env: vec![],
         cwd: None,
     };
-    let e = StdioServer::start("gone", &missing, Path::new("/"), START)
+    let e = Server::start_stdio("gone", &missing, Path::new("/"), START)
         .await
         .expect_err("no such program");
     assert!(
@@ -130,7 +130,7 @@ async fn a_server_that_exits_while_starting_says_how_and_why() {
 
 #[tokio::test]
 async fn a_crash_in_a_call_is_reported_with_the_exit_status_and_stderr() {
-    let mut s = StdioServer::start("c", &spec("crash-on-call"), Path::new("/"), START)
+    let mut s = Server::start_stdio("c", &spec("crash-on-call"), Path::new("/"), START)
         .await
         .expect("starts");
     match s.call("echo", json!({"text": "x"}), START).await {
@@ -148,7 +148,7 @@ async fn a_crash_in_a_call_is_reported_with_the_exit_status_and_stderr() {
 
 #[tokio::test]
 async fn a_call_that_runs_out_of_time_is_cancelled_at_the_server() {
-    let mut s = StdioServer::start("h", &spec("hang-on-call"), Path::new("/"), START)
+    let mut s = Server::start_stdio("h", &spec("hang-on-call"), Path::new("/"), START)
         .await
         .expect("starts");
     let out = s
@@ -172,7 +172,7 @@ async fn a_call_that_runs_out_of_time_is_cancelled_at_the_server() {
 
 #[tokio::test]
 async fn a_flood_on_stderr_keeps_only_a_bounded_tail() {
-    let mut s = StdioServer::start("f", &spec("stderr-flood"), Path::new("/"), START)
+    let mut s = Server::start_stdio("f", &spec("stderr-flood"), Path::new("/"), START)
         .await
         .expect("starts after its flood");
     let t0 = Instant::now();

@@ -112,6 +112,43 @@ pub struct StopTaskRequest {
     pub extra: Extra,
 }
 
+/// `mcp_message` (keel → host): one JSON-RPC message for an MCP server the host runs; the
+/// host answers `{"mcp_response": <the JSON-RPC reply>}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpMessageRequest {
+    /// The server, by its name in `--mcp-config`.
+    pub server_name: String,
+    /// The JSON-RPC message.
+    pub message: Value,
+    /// Other fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `mcp_reconnect` (host → keel): stop an MCP server and start it again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpReconnectRequest {
+    /// The server.
+    #[serde(rename = "serverName")]
+    pub server_name: String,
+    /// Other fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `mcp_toggle` (host → keel): disable an MCP server (its tools withdrawn) or enable it again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpToggleRequest {
+    /// The server.
+    #[serde(rename = "serverName")]
+    pub server_name: String,
+    /// Enable (true) or disable (false).
+    pub enabled: bool,
+    /// Other fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
 /// `can_use_tool` (keel → host): may this call run?
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CanUseToolRequest {
@@ -206,6 +243,12 @@ pub enum Request {
     McpStatus(Extra),
     /// `stop_task`.
     StopTask(StopTaskRequest),
+    /// `mcp_message`.
+    McpMessage(McpMessageRequest),
+    /// `mcp_reconnect`.
+    McpReconnect(McpReconnectRequest),
+    /// `mcp_toggle`.
+    McpToggle(McpToggleRequest),
     /// `can_use_tool`.
     CanUseTool(CanUseToolRequest),
     /// `hook_callback`.
@@ -268,6 +311,9 @@ impl Request {
             Request::SetModel(_) => "set_model",
             Request::McpStatus(_) => "mcp_status",
             Request::StopTask(_) => "stop_task",
+            Request::McpMessage(_) => "mcp_message",
+            Request::McpReconnect(_) => "mcp_reconnect",
+            Request::McpToggle(_) => "mcp_toggle",
             Request::CanUseTool(_) => "can_use_tool",
             Request::HookCallback(_) => "hook_callback",
             Request::Unknown { subtype, .. } => subtype,
@@ -285,6 +331,9 @@ impl Request {
             "set_model" => Request::SetModel(fields_of(s, f)?),
             "mcp_status" => Request::McpStatus(f.clone()),
             "stop_task" => Request::StopTask(fields_of(s, f)?),
+            "mcp_message" => Request::McpMessage(fields_of(s, f)?),
+            "mcp_reconnect" => Request::McpReconnect(fields_of(s, f)?),
+            "mcp_toggle" => Request::McpToggle(fields_of(s, f)?),
             "can_use_tool" => Request::CanUseTool(fields_of(s, f)?),
             "hook_callback" => Request::HookCallback(fields_of(s, f)?),
             _ => Request::Unknown {
@@ -303,6 +352,9 @@ impl Request {
             Request::SetModel(r) => fields_from(r),
             Request::McpStatus(f) => f.clone(),
             Request::StopTask(r) => fields_from(r),
+            Request::McpMessage(r) => fields_from(r),
+            Request::McpReconnect(r) => fields_from(r),
+            Request::McpToggle(r) => fields_from(r),
             Request::CanUseTool(r) => fields_from(r),
             Request::HookCallback(r) => fields_from(r),
             Request::Unknown { fields, .. } => fields.clone(),

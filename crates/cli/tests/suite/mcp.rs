@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::common::{eventually, mcp_test_server, processes_matching, Harness};
+use super::common::{eventually, mcp_test_server, processes_matching, Harness, Stream};
 
 fn config(name: &str, mode: &str) -> String {
     tagged(name, mode, "")
@@ -269,5 +269,183 @@ async fn an_interrupt_during_an_mcp_call_ends_the_run_truthfully() {
             .is_empty())
         .await,
         "the MCP server outlived keel"
+    );
+}
+
+// ---- Servers an SDK host runs (`type: sdk`), reached over the control protocol ----
+
+const SDK_CONFIG: &str = r#"{"mcpServers":{"calc":{"type":"sdk","name":"calc"}}}"#;
+
+/// How the fake host's server answers `tools/call`.
+#[derive(Clone, Copy)]
+enum HostCall {
+    /// Adds `a` and `b`.
+    Add,
+    /// A JSON-RPC error, as an SDK host answers a handler that raised.
+    Raise,
+    /// Never answers.
+    Silent,
+}
+
+/// Play the SDK host for server `calc` until the run's result: answer each `mcp_message` as
+/// an in-process MCP server would. Returns the result frame and the methods it was sent.
+async fn serve_sdk(s: &mut Stream, call: HostCall) -> (Value, Vec<String>) {
+    let mut methods = Vec::new();
+    loop {
+        let f = s
+            .wait(|f| {
+                f["type"] == "result"
+                    || (f["type"] == "control_request" && f["request"]["subtype"] == "mcp_message")
+            })
+            .await;
+        if f["type"] == "result" {
+            return (f, methods);
+        }
+        let id = f["request_id"].as_str().unwrap().to_owned();
+        assert_eq!(f["request"]["server_name"], "calc");
+        let m = &f["request"]["message"];
+        let method = m["method"].as_str().unwrap_or("").to_owned();
+        methods.push(method.clone());
+        let reply = match method.as_str() {
+            "initialize" => json!({"jsonrpc": "2.0", "id": m["id"], "result": {
+                "protocolVersion": m["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "calc", "version": "1.0.0"}}}),
+            "tools/list" => json!({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [{
+                "name": "add", "description": "Adds two numbers.",
+                "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                                "required": ["a", "b"]}}]}}),
+            "tools/call" => match call {
+                HostCall::Add => {
+                    let sum = m["params"]["arguments"]["a"].as_f64().unwrap()
+                        + m["params"]["arguments"]["b"].as_f64().unwrap();
+                    json!({"jsonrpc": "2.0", "id": m["id"], "result": {
+                        "content": [{"type": "text", "text": format!("the sum is {sum}")}]}})
+                }
+                HostCall::Raise => json!({"jsonrpc": "2.0", "id": m["id"],
+                    "error": {"code": -32603, "message": "division by zero in the host"}}),
+                HostCall::Silent => continue,
+            },
+            // Notifications get the SDKs' empty acknowledgement.
+            _ => json!({"jsonrpc": "2.0", "result": {}}),
+        };
+        s.answer(&id, json!({"mcp_response": reply})).await;
+    }
+}
+
+const CALL_ADD: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"mcp__calc__add","input":{"a":2,"b":3}}]},
+    {"kind":"text","text":"done"}]}"#;
+
+#[tokio::test]
+async fn an_sdk_hosts_server_is_reached_over_the_control_protocol() {
+    let h = Harness::from_json(CALL_ADD).await;
+    let mut s = Stream::start(
+        &h,
+        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
+        &[],
+    );
+    s.user("add 2 and 3").await;
+    let (result, methods) = serve_sdk(&mut s, HostCall::Add).await;
+    assert_eq!(result["subtype"], "success", "{result}");
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ]
+    );
+    let run = s.finish().await;
+    let init = init(&run.frames);
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "calc", "status": "connected"}])
+    );
+    assert!(init["tools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("mcp__calc__add")));
+    let reqs = h.requests();
+    let offered = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__calc__add")
+        .cloned()
+        .expect("the host's tool was offered");
+    assert_eq!(offered["input_schema"]["required"], json!(["a", "b"]));
+    assert!(
+        reqs[1].body.to_string().contains("the sum is 5"),
+        "{}",
+        reqs[1].body
+    );
+}
+
+#[tokio::test]
+async fn a_host_tool_that_raises_gives_the_model_an_error_result() {
+    let h = Harness::from_json(CALL_ADD).await;
+    let mut s = Stream::start(
+        &h,
+        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
+        &[],
+    );
+    s.user("add").await;
+    let (result, _) = serve_sdk(&mut s, HostCall::Raise).await;
+    assert_eq!(result["subtype"], "success", "{result}");
+    let run = s.finish().await;
+    let r = run.tool_results()[0].clone();
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        r.to_string().contains("division by zero in the host"),
+        "{r}"
+    );
+    assert!(h.requests()[1]
+        .body
+        .to_string()
+        .contains("division by zero in the host"));
+}
+
+#[tokio::test]
+async fn a_host_that_never_answers_a_call_hits_the_deadline() {
+    let h = Harness::from_json(CALL_ADD).await;
+    let mut s = Stream::start(
+        &h,
+        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
+        &[("MCP_TOOL_TIMEOUT", "1500")],
+    );
+    s.user("add").await;
+    let (result, _) = serve_sdk(&mut s, HostCall::Silent).await;
+    assert_eq!(result["subtype"], "success", "{result}");
+    let run = s.finish().await;
+    let r = run.tool_results()[0].to_string();
+    assert!(
+        r.contains("got no answer within 1.5 s (MCP_TOOL_TIMEOUT"),
+        "{r}"
+    );
+    // The host was told the call is withdrawn: the MCP cancellation went to it.
+    assert!(
+        run.frames.iter().any(|f| f["type"] == "control_request"
+            && f["request"]["message"]["method"] == "notifications/cancelled"),
+        "no notifications/cancelled reached the host"
+    );
+}
+
+#[tokio::test]
+async fn an_sdk_server_without_a_host_is_failed_and_says_why() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine"}]}"#).await;
+    let run = h
+        .run_stream("hello", &["--mcp-config", SDK_CONFIG], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let servers = &init(&run.frames)["mcp_servers"];
+    assert_eq!(servers[0]["status"], "failed", "{servers}");
+    assert!(
+        servers[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("needs --input-format stream-json"),
+        "{servers}"
     );
 }

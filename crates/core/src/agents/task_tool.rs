@@ -252,7 +252,9 @@ impl TaskTool {
             }
             None => {}
         }
-        Ok(Session::new(ctx.clone(), scope, tools, emitter, history))
+        let mut session = Session::new(ctx.clone(), scope, tools, emitter, history);
+        session.limit_mcp_tools(def.tools.clone());
+        Ok(session)
     }
 
     async fn run_background(

@@ -321,15 +321,12 @@ impl SessionBuilder {
         // every consumer — unless the host asked for no persistence at all.
         let started = start::open(o, env, &self.cwd, &model)?;
         // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
+        // (SDK servers connect when the first turn starts: the host answers only then.)
         let mcp = match mcp {
-            Some((set, start, call)) => tokio::runtime::Handle::current()
-                .block_on(crate::mcp::start(&set, &self.cwd, start, call)),
-            None => crate::mcp::Started {
-                statuses: Vec::new(),
-                tools: Vec::new(),
-            },
+            Some((set, bounds)) => tokio::runtime::Handle::current()
+                .block_on(crate::mcp::McpHub::start(&set, &self.cwd, bounds)),
+            None => crate::mcp::McpHub::empty(),
         };
-        base_tools.extend(mcp.tools.iter().cloned());
         let transcript_path = started
             .writer
             .as_ref()
@@ -371,7 +368,7 @@ impl SessionBuilder {
             },
             additional_directories: o.add_dirs.clone(),
             settings_hooks,
-            mcp_servers: mcp.statuses,
+            mcp,
         });
         let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         let scope = AgentScope {
@@ -596,14 +593,7 @@ impl SessionBuilder {
         approvals: &settings::McpApprovals,
         user_settings: Option<&Path>,
         env: &Env,
-    ) -> Result<
-        Option<(
-            keel_mcp::ServerSet,
-            std::time::Duration,
-            std::time::Duration,
-        )>,
-        BuildError,
-    > {
+    ) -> Result<Option<(keel_mcp::ServerSet, crate::mcp::Bounds)>, BuildError> {
         let o = &self.options;
         let project = self.cwd.join(".mcp.json");
         let sources = keel_mcp::Sources {
@@ -641,7 +631,14 @@ impl SessionBuilder {
         let call =
             crate::mcp::timeout_from_env(env, "MCP_TOOL_TIMEOUT", crate::mcp::DEFAULT_CALL_TIMEOUT)
                 .map_err(usage)?;
-        Ok(Some((set, start, call)))
+        let tokens = crate::mcp::output_cap_from_env(env).map_err(usage)?;
+        let bounds = crate::mcp::Bounds {
+            start,
+            call,
+            ..crate::mcp::Bounds::default()
+        }
+        .with_output_tokens(tokens);
+        Ok(Some((set, bounds)))
     }
 
     fn wants(&self, kind: ToolKind) -> bool {

@@ -72,7 +72,14 @@ pub struct AgentScope {
 pub struct Session {
     pub(crate) ctx: Arc<SessionContext>,
     pub(crate) scope: AgentScope,
+    /// The tools offered: the agent's own, then the MCP servers' (see `sync_mcp_tools`).
     pub(crate) tools: Vec<Arc<dyn Tool>>,
+    /// The agent's own tools (no MCP server's).
+    base_tools: Vec<Arc<dyn Tool>>,
+    /// The generation of the MCP tools `tools` holds.
+    mcp_generation: u64,
+    /// The MCP tools this agent may have (`None`: all; a subagent type lists its tools).
+    mcp_filter: Option<Vec<String>>,
     pub(crate) history: History,
     pub(crate) emitter: Emitter,
     pub(crate) turn_state: Arc<TurnState>,
@@ -104,7 +111,10 @@ impl Session {
         let mut s = Self {
             ctx,
             scope,
-            tools,
+            tools: tools.clone(),
+            base_tools: tools,
+            mcp_generation: 0,
+            mcp_filter: None,
             history,
             emitter,
             turn_state: Arc::new(TurnState::new()),
@@ -117,8 +127,41 @@ impl Session {
             specs: None,
             compacted_len: None,
         };
+        s.sync_mcp_tools();
         s.system = s.build_system();
         s
+    }
+
+    /// Offer only the MCP tools `listed` names (a subagent type's tool list; `None`: all).
+    pub(crate) fn limit_mcp_tools(&mut self, listed: Option<Vec<String>>) {
+        self.mcp_filter = listed;
+        self.mcp_generation = 0;
+        self.sync_mcp_tools();
+    }
+
+    /// Take up the MCP servers' current tools when they changed (a server connected,
+    /// restarted, changed its list, was disabled): before each request, so the model is
+    /// offered exactly what can be called.
+    pub(crate) fn sync_mcp_tools(&mut self) {
+        let hub = self.ctx.mcp.clone();
+        if hub.generation() == self.mcp_generation {
+            return;
+        }
+        let (generation, mcp) = hub.tools();
+        let mut tools = self.base_tools.clone();
+        tools.extend(mcp.into_iter().filter(|t| {
+            self.mcp_filter
+                .as_ref()
+                .is_none_or(|l| l.iter().any(|n| mcp_tool_listed(t.name(), n)))
+        }));
+        let changed = self.mcp_generation != 0;
+        self.tools = tools;
+        self.mcp_generation = generation;
+        self.specs = None;
+        if changed && self.scope.system_prompt.is_none() {
+            // keel's own prompt names the tools.
+            self.system = self.build_system();
+        }
     }
 
     /// The live state this session shares with its subagents and its front end.
@@ -287,4 +330,16 @@ pub(crate) fn text_of(blocks: &[ContentBlock]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Whether a tool list's entry `listed` names the MCP tool `name`: the tool itself, or its
+/// server (`mcp__server`, `mcp__server__*`).
+fn mcp_tool_listed(name: &str, listed: &str) -> bool {
+    let server = listed.strip_suffix("__*").unwrap_or(listed);
+    name == listed
+        || (server.starts_with("mcp__")
+            && server.matches("__").count() == 1
+            && name
+                .strip_prefix(server)
+                .is_some_and(|r| r.starts_with("__")))
 }

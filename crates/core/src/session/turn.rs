@@ -201,6 +201,13 @@ impl Session {
         turn: &CancelToken,
     ) -> Result<Option<TurnEnd>, EmitError> {
         if self.scope.role.is_main() {
+            // Servers an SDK host runs connect now that the host can answer; `init` lists
+            // them with the rest.
+            tokio::select! {
+                _ = self.ctx.mcp.connect_sdk() => {}
+                _ = turn.cancelled() => {}
+            }
+            self.sync_mcp_tools();
             let init = InitInfo {
                 cwd: self.ctx.cwd.clone(),
                 tools: self.tools.iter().map(|t| t.name().to_owned()).collect(),
@@ -211,7 +218,7 @@ impl Session {
                 additional_directories: self.ctx.additional_directories.clone(),
                 mcp_servers: self
                     .ctx
-                    .mcp_servers
+                    .mcp_servers()
                     .iter()
                     .map(crate::mcp::ServerStatus::to_json)
                     .collect(),
@@ -308,7 +315,18 @@ impl Session {
                     .await
                     .map_err(TellError::into_emit)?;
             }
+            // MCP servers that said their tools changed are listed again; what changed in
+            // the servers (a restart, a failure) is said.
+            self.ctx.mcp.refresh_lists().await;
+            for message in self.ctx.mcp.take_notices() {
+                let mut fields = keel_protocol::Extra::new();
+                fields.insert("source".into(), serde_json::json!("mcp"));
+                self.emitter
+                    .emit(Event::Warning { message, fields })
+                    .await?;
+            }
         }
+        self.sync_mcp_tools();
         Ok(None)
     }
 

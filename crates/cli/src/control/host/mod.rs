@@ -1,4 +1,5 @@
-//! Requests keel sends to the SDK host (`can_use_tool`, `hook_callback`) and their answers.
+//! Requests keel sends to the SDK host (`can_use_tool`, `hook_callback`, `mcp_message`) and
+//! their answers.
 //!
 //! Every request gets a UUID `request_id` and is written through the control channel, so it
 //! never interleaves with other stdout lines. A request whose answer is no longer wanted — its
@@ -7,13 +8,16 @@
 //! answer can come any more, and nothing may wait for one.
 //!
 //! [`Bridge`] is the keel → host side; [`hooks`] answers hook points through it, [`approver`]
-//! asks the host about calls the rules leave open.
+//! asks the host about calls the rules leave open, [`mcp`] carries messages to the MCP servers
+//! the host runs.
 
 mod approver;
 mod hooks;
+mod mcp;
 
 pub use approver::HostApprover;
 pub use hooks::{HostHooks, RegisteredHook};
+pub use mcp::HostMcp;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

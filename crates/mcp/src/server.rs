@@ -1,6 +1,7 @@
-//! A stdio MCP server: a child process in a process group of its own, speaking MCP (through
-//! rmcp's client) on its stdin and stdout, its stderr kept as a bounded tail for error
-//! messages and never passed to keel's terminal.
+//! A connected MCP server (through rmcp's client): a stdio server — a child process in a
+//! process group of its own, speaking MCP on its stdin and stdout, its stderr kept as a
+//! bounded tail for error messages and never passed to keel's terminal — or a server an SDK
+//! host runs, reached over the control protocol ([`crate::sdk`]).
 //!
 //! Every wait is bounded: start-up (spawn, `initialize`, `tools/list`) by one deadline, each
 //! call by its own. What went wrong is said with the server's stderr tail: a server that does
@@ -10,14 +11,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
@@ -108,37 +110,123 @@ impl Tail {
     }
 }
 
-/// A running stdio server.
-pub struct StdioServer {
-    name: String,
-    service: RunningService<RoleClient, ()>,
+/// keel's side of a connection: it notes when the server says its tool list changed.
+#[derive(Clone, Debug, Default)]
+pub struct Watcher {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Watcher {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.client_info.name = "keel".into();
+        info.client_info.version = env!("CARGO_PKG_VERSION").into();
+        info
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.tools_changed.store(true, Ordering::SeqCst);
+        std::future::ready(())
+    }
+}
+
+/// The process behind a stdio server.
+struct Process {
     child: Child,
     pgid: Option<i32>,
     stderr: Arc<Mutex<Tail>>,
     /// The task reading stderr into the tail; it ends when the stream does.
     stderr_reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A connected server.
+pub struct Server {
+    name: String,
+    service: RunningService<RoleClient, Watcher>,
+    watcher: Watcher,
+    process: Option<Process>,
     tools: Vec<ServerTool>,
 }
 
-impl std::fmt::Debug for StdioServer {
+impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StdioServer")
+        f.debug_struct("Server")
             .field("name", &self.name)
-            .field("pgid", &self.pgid)
+            .field("pgid", &self.pgid())
             .field("tools", &self.tools.len())
             .finish()
     }
 }
 
-impl StdioServer {
+/// The tools of a listing, as keel keeps them.
+fn server_tools(tools: Vec<rmcp::model::Tool>) -> Vec<ServerTool> {
+    tools
+        .into_iter()
+        .map(|t| ServerTool {
+            name: t.name.into_owned(),
+            description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect()
+}
+
+impl Server {
+    /// Connect to a server an SDK host runs, through `host`, and list its tools, all within
+    /// `deadline`; each message waits at most `message_deadline` for the host's answer.
+    pub async fn start_sdk(
+        name: &str,
+        host: Arc<dyn crate::sdk::SdkHost>,
+        deadline: Duration,
+        message_deadline: Duration,
+    ) -> Result<Server, StartError> {
+        let transport = crate::sdk::SdkTransport::new(name, host, message_deadline);
+        let watcher = Watcher::default();
+        let started = tokio::time::timeout(deadline, async {
+            let service = watcher
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("it did not complete the MCP handshake: {e}"))?;
+            let tools = service
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("it started but listing its tools failed: {e}"))?;
+            Ok::<_, String>((service, tools))
+        })
+        .await;
+        match started {
+            Ok(Ok((service, tools))) => Ok(Server {
+                name: name.to_owned(),
+                service,
+                watcher,
+                process: None,
+                tools: server_tools(tools),
+            }),
+            Ok(Err(reason)) => Err(StartError {
+                reason,
+                stderr_tail: String::new(),
+            }),
+            Err(_) => Err(StartError {
+                reason: format!(
+                    "the SDK host did not finish starting it within {} (MCP_TIMEOUT)",
+                    seconds(deadline)
+                ),
+                stderr_tail: String::new(),
+            }),
+        }
+    }
+
     /// Start server `name` as `spec` says, in `cwd` (or the spec's own directory, relative to
     /// it), and list its tools, all within `deadline`. On failure nothing is left running.
-    pub async fn start(
+    pub async fn start_stdio(
         name: &str,
         spec: &StdioSpec,
         cwd: &Path,
         deadline: Duration,
-    ) -> Result<StdioServer, StartError> {
+    ) -> Result<Server, StartError> {
         let dir: PathBuf = match &spec.cwd {
             Some(d) => cwd.join(d),
             None => cwd.to_owned(),
@@ -186,8 +274,13 @@ impl StdioServer {
                 stderr_tail: String::new(),
             });
         };
+        let watcher = Watcher::default();
         let started = tokio::time::timeout(deadline, async {
-            let service = ().serve((stdout, stdin)).await.map_err(|e| e.to_string())?;
+            let service = watcher
+                .clone()
+                .serve((stdout, stdin))
+                .await
+                .map_err(|e| e.to_string())?;
             let tools = service
                 .list_all_tools()
                 .await
@@ -197,21 +290,17 @@ impl StdioServer {
         .await;
         let tail = |s: &Arc<Mutex<Tail>>| s.lock().unwrap_or_else(|p| p.into_inner()).text();
         match started {
-            Ok(Ok((service, tools))) => Ok(StdioServer {
+            Ok(Ok((service, tools))) => Ok(Server {
                 name: name.to_owned(),
                 service,
-                child,
-                pgid,
-                stderr,
-                stderr_reader,
-                tools: tools
-                    .into_iter()
-                    .map(|t| ServerTool {
-                        name: t.name.into_owned(),
-                        description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
-                        input_schema: Value::Object((*t.input_schema).clone()),
-                    })
-                    .collect(),
+                watcher,
+                process: Some(Process {
+                    child,
+                    pgid,
+                    stderr,
+                    stderr_reader,
+                }),
+                tools: server_tools(tools),
             }),
             Ok(Err(e)) => {
                 // It may have exited: say how, after its last words reached the tail.
@@ -251,14 +340,37 @@ impl StdioServer {
         &self.tools
     }
 
-    /// The process group its process leads.
+    /// The process group its process leads (a stdio server's).
     pub fn pgid(&self) -> Option<i32> {
-        self.pgid
+        self.process.as_ref().and_then(|p| p.pgid)
     }
 
-    /// The end of what it wrote to stderr.
+    /// The end of what it wrote to stderr (empty for a server without a process).
     pub fn stderr_tail(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|p| p.into_inner()).text()
+        self.process.as_ref().map_or_else(String::new, |p| {
+            p.stderr.lock().unwrap_or_else(|e| e.into_inner()).text()
+        })
+    }
+
+    /// Whether the server said its tool list changed since the last [`Server::relist`].
+    pub fn tools_changed(&self) -> bool {
+        self.watcher.tools_changed.load(Ordering::SeqCst)
+    }
+
+    /// List its tools again (after it said they changed), within `deadline`.
+    pub async fn relist(&mut self, deadline: Duration) -> Result<&[ServerTool], String> {
+        self.watcher.tools_changed.store(false, Ordering::SeqCst);
+        match tokio::time::timeout(deadline, self.service.list_all_tools()).await {
+            Ok(Ok(tools)) => {
+                self.tools = server_tools(tools);
+                Ok(&self.tools)
+            }
+            Ok(Err(e)) => Err(format!("listing its tools failed: {e}")),
+            Err(_) => Err(format!(
+                "listing its tools took longer than {}",
+                seconds(deadline)
+            )),
+        }
     }
 
     /// Call `tool` with `input` (a JSON object), waiting at most `deadline`. A call that runs
@@ -278,25 +390,32 @@ impl StdioServer {
                     .collect(),
                 is_error: r.is_error.unwrap_or(false),
             },
-            Ok(Err(e)) => match wait_exit(&mut self.child, Duration::from_millis(500)).await {
-                Some(st) => {
-                    drained(&mut self.stderr_reader).await;
-                    CallOutcome::Crashed {
-                        status: Some(describe(st)),
-                        stderr_tail: self.stderr_tail(),
+            Ok(Err(e)) => {
+                let Some(p) = self.process.as_mut() else {
+                    return CallOutcome::Failed(e.to_string());
+                };
+                match wait_exit(&mut p.child, Duration::from_millis(500)).await {
+                    Some(st) => {
+                        drained(&mut p.stderr_reader).await;
+                        CallOutcome::Crashed {
+                            status: Some(describe(st)),
+                            stderr_tail: self.stderr_tail(),
+                        }
                     }
+                    None => CallOutcome::Failed(e.to_string()),
                 }
-                None => CallOutcome::Failed(e.to_string()),
-            },
+            }
             Err(_) => CallOutcome::TimedOut(deadline),
         }
     }
 
     /// Stop it: close the connection, then SIGTERM to its process group, SIGKILL after a
     /// grace period, and reap it.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
         let _ = tokio::time::timeout(Duration::from_millis(500), self.service.cancel()).await;
-        stop_group(self.pgid, &mut self.child).await;
+        if let Some(mut p) = self.process {
+            stop_group(p.pgid, &mut p.child).await;
+        }
     }
 }
 
@@ -357,6 +476,18 @@ fn describe(st: ExitStatus) -> String {
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => st.to_string(),
     }
+}
+
+/// At most `max` bytes of `s` (cut at a character boundary), marked when cut.
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 fn seconds(d: Duration) -> String {
