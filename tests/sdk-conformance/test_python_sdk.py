@@ -372,3 +372,76 @@ def test_a_mode_change_binds_a_running_subagent(start):
     assert len(denied) == 1 and denied[0].is_error, denied
     assert "plan mode" in result_text(denied[0])
     assert not (env.cwd / "made_after_plan.txt").exists()
+
+
+# ---- Tools the host program defines in-process (create_sdk_mcp_server) ----
+
+
+def _calc_server(handler):
+    from claude_agent_sdk import create_sdk_mcp_server, tool
+
+    add = tool("add", "Adds two numbers.", {"a": float, "b": float})(handler)
+    return create_sdk_mcp_server(name="calc", version="1.0.0", tools=[add])
+
+
+def _run_calc(env, handler, **extra_env):
+    async def main():
+        opts = env.options(
+            mcp_servers={"calc": _calc_server(handler)},
+            allowed_tools=["mcp__calc__add"],
+            max_turns=5,
+        )
+        opts.env.update(extra_env)
+        return [m async for m in query(prompt="Add 2 and 3.", options=opts)]
+
+    return run(main)
+
+
+def test_an_in_process_tool_is_called_and_answers(start):
+    env = start("sdk_tool")
+
+    async def add(args):
+        return {"content": [{"type": "text", "text": f"the sum is {args['a'] + args['b']:g}"}]}
+
+    messages = _run_calc(env, add)
+    assert_keel_ran(env, messages)
+    inits = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
+    assert {"name": "calc", "status": "connected"} in inits[0].data["mcp_servers"], inits[0].data
+    assert "mcp__calc__add" in inits[0].data["tools"]
+    results = tool_results(messages)
+    assert len(results) == 1 and not results[0].is_error, results
+    assert result_text(results[0]) == "the sum is 5"
+    offered = [t for t in env.mock.requests()[0]["body"]["tools"] if t["name"] == "mcp__calc__add"]
+    assert offered and offered[0]["description"] == "Adds two numbers."
+    assert "the sum is 5" in str(env.mock.requests()[1]["body"]["messages"])
+    assert isinstance(messages[-1], ResultMessage) and messages[-1].subtype == "success"
+
+
+def test_an_in_process_tool_that_raises_gives_the_model_an_error(start):
+    env = start("sdk_tool")
+
+    async def add(args):
+        raise ValueError("the host cannot add today")
+
+    messages = _run_calc(env, add)
+    assert_keel_ran(env, messages)
+    results = tool_results(messages)
+    assert len(results) == 1 and results[0].is_error, results
+    assert "the host cannot add today" in result_text(results[0])
+    assert "the host cannot add today" in str(env.mock.requests()[1]["body"]["messages"])
+    assert isinstance(messages[-1], ResultMessage) and messages[-1].subtype == "success"
+
+
+def test_an_in_process_tool_that_never_answers_hits_the_deadline(start):
+    env = start("sdk_tool")
+
+    async def add(args):
+        await anyio.sleep(3600)
+
+    t0 = time.monotonic()
+    messages = _run_calc(env, add, MCP_TOOL_TIMEOUT="2000")
+    assert time.monotonic() - t0 < 60
+    results = tool_results(messages)
+    assert len(results) == 1 and results[0].is_error, results
+    assert "MCP_TOOL_TIMEOUT" in result_text(results[0]), result_text(results[0])
+    assert isinstance(messages[-1], ResultMessage) and messages[-1].subtype == "success"

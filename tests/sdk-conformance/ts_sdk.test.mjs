@@ -17,7 +17,9 @@ const KEEL = process.env.KEEL_BIN ?? join(REPO, "target", "debug", "keel");
 const KEEL_MOCK = process.env.KEEL_MOCK_BIN ?? join(REPO, "target", "debug", "keel-mock");
 const NODE_DIR = process.env.KEEL_SDK_NODE_DIR ?? join(REPO, "target", "sdk-node");
 const SDK = join(NODE_DIR, "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.mjs");
-const { query } = await import(pathToFileURL(SDK).href);
+const { query, tool, createSdkMcpServer } = await import(pathToFileURL(SDK).href);
+// zod comes with the SDK (its peer dependency): tool() takes a zod shape.
+const { z } = await import(pathToFileURL(join(NODE_DIR, "node_modules", "zod", "index.js")).href);
 
 /** A keel-mock serving `scenario`, a scratch directory, and SDK options pointing at keel. */
 async function start(t, scenario) {
@@ -238,4 +240,61 @@ test("multi-turn conversation and interrupt receipt", { timeout: 90_000 }, async
   assert.deepEqual(texts(second), ["Second answer."]);
   assert.equal(first.at(-1).session_id, second.at(-1).session_id);
   assert.deepEqual(env.requests()[1].body.messages.map((m) => m.role), ["user", "assistant", "user"]);
+});
+
+// ---- Tools the host program defines in-process (createSdkMcpServer) ----
+
+async function runCalc(t, handler, extraEnv = {}) {
+  const env = await start(t, "sdk_tool");
+  const calc = createSdkMcpServer({
+    name: "calc",
+    version: "1.0.0",
+    tools: [tool("add", "Adds two numbers.", { a: z.number(), b: z.number() }, handler)],
+  });
+  const opts = env.options({ mcpServers: { calc }, allowedTools: ["mcp__calc__add"], maxTurns: 5 });
+  Object.assign(opts.env, extraEnv);
+  const input = channel("Add 2 and 3.");
+  const q = query({ prompt: input.stream, options: opts });
+  const messages = await untilResult(q);
+  input.close();
+  return { env, messages };
+}
+
+test("an in-process tool is called and answers", { timeout: 90_000 }, async (t) => {
+  const { env, messages } = await runCalc(t, async ({ a, b }) => ({
+    content: [{ type: "text", text: `the sum is ${a + b}` }],
+  }));
+  assertKeelRan(env, messages);
+  const init = messages.find((m) => m.type === "system" && m.subtype === "init");
+  assert.deepEqual(init.mcp_servers, [{ name: "calc", status: "connected" }]);
+  assert.ok(init.tools.includes("mcp__calc__add"), JSON.stringify(init.tools));
+  const results = toolResults(messages);
+  assert.equal(results.length, 1);
+  assert.notEqual(results[0].is_error, true);
+  assert.match(JSON.stringify(results[0].content), /the sum is 5/);
+  assert.match(JSON.stringify(env.requests()[1].body.messages), /the sum is 5/);
+  assert.equal(messages.at(-1).subtype, "success");
+});
+
+test("an in-process tool that throws gives the model an error", { timeout: 90_000 }, async (t) => {
+  const { env, messages } = await runCalc(t, async () => {
+    throw new Error("the host cannot add today");
+  });
+  assertKeelRan(env, messages);
+  const results = toolResults(messages);
+  assert.equal(results.length, 1);
+  assert.equal(results[0].is_error, true);
+  assert.match(JSON.stringify(results[0].content), /the host cannot add today/);
+  assert.equal(messages.at(-1).subtype, "success");
+});
+
+test("an in-process tool that never answers hits the deadline", { timeout: 90_000 }, async (t) => {
+  const started = Date.now();
+  const { messages } = await runCalc(t, () => new Promise(() => {}), { MCP_TOOL_TIMEOUT: "2000" });
+  assert.ok(Date.now() - started < 60_000);
+  const results = toolResults(messages);
+  assert.equal(results.length, 1);
+  assert.equal(results[0].is_error, true);
+  assert.match(JSON.stringify(results[0].content), /MCP_TOOL_TIMEOUT/);
+  assert.equal(messages.at(-1).subtype, "success");
 });

@@ -293,7 +293,7 @@ mod tests {
         let n = loud.notices(InputFormat::StreamJson);
         // Thinking is honoured now: only the MCP server and the effort are noted.
         assert_eq!(n.len(), 2, "{n:?}");
-        assert!(n[0].contains("1 server"), "{n:?}");
+        assert!(n[0].contains("1 such server"), "{n:?}");
     }
 }
 

@@ -207,6 +207,25 @@ impl Controller {
                 unsupported.join(", ")
             );
         }
+        // MCP servers the host runs may be named here instead of in --mcp-config.
+        if let Some(list) = r.extra.get("sdkMcpServers").filter(|v| !v.is_null()) {
+            let names = list
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|n| n.as_str().filter(|s| !s.is_empty() && s.len() <= 256))
+                        .map(|n| n.map(str::to_owned))
+                        .collect::<Option<Vec<String>>>()
+                })
+                .ok_or_else(|| {
+                    self.initialized.store(false, Ordering::SeqCst);
+                    (
+                        "initialize: sdkMcpServers must be a list of server names (non-empty strings of at most 256 bytes)".to_owned(),
+                        "invalid_request",
+                    )
+                })?;
+            self.handle.context().mcp().add_sdk_servers(&names);
+        }
         self.bridge.set_hooks(hooks);
         self.system_prompt_fields(&r);
         self.initialize_notices(&r.extra);

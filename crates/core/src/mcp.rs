@@ -154,8 +154,8 @@ pub struct McpHub {
     generation: AtomicU64,
     /// The route to the SDK host, set by the front end that has one.
     host: OnceLock<Arc<dyn SdkHost>>,
-    /// SDK servers wait for their first connection (once per session).
-    sdk_connect: tokio::sync::OnceCell<()>,
+    /// One connection round of SDK servers at a time.
+    sdk_connect: tokio::sync::Mutex<()>,
     cwd: PathBuf,
     bounds: Bounds,
     me: Weak<McpHub>,
@@ -198,11 +198,6 @@ async fn connect(
 }
 
 impl McpHub {
-    /// A hub with no servers.
-    pub fn empty() -> Arc<McpHub> {
-        Self::with_slots(Vec::new(), PathBuf::new(), Bounds::default())
-    }
-
     fn with_slots(slots: Vec<Slot>, cwd: PathBuf, bounds: Bounds) -> Arc<McpHub> {
         let hub = Arc::new_cyclic(|me| McpHub {
             state: Mutex::new(HubState {
@@ -211,7 +206,7 @@ impl McpHub {
             }),
             generation: AtomicU64::new(1),
             host: OnceLock::new(),
-            sdk_connect: tokio::sync::OnceCell::new(),
+            sdk_connect: tokio::sync::Mutex::new(()),
             cwd,
             bounds,
             me: me.clone(),
@@ -272,32 +267,52 @@ impl McpHub {
         let _ = self.host.set(host);
     }
 
-    /// Connect the SDK servers (once; later calls wait for the first). Each within the start
-    /// bound, side by side; without a host they are marked failed.
+    /// Servers the host runs that it names in `initialize` (`sdkMcpServers`, as the
+    /// TypeScript SDK sends them) rather than in `--mcp-config`: they connect with the others.
+    pub fn add_sdk_servers(&self, names: &[String]) {
+        let mut st = self.lock();
+        for name in names {
+            if st.slots.iter().any(|s| &s.name == name) {
+                continue;
+            }
+            st.slots.push(Slot {
+                name: name.clone(),
+                spec: Some(ServerSpec::Sdk { name: name.clone() }),
+                status: "pending",
+                error: None,
+                conn: Arc::new(tokio::sync::Mutex::new(None)),
+                offered: Vec::new(),
+                names: Vec::new(),
+                restarts: 0,
+            });
+        }
+        st.slots.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Connect the SDK servers not connected yet, side by side, each within the start bound;
+    /// without a host they are marked failed.
     pub async fn connect_sdk(&self) {
-        self.sdk_connect
-            .get_or_init(|| async {
-                let waiting: Vec<(String, ServerSpec, Conn)> = self
-                    .lock()
-                    .slots
-                    .iter()
-                    .filter(|s| s.status == "pending")
-                    .filter_map(|s| Some((s.name.clone(), s.spec.clone()?, s.conn.clone())))
-                    .collect();
-                if waiting.is_empty() {
-                    return;
-                }
-                let host = self.host.get().cloned();
-                let results =
-                    futures_util::future::join_all(waiting.iter().map(|(name, spec, _)| {
-                        connect(name, spec, &self.cwd, self.bounds, host.clone())
-                    }))
-                    .await;
-                for ((name, _, conn), r) in waiting.into_iter().zip(results) {
-                    self.settle(&name, &conn, r, None).await;
-                }
-            })
-            .await;
+        let _round = self.sdk_connect.lock().await;
+        let waiting: Vec<(String, ServerSpec, Conn)> = self
+            .lock()
+            .slots
+            .iter()
+            .filter(|s| s.status == "pending")
+            .filter_map(|s| Some((s.name.clone(), s.spec.clone()?, s.conn.clone())))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let host = self.host.get().cloned();
+        let results = futures_util::future::join_all(
+            waiting
+                .iter()
+                .map(|(name, spec, _)| connect(name, spec, &self.cwd, self.bounds, host.clone())),
+        )
+        .await;
+        for ((name, _, conn), r) in waiting.into_iter().zip(results) {
+            self.settle(&name, &conn, r, None).await;
+        }
     }
 
     /// Record how connecting `name` ended (`r`), with `said` as the notice for a success.

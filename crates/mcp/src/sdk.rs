@@ -23,7 +23,9 @@ use tokio::sync::mpsc;
 /// The route to the host: send `message` to its server `server` and wait (at most
 /// `deadline`) for the JSON-RPC reply it carries back in `mcp_response`.
 pub trait SdkHost: Send + Sync + 'static {
-    /// Deliver one message; the reply, or why there is none.
+    /// Deliver one message; the reply, or why there is none. Messages must reach the host in
+    /// the order of the calls (not of the polls of the futures they return): MCP orders
+    /// `notifications/initialized` before every request.
     fn send(
         &self,
         server: &str,
@@ -83,20 +85,28 @@ impl Transport<RoleClient> for SdkTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let host = self.host.clone();
         let server = self.server.clone();
         let tx = self.tx.clone();
-        let deadline = self.deadline;
-        async move {
-            let message = serde_json::to_value(&item).map_err(std::io::Error::other)?;
+        // rmcp calls `send` in the order of its messages and may poll the futures in any
+        // order: the message is handed to the host now.
+        let message = serde_json::to_value(&item);
+        let sent = message.as_ref().ok().map(|m| {
             // Only a request gets a reply; notifications and keel's own replies get an
             // acknowledgement, which is dropped.
-            let id = match (message.get("method"), message.get("id")) {
+            let id = match (m.get("method"), m.get("id")) {
                 (Some(_), Some(id)) if !id.is_null() => Some(id.clone()),
                 _ => None,
             };
+            (id, self.host.send(&server, m.clone(), self.deadline))
+        });
+        async move {
+            let Some((id, reply)) = sent else {
+                return Err(std::io::Error::other(
+                    message.err().map_or_else(String::new, |e| e.to_string()),
+                ));
+            };
             tokio::spawn(async move {
-                let reply = host.send(&server, message, deadline).await;
+                let reply = reply.await;
                 let Some(id) = id else { return };
                 let reply = reply_for(&id, &server, reply);
                 let parsed =

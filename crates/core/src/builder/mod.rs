@@ -322,11 +322,9 @@ impl SessionBuilder {
         let started = start::open(o, env, &self.cwd, &model)?;
         // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
         // (SDK servers connect when the first turn starts: the host answers only then.)
-        let mcp = match mcp {
-            Some((set, bounds)) => tokio::runtime::Handle::current()
-                .block_on(crate::mcp::McpHub::start(&set, &self.cwd, bounds)),
-            None => crate::mcp::McpHub::empty(),
-        };
+        let (set, bounds) = mcp;
+        let mcp = tokio::runtime::Handle::current()
+            .block_on(crate::mcp::McpHub::start(&set, &self.cwd, bounds));
         let transcript_path = started
             .writer
             .as_ref()
@@ -593,7 +591,7 @@ impl SessionBuilder {
         approvals: &settings::McpApprovals,
         user_settings: Option<&Path>,
         env: &Env,
-    ) -> Result<Option<(keel_mcp::ServerSet, crate::mcp::Bounds)>, BuildError> {
+    ) -> Result<(keel_mcp::ServerSet, crate::mcp::Bounds), BuildError> {
         let o = &self.options;
         let project = self.cwd.join(".mcp.json");
         let sources = keel_mcp::Sources {
@@ -605,9 +603,6 @@ impl SessionBuilder {
         let usage = |e: String| BuildError::Usage(format!("Error: {e}"));
         let mut set =
             keel_mcp::config::load(&sources, &self.cwd, env).map_err(|e| usage(e.to_string()))?;
-        if set.entries.is_empty() {
-            return Ok(None);
-        }
         for e in &mut set.entries {
             let trusted = match &e.origin {
                 keel_mcp::Origin::Flag { .. } => true,
@@ -638,7 +633,7 @@ impl SessionBuilder {
             ..crate::mcp::Bounds::default()
         }
         .with_output_tokens(tokens);
-        Ok(Some((set, bounds)))
+        Ok((set, bounds))
     }
 
     fn wants(&self, kind: ToolKind) -> bool {

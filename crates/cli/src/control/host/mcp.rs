@@ -1,5 +1,9 @@
 //! The route to the MCP servers an SDK host runs: each JSON-RPC message goes to the host as an
 //! `mcp_message` control request, and the `mcp_response` in its answer is the server's reply.
+//!
+//! Messages reach the host in the order the MCP client sends them (`notifications/initialized`
+//! before the first request, a cancellation after the call it cancels): one task writes them
+//! in turn, and each answer is awaited on a task of its own, so a slow call holds up nothing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -10,19 +14,70 @@ use keel_core::mcp::SdkHost;
 use keel_protocol::control::{McpMessageRequest, Request};
 use keel_protocol::Extra;
 use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Bridge;
+
+/// Messages waiting to be written to the host.
+const QUEUE: usize = 1024;
+
+type Reply = Result<Value, String>;
+
+struct Outgoing {
+    server: String,
+    message: Value,
+    deadline: Duration,
+    reply: oneshot::Sender<Reply>,
+}
 
 /// Carries MCP messages to the host through the bridge.
 #[derive(Debug)]
 pub struct HostMcp {
-    bridge: Arc<Bridge>,
+    queue: mpsc::Sender<Outgoing>,
+}
+
+impl std::fmt::Debug for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outgoing")
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HostMcp {
-    /// A route through `bridge`.
+    /// A route through `bridge` (its writer runs on the current runtime).
     pub fn new(bridge: Arc<Bridge>) -> Self {
-        Self { bridge }
+        let (queue, mut rx) = mpsc::channel::<Outgoing>(QUEUE);
+        tokio::spawn(async move {
+            while let Some(o) = rx.recv().await {
+                let request = Request::McpMessage(McpMessageRequest {
+                    server_name: o.server,
+                    message: o.message,
+                    extra: Extra::new(),
+                });
+                let sent = match bridge.send_request(request).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = o.reply.send(Err(e.to_string()));
+                        continue;
+                    }
+                };
+                let bridge = bridge.clone();
+                tokio::spawn(async move {
+                    let answer = bridge
+                        .answer(sent, Some(o.deadline))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|a| {
+                            a.get("mcp_response").cloned().ok_or_else(|| {
+                                "answered the message without an mcp_response".to_owned()
+                            })
+                        });
+                    let _ = o.reply.send(answer);
+                });
+            }
+        });
+        Self { queue }
     }
 }
 
@@ -33,21 +88,34 @@ impl SdkHost for HostMcp {
         message: Value,
         deadline: Duration,
     ) -> Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'static>> {
-        let bridge = self.bridge.clone();
-        let request = Request::McpMessage(McpMessageRequest {
-            server_name: server.to_owned(),
+        let (reply, answer) = oneshot::channel();
+        let out = Outgoing {
+            server: server.to_owned(),
             message,
-            extra: Extra::new(),
-        });
+            deadline,
+            reply,
+        };
+        // Queued now, in the order of the calls; only a full queue makes it wait.
+        let late = match self.queue.try_send(out) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(out)) => Some(out),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Box::pin(std::future::ready(Err(
+                    "could not be reached: keel's route to the host has stopped".to_owned(),
+                )))
+            }
+        };
+        let queue = self.queue.clone();
         Box::pin(async move {
-            let answer = bridge
-                .request(request, Some(deadline))
-                .await
-                .map_err(|e| e.to_string())?;
+            if let Some(out) = late {
+                queue
+                    .send(out)
+                    .await
+                    .map_err(|_| "could not be reached: keel's route to the host has stopped")?;
+            }
             answer
-                .get("mcp_response")
-                .cloned()
-                .ok_or_else(|| "answered the message without an mcp_response".to_owned())
+                .await
+                .map_err(|_| "did not answer: keel's route to the host has stopped".to_owned())?
         })
     }
 }

@@ -145,6 +145,13 @@ impl Bridge {
         request: Request,
         deadline: Option<Duration>,
     ) -> Result<Value, RequestError> {
+        let sent = self.send_request(request).await?;
+        self.answer(sent, deadline).await
+    }
+
+    /// Send a request (in order with every other frame); [`Bridge::answer`] waits for its
+    /// answer. Requests sent one after the other reach the host in that order.
+    pub async fn send_request(&self, request: Request) -> Result<Sent, RequestError> {
         let id = new_uuid();
         let (otx, orx) = oneshot::channel();
         {
@@ -154,18 +161,30 @@ impl Bridge {
             }
             p.insert(id.clone(), otx);
         }
-        let mut guard = Withdraw {
-            bridge: self,
-            id: id.clone(),
-            armed: true,
-        };
         let frame = Frame::ControlRequest(ControlRequestFrame {
-            request_id: id,
+            request_id: id.clone(),
             request: request.to_wire(),
         });
         if !self.send(frame).await {
-            return Err(RequestError::HostGone); // the guard forgets it (nobody reads a cancel)
+            self.pending().remove(&id); // nobody would read a cancel
+            return Err(RequestError::HostGone);
         }
+        Ok(Sent { id, rx: orx })
+    }
+
+    /// Wait for the answer to a sent request (at most `deadline`, when given); a request
+    /// that times out or is dropped unanswered is withdrawn.
+    pub async fn answer(
+        &self,
+        sent: Sent,
+        deadline: Option<Duration>,
+    ) -> Result<Value, RequestError> {
+        let Sent { id, rx: orx } = sent;
+        let mut guard = Withdraw {
+            bridge: self,
+            id,
+            armed: true,
+        };
         let answer = match deadline {
             None => orx.await,
             Some(d) => match tokio::time::timeout(d, orx).await {
@@ -285,6 +304,13 @@ impl Bridge {
             .cloned()
             .collect()
     }
+}
+
+/// A request sent to the host, its answer still to come.
+#[derive(Debug)]
+pub struct Sent {
+    id: String,
+    rx: oneshot::Receiver<Answer>,
 }
 
 /// Withdraws a request that is dropped or times out before its answer.
