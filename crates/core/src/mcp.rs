@@ -232,6 +232,7 @@ impl McpHub {
         });
         let results = futures_util::future::join_all(starts).await;
         let mut slots = Vec::new();
+        let mut notices = Vec::new();
         for (e, r) in results {
             let mut slot = Slot {
                 name: e.name.clone(),
@@ -248,6 +249,7 @@ impl McpHub {
                 Some(Ok(server)) => {
                     slot.status = "connected";
                     slot.offered = server.tools().to_vec();
+                    notices.extend(server.noise_report());
                     slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
                 }
                 Some(Err(why)) => {
@@ -258,7 +260,9 @@ impl McpHub {
             }
             slots.push(slot);
         }
-        Self::with_slots(slots, cwd.to_owned(), bounds)
+        let hub = Self::with_slots(slots, cwd.to_owned(), bounds);
+        hub.lock().notices = notices;
+        hub
     }
 
     /// Route messages for SDK servers through `host` (a front end with an SDK host calls this
@@ -326,6 +330,9 @@ impl McpHub {
         let (offered, error) = match r {
             Ok(server) => {
                 let offered = server.tools().to_vec();
+                if let Some(n) = server.noise_report() {
+                    self.lock().notices.push(n);
+                }
                 *conn.lock().await = Some(server);
                 (offered, None)
             }
@@ -612,6 +619,9 @@ impl McpTool {
             return CallOutcome::Failed("it is not connected".into());
         };
         let outcome = server.call(&self.tool, input, self.bounds.call).await;
+        if let (Some(n), Some(hub)) = (server.noise_report(), self.hub.upgrade()) {
+            hub.lock().notices.push(n);
+        }
         if let CallOutcome::Crashed { status, .. } = &outcome {
             let how = status.clone().unwrap_or_else(|| "how is not known".into());
             if let Some(old) = guard.take() {
@@ -628,7 +638,28 @@ impl McpTool {
     /// the first image, if any, as an image block.
     fn answer(&self, content: Vec<Value>, is_error: bool, cx: &ToolContext) -> ToolOutcome {
         let server = &self.server_name;
-        let mut text = content_text(&content);
+        // The first image goes to the model as an image; the rest of the content as text.
+        // Only what the API takes: a known image type, base64 data within its size limit.
+        let first_image = content.iter().position(|c| {
+            c.get("type").and_then(Value::as_str) == Some("image")
+                && matches!(
+                    c.get("mimeType").and_then(Value::as_str),
+                    Some("image/png" | "image/jpeg" | "image/gif" | "image/webp")
+                )
+                && c.get("data").and_then(Value::as_str).is_some_and(|d| {
+                    !d.is_empty()
+                        && d.len() as u64 <= keel_tools::image::MAX_IMAGE_BYTES / 3 * 4 + 4
+                        && d.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+                })
+        });
+        let rest: Vec<Value> = content
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != first_image)
+            .map(|(_, c)| c.clone())
+            .collect();
+        let mut text = content_text(&rest);
         let spill = cx
             .limits
             .spill_dir
@@ -639,10 +670,9 @@ impl McpTool {
         {
             text = t;
         }
-        let image = content.iter().find_map(|c| {
-            (c.get("type").and_then(Value::as_str) == Some("image")).then(|| {
-                json!({ "media_type": c.get("mimeType").cloned().unwrap_or(json!("image/png")), "data": c.get("data").cloned().unwrap_or(json!("")) })
-            })
+        let image = first_image.map(|i| {
+            let c = &content[i];
+            json!({ "media_type": c["mimeType"], "data": c["data"] })
         });
         // The front ends get what the server said, less any image's data.
         let shown: Vec<Value> = content

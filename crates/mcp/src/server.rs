@@ -21,8 +21,8 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdout, Command};
 
 use crate::config::StdioSpec;
 
@@ -133,10 +133,95 @@ impl ClientHandler for Watcher {
     }
 }
 
+/// Lines a server wrote to stdout that are not MCP messages.
+#[derive(Debug, Default)]
+struct Noise {
+    lines: u64,
+    /// The start of the first one.
+    first: String,
+    reported: bool,
+}
+
+/// The most of a stray line kept for the report.
+const NOISE_SAMPLE: usize = 120;
+
+impl Noise {
+    fn record(noise: &Mutex<Noise>, sample: &[u8]) {
+        let mut n = noise.lock().unwrap_or_else(|p| p.into_inner());
+        if n.lines == 0 {
+            n.first = String::from_utf8_lossy(sample).into_owned();
+        }
+        n.lines += 1;
+    }
+}
+
+/// Pass on from a server's stdout only the lines that may be JSON-RPC (the first byte that is
+/// not blank is `{` or `[`); other lines are dropped as they stream by — counted, the start of
+/// the first kept for the report — so a chatty or broken server costs no memory.
+async fn filter_stdout(
+    mut from: ChildStdout,
+    mut to: tokio::io::DuplexStream,
+    noise: Arc<Mutex<Noise>>,
+) {
+    #[derive(PartialEq)]
+    enum Line {
+        Start,
+        Pass,
+        Drop,
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(buf.len());
+    let mut line = Line::Start;
+    let mut sample = Vec::new();
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        out.clear();
+        for &b in &buf[..n] {
+            match line {
+                Line::Start if b.is_ascii_whitespace() => out.push(b),
+                Line::Start if b == b'{' || b == b'[' => {
+                    line = Line::Pass;
+                    out.push(b);
+                }
+                Line::Start => {
+                    line = Line::Drop;
+                    sample.clear();
+                    sample.push(b);
+                }
+                Line::Pass => {
+                    out.push(b);
+                    if b == b'\n' {
+                        line = Line::Start;
+                    }
+                }
+                Line::Drop if b == b'\n' => {
+                    Noise::record(&noise, &sample);
+                    line = Line::Start;
+                }
+                Line::Drop => {
+                    if sample.len() < NOISE_SAMPLE {
+                        sample.push(b);
+                    }
+                }
+            }
+        }
+        if !out.is_empty() && to.write_all(&out).await.is_err() {
+            break;
+        }
+    }
+    if line == Line::Drop {
+        Noise::record(&noise, &sample);
+    }
+}
+
 /// The process behind a stdio server.
 struct Process {
     child: Child,
     pgid: Option<i32>,
+    noise: Arc<Mutex<Noise>>,
     stderr: Arc<Mutex<Tail>>,
     /// The task reading stderr into the tail; it ends when the stream does.
     stderr_reader: Option<tokio::task::JoinHandle<()>>,
@@ -267,13 +352,16 @@ impl Server {
                 }
             })
         });
-        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        let (Some(raw_stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             stop_group(pgid, &mut child).await;
             return Err(StartError {
                 reason: "its stdin and stdout could not be connected".into(),
                 stderr_tail: String::new(),
             });
         };
+        let noise = Arc::new(Mutex::new(Noise::default()));
+        let (filtered, stdout) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(filter_stdout(raw_stdout, filtered, noise.clone()));
         let watcher = Watcher::default();
         let started = tokio::time::timeout(deadline, async {
             let service = watcher
@@ -297,6 +385,7 @@ impl Server {
                 process: Some(Process {
                     child,
                     pgid,
+                    noise,
                     stderr,
                     stderr_reader,
                 }),
@@ -350,6 +439,21 @@ impl Server {
         self.process.as_ref().map_or_else(String::new, |p| {
             p.stderr.lock().unwrap_or_else(|e| e.into_inner()).text()
         })
+    }
+
+    /// Once, after a stdio server wrote to stdout what is not MCP: what and how much (those
+    /// lines are dropped; the connection goes on).
+    pub fn noise_report(&self) -> Option<String> {
+        let p = self.process.as_ref()?;
+        let mut n = p.noise.lock().unwrap_or_else(|e| e.into_inner());
+        if n.lines == 0 || n.reported {
+            return None;
+        }
+        n.reported = true;
+        Some(format!(
+            "MCP server {} wrote {} line(s) to stdout that are not MCP messages; they were dropped (the first began: {:?})",
+            self.name, n.lines, n.first
+        ))
     }
 
     /// Whether the server said its tool list changed since the last [`Server::relist`].

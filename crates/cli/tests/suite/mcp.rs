@@ -449,3 +449,312 @@ async fn an_sdk_server_without_a_host_is_failed_and_says_why() {
         "{servers}"
     );
 }
+
+// ---- The failure model of stdio servers ----
+
+/// A config for the test server in `mode` with extra arguments.
+fn with_args(name: &str, mode: &str, extra: &[&str]) -> String {
+    let mut args = vec!["--mode".to_owned(), mode.to_owned()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    json!({"mcpServers": {name: {
+        "command": mcp_test_server().display().to_string(),
+        "args": args
+    }}})
+    .to_string()
+}
+
+fn warnings(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "system" && f["subtype"] == "warning")
+        .filter_map(|f| f["message"].as_str().map(str::to_owned))
+        .collect()
+}
+
+const CALL_ECHO_TWICE: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"mcp__t__echo","input":{"text":"one"}}]},
+    {"kind":"tool_use","calls":[{"name":"mcp__t__echo","input":{"text":"two"}}]},
+    {"kind":"text","text":"done"}]}"#;
+
+#[tokio::test]
+async fn a_server_that_crashes_mid_call_is_restarted_once_and_says_so() {
+    let h = Harness::from_json(CALL_ECHO_TWICE).await;
+    let state = h.cwd().join("crashed-once");
+    let tag = format!("keel-test-{}-crash-once", std::process::id());
+    let cfg = with_args(
+        "t",
+        "crash-once",
+        &["--state", &state.display().to_string(), "--tag", &tag],
+    );
+    let run = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let results = run.tool_results();
+    let first = results[0].to_string();
+    assert_eq!(results[0]["is_error"], true, "{first}");
+    assert!(
+        first.contains("The MCP server t stopped during the call (exit status 7)")
+            && first.contains("crashing in the middle of a call"),
+        "{first}"
+    );
+    // Restarted: the second call is answered by the new process.
+    assert!(
+        results[1].to_string().contains("echo: two"),
+        "{}",
+        results[1]
+    );
+    let w = warnings(&run.frames);
+    assert!(
+        w.iter()
+            .any(|m| m == "MCP server t stopped during a call (exit status 7) and was restarted"),
+        "{w:?}"
+    );
+    assert!(
+        eventually(Duration::from_secs(30), || processes_matching(&tag)
+            .is_empty())
+        .await,
+        "a server process outlived keel: {:?}",
+        processes_matching(&tag)
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_crashes_again_is_failed_and_its_tools_withdrawn() {
+    let h = Harness::from_json(CALL_ECHO_TWICE).await;
+    let cfg = config("t", "crash-on-call");
+    let run = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let results = run.tool_results();
+    assert!(results[1]
+        .to_string()
+        .contains("stopped during the call (exit status 7)"));
+    let w = warnings(&run.frames);
+    assert!(
+        w.iter().any(|m| m.contains(
+            "MCP server t stopped again during a call (exit status 7); it is not restarted again"
+        )),
+        "{w:?}"
+    );
+    // The model is no longer offered what cannot be called.
+    let reqs = h.requests();
+    let offered = |i: usize| reqs[i].body["tools"].to_string().contains("mcp__t__echo");
+    assert!(offered(0) && offered(1) && !offered(2));
+}
+
+#[tokio::test]
+async fn stray_stdout_is_dropped_and_reported_once() {
+    let h = Harness::from_json(CALL_ECHO_TWICE).await;
+    let cfg = config("t", "garbage-stdout");
+    let run = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(run.tool_results()[1].to_string().contains("echo: two"));
+    let w: Vec<String> = warnings(&run.frames)
+        .into_iter()
+        .filter(|m| m.contains("stdout"))
+        .collect();
+    assert_eq!(
+        w,
+        ["MCP server t wrote 3 line(s) to stdout that are not MCP messages; they were dropped (the first began: \"Starting the server...\")"]
+    );
+}
+
+#[tokio::test]
+async fn a_servers_grandchild_dies_with_the_session() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let pid_file = h.cwd().join("grandchild.pid");
+    let cfg = with_args(
+        "t",
+        "grandchild",
+        &["--pid-file", &pid_file.display().to_string()],
+    );
+    let run = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the server started its grandchild")
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                !s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || !alive()).await,
+        "the server's grandchild (pid {pid}) outlived keel"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_changes_its_tools_is_listed_again() {
+    let h = Harness::from_json(CALL_ECHO_TWICE).await;
+    let cfg = config("t", "change-tools");
+    let run = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let reqs = h.requests();
+    let offers_late = |i: usize| reqs[i].body["tools"].to_string().contains("mcp__t__late");
+    assert!(!offers_late(0));
+    assert!(offers_late(2), "the new tool was never offered");
+    assert!(warnings(&run.frames)
+        .iter()
+        .any(|m| m == "MCP server t changed its tools"));
+}
+
+#[tokio::test]
+async fn long_output_is_capped_and_images_reach_the_model() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let cfg = config("t", "rich");
+    let run = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[("MAX_MCP_OUTPUT_TOKENS", "1000")],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let sent = &h.requests()[1].body["messages"];
+    let result = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result")
+        .expect("the result went to the model");
+    let blocks = result["content"].as_array().expect("content blocks");
+    assert_eq!(blocks[0]["type"], "image", "{result}");
+    assert_eq!(blocks[0]["source"]["media_type"], "image/png");
+    let text = blocks[1]["text"].as_str().unwrap();
+    // 1000 tokens: about 4,000 bytes of the 200,000, with a marker naming the whole.
+    assert!(text.len() < 6_000, "{} bytes", text.len());
+    assert!(
+        text.starts_with("rrrr") && text.trim_end().ends_with("rrrr"),
+        "{text}"
+    );
+    let bad = h
+        .run_stream(
+            "call",
+            &["--mcp-config", &cfg],
+            &[("MAX_MCP_OUTPUT_TOKENS", "lots")],
+        )
+        .await;
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("MAX_MCP_OUTPUT_TOKENS=\"lots\""),
+        "{}",
+        bad.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_host_can_disable_enable_and_reconnect_a_server() {
+    let h = Harness::from_json(
+        r#"{"steps":[{"kind":"text","text":"one"},{"kind":"text","text":"two"}]}"#,
+    )
+    .await;
+    let tag = format!("keel-test-{}-toggle", std::process::id());
+    let cfg = tagged("t", "normal", &tag);
+    let mut s = Stream::start(&h, &["--mcp-config", &cfg], &[]);
+    // keel's own command line holds the tag too.
+    let keel = s.live.child.id().map(|p| p as i32);
+    let servers = || -> Vec<i32> {
+        processes_matching(&tag)
+            .into_iter()
+            .filter(|p| Some(*p) != keel)
+            .collect()
+    };
+    let status = s.ask("s1", json!({"subtype": "mcp_status"})).await;
+    assert_eq!(
+        status["response"]["mcpServers"],
+        json!([{"name": "t", "status": "connected"}])
+    );
+    let pids = servers();
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let off = s
+        .ask(
+            "off",
+            json!({"subtype": "mcp_toggle", "serverName": "t", "enabled": false}),
+        )
+        .await;
+    assert_eq!(off["subtype"], "success", "{off}");
+    assert!(
+        eventually(Duration::from_secs(30), || servers().is_empty()).await,
+        "a disabled server keeps running"
+    );
+    let status = s.ask("s2", json!({"subtype": "mcp_status"})).await;
+    assert_eq!(
+        status["response"]["mcpServers"],
+        json!([{"name": "t", "status": "disabled"}])
+    );
+    s.user("hello").await;
+    s.result().await;
+    assert!(!h.requests()[0].body["tools"]
+        .to_string()
+        .contains("mcp__t__echo"));
+    let on = s
+        .ask(
+            "on",
+            json!({"subtype": "mcp_toggle", "serverName": "t", "enabled": true}),
+        )
+        .await;
+    assert_eq!(on["subtype"], "success", "{on}");
+    let again = s
+        .ask("re", json!({"subtype": "mcp_reconnect", "serverName": "t"}))
+        .await;
+    assert_eq!(again["subtype"], "success", "{again}");
+    let now = servers();
+    assert_eq!(
+        now.len(),
+        1,
+        "one server process after a reconnect: {now:?}"
+    );
+    assert_ne!(now, pids, "a reconnect starts a new process");
+    s.user("again").await;
+    s.result().await;
+    assert!(h.requests()[1].body["tools"]
+        .to_string()
+        .contains("mcp__t__echo"));
+    let unknown = s
+        .ask(
+            "x",
+            json!({"subtype": "mcp_reconnect", "serverName": "nope"}),
+        )
+        .await;
+    assert_eq!(unknown["subtype"], "error");
+    assert!(
+        unknown["error"].as_str().unwrap().contains("\"nope\""),
+        "{unknown}"
+    );
+    s.finish().await;
+}

@@ -7,12 +7,22 @@
 //! - `crash-on-call`: starts normally; a tool call makes it write to stderr and exit with 7;
 //! - `hang-on-call`: starts normally; a tool call waits until it is cancelled, and the
 //!   `notifications/cancelled` it gets is written to stderr;
-//! - `stderr-flood`: writes 8 MiB to stderr before it starts, then answers normally.
+//! - `stderr-flood`: writes 8 MiB to stderr before it starts, then answers normally;
+//! - `flood-on-call`: a call floods stderr for `--seconds N` (default 30), then answers;
+//! - `crash-once`: the first call (across restarts: `--state FILE` remembers) crashes like
+//!   `crash-on-call`; later ones are answered;
+//! - `grandchild`: starts a `sleep` in its process group and writes its pid to `--pid-file`;
+//! - `garbage-stdout`: writes lines that are not MCP (and one of 20 MiB) to stdout before it
+//!   starts, then answers normally;
+//! - `change-tools`: a call to `echo` makes it add a tool `late` and say its list changed;
+//! - `rich`: `echo` answers with 200 KB of text and an image.
 //!
 //! Not part of keel: it exists for the tests (`CARGO_BIN_EXE_keel-mcp-test-server`).
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
@@ -26,7 +36,16 @@ use serde_json::json;
 #[derive(Clone)]
 struct TestServer {
     mode: String,
+    /// `crash-once`: the file that says the crash already happened.
+    state: Option<String>,
+    /// `flood-on-call`: how long a call floods stderr.
+    seconds: u64,
+    /// `change-tools`: the tool `late` was added.
+    grown: Arc<AtomicBool>,
 }
+
+/// A 1×1 PNG.
+const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 
 fn tool(name: &str, description: &str, schema: serde_json::Value) -> Tool {
     let mut t = Tool::default();
@@ -46,21 +65,29 @@ impl ServerHandler for TestServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult {
-            tools: vec![
-                tool(
-                    "echo",
-                    "Answers with its text.",
-                    json!({"type": "object", "properties": {"text": {"type": "string"}},
+        let mut tools = vec![
+            tool(
+                "echo",
+                "Answers with its text.",
+                json!({"type": "object", "properties": {"text": {"type": "string"}},
                            "required": ["text"]}),
-                ),
-                tool(
-                    "add",
-                    "Adds two numbers.",
-                    json!({"type": "object", "properties": {"a": {"type": "number"},
+            ),
+            tool(
+                "add",
+                "Adds two numbers.",
+                json!({"type": "object", "properties": {"a": {"type": "number"},
                            "b": {"type": "number"}}, "required": ["a", "b"]}),
-                ),
-            ],
+            ),
+        ];
+        if self.grown.load(Ordering::SeqCst) {
+            tools.push(tool(
+                "late",
+                "Came after the list changed.",
+                json!({"type": "object"}),
+            ));
+        }
+        Ok(ListToolsResult {
+            tools,
             ..Default::default()
         })
     }
@@ -71,6 +98,34 @@ impl ServerHandler for TestServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         match self.mode.as_str() {
+            "crash-once" => {
+                let state = self.state.clone().unwrap_or_default();
+                if std::fs::metadata(&state).is_err() {
+                    let _ = std::fs::write(&state, "crashed once");
+                    eprintln!("test server: crashing in the middle of a call");
+                    std::process::exit(7);
+                }
+            }
+            "flood-on-call" => {
+                let line = [b'y'; 1023];
+                let t0 = Instant::now();
+                let mut err = std::io::stderr().lock();
+                while t0.elapsed() < Duration::from_secs(self.seconds) {
+                    let _ = err.write_all(&line);
+                    let _ = err.write_all(b"\n");
+                }
+            }
+            "change-tools" if request.name.as_ref() == "echo" => {
+                self.grown.store(true, Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+            }
+            "rich" if request.name.as_ref() == "echo" => {
+                return Ok(CallToolResult::success(vec![
+                    ContentBlock::text("r".repeat(200_000)),
+                    ContentBlock::image(PIXEL_PNG, "image/png"),
+                ])
+                .into());
+            }
             "crash-on-call" => {
                 eprintln!("test server: crashing in the middle of a call");
                 std::process::exit(7);
@@ -120,12 +175,13 @@ impl ServerHandler for TestServer {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let mode = args
-        .iter()
-        .position(|a| a == "--mode")
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-        .unwrap_or_else(|| "normal".into());
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let mode = flag("--mode").unwrap_or_else(|| "normal".into());
     match mode.as_str() {
         "never-start" => {
             eprintln!("test server: starting, slowly");
@@ -144,9 +200,36 @@ async fn main() {
             }
             let _ = err.write_all(b"test server: flood over\n");
         }
+        "grandchild" => {
+            // Same process group: stopping the server's group must stop it too.
+            let child = std::process::Command::new("sleep")
+                .arg("3600")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .spawn();
+            if let (Ok(c), Some(path)) = (child, flag("--pid-file")) {
+                let _ = std::fs::write(path, c.id().to_string());
+            }
+        }
+        "garbage-stdout" => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(b"Starting the server...\nnot json either\n");
+            let chunk = [b'g'; 1 << 20];
+            for _ in 0..20 {
+                let _ = out.write_all(&chunk);
+            }
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
         _ => {}
     }
-    let Ok(service) = TestServer { mode }.serve(rmcp::transport::stdio()).await else {
+    let server = TestServer {
+        mode,
+        state: flag("--state"),
+        seconds: flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(30),
+        grown: Arc::new(AtomicBool::new(false)),
+    };
+    let Ok(service) = server.serve(rmcp::transport::stdio()).await else {
         std::process::exit(1);
     };
     let _ = service.waiting().await;
