@@ -5,6 +5,7 @@ mod compat;
 mod control;
 #[cfg(feature = "demo")]
 mod demo;
+mod mcp_cmd;
 mod permissions;
 mod printer;
 mod run;
@@ -69,6 +70,7 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         Some("demo") => return demo::run(&argv[2..]).await,
         Some("sessions") => return sessions::run(&argv[2..]),
         Some("permissions") => return permissions::run(&argv[2..]),
+        Some("mcp") => return mcp_cmd::run(&argv[2..]).await,
         _ => {}
     }
     let cli: args::Cli = match parse_args(argv) {

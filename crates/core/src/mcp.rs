@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
+pub use keel_mcp::config::parse_servers;
 use keel_mcp::server::{content_text, CallOutcome, Server, ServerTool};
-pub use keel_mcp::SdkHost;
+pub use keel_mcp::{Origin, SdkHost};
 use keel_mcp::{ServerSet, ServerSpec};
 use keel_protocol::CancelReason;
 use keel_tools::{Tool, ToolContext, ToolKind, ToolOutcome};
@@ -253,7 +254,7 @@ impl McpHub {
                     slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
                 }
                 Some(Err(why)) => {
-                    tracing::warn!("MCP server {} is not available: {why}", e.name);
+                    tracing::info!("MCP server {} is not available: {why}", e.name);
                     slot.status = "failed";
                     slot.error = Some(why);
                 }
@@ -350,7 +351,7 @@ impl McpHub {
                     }
                 }
                 Some(why) => {
-                    tracing::warn!("MCP server {name} is not available: {why}");
+                    tracing::info!("MCP server {name} is not available: {why}");
                     st.notices
                         .push(format!("MCP server {name} is not available: {why}"));
                     let slot = st.slots.iter_mut().find(|s| s.name == name);

@@ -34,6 +34,30 @@ pub enum Origin {
     },
     /// A file: the project's `.mcp.json`, or a settings file's `mcpServers`.
     File(PathBuf),
+    /// The user's own state file (`~/.claude.json`, where `mcp add` writes): its top-level
+    /// `mcpServers` (user scope), or those of one project (local scope).
+    UserState {
+        /// The file.
+        file: PathBuf,
+        /// The project directory, for the local scope.
+        project: Option<String>,
+    },
+}
+
+impl Origin {
+    /// The scope a server of this origin is configured in, as `mcp list` names it.
+    pub fn scope(&self) -> &'static str {
+        match self {
+            Origin::Flag { .. } => "flag",
+            Origin::UserState { project: None, .. } => "user",
+            Origin::UserState {
+                project: Some(_), ..
+            } => "local",
+            Origin::File(p) if p.file_name().is_some_and(|n| n == ".mcp.json") => "project",
+            Origin::File(p) if p.ends_with(".claude/settings.local.json") => "local settings",
+            Origin::File(_) => "settings",
+        }
+    }
 }
 
 impl fmt::Display for Origin {
@@ -47,6 +71,14 @@ impl fmt::Display for Origin {
                 write!(f, "--mcp-config value {index} (inline JSON)")
             }
             Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::UserState {
+                file,
+                project: None,
+            } => write!(f, "{}", file.display()),
+            Origin::UserState {
+                file,
+                project: Some(dir),
+            } => write!(f, "{} (project {dir})", file.display()),
         }
     }
 }
@@ -115,6 +147,39 @@ pub enum ServerSpec {
     },
 }
 
+impl ServerSpec {
+    /// `stdio`, `http`, `sse` or `sdk`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerSpec::Stdio(_) => "stdio",
+            ServerSpec::Http(_) => "http",
+            ServerSpec::Sse(_) => "sse",
+            ServerSpec::Sdk { .. } => "sdk",
+        }
+    }
+
+    /// The configuration as `mcp list` and `mcp get` show it: the values of environment
+    /// variables and headers (often secrets) are left out, their names kept.
+    pub fn describe(&self) -> Value {
+        let names = |pairs: &[(String, String)]| -> Vec<Value> {
+            pairs
+                .iter()
+                .map(|(k, _)| Value::String(k.clone()))
+                .collect()
+        };
+        match self {
+            ServerSpec::Stdio(s) => serde_json::json!({
+                "type": "stdio", "command": s.command, "args": s.args,
+                "env": names(&s.env), "cwd": s.cwd,
+            }),
+            ServerSpec::Http(u) | ServerSpec::Sse(u) => serde_json::json!({
+                "type": self.kind(), "url": u.url, "headers": names(&u.headers),
+            }),
+            ServerSpec::Sdk { name } => serde_json::json!({ "type": "sdk", "name": name }),
+        }
+    }
+}
+
 /// One configured server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -143,6 +208,9 @@ impl ServerSet {
 /// Where a session's MCP configuration comes from, lowest precedence first within each kind.
 #[derive(Clone, Debug, Default)]
 pub struct Sources {
+    /// The user's state file: its user-scope servers (below everything else) and this
+    /// project's local-scope ones (above `.mcp.json`).
+    pub user_state: Option<UserState>,
     /// `mcpServers` of each settings file that has one (user, project, local: later wins).
     pub settings: Vec<(PathBuf, Value)>,
     /// The project's `.mcp.json`, if there is one.
@@ -153,10 +221,55 @@ pub struct Sources {
     pub strict: bool,
 }
 
+/// The servers of the user's state file (`~/.claude.json`) that apply to one project.
+#[derive(Clone, Debug, Default)]
+pub struct UserState {
+    /// The file.
+    pub file: PathBuf,
+    /// Its top-level `mcpServers` (user scope).
+    pub user: Option<Value>,
+    /// The project's directory and its `mcpServers` there (local scope).
+    pub local: Option<(String, Value)>,
+}
+
+impl UserState {
+    /// Read `file` for the project in `cwd`; `None` when there is no such file.
+    pub fn read(file: &Path, cwd: &Path) -> Result<Option<UserState>, ConfigError> {
+        let origin = Origin::UserState {
+            file: file.to_owned(),
+            project: None,
+        };
+        let err = |message: String| ConfigError {
+            origin: origin.clone(),
+            server: None,
+            field: None,
+            message,
+        };
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(err(format!("could not be read: {e}"))),
+        };
+        let root: Value =
+            serde_json::from_str(&text).map_err(|e| err(format!("is not JSON: {e}")))?;
+        let dir = cwd.display().to_string();
+        Ok(Some(UserState {
+            file: file.to_owned(),
+            user: root.get("mcpServers").cloned(),
+            local: root
+                .get("projects")
+                .and_then(|p| p.get(&dir))
+                .and_then(|p| p.get("mcpServers"))
+                .map(|s| (dir, s.clone())),
+        }))
+    }
+}
+
 /// Read every source; a server configured in several places is taken from the one with the
-/// highest precedence: `--mcp-config` (the last value that names it), then `.mcp.json`, then
-/// the settings files (local, project, user). `cwd` resolves relative `--mcp-config` paths;
-/// `env` gives the variables `${VAR}` expands to.
+/// highest precedence: `--mcp-config` (the last value that names it), then the local scope of
+/// the user's state file, then `.mcp.json`, then the settings files (local, project, user),
+/// then the user scope of the state file. `cwd` resolves relative `--mcp-config` paths; `env`
+/// gives the variables `${VAR}` expands to.
 pub fn load(
     sources: &Sources,
     cwd: &Path,
@@ -169,6 +282,14 @@ pub fn load(
         }
     };
     if !sources.strict {
+        let state = sources.user_state.as_ref();
+        if let Some(servers) = state.and_then(|s| s.user.as_ref()) {
+            let origin = Origin::UserState {
+                file: state.map(|s| s.file.clone()).unwrap_or_default(),
+                project: None,
+            };
+            add(parse_servers(servers, &origin, env)?);
+        }
         for (path, servers) in &sources.settings {
             add(parse_servers(servers, &Origin::File(path.clone()), env)?);
         }
@@ -181,6 +302,13 @@ pub fn load(
                 message: format!("could not be read: {e}"),
             })?;
             add(parse_document(&text, &origin, env)?);
+        }
+        if let Some((dir, servers)) = state.and_then(|s| s.local.as_ref()) {
+            let origin = Origin::UserState {
+                file: state.map(|s| s.file.clone()).unwrap_or_default(),
+                project: Some(dir.clone()),
+            };
+            add(parse_servers(servers, &origin, env)?);
         }
     }
     for (i, value) in sources.flags.iter().enumerate() {

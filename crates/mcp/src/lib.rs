@@ -18,6 +18,7 @@ pub mod server;
 
 pub use config::{
     expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
+    UserState,
 };
 pub use names::{assign, sanitize, server_part, tool_name, MAX_NAME_BYTES};
 pub use sdk::SdkHost;

@@ -758,3 +758,103 @@ async fn a_host_can_disable_enable_and_reconnect_a_server() {
     );
     s.finish().await;
 }
+
+// ---- `keel mcp`: the management commands ----
+
+#[tokio::test]
+async fn mcp_add_then_list_then_a_run_that_calls_the_tool() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let server = mcp_test_server().display().to_string();
+    let add = h
+        .run(&["mcp", "add", "t", "--", &server, "--mode", "normal"], &[])
+        .await;
+    assert_eq!(add.code, 0, "{}", add.stderr);
+    assert!(
+        add.stdout
+            .contains("Added stdio MCP server t to the local scope"),
+        "{}",
+        add.stdout
+    );
+    // Written where the local scope lives: the user's state file, under this project.
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.home.path().join(".claude.json")).unwrap())
+            .unwrap();
+    let dir = h.cwd().display().to_string();
+    assert_eq!(
+        state["projects"][&dir]["mcpServers"]["t"]["command"],
+        json!(server)
+    );
+    let list = h.run(&["mcp", "list"], &[]).await;
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(
+        list.stdout.contains("t: ") && list.stdout.contains("[local] - connected, 2 tool(s)"),
+        "{}",
+        list.stdout
+    );
+    let run = h
+        .run_stream("use the tool", &["--allowedTools", "mcp__t"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(run.tool_results()[0].to_string().contains("echo: hi"));
+    // A second server of the same name is refused; remove takes it away.
+    let again = h.run(&["mcp", "add", "t", "--", "x"], &[]).await;
+    assert_ne!(again.code, 0);
+    assert!(
+        again.stderr.contains("already a server \"t\""),
+        "{}",
+        again.stderr
+    );
+    let rm = h.run(&["mcp", "remove", "t"], &[]).await;
+    assert_eq!(rm.code, 0, "{}", rm.stderr);
+    let list = h.run(&["mcp", "list", "--json"], &[]).await;
+    assert_eq!(list.stdout.trim(), "[]");
+}
+
+#[tokio::test]
+async fn mcp_add_checks_what_it_writes_and_never_clobbers_a_file_it_cannot_read() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let project = h
+        .run(&["mcp", "add", "-s", "project", "p", "--", "srv"], &[])
+        .await;
+    assert_eq!(project.code, 0, "{}", project.stderr);
+    assert!(h.cwd().join(".mcp.json").is_file());
+    // A project server is not started until the user approves it, not even by `list`.
+    let list = h.run(&["mcp", "get", "p"], &[]).await;
+    assert!(
+        list.stdout.contains("enabledMcpjsonServers"),
+        "{}",
+        list.stdout
+    );
+    for (args, says) in [
+        (
+            vec!["mcp", "add", "bad name", "--", "x"],
+            "not a server name",
+        ),
+        (
+            vec!["mcp", "add", "-t", "http", "w", "ftp://x"],
+            "not an http:// or https:// URL",
+        ),
+        (
+            vec!["mcp", "add", "-e", "1X=2", "e", "--", "x"],
+            "is not KEY=VALUE",
+        ),
+        (
+            vec!["mcp", "add", "-s", "galaxy", "g", "--", "x"],
+            "not one of local, project, user",
+        ),
+        (
+            vec!["mcp", "add-json", "j", r#"{"command": 3}"#],
+            "field \"command\"",
+        ),
+    ] {
+        let r = h.run(&args, &[]).await;
+        assert_ne!(r.code, 0, "{args:?}");
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+    let state = h.home.path().join(".claude.json");
+    std::fs::write(&state, "{ not json").unwrap();
+    let r = h.run(&["mcp", "add", "t", "--", "x"], &[]).await;
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("is not valid JSON"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "{ not json");
+}

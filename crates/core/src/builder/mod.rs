@@ -579,12 +579,37 @@ impl SessionBuilder {
         Ok((prompt, o.append_system_prompt.clone()))
     }
 
-    /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
-    /// The session's MCP servers, as configured in the settings files, the project's
-    /// `.mcp.json` and `--mcp-config` (only those with `--strict-mcp-config`), with the start
-    /// and call deadlines; `None` when there are none. Servers the project configures (its
-    /// `.mcp.json`, its settings files) are marked failed unless the user's own settings approve
-    /// them: a repository that was cloned must not run programs by itself.
+    /// The MCP servers a session here would have (each as configured, or why it cannot be
+    /// used), and the bounds they work within — what `keel mcp list` shows and checks.
+    pub fn mcp_servers(&self) -> Result<(keel_mcp::ServerSet, crate::mcp::Bounds), BuildError> {
+        let o = &self.options;
+        let home = (self.env)("HOME")
+            .filter(|h| !h.trim().is_empty())
+            .map(PathBuf::from);
+        let mut settings = settings::load(
+            o.settings.as_deref(),
+            o.setting_sources.as_deref(),
+            &self.cwd,
+            home.as_deref(),
+        )?;
+        let process_env = self.env.clone();
+        let settings_env = settings.env.clone();
+        let merged = move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned());
+        let servers = std::mem::take(&mut settings.mcp_servers);
+        let user_file = settings.user_file.clone();
+        self.mcp(
+            servers,
+            &settings.mcp_approvals,
+            user_file.as_deref(),
+            &merged,
+        )
+    }
+
+    /// The session's MCP servers, as configured in the user's state file (`~/.claude.json`),
+    /// the settings files, the project's `.mcp.json` and `--mcp-config` (only those with
+    /// `--strict-mcp-config`), with the bounds they work within. Servers the project
+    /// configures (its `.mcp.json`, its settings files) are marked failed unless the user's
+    /// own settings approve them: a repository that was cloned must not run programs by itself.
     fn mcp(
         &self,
         settings: Vec<(PathBuf, serde_json::Value)>,
@@ -594,18 +619,45 @@ impl SessionBuilder {
     ) -> Result<(keel_mcp::ServerSet, crate::mcp::Bounds), BuildError> {
         let o = &self.options;
         let project = self.cwd.join(".mcp.json");
+        let usage = |e: String| BuildError::Usage(format!("Error: {e}"));
+        // `--setting-sources` limits the state file's scopes as it does the settings files.
+        let wants = |scope: &str| {
+            o.setting_sources
+                .as_deref()
+                .is_none_or(|s| s.split(',').any(|x| x.trim() == scope))
+        };
+        let home = (self.env)("HOME")
+            .filter(|h| !h.trim().is_empty())
+            .map(PathBuf::from);
+        let user_state = match home {
+            Some(h) if !o.strict_mcp_config && (wants("user") || wants("local")) => {
+                keel_mcp::UserState::read(&h.join(".claude.json"), &self.cwd)
+                    .map_err(|e| usage(e.to_string()))?
+                    .map(|mut s| {
+                        if !wants("user") {
+                            s.user = None;
+                        }
+                        if !wants("local") {
+                            s.local = None;
+                        }
+                        s
+                    })
+            }
+            _ => None,
+        };
         let sources = keel_mcp::Sources {
+            user_state,
             settings,
             project_file: project.is_file().then_some(project),
             flags: o.mcp_config.clone(),
             strict: o.strict_mcp_config,
         };
-        let usage = |e: String| BuildError::Usage(format!("Error: {e}"));
         let mut set =
             keel_mcp::config::load(&sources, &self.cwd, env).map_err(|e| usage(e.to_string()))?;
         for e in &mut set.entries {
             let trusted = match &e.origin {
-                keel_mcp::Origin::Flag { .. } => true,
+                // The user's own: flags, and what `mcp add` wrote into their state file.
+                keel_mcp::Origin::Flag { .. } | keel_mcp::Origin::UserState { .. } => true,
                 keel_mcp::Origin::File(p) => Some(p.as_path()) == user_settings,
             };
             if !trusted && e.spec.is_ok() && !approvals.allows(&e.name) {
@@ -636,6 +688,7 @@ impl SessionBuilder {
         Ok((set, bounds))
     }
 
+    /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
     fn wants(&self, kind: ToolKind) -> bool {
         match self.options.tools.as_deref().map(str::trim) {
             None | Some("default") => true,

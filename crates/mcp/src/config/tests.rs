@@ -190,6 +190,7 @@ fn sources_merge_by_precedence_and_strict_keeps_only_the_flags() {
     )
     .unwrap();
     let sources = Sources {
+        user_state: None,
         settings: vec![
             (
                 PathBuf::from("/home/u/.claude/settings.json"),
@@ -227,6 +228,41 @@ fn sources_merge_by_precedence_and_strict_keeps_only_the_flags() {
     let set = load(&no_flags, dir.path(), &env).unwrap();
     assert!(matches!(&set.get("shared").unwrap().spec,
         Ok(ServerSpec::Stdio(s)) if s.command == "from-project"));
+    // The user's state file: its user scope is below everything, its local scope (this
+    // project's entry) above .mcp.json.
+    let state = dir.path().join(".claude.json");
+    std::fs::write(
+        &state,
+        json!({"mcpServers": {"shared": {"command": "from-state-user"}, "su": {"command": "s"}},
+               "projects": {
+                   dir.path().display().to_string(): {"mcpServers": {"proj": {"command": "from-state-local"}}},
+                   "/elsewhere": {"mcpServers": {"other": {"command": "o"}}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let with_state = Sources {
+        user_state: UserState::read(&state, dir.path()).unwrap(),
+        flags: vec![],
+        ..sources.clone()
+    };
+    let set = load(&with_state, dir.path(), &env).unwrap();
+    let names: Vec<&str> = set.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, vec!["proj", "shared", "su", "user"]);
+    assert!(matches!(&set.get("shared").unwrap().spec,
+        Ok(ServerSpec::Stdio(s)) if s.command == "from-project"));
+    let proj = set.get("proj").unwrap();
+    assert!(matches!(&proj.spec, Ok(ServerSpec::Stdio(s)) if s.command == "from-state-local"));
+    assert_eq!(proj.origin.scope(), "local");
+    assert_eq!(set.get("su").unwrap().origin.scope(), "user");
+    assert!(UserState::read(&dir.path().join("none.json"), dir.path())
+        .unwrap()
+        .is_none());
+    std::fs::write(&state, "{broken").unwrap();
+    let err = UserState::read(&state, dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(".claude.json") && err.contains("is not JSON"),
+        "{err}"
+    );
     // Strict: only the flags' servers.
     let strict = Sources {
         strict: true,

@@ -1,0 +1,486 @@
+//! `keel mcp list | get | add | add-json | remove`: the MCP servers of this directory, kept
+//! in the files users already have — `.mcp.json` (project scope), and `~/.claude.json` (user
+//! scope at its top level, local scope under the project's entry). `list` and `get` check
+//! each server as a session would start it.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+use keel_core::builder::{SessionBuilder, SessionOptions};
+use keel_core::mcp::McpHub;
+use serde_json::{json, Map, Value};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "keel mcp",
+    about = "Configure MCP servers and check that they start"
+)]
+struct McpCli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every server a session here would have, where it is configured, and whether it starts.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One server: its configuration and whether it starts.
+    Get {
+        /// The server.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a server: `add NAME -- COMMAND [ARGS...]`, or `add --transport http NAME URL`.
+    Add {
+        /// Where to keep it: local (this project, only you), project (.mcp.json, shared
+        /// with the repository), user (every project).
+        #[arg(short, long, default_value = "local")]
+        scope: String,
+        /// stdio (a command keel starts), http or sse (a URL).
+        #[arg(short, long, default_value = "stdio")]
+        transport: String,
+        /// An environment variable for a stdio server: KEY=VALUE (repeatable).
+        #[arg(short, long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// A header for an http or sse server: "Name: value" (repeatable).
+        #[arg(short = 'H', long = "header", value_name = "HEADER")]
+        header: Vec<String>,
+        /// The server's name.
+        name: String,
+        /// The command and its arguments (after `--`), or the URL.
+        #[arg(required = true)]
+        target: Vec<String>,
+    },
+    /// Add a server from its JSON configuration: `add-json NAME '{"command": ...}'`.
+    AddJson {
+        /// Where to keep it (local, project, user).
+        #[arg(short, long, default_value = "local")]
+        scope: String,
+        /// The server's name.
+        name: String,
+        /// Its configuration, as in `mcpServers`.
+        json: String,
+    },
+    /// Remove a server.
+    Remove {
+        /// The scope to remove it from (needed when it is in more than one).
+        #[arg(short, long)]
+        scope: Option<String>,
+        /// The server's name.
+        name: String,
+    },
+}
+
+/// Run `keel mcp ARGS`; returns the exit code.
+pub async fn run(args: &[String]) -> i32 {
+    let argv = std::iter::once("keel mcp".to_owned()).chain(args.iter().cloned());
+    let cli: McpCli = match crate::parse_args(argv) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let cwd = match crate::working_dir() {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let result = match cli.command {
+        Command::List { json } => list(&cwd, None, json).await,
+        Command::Get { name, json } => list(&cwd, Some(&name), json).await,
+        Command::Add {
+            scope,
+            transport,
+            env,
+            header,
+            name,
+            target,
+        } => entry_from_flags(&transport, &env, &header, &target)
+            .and_then(|entry| add(&cwd, home.as_deref(), &scope, &name, entry)),
+        Command::AddJson { scope, name, json } => serde_json::from_str::<Value>(&json)
+            .map_err(|e| format!("the configuration is not JSON: {e}"))
+            .and_then(|entry| add(&cwd, home.as_deref(), &scope, &name, entry)),
+        Command::Remove { scope, name } => remove(&cwd, home.as_deref(), scope.as_deref(), &name),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("keel mcp: {e}");
+            1
+        }
+    }
+}
+
+/// A server's `mcpServers` entry from `add`'s flags.
+fn entry_from_flags(
+    transport: &str,
+    env: &[String],
+    headers: &[String],
+    target: &[String],
+) -> Result<Value, String> {
+    match transport {
+        "stdio" => {
+            if !headers.is_empty() {
+                return Err("--header is for http and sse servers".into());
+            }
+            let (command, args) = target
+                .split_first()
+                .ok_or("give the command after the name: add NAME -- COMMAND [ARGS...]")?;
+            let mut vars = Map::new();
+            for e in env {
+                let (k, v) = e
+                    .split_once('=')
+                    .filter(|(k, _)| valid_env_name(k))
+                    .ok_or_else(|| format!("--env {e:?} is not KEY=VALUE"))?;
+                vars.insert(k.to_owned(), json!(v));
+            }
+            let mut entry = json!({ "command": command, "args": args });
+            if !vars.is_empty() {
+                entry["env"] = Value::Object(vars);
+            }
+            Ok(entry)
+        }
+        "http" | "sse" => {
+            if !env.is_empty() {
+                return Err("--env is for stdio servers".into());
+            }
+            let [url] = target else {
+                return Err(format!(
+                    "give one URL after the name: add --transport {transport} NAME URL"
+                ));
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!("{url:?} is not an http:// or https:// URL"));
+            }
+            let mut hs = Map::new();
+            for h in headers {
+                let (k, v) = h
+                    .split_once(':')
+                    .map(|(k, v)| (k.trim(), v.trim()))
+                    .filter(|(k, _)| {
+                        !k.is_empty()
+                            && k.bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                    })
+                    .ok_or_else(|| format!("--header {h:?} is not \"Name: value\""))?;
+                hs.insert(k.to_owned(), json!(v));
+            }
+            let mut entry = json!({ "type": transport, "url": url });
+            if !hs.is_empty() {
+                entry["headers"] = Value::Object(hs);
+            }
+            Ok(entry)
+        }
+        other => Err(format!(
+            "--transport {other:?} is not one of stdio, http, sse"
+        )),
+    }
+}
+
+fn valid_env_name(k: &str) -> bool {
+    !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Where a scope's servers are kept: the file, and the path of keys to its `mcpServers`.
+fn scope_place(
+    cwd: &Path,
+    home: Option<&Path>,
+    scope: &str,
+) -> Result<(PathBuf, Vec<String>), String> {
+    let state = || {
+        home.map(|h| h.join(".claude.json")).ok_or_else(|| {
+            format!("the {scope} scope lives in ~/.claude.json, and HOME is not set")
+        })
+    };
+    match scope {
+        "project" => Ok((cwd.join(".mcp.json"), vec!["mcpServers".into()])),
+        "user" => Ok((state()?, vec!["mcpServers".into()])),
+        "local" => Ok((
+            state()?,
+            vec![
+                "projects".into(),
+                cwd.display().to_string(),
+                "mcpServers".into(),
+            ],
+        )),
+        other => Err(format!(
+            "--scope {other:?} is not one of local, project, user"
+        )),
+    }
+}
+
+/// A JSON file as an object; a missing file is an empty one. Anything else is an error: a
+/// file keel cannot read is never overwritten.
+fn read_object(path: &Path) -> Result<Map<String, Value>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err(format!(
+                "{} is not a JSON object; it was left as it is",
+                path.display()
+            )),
+            Err(e) => Err(format!(
+                "{} is not valid JSON ({e}); it was left as it is",
+                path.display()
+            )),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// Write `root` to `path` atomically (a new file, then a rename), keeping the old file's
+/// permissions.
+fn write_object(path: &Path, root: &Map<String, Value>) -> Result<(), String> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(root).map_err(|e| e.to_string())? + "\n";
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.keel-{}.tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("config"),
+        std::process::id()
+    ));
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            f.set_permissions(meta.permissions())?;
+        }
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// The object at `keys` under `root`, made when missing; an error when something else is there.
+fn object_at<'a>(
+    root: &'a mut Map<String, Value>,
+    keys: &[String],
+    path: &Path,
+) -> Result<&'a mut Map<String, Value>, String> {
+    let mut at = root;
+    for k in keys {
+        let next = at.entry(k.clone()).or_insert_with(|| json!({}));
+        at = next.as_object_mut().ok_or_else(|| {
+            format!(
+                "{} has a {k:?} that is not an object; it was left as it is",
+                path.display()
+            )
+        })?;
+    }
+    Ok(at)
+}
+
+fn add(
+    cwd: &Path,
+    home: Option<&Path>,
+    scope: &str,
+    name: &str,
+    entry: Value,
+) -> Result<(), String> {
+    if !valid_name(name) {
+        return Err(format!(
+            "{name:?} is not a server name (1 to 64 letters, digits, '_', '-', '.')"
+        ));
+    }
+    // The entry must be one keel can read; variables need not be set yet.
+    let any = |_: &str| Some(String::new());
+    let mut one = Map::new();
+    one.insert(name.to_owned(), entry.clone());
+    let checked = keel_mcp_check(&Value::Object(one), &any)?;
+    let (path, keys) = scope_place(cwd, home, scope)?;
+    let mut root = read_object(&path)?;
+    let servers = object_at(&mut root, &keys, &path)?;
+    if servers.contains_key(name) {
+        return Err(format!(
+            "there is already a server {name:?} in the {scope} scope ({}); remove it first",
+            path.display()
+        ));
+    }
+    servers.insert(name.to_owned(), entry);
+    write_object(&path, &root)?;
+    println!(
+        "Added {checked} MCP server {name} to the {scope} scope ({}).",
+        path.display()
+    );
+    if scope == "project" {
+        println!(
+            "Project servers run only once you approve them: add {name:?} to enabledMcpjsonServers in ~/.claude/settings.json."
+        );
+    }
+    Ok(())
+}
+
+/// Check one server entry as a session reads it; its kind ("stdio", "http", ...).
+fn keel_mcp_check(
+    servers: &Value,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<&'static str, String> {
+    let origin = keel_core::mcp::Origin::Flag {
+        index: 1,
+        file: None,
+    };
+    let entries =
+        keel_core::mcp::parse_servers(servers, &origin, env).map_err(|e| e.message.clone())?;
+    match entries.first().map(|e| &e.spec) {
+        Some(Ok(spec)) => Ok(spec.kind()),
+        Some(Err(e)) => Err(match &e.field {
+            Some(f) => format!("field {f:?}: {}", e.message),
+            None => e.message.clone(),
+        }),
+        None => Err("no server was given".into()),
+    }
+}
+
+fn remove(cwd: &Path, home: Option<&Path>, scope: Option<&str>, name: &str) -> Result<(), String> {
+    let scopes: Vec<&str> = match scope {
+        Some(s) => vec![s],
+        None => vec!["local", "project", "user"],
+    };
+    let mut found = Vec::new();
+    for s in scopes {
+        let (path, keys) = scope_place(cwd, home, s)?;
+        let root = read_object(&path)?;
+        let mut at = Some(&Value::Object(root.clone()));
+        for k in &keys {
+            at = at.and_then(|v| v.get(k));
+        }
+        if at.and_then(|v| v.get(name)).is_some() {
+            found.push((s, path, keys, root));
+        }
+    }
+    match found.len() {
+        0 => Err(format!(
+            "there is no server {name:?}{}",
+            scope.map_or(String::new(), |s| format!(" in the {s} scope"))
+        )),
+        1 => {
+            let (s, path, keys, mut root) = found.remove(0);
+            object_at(&mut root, &keys, &path)?.remove(name);
+            write_object(&path, &root)?;
+            println!(
+                "Removed MCP server {name} from the {s} scope ({}).",
+                path.display()
+            );
+            Ok(())
+        }
+        _ => Err(format!(
+            "server {name:?} is in the {} scopes; say which with --scope",
+            found.iter().map(|f| f.0).collect::<Vec<_>>().join(" and ")
+        )),
+    }
+}
+
+/// `list` (all servers) or `get` (one): the configuration, then a check of each server
+/// that a session would start, side by side, each within MCP_TIMEOUT.
+async fn list(cwd: &Path, only: Option<&str>, as_json: bool) -> Result<(), String> {
+    let builder = SessionBuilder::new(cwd).options(SessionOptions::default());
+    let (mut set, bounds) = builder.mcp_servers().map_err(|e| e.to_string())?;
+    if let Some(name) = only {
+        set.entries.retain(|e| e.name == name);
+        if set.entries.is_empty() {
+            return Err(format!("there is no server {name:?} here"));
+        }
+    }
+    if set.entries.is_empty() {
+        if as_json {
+            println!("[]");
+        } else {
+            println!("No MCP servers are configured here. Add one with: keel mcp add NAME -- COMMAND [ARGS...]");
+        }
+        return Ok(());
+    }
+    let hub = McpHub::start(&set, cwd, bounds).await;
+    let statuses = hub.statuses();
+    hub.shutdown().await;
+    let mut out = Vec::new();
+    for (e, st) in set.entries.iter().zip(&statuses) {
+        let mut v = json!({
+            "name": e.name,
+            "scope": e.origin.scope(),
+            "source": e.origin.to_string(),
+            "status": st.status,
+        });
+        if let Ok(spec) = &e.spec {
+            v["config"] = spec.describe();
+        }
+        if st.status == "pending" {
+            v["status"] = json!("failed");
+            v["error"] =
+                json!("it is run by an SDK host; it can be checked only in a session that has one");
+        }
+        if let Some(err) = &st.error {
+            v["error"] = json!(err);
+        }
+        if st.status == "connected" {
+            v["tools"] = json!(st.tools);
+        }
+        out.push(v);
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return Ok(());
+    }
+    for v in &out {
+        let what = match &v["config"] {
+            c if c["type"] == "stdio" => {
+                let mut s = c["command"].as_str().unwrap_or("").to_owned();
+                for a in c["args"].as_array().into_iter().flatten() {
+                    s.push(' ');
+                    s.push_str(a.as_str().unwrap_or(""));
+                }
+                s
+            }
+            c if c["url"].is_string() => format!(
+                "{} ({})",
+                c["url"].as_str().unwrap_or(""),
+                c["type"].as_str().unwrap_or("")
+            ),
+            c => c["type"].as_str().unwrap_or("").to_owned(),
+        };
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!(" {what}")
+        };
+        let state = match v["status"].as_str() {
+            Some("connected") => format!(
+                "connected, {} tool(s)",
+                v["tools"].as_array().map_or(0, Vec::len)
+            ),
+            _ => format!("failed: {}", v["error"].as_str().unwrap_or("")),
+        };
+        println!(
+            "{}:{what} [{}] - {state}",
+            v["name"].as_str().unwrap_or(""),
+            v["scope"].as_str().unwrap_or("")
+        );
+        if only.is_some() {
+            println!("  configured in {}", v["source"].as_str().unwrap_or(""));
+            for t in v["tools"].as_array().into_iter().flatten() {
+                println!("  tool {}", t.as_str().unwrap_or(""));
+            }
+        }
+    }
+    Ok(())
+}
