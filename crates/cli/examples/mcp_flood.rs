@@ -127,7 +127,10 @@ fn main() -> Result<()> {
         .copied()
         .collect();
     let (Some(first), Some(last)) = (flood.first(), flood.last()) else {
-        bail!("no sample was taken during the flood ({} samples)", samples.len());
+        bail!(
+            "no sample was taken during the flood ({} samples)",
+            samples.len()
+        );
     };
     let max = flood.iter().map(|s| s.1).max().unwrap_or(0);
     let mib = |k: u64| k as f64 / 1024.0;

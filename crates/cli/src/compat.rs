@@ -177,13 +177,6 @@ impl CompatArgs {
                 "only `stdio` is supported (MCP permission tools come with MCP); calls that need approval are denied",
             ),
         }
-        let servers: usize = self.mcp_config.iter().map(|c| mcp_server_count(c)).sum();
-        if servers > 0 {
-            note(
-                "--mcp-config",
-                &format!("keel does not connect to HTTP or SSE MCP servers yet, so the {servers} such server(s) it declares are not available (they are listed as failed)"),
-            );
-        }
         if self.settings.is_some() {
             note(
                 "--settings",
@@ -244,28 +237,6 @@ impl CompatArgs {
     }
 }
 
-/// How many servers an `--mcp-config` value declares that keel cannot run yet (http, sse); 0
-/// when it cannot be read (the run then stops with the configuration error).
-fn mcp_server_count(value: &str) -> usize {
-    let text = if value.trim_start().starts_with('{') {
-        value.to_owned()
-    } else {
-        std::fs::read_to_string(value).unwrap_or_default()
-    };
-    serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| {
-            v.get("mcpServers").and_then(|s| s.as_object()).map(|m| {
-                m.values()
-                    .filter(|s| {
-                        matches!(s.get("type").and_then(|t| t.as_str()), Some("http" | "sse"))
-                    })
-                    .count()
-            })
-        })
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,17 +254,14 @@ mod tests {
         };
         assert!(quiet.notices(InputFormat::StreamJson).is_empty());
         let loud = CompatArgs {
-            mcp_config: vec![
-                r#"{"mcpServers":{"a":{"type":"http","url":"http://127.0.0.1:9/"}}}"#.into(),
-            ],
             thinking: Some("adaptive".into()),
             effort: Some("high".into()),
             ..CompatArgs::default()
         };
         let n = loud.notices(InputFormat::StreamJson);
-        // Thinking is honoured now: only the MCP server and the effort are noted.
-        assert_eq!(n.len(), 2, "{n:?}");
-        assert!(n[0].contains("1 such server"), "{n:?}");
+        // Thinking is honoured now: only the effort is noted.
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(n[0].contains("--effort"), "{n:?}");
     }
 }
 

@@ -182,9 +182,15 @@ async fn connect(
         ServerSpec::Stdio(s) => Server::start_stdio(name, s, cwd, bounds.start)
             .await
             .map_err(|e| e.to_string()),
-        ServerSpec::Http(_) | ServerSpec::Sse(_) => {
-            Err("keel does not connect to HTTP or SSE MCP servers yet".to_owned())
-        }
+        ServerSpec::Http(u) | ServerSpec::Sse(u) => Server::start_url(
+            name,
+            u,
+            matches!(spec, ServerSpec::Sse(_)),
+            bounds.start,
+            bounds.call.max(bounds.start),
+        )
+        .await
+        .map_err(|e| e.to_string()),
         ServerSpec::Sdk { .. } => match host {
             // Each message may take as long as a call (the host's tool runs inside it).
             Some(h) => Server::start_sdk(name, h, bounds.start, bounds.call.max(bounds.start))

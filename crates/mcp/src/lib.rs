@@ -12,6 +12,7 @@
 //!   wait bounded, a stdio server's stderr kept as a bounded tail.
 
 pub mod config;
+pub mod http;
 pub mod names;
 pub mod sdk;
 pub mod server;

@@ -268,6 +268,49 @@ impl Server {
         message_deadline: Duration,
     ) -> Result<Server, StartError> {
         let transport = crate::sdk::SdkTransport::new(name, host, message_deadline);
+        Self::start_on(
+            name,
+            transport,
+            deadline,
+            "the SDK host did not finish starting it",
+        )
+        .await
+    }
+
+    /// Connect to a server at a URL (`"type": "http"`, or the legacy `"sse"` when `sse`), and
+    /// list its tools, all within `deadline`; each message waits at most `message_deadline`.
+    pub async fn start_url(
+        name: &str,
+        spec: &crate::config::UrlSpec,
+        sse: bool,
+        deadline: Duration,
+        message_deadline: Duration,
+    ) -> Result<Server, StartError> {
+        let fail = |reason: String| StartError {
+            reason,
+            stderr_tail: String::new(),
+        };
+        let late = format!("{} did not finish starting", spec.url);
+        if sse {
+            let t = crate::http::SseTransport::new(name, spec, message_deadline).map_err(fail)?;
+            Self::start_on(name, t, deadline, &late).await
+        } else {
+            let t = crate::http::HttpTransport::new(name, spec, message_deadline).map_err(fail)?;
+            Self::start_on(name, t, deadline, &late).await
+        }
+    }
+
+    /// Handshake and list the tools over `transport`, within `deadline` (`late`: what is said
+    /// when it runs out).
+    async fn start_on<T>(
+        name: &str,
+        transport: T,
+        deadline: Duration,
+        late: &str,
+    ) -> Result<Server, StartError>
+    where
+        T: rmcp::transport::Transport<RoleClient, Error = std::io::Error> + 'static,
+    {
         let watcher = Watcher::default();
         let started = tokio::time::timeout(deadline, async {
             let service = watcher
@@ -295,10 +338,7 @@ impl Server {
                 stderr_tail: String::new(),
             }),
             Err(_) => Err(StartError {
-                reason: format!(
-                    "the SDK host did not finish starting it within {} (MCP_TIMEOUT)",
-                    seconds(deadline)
-                ),
+                reason: format!("{late} within {} (MCP_TIMEOUT)", seconds(deadline)),
                 stderr_tail: String::new(),
             }),
         }

@@ -858,3 +858,77 @@ async fn mcp_add_checks_what_it_writes_and_never_clobbers_a_file_it_cannot_read(
     assert!(r.stderr.contains("is not valid JSON"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&state).unwrap(), "{ not json");
 }
+
+// ---- Servers at a URL ----
+
+/// The test server over HTTP (`--http` or `--sse` plus `args`), its URL; killed on drop.
+struct UrlServer(std::process::Child, String);
+
+impl Drop for UrlServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn url_server(args: &[&str]) -> UrlServer {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(mcp_test_server())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the test server starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    UrlServer(child, line.trim().to_owned())
+}
+
+const CALL_WEB_ECHO: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"mcp__w__echo","input":{"text":"hi"}}]},
+    {"kind":"text","text":"done"}]}"#;
+
+#[tokio::test]
+async fn http_and_sse_servers_are_called_with_their_headers_expanded() {
+    for (flag, kind) in [("--http", "http"), ("--sse", "sse")] {
+        let srv = url_server(&[flag, "--require-header", "Authorization: Bearer t0k"]);
+        let h = Harness::from_json(CALL_WEB_ECHO).await;
+        let cfg = json!({"mcpServers": {"w": {"type": kind, "url": srv.1,
+            "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}}}})
+        .to_string();
+        let run = h
+            .run_stream(
+                "call",
+                &["--mcp-config", &cfg, "--allowedTools", "mcp__w"],
+                &[("WEB_TOKEN", "t0k")],
+            )
+            .await;
+        run.assert_end("success", false, "completed", 0);
+        assert_eq!(
+            init(&run.frames)["mcp_servers"],
+            json!([{"name": "w", "status": "connected"}]),
+            "{kind}"
+        );
+        assert!(
+            run.tool_results()[0]
+                .to_string()
+                .contains("echo over http: hi"),
+            "{kind}: {}",
+            run.tool_results()[0]
+        );
+        // With the wrong token the server is failed, saying why, and the run goes on.
+        let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine"}]}"#).await;
+        let run = h
+            .run_stream("hello", &["--mcp-config", &cfg], &[("WEB_TOKEN", "nope")])
+            .await;
+        run.assert_end("success", false, "completed", 0);
+        let servers = init(&run.frames)["mcp_servers"].clone();
+        assert_eq!(servers[0]["status"], "failed", "{kind}: {servers}");
+        assert!(
+            servers[0]["error"].as_str().unwrap().contains("401"),
+            "{kind}: {servers}"
+        );
+    }
+}

@@ -17,7 +17,11 @@
 //! - `change-tools`: a call to `echo` makes it add a tool `late` and say its list changed;
 //! - `rich`: `echo` answers with 200 KB of text and an image.
 //!
+//! With `--http` or `--sse` it serves over HTTP instead of stdio (see `http.rs`).
+//!
 //! Not part of keel: it exists for the tests (`CARGO_BIN_EXE_keel-mcp-test-server`).
+
+mod http;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -182,6 +186,12 @@ async fn main() {
             .cloned()
     };
     let mode = flag("--mode").unwrap_or_else(|| "normal".into());
+    let over_http = args.iter().any(|a| a == "--http");
+    let over_sse = args.iter().any(|a| a == "--sse");
+    if over_http || over_sse {
+        http::serve(mode, over_sse, flag("--require-header")).await;
+        return;
+    }
     match mode.as_str() {
         "never-start" => {
             eprintln!("test server: starting, slowly");

@@ -1,0 +1,222 @@
+//! The test server over HTTP (`--http`: streamable HTTP; `--sse`: the legacy HTTP + SSE
+//! transport), on 127.0.0.1 at a free port whose URL is the first line on stdout. JSON-RPC is
+//! answered by hand (initialize, tools/list, tools/call of `echo`), so the tests see exactly
+//! what goes over the wire. `--mode`:
+//!
+//! - `normal`: streamable HTTP answers in JSON; a session id is issued at `initialize` and
+//!   required afterwards (400 without it);
+//! - `sse-replies`: streamable HTTP answers as event streams;
+//! - `hang-on-call`: a call is never answered;
+//! - `fail-calls`: a call is answered with HTTP 500 and a text body.
+//!
+//! `--require-header "Name: value"`: every request must carry it (401 otherwise).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+struct State {
+    mode: String,
+    sse: bool,
+    require: Option<(String, String)>,
+    sessions: AtomicU64,
+    /// Legacy SSE: where replies go (the open event stream).
+    stream: Mutex<Option<mpsc::Sender<Bytes>>>,
+}
+
+fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(body.into()).boxed())
+        .unwrap_or_default()
+}
+
+/// The reply to one JSON-RPC message (None: a notification, or never answered).
+async fn answer(state: &State, m: &Value) -> Option<Value> {
+    let id = m.get("id")?.clone();
+    let result = match m.get("method").and_then(Value::as_str).unwrap_or("") {
+        "initialize" => json!({
+            "protocolVersion": m.pointer("/params/protocolVersion").cloned().unwrap_or(json!("2025-06-18")),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "keel-test-http", "version": "1.0.0"}}),
+        "ping" => json!({}),
+        "tools/list" => json!({"tools": [{
+            "name": "echo", "description": "Answers with its text.",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                            "required": ["text"]}}]}),
+        "tools/call" if state.mode == "hang-on-call" => {
+            std::future::pending::<()>().await;
+            return None;
+        }
+        "tools/call" => {
+            let text = m
+                .pointer("/params/arguments/text")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            json!({"content": [{"type": "text", "text": format!("echo over http: {text}")}]})
+        }
+        other => {
+            return Some(json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": format!("no method {other}")}}))
+        }
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    if let Some((name, value)) = &state.require {
+        if req
+            .headers()
+            .get(name.as_str())
+            .and_then(|v| v.to_str().ok())
+            != Some(value)
+        {
+            return Ok(full(
+                StatusCode::UNAUTHORIZED,
+                "text/plain",
+                "missing credentials",
+            ));
+        }
+    }
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let session = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if state.sse && method == hyper::Method::GET {
+        // The legacy transport's event stream: the endpoint first, then every reply.
+        let (tx, rx) = mpsc::channel::<Bytes>(64);
+        let _ = tx
+            .send(Bytes::from(
+                "event: endpoint\ndata: /messages?session=1\n\n",
+            ))
+            .await;
+        *state.stream.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        });
+        return Ok(Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(StreamBody::new(stream).boxed())
+            .unwrap_or_default());
+    }
+    if method == hyper::Method::DELETE {
+        return Ok(full(StatusCode::OK, "text/plain", ""));
+    }
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Ok(full(StatusCode::BAD_REQUEST, "text/plain", "bad body")),
+    };
+    let Ok(m) = serde_json::from_slice::<Value>(&body) else {
+        return Ok(full(StatusCode::BAD_REQUEST, "text/plain", "not JSON"));
+    };
+    let is_initialize = m.get("method").and_then(Value::as_str) == Some("initialize");
+    if state.sse {
+        if path != "/messages" {
+            return Ok(full(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "no such endpoint",
+            ));
+        }
+        let st = state.clone();
+        tokio::spawn(async move {
+            if let Some(reply) = answer(&st, &m).await {
+                let tx = st.stream.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if let Some(tx) = tx {
+                    let _ = tx
+                        .send(Bytes::from(format!("event: message\ndata: {reply}\n\n")))
+                        .await;
+                }
+            }
+        });
+        return Ok(full(StatusCode::ACCEPTED, "text/plain", ""));
+    }
+    if !is_initialize && state.mode == "normal" && session.is_none() {
+        return Ok(full(
+            StatusCode::BAD_REQUEST,
+            "text/plain",
+            "no mcp-session-id",
+        ));
+    }
+    if m.get("method").and_then(Value::as_str) == Some("tools/call") && state.mode == "fail-calls" {
+        return Ok(full(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            "the tool backend is down",
+        ));
+    }
+    let Some(reply) = answer(&state, &m).await else {
+        return Ok(full(StatusCode::ACCEPTED, "text/plain", ""));
+    };
+    let mut resp = if state.mode == "sse-replies" {
+        full(
+            StatusCode::OK,
+            "text/event-stream",
+            format!(": keep-alive\n\nevent: message\ndata: {reply}\n\n"),
+        )
+    } else {
+        full(StatusCode::OK, "application/json", reply.to_string())
+    };
+    if is_initialize {
+        let n = state.sessions.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Ok(v) = format!("s-{n}").parse() {
+            resp.headers_mut().insert("mcp-session-id", v);
+        }
+    }
+    Ok(resp)
+}
+
+/// Serve until killed; the URL is printed first.
+pub async fn serve(mode: String, sse: bool, require: Option<String>) {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("test server: cannot listen: {e}");
+            std::process::exit(1);
+        }
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    println!(
+        "http://127.0.0.1:{port}/{}",
+        if sse { "sse" } else { "mcp" }
+    );
+    let require = require.and_then(|h| {
+        h.split_once(':')
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+    });
+    let state = Arc::new(State {
+        mode,
+        sse,
+        require,
+        sessions: AtomicU64::new(0),
+        stream: Mutex::new(None),
+    });
+    while let Ok((socket, _)) = listener.accept().await {
+        let st = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(st.clone(), req));
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(socket), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,614 @@
+//! MCP servers reached at a URL, as rmcp transports: **streamable HTTP** (`"type": "http"`:
+//! each message is POSTed; the reply comes back as JSON or as a stream of server-sent events)
+//! and the legacy **HTTP + SSE** transport (`"type": "sse"`: one long GET stream carries every
+//! message from the server, the first event names the URL to POST to).
+//!
+//! Everything is bounded: each POST by the message deadline, one message or event by
+//! [`MAX_MESSAGE_BYTES`] (a bigger one is dropped and its request failed, never buffered
+//! whole), and a request whose POST fails gets a JSON-RPC error that names the server, the URL
+//! and the HTTP status or the network error, so the call it carried ends at once with that
+//! reason. Notifications are POSTed in order, each before the next message, so
+//! `notifications/initialized` reaches the server before the first request.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::UrlSpec;
+
+/// The largest message (a JSON body, or one event's data) read from a server.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Messages from the server waiting for rmcp to take them.
+const INCOMING: usize = 256;
+/// Messages waiting to be POSTed.
+const OUTGOING: usize = 1024;
+
+/// Server-sent events, parsed from a byte stream: `event` and `data` fields, one event per
+/// blank line; an event whose data outgrows the cap is skipped whole (and counted).
+#[derive(Debug, Default)]
+pub struct SseParser {
+    line: Vec<u8>,
+    event: String,
+    data: Vec<u8>,
+    /// The current event is over the cap: its data is being skipped.
+    skipping: bool,
+    /// Events skipped for size.
+    pub oversized: u64,
+    cap: usize,
+}
+
+/// One server-sent event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    /// Its `event` field (empty: `message`).
+    pub event: String,
+    /// Its data, lines joined with `\n`.
+    pub data: String,
+}
+
+impl SseParser {
+    /// A parser that keeps events of at most `cap` bytes of data.
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            ..Self::default()
+        }
+    }
+
+    /// Feed bytes; the events they complete.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        for &b in bytes {
+            if b != b'\n' {
+                // A line longer than the cap can only belong to an oversized event.
+                if self.line.len() <= self.cap {
+                    self.line.push(b);
+                }
+                continue;
+            }
+            let mut line = std::mem::take(&mut self.line);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.is_empty() {
+                if !self.skipping && (!self.data.is_empty() || !self.event.is_empty()) {
+                    let mut data = std::mem::take(&mut self.data);
+                    if data.last() == Some(&b'\n') {
+                        data.pop();
+                    }
+                    out.push(SseEvent {
+                        event: std::mem::take(&mut self.event),
+                        data: String::from_utf8_lossy(&data).into_owned(),
+                    });
+                }
+                self.data.clear();
+                self.event.clear();
+                self.skipping = false;
+                continue;
+            }
+            if line.len() > self.cap && !self.skipping {
+                self.skipping = true;
+                self.oversized += 1;
+                self.data = Vec::new();
+                continue;
+            }
+            let (field, value) = match line.iter().position(|&c| c == b':') {
+                Some(0) => continue, // a comment
+                Some(i) => {
+                    let v = &line[i + 1..];
+                    (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+                }
+                None => (&line[..], &b""[..]),
+            };
+            match field {
+                b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+                b"data" if !self.skipping => {
+                    if self.data.len() + value.len() + 1 > self.cap {
+                        self.skipping = true;
+                        self.oversized += 1;
+                        self.data = Vec::new();
+                    } else {
+                        self.data.extend_from_slice(value);
+                        self.data.push(b'\n');
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// What both transports share: the client, the headers, where replies go.
+#[derive(Clone)]
+struct Link {
+    server: String,
+    client: reqwest::Client,
+    headers: reqwest::header::HeaderMap,
+    incoming: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
+    deadline: Duration,
+}
+
+impl Link {
+    fn new(
+        server: &str,
+        spec: &UrlSpec,
+        deadline: Duration,
+        incoming: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
+    ) -> Result<Self, String> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in &spec.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("header {k:?} is not a valid header name"))?;
+            let value = reqwest::header::HeaderValue::from_str(v)
+                .map_err(|_| format!("the value of header {k:?} is not a valid header value"))?;
+            headers.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30).min(deadline))
+            .build()
+            .map_err(|e| format!("an HTTP client could not be made: {e}"))?;
+        Ok(Self {
+            server: server.to_owned(),
+            client,
+            headers,
+            incoming,
+            deadline,
+        })
+    }
+
+    /// Hand one message from the server to rmcp; false when it is not one.
+    async fn deliver(&self, value: Value) -> bool {
+        match serde_json::from_value::<RxJsonRpcMessage<RoleClient>>(value) {
+            Ok(m) => self.incoming.send(m).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// Fail the request `id` with `why`.
+    async fn fail(&self, id: &Value, url: &str, why: String) {
+        let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
+            "message": format!("MCP server {} at {url}: {why}", self.server)}});
+        self.deliver(reply).await;
+    }
+
+    /// Read a body of at most [`MAX_MESSAGE_BYTES`].
+    async fn body(resp: reqwest::Response) -> Result<Vec<u8>, String> {
+        if resp
+            .content_length()
+            .is_some_and(|n| n > MAX_MESSAGE_BYTES as u64)
+        {
+            return Err(format!(
+                "its answer is larger than {} MiB",
+                MAX_MESSAGE_BYTES >> 20
+            ));
+        }
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| format!("its answer broke off: {e}"))?;
+            if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
+                return Err(format!(
+                    "its answer is larger than {} MiB",
+                    MAX_MESSAGE_BYTES >> 20
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+}
+
+fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    let text = text.trim();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(": {text}")
+    }
+}
+
+/// The id of a request (a message with a method and an id), if it is one.
+fn request_id(m: &Value) -> Option<Value> {
+    match (m.get("method"), m.get("id")) {
+        (Some(_), Some(id)) if !id.is_null() => Some(id.clone()),
+        _ => None,
+    }
+}
+
+/// A message rmcp wants sent, for the writer.
+struct Outgoing(Value);
+
+// ---- streamable HTTP ----
+
+/// The streamable HTTP transport to one server.
+pub struct HttpTransport {
+    queue: mpsc::Sender<Outgoing>,
+    rx: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+    session: Arc<Mutex<Option<String>>>,
+    link: Link,
+    url: String,
+}
+
+impl HttpTransport {
+    /// A transport to server `server` at `spec`; each POST waits at most `deadline`.
+    pub fn new(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+        let (tx, rx) = mpsc::channel(INCOMING);
+        let link = Link::new(server, spec, deadline, tx)?;
+        let (queue, mut out) = mpsc::channel::<Outgoing>(OUTGOING);
+        let session: Arc<Mutex<Option<String>>> = Arc::default();
+        let protocol: Arc<Mutex<Option<String>>> = Arc::default();
+        let url = spec.url.clone();
+        let (l, s, u) = (link.clone(), session.clone(), url.clone());
+        tokio::spawn(async move {
+            while let Some(Outgoing(m)) = out.recv().await {
+                let post = post(l.clone(), u.clone(), s.clone(), protocol.clone(), m.clone());
+                if request_id(&m).is_some() {
+                    tokio::spawn(post);
+                } else {
+                    post.await;
+                }
+            }
+        });
+        Ok(Self {
+            queue,
+            rx,
+            session,
+            link,
+            url,
+        })
+    }
+}
+
+/// POST one message and hand what comes back to rmcp.
+async fn post(
+    link: Link,
+    url: String,
+    session: Arc<Mutex<Option<String>>>,
+    protocol: Arc<Mutex<Option<String>>>,
+    message: Value,
+) {
+    let id = request_id(&message);
+    let is_initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
+    let mut req = link
+        .client
+        .post(&url)
+        .headers(link.headers.clone())
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        )
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .timeout(link.deadline)
+        .body(message.to_string());
+    if let Some(s) = session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        req = req.header("mcp-session-id", s);
+    }
+    if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        req = req.header("mcp-protocol-version", v);
+    }
+    let fail = |why: String| {
+        let link = link.clone();
+        let url = url.clone();
+        let id = id.clone();
+        async move {
+            if let Some(id) = id {
+                link.fail(&id, &url, why).await;
+            }
+        }
+    };
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => {
+            return fail(format!(
+                "no answer within {:.1} s",
+                link.deadline.as_secs_f64()
+            ))
+            .await
+        }
+        Err(e) => return fail(format!("could not be reached: {e}")).await,
+    };
+    let status = resp.status();
+    if let Some(s) = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        if s.len() <= 1024 {
+            *session.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.to_owned());
+        }
+    }
+    if !status.is_success() {
+        let body = Link::body(resp).await.unwrap_or_default();
+        return fail(format!("HTTP {status}{}", snippet(&body))).await;
+    }
+    if status == reqwest::StatusCode::ACCEPTED || id.is_none() {
+        return; // a notification or a reply of keel's, accepted
+    }
+    let is_sse = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    let mut answered = false;
+    let note = |v: &Value| {
+        if is_initialize {
+            if let Some(p) = v.pointer("/result/protocolVersion").and_then(Value::as_str) {
+                *protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.to_owned());
+            }
+        }
+        v.get("id") == id.as_ref()
+    };
+    if is_sse {
+        let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
+        let mut stream = resp.bytes_stream();
+        'read: while let Some(chunk) = stream.next().await {
+            let Ok(chunk) = chunk else { break };
+            for ev in parser.push(&chunk) {
+                if !(ev.event.is_empty() || ev.event == "message") {
+                    continue;
+                }
+                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+                    continue;
+                };
+                answered |= note(&v);
+                link.deliver(v).await;
+                if answered {
+                    break 'read;
+                }
+            }
+        }
+        if !answered {
+            let why = if parser.oversized > 0 {
+                format!("its answer is larger than {} MiB", MAX_MESSAGE_BYTES >> 20)
+            } else {
+                "its event stream ended without an answer".to_owned()
+            };
+            fail(why).await;
+        }
+        return;
+    }
+    let body = match Link::body(resp).await {
+        Ok(b) => b,
+        Err(why) => return fail(why).await,
+    };
+    let values = match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Array(a)) => a,
+        Ok(v) => vec![v],
+        Err(e) => return fail(format!("its answer is not JSON ({e}){}", snippet(&body))).await,
+    };
+    for v in values {
+        answered |= note(&v);
+        link.deliver(v).await;
+    }
+    if !answered {
+        fail("its answer did not answer the request".into()).await;
+    }
+}
+
+impl Transport<RoleClient> for HttpTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // Queued now, in rmcp's order (it polls the futures in any order).
+        let queued = serde_json::to_value(&item)
+            .map_err(std::io::Error::other)
+            .and_then(|m| {
+                self.queue.try_send(Outgoing(m)).map_err(|_| {
+                    std::io::Error::other("too many MCP messages are waiting to be sent")
+                })
+            });
+        std::future::ready(queued)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.rx.recv()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.rx.close();
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let (client, url, headers) = (
+            self.link.client.clone(),
+            self.url.clone(),
+            self.link.headers.clone(),
+        );
+        async move {
+            // Tell the server the session is over (bounded; a server may not support it).
+            if let Some(s) = session {
+                let _ = client
+                    .delete(&url)
+                    .headers(headers)
+                    .header("mcp-session-id", s)
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await;
+            }
+            Ok(())
+        }
+    }
+}
+
+// ---- legacy HTTP + SSE ----
+
+/// The legacy SSE transport to one server.
+pub struct SseTransport {
+    queue: mpsc::Sender<Outgoing>,
+    rx: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl SseTransport {
+    /// Open the event stream of server `server` at `spec`; messages are POSTed to the
+    /// endpoint it names, each within `deadline`.
+    pub fn new(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+        let (tx, rx) = mpsc::channel(INCOMING);
+        let link = Link::new(server, spec, deadline, tx)?;
+        let base = reqwest::Url::parse(&spec.url).map_err(|e| format!("bad URL: {e}"))?;
+        let (endpoint_tx, endpoint_rx) = watch::channel::<Option<Result<String, String>>>(None);
+        let l = link.clone();
+        let url = spec.url.clone();
+        let reader = tokio::spawn(async move {
+            let resp = l
+                .client
+                .get(&url)
+                .headers(l.headers.clone())
+                .header(reqwest::header::ACCEPT, "text/event-stream")
+                .send()
+                .await;
+            let resp = match resp {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => {
+                    let status = r.status();
+                    let body = Link::body(r).await.unwrap_or_default();
+                    let _ = endpoint_tx.send(Some(Err(format!(
+                        "its event stream answered HTTP {status}{}",
+                        snippet(&body)
+                    ))));
+                    return;
+                }
+                Err(e) => {
+                    let _ = endpoint_tx.send(Some(Err(format!("could not be reached: {e}"))));
+                    return;
+                }
+            };
+            let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
+            let mut stream = resp.bytes_stream();
+            while let Some(Ok(chunk)) = stream.next().await {
+                for ev in parser.push(&chunk) {
+                    if ev.event == "endpoint" {
+                        let post = base
+                            .join(ev.data.trim())
+                            .map(|u| u.to_string())
+                            .map_err(|e| format!("it named an endpoint that is not a URL: {e}"));
+                        let _ = endpoint_tx.send(Some(post));
+                    } else if ev.event.is_empty() || ev.event == "message" {
+                        if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                            l.deliver(v).await;
+                        }
+                    }
+                }
+            }
+            let _ = endpoint_tx.send(Some(Err("its event stream ended".into())));
+            // The stream is over: rmcp's receive ends when this sender goes.
+        });
+        let (queue, mut out) = mpsc::channel::<Outgoing>(OUTGOING);
+        let stream_url = spec.url.clone();
+        tokio::spawn(async move {
+            let mut endpoint_rx = endpoint_rx;
+            while let Some(Outgoing(m)) = out.recv().await {
+                let id = request_id(&m);
+                let endpoint = tokio::time::timeout(link.deadline, async {
+                    endpoint_rx
+                        .wait_for(|e| e.is_some())
+                        .await
+                        .map(|e| e.clone().unwrap_or(Err(String::new())))
+                })
+                .await;
+                let target = match endpoint {
+                    Ok(Ok(e)) => e,
+                    Ok(Err(_)) => Err("its event stream ended".into()),
+                    Err(_) => Err("it did not name an endpoint to post to in time".into()),
+                };
+                let target = match target {
+                    Ok(t) => t,
+                    Err(why) => {
+                        if let Some(id) = id {
+                            link.fail(&id, &stream_url, why).await;
+                        }
+                        continue;
+                    }
+                };
+                let sent = link
+                    .client
+                    .post(&target)
+                    .headers(link.headers.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .timeout(link.deadline)
+                    .body(m.to_string())
+                    .send()
+                    .await;
+                let why = match sent {
+                    Ok(r) if r.status().is_success() => None,
+                    Ok(r) => Some(format!("HTTP {}", r.status())),
+                    Err(e) => Some(format!("could not be reached: {e}")),
+                };
+                if let (Some(why), Some(id)) = (why, id) {
+                    link.fail(&id, &target, why).await;
+                }
+            }
+        });
+        Ok(Self { queue, rx, reader })
+    }
+}
+
+impl Transport<RoleClient> for SseTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let queued = serde_json::to_value(&item)
+            .map_err(std::io::Error::other)
+            .and_then(|m| {
+                self.queue.try_send(Outgoing(m)).map_err(|_| {
+                    std::io::Error::other("too many MCP messages are waiting to be sent")
+                })
+            });
+        std::future::ready(queued)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.rx.recv()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.rx.close();
+        self.reader.abort();
+        std::future::ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_parsed_across_chunks_and_oversized_ones_skipped() {
+        let mut p = SseParser::new(16);
+        assert!(p.push(b"event: endpoint\ndata: /mes").is_empty());
+        let evs = p.push(b"sages?s=1\n\n: comment\ndata: {\"a\":1}\r\n\r\n");
+        assert_eq!(
+            evs,
+            vec![
+                SseEvent {
+                    event: "endpoint".into(),
+                    data: "/messages?s=1".into()
+                },
+                SseEvent {
+                    event: String::new(),
+                    data: "{\"a\":1}".into()
+                }
+            ]
+        );
+        let evs = p.push(b"data: 0123456789abcdefXYZ\n\ndata: ok\n\n");
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].data, "ok");
+        assert_eq!(p.oversized, 1);
+    }
+}
