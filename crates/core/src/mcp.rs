@@ -138,6 +138,8 @@ struct Slot {
     /// Its tools by the names the model sees.
     names: Vec<String>,
     restarts: u32,
+    /// It offers resources.
+    resources: bool,
 }
 
 #[derive(Default)]
@@ -250,12 +252,14 @@ impl McpHub {
                 offered: Vec::new(),
                 names: Vec::new(),
                 restarts: 0,
+                resources: false,
             };
             match r {
                 None => {}
                 Some(Ok(server)) => {
                     slot.status = "connected";
                     slot.offered = server.tools().to_vec();
+                    slot.resources = server.has_resources();
                     notices.extend(server.noise_report());
                     slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
                 }
@@ -295,6 +299,7 @@ impl McpHub {
                 offered: Vec::new(),
                 names: Vec::new(),
                 restarts: 0,
+                resources: false,
             });
         }
         st.slots.sort_by(|a, b| a.name.cmp(&b.name));
@@ -334,16 +339,17 @@ impl McpHub {
         r: Result<Server, String>,
         said: Option<String>,
     ) {
-        let (offered, error) = match r {
+        let (offered, resources, error) = match r {
             Ok(server) => {
                 let offered = server.tools().to_vec();
+                let resources = server.has_resources();
                 if let Some(n) = server.noise_report() {
                     self.lock().notices.push(n);
                 }
                 *conn.lock().await = Some(server);
-                (offered, None)
+                (offered, resources, None)
             }
-            Err(why) => (Vec::new(), Some(why)),
+            Err(why) => (Vec::new(), false, Some(why)),
         };
         let mut st = self.lock();
         if let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) {
@@ -352,6 +358,7 @@ impl McpHub {
                     slot.status = "connected";
                     slot.error = None;
                     slot.offered = offered;
+                    slot.resources = resources;
                     if let Some(n) = said {
                         st.notices.push(n);
                     }
@@ -543,6 +550,7 @@ impl McpHub {
                 slot.status = "connected";
                 slot.error = None;
                 slot.offered = server.tools().to_vec();
+                slot.resources = server.has_resources();
                 *conn = Some(server);
                 st.notices.push(format!(
                     "MCP server {name} stopped during a call ({how}) and was restarted"
@@ -589,8 +597,46 @@ impl McpHub {
                 }));
             }
         }
+        if st
+            .slots
+            .iter()
+            .any(|s| s.status == "connected" && s.resources)
+        {
+            tools.push(Arc::new(ResourceTool {
+                read: false,
+                hub: self.me.clone(),
+            }));
+            tools.push(Arc::new(ResourceTool {
+                read: true,
+                hub: self.me.clone(),
+            }));
+        }
         st.tools = tools;
         self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The connections of the connected servers that offer resources (`only`: that one).
+    fn resource_servers(&self, only: Option<&str>) -> Result<Vec<(String, Conn)>, String> {
+        let st = self.lock();
+        let found: Vec<_> = st
+            .slots
+            .iter()
+            .filter(|s| s.status == "connected" && s.resources)
+            .filter(|s| only.is_none_or(|n| n == s.name))
+            .map(|s| (s.name.clone(), s.conn.clone()))
+            .collect();
+        match (only, found.is_empty()) {
+            (Some(n), true) => Err(format!(
+                "No connected MCP server named {n:?} offers resources. Servers that do: {}.",
+                st.slots
+                    .iter()
+                    .filter(|s| s.status == "connected" && s.resources)
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => Ok(found),
+        }
     }
 
     /// Stop every server (the end of the session): each process group is terminated.
@@ -767,6 +813,143 @@ impl Tool for McpTool {
                 CallOutcome::Failed(why) => ToolOutcome::failed(format!(
                     "The MCP server {server} could not run the call: {why}"
                 )),
+            }
+        })
+    }
+}
+
+/// `ListMcpResourcesTool` and `ReadMcpResourceTool`: the resources of the servers that offer
+/// them, listed and read. Offered while a connected server has resources.
+struct ResourceTool {
+    read: bool,
+    hub: Weak<McpHub>,
+}
+
+impl ResourceTool {
+    async fn run(&self, input: Value, cx: &ToolContext) -> ToolOutcome {
+        let Some(hub) = self.hub.upgrade() else {
+            return ToolOutcome::failed("The session's MCP servers are gone.");
+        };
+        let server = input.get("server").and_then(Value::as_str);
+        let deadline = hub.bounds.call;
+        if !self.read {
+            let servers = match hub.resource_servers(server) {
+                Ok(s) => s,
+                Err(e) => return ToolOutcome::failed(e),
+            };
+            let mut all = Vec::new();
+            for (name, conn) in servers {
+                let guard = conn.lock().await;
+                let Some(s) = guard.as_ref() else { continue };
+                match s.list_resources(deadline).await {
+                    Ok(list) => all.extend(list.into_iter().map(|mut r| {
+                        r["server"] = json!(name);
+                        r
+                    })),
+                    Err(e) => return ToolOutcome::failed(format!("The MCP server {name}: {e}")),
+                }
+            }
+            let text = if all.is_empty() {
+                "No resources.".to_owned()
+            } else {
+                serde_json::to_string_pretty(&all).unwrap_or_default()
+            };
+            return ToolOutcome::Ok {
+                content: self.bounded(text, cx, hub.bounds.output_bytes),
+                meta: None,
+            };
+        }
+        let (Some(server), Some(uri)) = (server, input.get("uri").and_then(Value::as_str)) else {
+            return ToolOutcome::failed("ReadMcpResourceTool needs `server` and `uri`.");
+        };
+        let servers = match hub.resource_servers(Some(server)) {
+            Ok(s) => s,
+            Err(e) => return ToolOutcome::failed(e),
+        };
+        let Some((_, conn)) = servers.into_iter().next() else {
+            return ToolOutcome::failed(format!("The MCP server {server} is not connected."));
+        };
+        let guard = conn.lock().await;
+        let Some(s) = guard.as_ref() else {
+            return ToolOutcome::failed(format!("The MCP server {server} is not connected."));
+        };
+        match s.read_resource(uri, deadline).await {
+            Ok(contents) => {
+                let text = contents
+                    .iter()
+                    .map(|c| match (c.get("text"), c.get("blob")) {
+                        (Some(Value::String(t)), _) => t.clone(),
+                        (_, Some(Value::String(b))) => format!(
+                            "[binary content of {} ({}), {} bytes of base64, not shown]",
+                            c.get("uri").and_then(Value::as_str).unwrap_or(uri),
+                            c.get("mimeType")
+                                .and_then(Value::as_str)
+                                .unwrap_or("unknown type"),
+                            b.len()
+                        ),
+                        _ => String::new(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                ToolOutcome::Ok {
+                    content: self.bounded(text, cx, hub.bounds.output_bytes),
+                    meta: Some(json!({ "server": server, "uri": uri })),
+                }
+            }
+            Err(e) => ToolOutcome::failed(format!("The MCP server {server}: {e}")),
+        }
+    }
+
+    fn bounded(&self, text: String, cx: &ToolContext, max: usize) -> String {
+        let spill = cx
+            .limits
+            .spill_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.mcp.txt", cx.tool_use_id)));
+        keel_tools::output::bound_text(&text, max, spill.as_deref()).unwrap_or(text)
+    }
+}
+
+impl Tool for ResourceTool {
+    fn name(&self) -> &str {
+        if self.read {
+            "ReadMcpResourceTool"
+        } else {
+            "ListMcpResourcesTool"
+        }
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::External
+    }
+    fn description(&self) -> &str {
+        if self.read {
+            "Reads one resource of a connected MCP server, by the server's name and the resource's URI (as ListMcpResourcesTool gives them)."
+        } else {
+            "Lists the resources the connected MCP servers offer (each with its server, URI, name and type); give `server` to list one server's only."
+        }
+    }
+    fn input_schema(&self) -> Value {
+        if self.read {
+            json!({"type": "object", "properties": {
+                "server": {"type": "string", "description": "The MCP server's name."},
+                "uri": {"type": "string", "description": "The resource's URI."}},
+                "required": ["server", "uri"], "additionalProperties": false})
+        } else {
+            json!({"type": "object", "properties": {
+                "server": {"type": "string", "description": "Only this MCP server's resources."}},
+                "additionalProperties": false})
+        }
+    }
+    fn is_read_only(&self, _: &Value) -> bool {
+        // A server decides what reading means: like its tools, it needs permission.
+        false
+    }
+    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let began = Instant::now();
+            tokio::select! {
+                o = self.run(input, &cx) => o,
+                _ = cx.cancel.cancelled() => cx.stopped(true, String::new(), began.elapsed(), 0),
             }
         })
     }

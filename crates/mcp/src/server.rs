@@ -496,6 +496,47 @@ impl Server {
         ))
     }
 
+    /// Whether the server offers resources (its `resources` capability).
+    pub fn has_resources(&self) -> bool {
+        self.service
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_some())
+    }
+
+    /// Its resources (each as MCP describes it: `uri`, `name`, `mimeType`, ...), within
+    /// `deadline`.
+    pub async fn list_resources(&self, deadline: Duration) -> Result<Vec<Value>, String> {
+        match tokio::time::timeout(deadline, self.service.list_all_resources()).await {
+            Ok(Ok(list)) => Ok(list
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok())
+                .collect()),
+            Ok(Err(e)) => Err(format!("listing its resources failed: {e}")),
+            Err(_) => Err(format!(
+                "it did not list its resources within {}",
+                seconds(deadline)
+            )),
+        }
+    }
+
+    /// The contents of resource `uri` (each as MCP writes it: `text` or `blob`), within
+    /// `deadline`.
+    pub async fn read_resource(&self, uri: &str, deadline: Duration) -> Result<Vec<Value>, String> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        match tokio::time::timeout(deadline, self.service.read_resource(params)).await {
+            Ok(Ok(r)) => Ok(r
+                .contents
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect()),
+            Ok(Err(e)) => Err(format!("reading {uri} failed: {e}")),
+            Err(_) => Err(format!(
+                "it did not answer for {uri} within {}",
+                seconds(deadline)
+            )),
+        }
+    }
+
     /// Whether the server said its tool list changed since the last [`Server::relist`].
     pub fn tools_changed(&self) -> bool {
         self.watcher.tools_changed.load(Ordering::SeqCst)

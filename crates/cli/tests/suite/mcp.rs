@@ -932,3 +932,49 @@ async fn http_and_sse_servers_are_called_with_their_headers_expanded() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_servers_resources_are_listed_and_read() {
+    let h = Harness::from_json(
+        r#"{"steps":[
+        {"kind":"tool_use","calls":[{"name":"ListMcpResourcesTool","input":{}}]},
+        {"kind":"tool_use","calls":[{"name":"ReadMcpResourceTool","input":{"server":"t","uri":"keel://notes/hello"}}]},
+        {"kind":"tool_use","calls":[{"name":"ReadMcpResourceTool","input":{"server":"t","uri":"keel://nope"}}]},
+        {"kind":"text","text":"done"}]}"#,
+    )
+    .await;
+    let cfg = config("t", "normal");
+    let run = h
+        .run_stream(
+            "read",
+            &[
+                "--mcp-config",
+                &cfg,
+                "--allowedTools",
+                "ListMcpResourcesTool,ReadMcpResourceTool",
+            ],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let r = run.tool_results();
+    let listed = r[0]["content"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        listed.contains("keel://notes/hello") && listed.contains("\"server\": \"t\""),
+        "{listed}"
+    );
+    assert_eq!(r[1]["is_error"], false, "{}", r[1]);
+    assert!(
+        r[1].to_string().contains("hello from a resource"),
+        "{}",
+        r[1]
+    );
+    assert_eq!(r[2]["is_error"], true);
+    assert!(r[2].to_string().contains("keel://nope"), "{}", r[2]);
+    // Offered only while a connected server has resources.
+    let plain = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine"}]}"#).await;
+    let run = plain.run_stream("hi", &[], &[]).await;
+    assert!(!init(&run.frames)["tools"]
+        .to_string()
+        .contains("ListMcpResourcesTool"));
+}

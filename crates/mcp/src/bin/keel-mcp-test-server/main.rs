@@ -17,6 +17,8 @@
 //! - `change-tools`: a call to `echo` makes it add a tool `late` and say its list changed;
 //! - `rich`: `echo` answers with 200 KB of text and an image.
 //!
+//! Every mode offers one resource, `keel://notes/hello`.
+//!
 //! With `--http` or `--sse` it serves over HTTP instead of stdio (see `http.rs`).
 //!
 //! Not part of keel: it exists for the tests (`CARGO_BIN_EXE_keel-mcp-test-server`).
@@ -30,8 +32,9 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ContentBlock, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    ContentBlock, JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
@@ -61,7 +64,42 @@ fn tool(name: &str, description: &str, schema: serde_json::Value) -> Tool {
 
 impl ServerHandler for TestServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let r = Resource::new("keel://notes/hello", "hello").with_description("A note to read.");
+        Ok(ListResourcesResult {
+            resources: vec![r],
+            ..Default::default()
+        })
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != "keel://notes/hello" {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ));
+        }
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            "hello from a resource",
+            request.uri,
+        )])
+        .into())
     }
 
     async fn list_tools(
