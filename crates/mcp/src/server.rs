@@ -365,7 +365,23 @@ impl Server {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| StartError {
+        // Should keel itself be killed, the server goes too (and the stdin pipe it loses ends
+        // the wrappers' children, which read it).
+        // SAFETY: the closure runs in the forked child before exec and makes one raw system
+        // call (prctl), which is async-signal-safe; it allocates nothing.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
+            });
+        }
+        // The parent-death signal follows the *thread* that forks: spawn from a runtime worker
+        // (long-lived), never from a blocking-pool thread that exits when idle.
+        let spawned = tokio::spawn(async move { cmd.spawn() })
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        let mut child = spawned.map_err(|e| StartError {
             reason: format!(
                 "could not start `{}` (in {}): {e}",
                 spec.command,

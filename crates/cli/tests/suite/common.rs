@@ -17,8 +17,8 @@ pub fn keel_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_keel"))
 }
 
-/// keel-mcp's test MCP server: beside the keel binary when a workspace build made it, else
-/// built once through cargo (so `cargo test -p keel-cli` works on its own).
+/// keel-mcp's test MCP server, beside the keel binary: brought up to date through cargo once
+/// per test process (a no-op when it is; and `cargo test -p keel-cli` works on its own).
 pub fn mcp_test_server() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
@@ -27,7 +27,8 @@ pub fn mcp_test_server() -> PathBuf {
             .expect("the keel binary's directory")
             .to_path_buf();
         let bin = dir.join("keel-mcp-test-server");
-        if !bin.is_file() {
+        // Built even when present: a stale server would test old behaviour.
+        {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
             let mut cmd = std::process::Command::new(cargo);

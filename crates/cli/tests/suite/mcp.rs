@@ -978,3 +978,35 @@ async fn a_servers_resources_are_listed_and_read() {
         .to_string()
         .contains("ListMcpResourcesTool"));
 }
+
+#[tokio::test]
+async fn a_server_dies_with_keel_even_when_keel_is_killed() {
+    let h = Harness::from_json(CALL_HANG).await;
+    let tag = format!("keel-test-{}-sigkill", std::process::id());
+    // A server that would outlive its closed stdin: only keel's death signal stops it.
+    let cfg = with_args("h", "hang-on-call", &["--tag", &tag, "--linger"]);
+    let mut live = h.live_stream(
+        "call it",
+        &["--mcp-config", &cfg, "--allowedTools", "mcp__h"],
+        &[],
+    );
+    live.wait_for(Duration::from_secs(60), |f| {
+        f["type"] == "assistant" && f["message"]["content"][0]["type"] == "tool_use"
+    })
+    .await;
+    let keel = live.child.id().map(|p| p as i32);
+    let servers = || -> Vec<i32> {
+        processes_matching(&tag)
+            .into_iter()
+            .filter(|p| Some(*p) != keel)
+            .collect()
+    };
+    assert_eq!(servers().len(), 1, "the server runs: {:?}", servers());
+    live.signal(9); // SIGKILL: keel gets no chance to stop anything
+    let _ = live.finish(Duration::from_secs(30)).await;
+    assert!(
+        eventually(Duration::from_secs(30), || servers().is_empty()).await,
+        "the MCP server outlived a killed keel: {:?}",
+        servers()
+    );
+}

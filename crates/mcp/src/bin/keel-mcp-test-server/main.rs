@@ -17,7 +17,8 @@
 //! - `change-tools`: a call to `echo` makes it add a tool `late` and say its list changed;
 //! - `rich`: `echo` answers with 200 KB of text and an image.
 //!
-//! Every mode offers one resource, `keel://notes/hello`.
+//! Every mode offers one resource, `keel://notes/hello`. `--linger`: keep running after stdin
+//! closes, as a server whose other threads hold it up would.
 //!
 //! With `--http` or `--sse` it serves over HTTP instead of stdio (see `http.rs`).
 //!
@@ -281,4 +282,8 @@ async fn main() {
         std::process::exit(1);
     };
     let _ = service.waiting().await;
+    if args.iter().any(|a| a == "--linger") {
+        // A server that does not stop when its stdin closes (another thread holds it up).
+        std::future::pending::<()>().await;
+    }
 }
