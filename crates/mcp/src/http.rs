@@ -226,6 +226,18 @@ fn request_id(m: &Value) -> Option<Value> {
 /// A message rmcp wants sent, for the writer.
 struct Outgoing(Value);
 
+/// Queue `item` for the writer now, in rmcp's order (rmcp calls `send` in the order of its
+/// messages and may poll the futures it gets back in any order).
+fn enqueue(
+    queue: &mpsc::Sender<Outgoing>,
+    item: &TxJsonRpcMessage<RoleClient>,
+) -> Result<(), std::io::Error> {
+    let m = serde_json::to_value(item).map_err(std::io::Error::other)?;
+    queue
+        .try_send(Outgoing(m))
+        .map_err(|_| std::io::Error::other("too many MCP messages are waiting to be sent"))
+}
+
 // ---- streamable HTTP ----
 
 /// The streamable HTTP transport to one server.
@@ -400,15 +412,7 @@ impl Transport<RoleClient> for HttpTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Queued now, in rmcp's order (it polls the futures in any order).
-        let queued = serde_json::to_value(&item)
-            .map_err(std::io::Error::other)
-            .and_then(|m| {
-                self.queue.try_send(Outgoing(m)).map_err(|_| {
-                    std::io::Error::other("too many MCP messages are waiting to be sent")
-                })
-            });
-        std::future::ready(queued)
+        std::future::ready(enqueue(&self.queue, &item))
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
@@ -563,14 +567,7 @@ impl Transport<RoleClient> for SseTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let queued = serde_json::to_value(&item)
-            .map_err(std::io::Error::other)
-            .and_then(|m| {
-                self.queue.try_send(Outgoing(m)).map_err(|_| {
-                    std::io::Error::other("too many MCP messages are waiting to be sent")
-                })
-            });
-        std::future::ready(queued)
+        std::future::ready(enqueue(&self.queue, &item))
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {

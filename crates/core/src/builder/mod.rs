@@ -240,16 +240,7 @@ impl SessionBuilder {
     /// The permission mode and rules a session built from this would start with (settings
     /// files, flags, added directories), without starting one: `keel permissions check`.
     pub fn permission_config(&self) -> Result<PermissionConfig, BuildError> {
-        let o = &self.options;
-        let home = (self.env)("HOME")
-            .filter(|h| !h.trim().is_empty())
-            .map(PathBuf::from);
-        let settings = settings::load(
-            o.settings.as_deref(),
-            o.setting_sources.as_deref(),
-            &self.cwd,
-            home.as_deref(),
-        )?;
+        let (settings, home) = self.load_settings()?;
         let env = self.env.clone();
         self.permissions(settings, &*env, home.as_deref())
     }
@@ -261,21 +252,31 @@ impl SessionBuilder {
             .map_err(|e| BuildError::Session(format!("Error: could not set the session up: {e}")))?
     }
 
-    fn build_blocking(self) -> Result<Built, BuildError> {
-        let o = &self.options;
-        let process_env = self.env.clone();
+    /// The settings files that apply here (and `HOME`, which locates the user's).
+    fn load_settings(&self) -> Result<(settings::SettingsRules, Option<PathBuf>), BuildError> {
         let home = (self.env)("HOME")
             .filter(|h| !h.trim().is_empty())
             .map(PathBuf::from);
-        let mut settings = settings::load(
-            o.settings.as_deref(),
-            o.setting_sources.as_deref(),
+        let settings = settings::load(
+            self.options.settings.as_deref(),
+            self.options.setting_sources.as_deref(),
             &self.cwd,
             home.as_deref(),
         )?;
-        // The settings files' `env` fills in what the process environment does not set.
+        Ok((settings, home))
+    }
+
+    /// The environment: the process's, then the settings files' `env` for what it does not set.
+    fn merged_env(&self, settings: &settings::SettingsRules) -> impl Fn(&str) -> Option<String> {
+        let process_env = self.env.clone();
         let settings_env = settings.env.clone();
-        let merged = move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned());
+        move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned())
+    }
+
+    fn build_blocking(self) -> Result<Built, BuildError> {
+        let o = &self.options;
+        let (mut settings, home) = self.load_settings()?;
+        let merged = self.merged_env(&settings);
         let env: &Env = &merged;
         let k = Knobs::new(env);
         let model = o
@@ -582,19 +583,8 @@ impl SessionBuilder {
     /// The MCP servers a session here would have (each as configured, or why it cannot be
     /// used), and the bounds they work within — what `keel mcp list` shows and checks.
     pub fn mcp_servers(&self) -> Result<(keel_mcp::ServerSet, crate::mcp::Bounds), BuildError> {
-        let o = &self.options;
-        let home = (self.env)("HOME")
-            .filter(|h| !h.trim().is_empty())
-            .map(PathBuf::from);
-        let mut settings = settings::load(
-            o.settings.as_deref(),
-            o.setting_sources.as_deref(),
-            &self.cwd,
-            home.as_deref(),
-        )?;
-        let process_env = self.env.clone();
-        let settings_env = settings.env.clone();
-        let merged = move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned());
+        let (mut settings, _) = self.load_settings()?;
+        let merged = self.merged_env(&settings);
         let servers = std::mem::take(&mut settings.mcp_servers);
         let user_file = settings.user_file.clone();
         self.mcp(
