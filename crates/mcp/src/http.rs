@@ -29,6 +29,9 @@ const INCOMING: usize = 256;
 /// Messages waiting to be POSTed.
 const OUTGOING: usize = 1024;
 
+/// Room for a field's name and separator on a line, beside its value.
+const FIELD_SLACK: usize = 64;
+
 /// Server-sent events, parsed from a byte stream: `event` and `data` fields, one event per
 /// blank line; an event whose data outgrows the cap is skipped whole (and counted).
 #[derive(Debug, Default)]
@@ -66,8 +69,9 @@ impl SseParser {
         let mut out = Vec::new();
         for &b in bytes {
             if b != b'\n' {
-                // A line longer than the cap can only belong to an oversized event.
-                if self.line.len() <= self.cap {
+                // A line longer than the cap (and a field name) can only belong to an
+                // oversized event: its bytes are not kept.
+                if self.line.len() <= self.cap + FIELD_SLACK {
                     self.line.push(b);
                 }
                 continue;
@@ -92,7 +96,7 @@ impl SseParser {
                 self.skipping = false;
                 continue;
             }
-            if line.len() > self.cap && !self.skipping {
+            if line.len() > self.cap + FIELD_SLACK && !self.skipping {
                 self.skipping = true;
                 self.oversized += 1;
                 self.data = Vec::new();
