@@ -248,6 +248,8 @@ fn enqueue(
 pub struct HttpTransport {
     queue: mpsc::Sender<Outgoing>,
     rx: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+    /// The GET stream of messages the server sends on its own.
+    listener: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
     session: Arc<Mutex<Option<String>>>,
     link: Link,
     url: String,
@@ -263,23 +265,77 @@ impl HttpTransport {
         let protocol: Arc<Mutex<Option<String>>> = Arc::default();
         let url = spec.url.clone();
         let (l, s, u) = (link.clone(), session.clone(), url.clone());
+        let listener: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let lst = listener.clone();
         tokio::spawn(async move {
             while let Some(Outgoing(m)) = out.recv().await {
                 let post = post(l.clone(), u.clone(), s.clone(), protocol.clone(), m.clone());
                 if request_id(&m).is_some() {
                     tokio::spawn(post);
-                } else {
-                    post.await;
+                    continue;
+                }
+                post.await;
+                // Once the session is set up, listen for what the server sends on its own
+                // (a changed tool list, say).
+                if m.get("method").and_then(Value::as_str) == Some("notifications/initialized") {
+                    let task =
+                        tokio::spawn(listen(l.clone(), u.clone(), s.clone(), protocol.clone()));
+                    *lst.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
                 }
             }
         });
         Ok(Self {
             queue,
             rx,
+            listener,
             session,
             link,
             url,
         })
+    }
+}
+
+/// The server's own stream (a GET): the messages it sends outside any answer. A server that
+/// offers none (405, or any other refusal) is left alone; one that ends it is not asked again.
+async fn listen(
+    link: Link,
+    url: String,
+    session: Arc<Mutex<Option<String>>>,
+    protocol: Arc<Mutex<Option<String>>>,
+) {
+    let mut req = link
+        .client
+        .get(&url)
+        .headers(link.headers.clone())
+        .header(reqwest::header::ACCEPT, "text/event-stream");
+    if let Some(s) = session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        req = req.header("mcp-session-id", s);
+    }
+    if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        req = req.header("mcp-protocol-version", v);
+    }
+    let Ok(resp) = req.send().await else { return };
+    let is_sse = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    if !resp.status().is_success() || !is_sse {
+        return;
+    }
+    let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        for ev in parser.push(&chunk) {
+            if !(ev.event.is_empty() || ev.event == "message") {
+                continue;
+            }
+            if let Ok(m) = serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&ev.data) {
+                if link.incoming.send(m).await.is_err() {
+                    return; // the connection is closed
+                }
+            }
+        }
     }
 }
 
@@ -425,6 +481,14 @@ impl Transport<RoleClient> for HttpTransport {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.rx.close();
+        if let Some(t) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.abort();
+        }
         let session = self
             .session
             .lock()

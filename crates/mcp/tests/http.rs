@@ -162,3 +162,41 @@ async fn a_server_that_is_not_there_fails_at_once() {
         .expect_err("nothing there");
     assert!(e.reason.contains("could not be reached"), "{e}");
 }
+
+#[tokio::test]
+async fn what_a_server_sends_on_its_own_is_heard_on_its_get_stream() {
+    let srv = serve(&["--http", "--mode", "change-tools"]);
+    let mut s = Server::start_url("w", &spec(&srv.url, &[]), false, START, START)
+        .await
+        .unwrap();
+    assert_eq!(s.tools().len(), 1);
+    assert!(!s.tools_changed());
+    echo_works_loosely(&mut s).await;
+    // The notification travels on the GET stream, apart from the call's answer: wait for it.
+    let t0 = std::time::Instant::now();
+    while !s.tools_changed() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "notifications/tools/list_changed never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let names: Vec<String> = s
+        .relist(START)
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(names, ["echo", "late"]);
+}
+
+async fn echo_works_loosely(s: &mut Server) {
+    assert!(matches!(
+        s.call("echo", json!({"text": "x"}), START).await,
+        CallOutcome::Done {
+            is_error: false,
+            ..
+        }
+    ));
+}

@@ -7,7 +7,12 @@
 //!   required afterwards (400 without it);
 //! - `sse-replies`: streamable HTTP answers as event streams;
 //! - `hang-on-call`: a call is never answered;
-//! - `fail-calls`: a call is answered with HTTP 500 and a text body.
+//! - `fail-calls`: a call is answered with HTTP 500 and a text body;
+//! - `change-tools`: a call adds a tool `late` and says so on the GET stream
+//!   (`notifications/tools/list_changed`).
+//!
+//! Streamable HTTP serves a GET stream (server-sent events) for what the server sends on its
+//! own.
 //!
 //! `--require-header "Name: value"`: every request must carry it (401 otherwise).
 
@@ -28,11 +33,19 @@ use tokio::sync::mpsc;
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// `notifications/tools/list_changed` as an event.
+const LIST_CHANGED: &str =
+    "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+
 struct State {
     mode: String,
     sse: bool,
     require: Option<(String, String)>,
     sessions: AtomicU64,
+    /// `change-tools`: the tool `late` was added.
+    grown: std::sync::atomic::AtomicBool,
+    /// ... before the client's GET stream was open.
+    unsaid: std::sync::atomic::AtomicBool,
     /// Legacy SSE: where replies go (the open event stream).
     stream: Mutex<Option<mpsc::Sender<Bytes>>>,
 }
@@ -54,15 +67,37 @@ async fn answer(state: &State, m: &Value) -> Option<Value> {
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "keel-test-http", "version": "1.0.0"}}),
         "ping" => json!({}),
-        "tools/list" => json!({"tools": [{
-            "name": "echo", "description": "Answers with its text.",
-            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
-                            "required": ["text"]}}]}),
+        "tools/list" => {
+            let mut tools = vec![json!({
+                "name": "echo", "description": "Answers with its text.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}},
+                                "required": ["text"]}})];
+            if state.grown.load(Ordering::SeqCst) {
+                tools.push(json!({"name": "late", "description": "Came later.",
+                                  "inputSchema": {"type": "object"}}));
+            }
+            json!({ "tools": tools })
+        }
         "tools/call" if state.mode == "hang-on-call" => {
             std::future::pending::<()>().await;
             return None;
         }
         "tools/call" => {
+            if state.mode == "change-tools" {
+                state.grown.store(true, Ordering::SeqCst);
+                let tx = state
+                    .stream
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                match tx {
+                    Some(tx) => {
+                        let _ = tx.send(Bytes::from(LIST_CHANGED)).await;
+                    }
+                    // Said as soon as the client opens its stream.
+                    None => state.unsaid.store(true, Ordering::SeqCst),
+                }
+            }
             let text = m
                 .pointer("/params/arguments/text")
                 .and_then(Value::as_str)
@@ -99,14 +134,19 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if state.sse && method == hyper::Method::GET {
-        // The legacy transport's event stream: the endpoint first, then every reply.
+    if method == hyper::Method::GET {
+        // The legacy transport's event stream: the endpoint first, then every reply. The
+        // streamable transport's: what the server sends on its own.
         let (tx, rx) = mpsc::channel::<Bytes>(64);
-        let _ = tx
-            .send(Bytes::from(
-                "event: endpoint\ndata: /messages?session=1\n\n",
-            ))
-            .await;
+        let first = if state.sse {
+            "event: endpoint\ndata: /messages?session=1\n\n"
+        } else {
+            ": open\n\n"
+        };
+        let _ = tx.send(Bytes::from(first)).await;
+        if state.unsaid.swap(false, Ordering::SeqCst) {
+            let _ = tx.send(Bytes::from(LIST_CHANGED)).await;
+        }
         *state.stream.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
         let stream = futures_util::stream::unfold(rx, |mut rx| async move {
             rx.recv()
@@ -208,6 +248,8 @@ pub async fn serve(mode: String, sse: bool, require: Option<String>) {
         sse,
         require,
         sessions: AtomicU64::new(0),
+        grown: std::sync::atomic::AtomicBool::new(false),
+        unsaid: std::sync::atomic::AtomicBool::new(false),
         stream: Mutex::new(None),
     });
     while let Ok((socket, _)) = listener.accept().await {
