@@ -1010,3 +1010,43 @@ async fn a_server_dies_with_keel_even_when_keel_is_killed() {
         servers()
     );
 }
+
+#[tokio::test]
+async fn slow_servers_start_side_by_side() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine"}]}"#).await;
+    let server = mcp_test_server().display().to_string();
+    let logs: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|n| h.cwd().join(format!("{n}.log")))
+        .collect();
+    let entry = |log: &std::path::Path| {
+        json!({"command": server, "args": ["--mode", "slow-start", "--delay-ms", "1500",
+                                           "--log", log.display().to_string()]})
+    };
+    let cfg = json!({"mcpServers": {"a": entry(&logs[0]), "b": entry(&logs[1])}}).to_string();
+    let run = h
+        .run_stream(
+            "hello",
+            &["--mcp-config", &cfg],
+            &[("MCP_TIMEOUT", "60000")],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        init(&run.frames)["mcp_servers"],
+        json!([{"name": "a", "status": "connected"}, {"name": "b", "status": "connected"}])
+    );
+    // Each was still starting when the other began: they started side by side, not in turn.
+    let span = |p: &std::path::Path| -> (u128, u128) {
+        let text = std::fs::read_to_string(p).unwrap();
+        let at = |what: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(what))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap()
+        };
+        (at("start "), at("ready "))
+    };
+    let (a, b) = (span(&logs[0]), span(&logs[1]));
+    assert!(a.0 < b.1 && b.0 < a.1, "a {a:?}, b {b:?}");
+}

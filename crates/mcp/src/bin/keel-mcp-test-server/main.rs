@@ -3,6 +3,8 @@
 //!
 //! - `normal`: answers; tools `echo {text}` and `add {a, b}`;
 //! - `never-start`: writes to stderr, then never answers `initialize`;
+//! - `slow-start`: waits `--delay-ms N` (default 1000) before it serves; with `--log FILE` it
+//!   appends `start <ms>` and `ready <ms>` (milliseconds since the epoch) there;
 //! - `exit-at-start`: writes a reason to stderr and exits with status 3;
 //! - `crash-on-call`: starts normally; a tool call makes it write to stderr and exit with 7;
 //! - `hang-on-call`: starts normally; a tool call waits until it is cancelled, and the
@@ -248,6 +250,30 @@ async fn main() {
                 let _ = err.write_all(b"\n");
             }
             let _ = err.write_all(b"test server: flood over\n");
+        }
+        "slow-start" => {
+            let now = || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis())
+            };
+            let log = |what: &str| {
+                if let Some(path) = flag("--log") {
+                    if let Ok(mut f) = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                    {
+                        let _ = writeln!(f, "{what} {}", now());
+                    }
+                }
+            };
+            log("start");
+            let ms = flag("--delay-ms")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1000);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            log("ready");
         }
         "grandchild" => {
             // Same process group: stopping the server's group must stop it too.
