@@ -20,7 +20,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use keel_protocol::json::type_name as kind;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// Where a server's configuration was read from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,6 +235,63 @@ pub struct UserState {
 impl UserState {
     /// Read `file` for the project in `cwd`; `None` when there is no such file.
     pub fn read(file: &Path, cwd: &Path) -> Result<Option<UserState>, ConfigError> {
+        Self::read_cached(file, cwd, None)
+    }
+
+    /// [`UserState::read`], through a cache at `cache`: the file can be megabytes of other
+    /// tools' state, and only its servers matter, so they are kept apart, keyed by the file's
+    /// size, modification time and inode, and the file is parsed again only when it changed.
+    /// A cache that cannot be read or written is only slower.
+    pub fn read_cached(
+        file: &Path,
+        cwd: &Path,
+        cache: Option<&Path>,
+    ) -> Result<Option<UserState>, ConfigError> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = match std::fs::metadata(file) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(_) => return Self::parse(file, cwd).map(|(s, _)| s),
+        };
+        let key = json!({
+            "file": file.display().to_string(),
+            "size": meta.size(),
+            "mtime_ns": meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            "ino": meta.ino(),
+        });
+        let dir = cwd.display().to_string();
+        if let Some(c) = cache {
+            let cached = std::fs::read(c)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .filter(|v| v.get("key") == Some(&key));
+            if let Some(v) = cached {
+                return Ok(Some(UserState {
+                    file: file.to_owned(),
+                    user: v.get("user").filter(|u| !u.is_null()).cloned(),
+                    local: v
+                        .get("projects")
+                        .and_then(|p| p.get(&dir))
+                        .map(|s| (dir.clone(), s.clone())),
+                }));
+            }
+        }
+        let (state, projects) = Self::parse(file, cwd)?;
+        if let (Some(c), Some(state)) = (cache, &state) {
+            let doc = json!({ "key": key, "user": state.user, "projects": projects });
+            if let Some(parent) = c.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let tmp = c.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, doc.to_string()).is_ok() && std::fs::rename(&tmp, c).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok(state)
+    }
+
+    /// Parse the whole file: the state for `cwd`, and every project's servers (for the cache).
+    fn parse(file: &Path, cwd: &Path) -> Result<(Option<UserState>, Value), ConfigError> {
         let origin = Origin::UserState {
             file: file.to_owned(),
             project: None,
@@ -247,21 +304,58 @@ impl UserState {
         };
         let text = match std::fs::read_to_string(file) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, Value::Null)),
             Err(e) => return Err(err(format!("could not be read: {e}"))),
         };
-        let root: Value =
-            serde_json::from_str(&text).map_err(|e| err(format!("is not JSON: {e}")))?;
         let dir = cwd.display().to_string();
-        Ok(Some(UserState {
-            file: file.to_owned(),
-            user: root.get("mcpServers").cloned(),
-            local: root
-                .get("projects")
-                .and_then(|p| p.get(&dir))
-                .and_then(|p| p.get("mcpServers"))
-                .map(|s| (dir, s.clone())),
-        }))
+        // The file holds much else (it can be megabytes): only the two fields are kept, the
+        // rest is skipped over without being built.
+        #[derive(serde::Deserialize)]
+        struct Project {
+            #[serde(rename = "mcpServers")]
+            mcp_servers: Option<Value>,
+        }
+        #[derive(serde::Deserialize)]
+        struct State {
+            #[serde(rename = "mcpServers")]
+            mcp_servers: Option<Value>,
+            projects: Option<std::collections::HashMap<String, Project>>,
+        }
+        let (user, projects) = match serde_json::from_str::<State>(&text) {
+            Ok(st) => {
+                let projects: Map<String, Value> = st
+                    .projects
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|(d, p)| Some((d, p.mcp_servers?)))
+                    .collect();
+                (st.mcp_servers, projects)
+            }
+            // Shaped otherwise than expected somewhere: read it whole, take what is there.
+            Err(_) => {
+                let root: Value =
+                    serde_json::from_str(&text).map_err(|e| err(format!("is not JSON: {e}")))?;
+                let projects = root
+                    .get("projects")
+                    .and_then(Value::as_object)
+                    .map(|p| {
+                        p.iter()
+                            .filter_map(|(d, v)| Some((d.clone(), v.get("mcpServers")?.clone())))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (root.get("mcpServers").cloned(), projects)
+            }
+        };
+        let local = projects.get(&dir).cloned();
+        Ok((
+            Some(UserState {
+                file: file.to_owned(),
+                user,
+                local: local.map(|s| (dir, s)),
+            }),
+            Value::Object(projects),
+        ))
     }
 }
 

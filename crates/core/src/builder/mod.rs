@@ -621,17 +621,23 @@ impl SessionBuilder {
             .map(PathBuf::from);
         let user_state = match home {
             Some(h) if !o.strict_mcp_config && (wants("user") || wants("local")) => {
-                keel_mcp::UserState::read(&h.join(".claude.json"), &self.cwd)
-                    .map_err(|e| usage(e.to_string()))?
-                    .map(|mut s| {
-                        if !wants("user") {
-                            s.user = None;
-                        }
-                        if !wants("local") {
-                            s.local = None;
-                        }
-                        s
-                    })
+                let cache = start::keel_home(env, &self.cwd)
+                    .map(|k| k.join("cache").join("claude-json-mcp.json"));
+                keel_mcp::UserState::read_cached(
+                    &h.join(".claude.json"),
+                    &self.cwd,
+                    cache.as_deref(),
+                )
+                .map_err(|e| usage(e.to_string()))?
+                .map(|mut s| {
+                    if !wants("user") {
+                        s.user = None;
+                    }
+                    if !wants("local") {
+                        s.local = None;
+                    }
+                    s
+                })
             }
             _ => None,
         };

@@ -257,6 +257,26 @@ fn sources_merge_by_precedence_and_strict_keeps_only_the_flags() {
     assert!(UserState::read(&dir.path().join("none.json"), dir.path())
         .unwrap()
         .is_none());
+    // Through the cache: the same answer, and a changed file is read again.
+    let cache = dir.path().join("cache/state.json");
+    for _ in 0..2 {
+        let s = UserState::read_cached(&state, dir.path(), Some(&cache))
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.user.unwrap()["su"]["command"], "s");
+        assert_eq!(s.local.unwrap().1["proj"]["command"], "from-state-local");
+        assert!(cache.is_file());
+    }
+    std::fs::write(
+        &state,
+        json!({"mcpServers": {"changed": {"command": "c"}}}).to_string(),
+    )
+    .unwrap();
+    let s = UserState::read_cached(&state, dir.path(), Some(&cache))
+        .unwrap()
+        .unwrap();
+    assert!(s.user.unwrap().get("changed").is_some());
+    assert!(s.local.is_none());
     std::fs::write(&state, "{broken").unwrap();
     let err = UserState::read(&state, dir.path()).unwrap_err().to_string();
     assert!(
