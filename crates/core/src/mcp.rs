@@ -659,7 +659,7 @@ struct McpTool {
     tool: String,
     description: String,
     schema: Value,
-    /// Calls to one server go one at a time.
+    /// The server's connection (held only to take a caller, or to restart it).
     conn: Conn,
     hub: Weak<McpHub>,
     bounds: Bounds,
@@ -667,22 +667,41 @@ struct McpTool {
 
 impl McpTool {
     async fn run(&self, input: Value) -> CallOutcome {
-        let mut guard = self.conn.lock().await;
-        let Some(server) = guard.as_mut() else {
-            return CallOutcome::Failed("it is not connected".into());
+        // The connection is held only to take a caller: calls to one server run side by side.
+        let caller = match self.conn.lock().await.as_ref() {
+            Some(server) => server.caller(),
+            None => return CallOutcome::Failed("it is not connected".into()),
         };
-        let outcome = server.call(&self.tool, input, self.bounds.call).await;
-        if let (Some(n), Some(hub)) = (server.noise_report(), self.hub.upgrade()) {
+        let outcome = match caller.call(&self.tool, input, self.bounds.call).await {
+            Ok(done) => done,
+            Err(why) => {
+                let mut guard = self.conn.lock().await;
+                let outcome = match guard.as_mut() {
+                    Some(server) => server.diagnose(why).await,
+                    None => CallOutcome::Failed(why),
+                };
+                if let CallOutcome::Crashed { status, .. } = &outcome {
+                    // Restarted once (a call beside this one may have restarted it already:
+                    // then it is the new process, which diagnose found alive).
+                    let how = status.clone().unwrap_or_else(|| "how is not known".into());
+                    if let Some(old) = guard.take() {
+                        old.stop().await;
+                    }
+                    if let Some(hub) = self.hub.upgrade() {
+                        hub.crashed(&self.server_name, &mut guard, &how).await;
+                    }
+                }
+                outcome
+            }
+        };
+        let noise = self
+            .conn
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|s| s.noise_report());
+        if let (Some(n), Some(hub)) = (noise, self.hub.upgrade()) {
             hub.lock().notices.push(n);
-        }
-        if let CallOutcome::Crashed { status, .. } = &outcome {
-            let how = status.clone().unwrap_or_else(|| "how is not known".into());
-            if let Some(old) = guard.take() {
-                old.stop().await;
-            }
-            if let Some(hub) = self.hub.upgrade() {
-                hub.crashed(&self.server_name, &mut guard, &how).await;
-            }
         }
         outcome
     }

@@ -577,36 +577,35 @@ impl Server {
     /// Call `tool` with `input` (a JSON object), waiting at most `deadline`. A call that runs
     /// out of time is abandoned, and the server told so (`notifications/cancelled`).
     pub async fn call(&mut self, tool: &str, input: Value, deadline: Duration) -> CallOutcome {
-        let Value::Object(args) = input else {
-            return CallOutcome::Failed("the input of an MCP tool must be a JSON object".into());
+        match self.caller().call(tool, input, deadline).await {
+            Err(e) => self.diagnose(e).await,
+            Ok(done) => done,
+        }
+    }
+
+    /// A handle that calls the server's tools without holding the server: calls to one
+    /// server run side by side.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            peer: self.service.peer().clone(),
+        }
+    }
+
+    /// After a call failed in transport (`why`): the crash that explains it, if the process
+    /// ended, or the failure as it was.
+    pub async fn diagnose(&mut self, why: String) -> CallOutcome {
+        let Some(p) = self.process.as_mut() else {
+            return CallOutcome::Failed(why);
         };
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        let answer = tokio::time::timeout(deadline, self.service.call_tool(params)).await;
-        match answer {
-            Ok(Ok(r)) => CallOutcome::Done {
-                content: r
-                    .content
-                    .iter()
-                    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
-                    .collect(),
-                is_error: r.is_error.unwrap_or(false),
-            },
-            Ok(Err(e)) => {
-                let Some(p) = self.process.as_mut() else {
-                    return CallOutcome::Failed(e.to_string());
-                };
-                match wait_exit(&mut p.child, Duration::from_millis(500)).await {
-                    Some(st) => {
-                        drained(&mut p.stderr_reader).await;
-                        CallOutcome::Crashed {
-                            status: Some(describe(st)),
-                            stderr_tail: self.stderr_tail(),
-                        }
-                    }
-                    None => CallOutcome::Failed(e.to_string()),
+        match wait_exit(&mut p.child, Duration::from_millis(500)).await {
+            Some(st) => {
+                drained(&mut p.stderr_reader).await;
+                CallOutcome::Crashed {
+                    status: Some(describe(st)),
+                    stderr_tail: self.stderr_tail(),
                 }
             }
-            Err(_) => CallOutcome::TimedOut(deadline),
+            None => CallOutcome::Failed(why),
         }
     }
 
@@ -616,6 +615,43 @@ impl Server {
         let _ = tokio::time::timeout(Duration::from_millis(500), self.service.cancel()).await;
         if let Some(mut p) = self.process {
             stop_group(p.pgid, &mut p.child).await;
+        }
+    }
+}
+
+/// Calls a server's tools (see [`Server::caller`]).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    peer: rmcp::service::Peer<RoleClient>,
+}
+
+impl Caller {
+    /// Call `tool` with `input` (a JSON object), waiting at most `deadline` (a call abandoned
+    /// then is cancelled at the server). `Err`: the request failed in transport — the server
+    /// may have ended; [`Server::diagnose`] says.
+    pub async fn call(
+        &self,
+        tool: &str,
+        input: Value,
+        deadline: Duration,
+    ) -> Result<CallOutcome, String> {
+        let Value::Object(args) = input else {
+            return Ok(CallOutcome::Failed(
+                "the input of an MCP tool must be a JSON object".into(),
+            ));
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        match tokio::time::timeout(deadline, self.peer.call_tool(params)).await {
+            Ok(Ok(r)) => Ok(CallOutcome::Done {
+                content: r
+                    .content
+                    .iter()
+                    .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
+                    .collect(),
+                is_error: r.is_error.unwrap_or(false),
+            }),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Ok(CallOutcome::TimedOut(deadline)),
         }
     }
 }

@@ -192,3 +192,48 @@ async fn a_flood_on_stderr_keeps_only_a_bounded_tail() {
     ));
     s.stop().await;
 }
+
+#[tokio::test]
+async fn calls_to_one_server_run_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.log");
+    let mut spec = spec("slow-call");
+    spec.args.extend([
+        "--delay-ms".into(),
+        "1000".into(),
+        "--log".into(),
+        log.display().to_string(),
+    ]);
+    let s = Server::start_stdio("t", &spec, Path::new("/"), START)
+        .await
+        .unwrap();
+    let (a, b) = (s.caller(), s.caller());
+    let (ra, rb) = tokio::join!(
+        a.call("echo", json!({"text": "a"}), START),
+        b.call("echo", json!({"text": "b"}), START)
+    );
+    for r in [ra, rb] {
+        assert!(
+            matches!(
+                r,
+                Ok(CallOutcome::Done {
+                    is_error: false,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
+    // Both calls had begun before either ended.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let times = |what: &str| -> Vec<u128> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(what))
+            .filter_map(|v| v.trim().parse().ok())
+            .collect()
+    };
+    let (starts, ends) = (times("call-start "), times("call-end "));
+    assert_eq!((starts.len(), ends.len()), (2, 2), "{text}");
+    assert!(starts.iter().max() < ends.iter().min(), "{text}");
+    s.stop().await;
+}

@@ -13,6 +13,8 @@
 //! - `flood-on-call`: a call floods stderr for `--seconds N` (default 30), then answers;
 //! - `crash-once`: the first call (across restarts: `--state FILE` remembers) crashes like
 //!   `crash-on-call`; later ones are answered;
+//! - `slow-call`: a call takes `--delay-ms N` (default 1000); with `--log FILE` it appends
+//!   `call-start <ms>` and `call-end <ms>` there;
 //! - `grandchild`: starts a `sleep` in its process group and writes its pid to `--pid-file`;
 //! - `garbage-stdout`: writes lines that are not MCP (and one of 20 MiB) to stdout before it
 //!   starts, then answers normally;
@@ -52,6 +54,25 @@ struct TestServer {
     seconds: u64,
     /// `change-tools`: the tool `late` was added.
     grown: Arc<AtomicBool>,
+    /// `slow-call`: how long a call takes, and where it says when it ran.
+    delay_ms: u64,
+    log: Option<String>,
+}
+
+/// Append `what <ms since the epoch>` to `log`.
+fn log_line(log: Option<&str>, what: &str) {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    if let Some(path) = log {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{what} {ms}");
+        }
+    }
 }
 
 /// A 1×1 PNG.
@@ -143,6 +164,11 @@ impl ServerHandler for TestServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         match self.mode.as_str() {
+            "slow-call" => {
+                log_line(self.log.as_deref(), "call-start");
+                tokio::time::sleep(Duration::from_millis(self.delay_ms)).await;
+                log_line(self.log.as_deref(), "call-end");
+            }
             "crash-once" => {
                 let state = self.state.clone().unwrap_or_default();
                 if std::fs::metadata(&state).is_err() {
@@ -303,6 +329,10 @@ async fn main() {
         state: flag("--state"),
         seconds: flag("--seconds").and_then(|s| s.parse().ok()).unwrap_or(30),
         grown: Arc::new(AtomicBool::new(false)),
+        delay_ms: flag("--delay-ms")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1000),
+        log: flag("--log"),
     };
     let Ok(service) = server.serve(rmcp::transport::stdio()).await else {
         std::process::exit(1);
