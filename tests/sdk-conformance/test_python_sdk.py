@@ -445,3 +445,34 @@ def test_an_in_process_tool_that_never_answers_hits_the_deadline(start):
     assert len(results) == 1 and results[0].is_error, results
     assert "MCP_TOOL_TIMEOUT" in result_text(results[0]), result_text(results[0])
     assert isinstance(messages[-1], ResultMessage) and messages[-1].subtype == "success"
+
+
+def test_a_host_disables_enables_and_reconnects_its_server(start):
+    env = start("sdk_tool")
+    calls = []
+
+    async def add(args):
+        calls.append(args)
+        return {"content": [{"type": "text", "text": f"the sum is {args['a'] + args['b']:g}"}]}
+
+    async def main():
+        opts = env.options(
+            mcp_servers={"calc": _calc_server(add)}, allowed_tools=["mcp__calc__add"], max_turns=5
+        )
+        async with ClaudeSDKClient(options=opts) as client:
+            await client.toggle_mcp_server("calc", False)
+            off = await client.get_mcp_status()
+            await client.toggle_mcp_server("calc", True)
+            on = await client.get_mcp_status()
+            await client.reconnect_mcp_server("calc")
+            await client.query("Add 2 and 3.")
+            messages = [m async for m in client.receive_response()]
+            return off, on, messages
+
+    off, on, messages = run(main)
+    state = lambda s: {x["name"]: x["status"] for x in s["mcpServers"]}  # noqa: E731
+    assert state(off) == {"calc": "disabled"}, off
+    assert state(on) == {"calc": "connected"}, on
+    results = tool_results(messages)
+    assert len(results) == 1 and result_text(results[0]) == "the sum is 5", results
+    assert calls == [{"a": 2, "b": 3}]
