@@ -65,35 +65,31 @@ async fn echo_works(s: &mut Server) {
     }
 }
 
-#[tokio::test]
-async fn streamable_http_with_json_answers_and_a_session_id() {
-    let srv = serve(&["--http", "--mode", "normal"]);
-    let mut s = Server::start_url("w", &spec(&srv.url, &[]), false, START, START)
+/// Connect to the test server started with `args` (`sse`: the legacy transport), call its
+/// tool, stop.
+async fn round_trip(args: &[&str], sse: bool) {
+    let srv = serve(args);
+    let mut s = Server::start_url("w", &spec(&srv.url, &[]), sse, START, START)
         .await
         .expect("it connects");
-    // The server refuses every request after initialize that lacks its session id.
     echo_works(&mut s).await;
     s.stop().await;
+}
+
+#[tokio::test]
+async fn streamable_http_with_json_answers_and_a_session_id() {
+    // The server refuses every request after initialize that lacks its session id.
+    round_trip(&["--http", "--mode", "normal"], false).await;
 }
 
 #[tokio::test]
 async fn streamable_http_with_event_stream_answers() {
-    let srv = serve(&["--http", "--mode", "sse-replies"]);
-    let mut s = Server::start_url("w", &spec(&srv.url, &[]), false, START, START)
-        .await
-        .expect("it connects");
-    echo_works(&mut s).await;
-    s.stop().await;
+    round_trip(&["--http", "--mode", "sse-replies"], false).await;
 }
 
 #[tokio::test]
 async fn the_legacy_sse_transport() {
-    let srv = serve(&["--sse"]);
-    let mut s = Server::start_url("w", &spec(&srv.url, &[]), true, START, START)
-        .await
-        .expect("it connects");
-    echo_works(&mut s).await;
-    s.stop().await;
+    round_trip(&["--sse"], true).await;
 }
 
 #[tokio::test]

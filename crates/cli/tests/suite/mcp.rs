@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::common::{eventually, mcp_test_server, processes_matching, Harness, Stream};
+use super::common::{eventually, mcp_test_server, processes_matching, Harness, Run, Stream};
 
 fn config(name: &str, mode: &str) -> String {
     tagged(name, mode, "")
@@ -20,6 +20,15 @@ fn tagged(name: &str, mode: &str, tag: &str) -> String {
         "args": ["--mode", mode, "--tag", tag]
     }}})
     .to_string()
+}
+
+/// `keel -p PROMPT` with the servers of `cfg` and the allow rule `allow`, which must succeed.
+async fn allowed(h: &Harness, prompt: &str, cfg: &str, allow: &str, env: &[(&str, &str)]) -> Run {
+    let run = h
+        .run_stream(prompt, &["--mcp-config", cfg, "--allowedTools", allow], env)
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    run
 }
 
 fn init(frames: &[Value]) -> Value {
@@ -39,14 +48,7 @@ async fn a_stdio_server_from_mcp_config_is_started_listed_and_called() {
     let h = Harness::from_json(CALL_ECHO).await;
     let tag = format!("keel-test-{}", std::process::id()) + "-started-listed-called";
     let cfg = tagged("t", "normal", &tag);
-    let run = h
-        .run_stream(
-            "use the tool",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t__echo"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(&h, "use the tool", &cfg, "mcp__t__echo", &[]).await;
     let init = init(&run.frames);
     assert_eq!(
         init["mcp_servers"],
@@ -177,14 +179,7 @@ async fn rules_that_name_a_server_allow_and_deny_its_tools() {
     let h = Harness::from_json(CALL_ECHO).await;
     let cfg = config("t", "normal");
     // A whole-server allow rule lets the call run.
-    let run = h
-        .run_stream(
-            "use it",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(&h, "use it", &cfg, "mcp__t", &[]).await;
     assert!(run.tool_results()[0]["content"]
         .to_string()
         .contains("echo: hi"));
@@ -220,14 +215,14 @@ const CALL_HANG: &str = r#"{"steps":[
 async fn a_call_that_outlives_mcp_tool_timeout_is_reported_as_timed_out_and_the_run_goes_on() {
     let h = Harness::from_json(CALL_HANG).await;
     let cfg = config("h", "hang-on-call");
-    let run = h
-        .run_stream(
-            "call it",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__h"],
-            &[("MCP_TOOL_TIMEOUT", "1000")],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(
+        &h,
+        "call it",
+        &cfg,
+        "mcp__h",
+        &[("MCP_TOOL_TIMEOUT", "1000")],
+    )
+    .await;
     let result = run.tool_results()[0].to_string();
     assert!(
         result.contains("got no answer within 1.0 s (MCP_TOOL_TIMEOUT"),
@@ -333,6 +328,15 @@ async fn serve_sdk(s: &mut Stream, call: HostCall) -> (Value, Vec<String>) {
     }
 }
 
+/// keel in stream-json mode with the SDK server `calc`, its tools allowed.
+fn sdk_stream(h: &Harness, env: &[(&str, &str)]) -> Stream {
+    Stream::start(
+        h,
+        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
+        env,
+    )
+}
+
 const CALL_ADD: &str = r#"{"steps":[
     {"kind":"tool_use","calls":[{"name":"mcp__calc__add","input":{"a":2,"b":3}}]},
     {"kind":"text","text":"done"}]}"#;
@@ -340,11 +344,7 @@ const CALL_ADD: &str = r#"{"steps":[
 #[tokio::test]
 async fn an_sdk_hosts_server_is_reached_over_the_control_protocol() {
     let h = Harness::from_json(CALL_ADD).await;
-    let mut s = Stream::start(
-        &h,
-        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
-        &[],
-    );
+    let mut s = sdk_stream(&h, &[]);
     s.user("add 2 and 3").await;
     let (result, methods) = serve_sdk(&mut s, HostCall::Add).await;
     assert_eq!(result["subtype"], "success", "{result}");
@@ -386,11 +386,7 @@ async fn an_sdk_hosts_server_is_reached_over_the_control_protocol() {
 #[tokio::test]
 async fn a_host_tool_that_raises_gives_the_model_an_error_result() {
     let h = Harness::from_json(CALL_ADD).await;
-    let mut s = Stream::start(
-        &h,
-        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
-        &[],
-    );
+    let mut s = sdk_stream(&h, &[]);
     s.user("add").await;
     let (result, _) = serve_sdk(&mut s, HostCall::Raise).await;
     assert_eq!(result["subtype"], "success", "{result}");
@@ -410,11 +406,7 @@ async fn a_host_tool_that_raises_gives_the_model_an_error_result() {
 #[tokio::test]
 async fn a_host_that_never_answers_a_call_hits_the_deadline() {
     let h = Harness::from_json(CALL_ADD).await;
-    let mut s = Stream::start(
-        &h,
-        &["--mcp-config", SDK_CONFIG, "--allowedTools", "mcp__calc"],
-        &[("MCP_TOOL_TIMEOUT", "1500")],
-    );
+    let mut s = sdk_stream(&h, &[("MCP_TOOL_TIMEOUT", "1500")]);
     s.user("add").await;
     let (result, _) = serve_sdk(&mut s, HostCall::Silent).await;
     assert_eq!(result["subtype"], "success", "{result}");
@@ -486,14 +478,7 @@ async fn a_server_that_crashes_mid_call_is_restarted_once_and_says_so() {
         "crash-once",
         &["--state", &state.display().to_string(), "--tag", &tag],
     );
-    let run = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(&h, "call", &cfg, "mcp__t", &[]).await;
     let results = run.tool_results();
     let first = results[0].to_string();
     assert_eq!(results[0]["is_error"], true, "{first}");
@@ -527,14 +512,7 @@ async fn a_server_that_crashes_mid_call_is_restarted_once_and_says_so() {
 async fn a_server_that_crashes_again_is_failed_and_its_tools_withdrawn() {
     let h = Harness::from_json(CALL_ECHO_TWICE).await;
     let cfg = config("t", "crash-on-call");
-    let run = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(&h, "call", &cfg, "mcp__t", &[]).await;
     let results = run.tool_results();
     assert!(results[1]
         .to_string()
@@ -556,14 +534,7 @@ async fn a_server_that_crashes_again_is_failed_and_its_tools_withdrawn() {
 async fn stray_stdout_is_dropped_and_reported_once() {
     let h = Harness::from_json(CALL_ECHO_TWICE).await;
     let cfg = config("t", "garbage-stdout");
-    let run = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(&h, "call", &cfg, "mcp__t", &[]).await;
     assert!(run.tool_results()[1].to_string().contains("echo: two"));
     let w: Vec<String> = warnings(&run.frames)
         .into_iter()
@@ -584,14 +555,7 @@ async fn a_servers_grandchild_dies_with_the_session() {
         "grandchild",
         &["--pid-file", &pid_file.display().to_string()],
     );
-    let run = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    allowed(&h, "call", &cfg, "mcp__t", &[]).await;
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .expect("the server started its grandchild")
         .trim()
@@ -615,14 +579,7 @@ async fn a_servers_grandchild_dies_with_the_session() {
 async fn a_server_that_changes_its_tools_is_listed_again() {
     let h = Harness::from_json(CALL_ECHO_TWICE).await;
     let cfg = config("t", "change-tools");
-    let run = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    let run = allowed(&h, "call", &cfg, "mcp__t", &[]).await;
     let reqs = h.requests();
     let offers_late = |i: usize| reqs[i].body["tools"].to_string().contains("mcp__t__late");
     assert!(!offers_late(0));
@@ -636,14 +593,14 @@ async fn a_server_that_changes_its_tools_is_listed_again() {
 async fn long_output_is_capped_and_images_reach_the_model() {
     let h = Harness::from_json(CALL_ECHO).await;
     let cfg = config("t", "rich");
-    let run = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
-            &[("MAX_MCP_OUTPUT_TOKENS", "1000")],
-        )
-        .await;
-    run.assert_end("success", false, "completed", 0);
+    allowed(
+        &h,
+        "call",
+        &cfg,
+        "mcp__t",
+        &[("MAX_MCP_OUTPUT_TOKENS", "1000")],
+    )
+    .await;
     let sent = &h.requests()[1].body["messages"];
     let result = sent
         .as_array()
