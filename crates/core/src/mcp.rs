@@ -126,11 +126,47 @@ impl Bounds {
 /// that hold it keep working.
 type Conn = Arc<tokio::sync::Mutex<Option<Server>>>;
 
+/// Where a server stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// An SDK server not connected yet.
+    Pending,
+    Connected,
+    Failed,
+    Disabled,
+}
+
+impl State {
+    fn as_str(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Connected => "connected",
+            State::Failed => "failed",
+            State::Disabled => "disabled",
+        }
+    }
+}
+
+/// What a connected server offers.
+struct Offer {
+    tools: Vec<ServerTool>,
+    resources: bool,
+}
+
+impl Offer {
+    fn of(server: &Server) -> Self {
+        Self {
+            tools: server.tools().to_vec(),
+            resources: server.has_resources(),
+        }
+    }
+}
+
 /// One configured server.
 struct Slot {
     name: String,
     spec: Option<ServerSpec>,
-    status: &'static str,
+    status: State,
     error: Option<String>,
     conn: Conn,
     /// Its tools as it listed them last.
@@ -142,12 +178,55 @@ struct Slot {
     resources: bool,
 }
 
+impl Slot {
+    /// A server not started yet (`spec`: `None` when its configuration is broken).
+    fn new(name: &str, spec: Option<ServerSpec>) -> Self {
+        Slot {
+            name: name.to_owned(),
+            spec,
+            status: State::Pending,
+            error: None,
+            conn: Arc::new(tokio::sync::Mutex::new(None)),
+            offered: Vec::new(),
+            names: Vec::new(),
+            restarts: 0,
+            resources: false,
+        }
+    }
+
+    /// Connected, offering `offer`.
+    fn up(&mut self, offer: Offer) {
+        self.status = State::Connected;
+        self.error = None;
+        self.offered = offer.tools;
+        self.resources = offer.resources;
+    }
+
+    /// Not connected (failed or disabled), offering nothing.
+    fn down(&mut self, status: State, why: Option<String>) {
+        self.status = status;
+        self.error = why;
+        self.offered.clear();
+        self.resources = false;
+    }
+
+    fn is_up(&self) -> bool {
+        self.status == State::Connected
+    }
+}
+
 #[derive(Default)]
 struct HubState {
     slots: Vec<Slot>,
     tools: Vec<Arc<dyn Tool>>,
     /// What changed, to be said in warning frames.
     notices: Vec<String>,
+}
+
+impl HubState {
+    fn slot(&mut self, name: &str) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.name == name)
+    }
 }
 
 /// The MCP servers of a session.
@@ -243,30 +322,17 @@ impl McpHub {
         let mut slots = Vec::new();
         let mut notices = Vec::new();
         for (e, r) in results {
-            let mut slot = Slot {
-                name: e.name.clone(),
-                spec: e.spec.as_ref().ok().cloned(),
-                status: "pending",
-                error: None,
-                conn: Arc::new(tokio::sync::Mutex::new(None)),
-                offered: Vec::new(),
-                names: Vec::new(),
-                restarts: 0,
-                resources: false,
-            };
+            let mut slot = Slot::new(&e.name, e.spec.as_ref().ok().cloned());
             match r {
                 None => {}
                 Some(Ok(server)) => {
-                    slot.status = "connected";
-                    slot.offered = server.tools().to_vec();
-                    slot.resources = server.has_resources();
+                    slot.up(Offer::of(&server));
                     notices.extend(server.noise_report());
                     slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
                 }
                 Some(Err(why)) => {
                     tracing::info!("MCP server {} is not available: {why}", e.name);
-                    slot.status = "failed";
-                    slot.error = Some(why);
+                    slot.down(State::Failed, Some(why));
                 }
             }
             slots.push(slot);
@@ -290,17 +356,10 @@ impl McpHub {
             if st.slots.iter().any(|s| &s.name == name) {
                 continue;
             }
-            st.slots.push(Slot {
-                name: name.clone(),
-                spec: Some(ServerSpec::Sdk { name: name.clone() }),
-                status: "pending",
-                error: None,
-                conn: Arc::new(tokio::sync::Mutex::new(None)),
-                offered: Vec::new(),
-                names: Vec::new(),
-                restarts: 0,
-                resources: false,
-            });
+            st.slots.push(Slot::new(
+                name,
+                Some(ServerSpec::Sdk { name: name.clone() }),
+            ));
         }
         st.slots.sort_by(|a, b| a.name.cmp(&b.name));
     }
@@ -313,7 +372,7 @@ impl McpHub {
             .lock()
             .slots
             .iter()
-            .filter(|s| s.status == "pending")
+            .filter(|s| s.status == State::Pending)
             .filter_map(|s| Some((s.name.clone(), s.spec.clone()?, s.conn.clone())))
             .collect();
         if waiting.is_empty() {
@@ -339,40 +398,30 @@ impl McpHub {
         r: Result<Server, String>,
         said: Option<String>,
     ) {
-        let (offered, resources, error) = match r {
+        let outcome = match r {
             Ok(server) => {
-                let offered = server.tools().to_vec();
-                let resources = server.has_resources();
-                if let Some(n) = server.noise_report() {
-                    self.lock().notices.push(n);
-                }
+                let offer = Offer::of(&server);
+                let noise = server.noise_report();
                 *conn.lock().await = Some(server);
-                (offered, resources, None)
+                Ok((offer, noise))
             }
-            Err(why) => (Vec::new(), false, Some(why)),
+            Err(why) => Err(why),
         };
         let mut st = self.lock();
-        if let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) {
-            match error {
-                None => {
-                    slot.status = "connected";
-                    slot.error = None;
-                    slot.offered = offered;
-                    slot.resources = resources;
-                    if let Some(n) = said {
-                        st.notices.push(n);
-                    }
+        match outcome {
+            Ok((offer, noise)) => {
+                if let Some(slot) = st.slot(name) {
+                    slot.up(offer);
                 }
-                Some(why) => {
-                    tracing::info!("MCP server {name} is not available: {why}");
-                    st.notices
-                        .push(format!("MCP server {name} is not available: {why}"));
-                    let slot = st.slots.iter_mut().find(|s| s.name == name);
-                    if let Some(slot) = slot {
-                        slot.status = "failed";
-                        slot.error = Some(why);
-                        slot.offered.clear();
-                    }
+                st.notices.extend(noise);
+                st.notices.extend(said);
+            }
+            Err(why) => {
+                tracing::info!("MCP server {name} is not available: {why}");
+                st.notices
+                    .push(format!("MCP server {name} is not available: {why}"));
+                if let Some(slot) = st.slot(name) {
+                    slot.down(State::Failed, Some(why));
                 }
             }
         }
@@ -386,7 +435,7 @@ impl McpHub {
             .iter()
             .map(|s| ServerStatus {
                 name: s.name.clone(),
-                status: s.status,
+                status: s.status.as_str(),
                 error: s.error.clone(),
                 tools: s.names.clone(),
             })
@@ -415,7 +464,7 @@ impl McpHub {
             .lock()
             .slots
             .iter()
-            .filter(|s| s.status == "connected")
+            .filter(|s| s.is_up())
             .map(|s| (s.name.clone(), s.conn.clone()))
             .collect();
         for (name, conn) in conns {
@@ -430,7 +479,7 @@ impl McpHub {
             let mut st = self.lock();
             match listed {
                 Ok(tools) => {
-                    if let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) {
+                    if let Some(slot) = st.slot(&name) {
                         slot.offered = tools;
                     }
                     st.notices
@@ -453,8 +502,7 @@ impl McpHub {
         let host = self.host.get().cloned();
         let r = connect(name, &spec, &self.cwd, self.bounds, host).await;
         {
-            let mut st = self.lock();
-            if let Some(s) = st.slots.iter_mut().find(|s| s.name == name) {
+            if let Some(s) = self.lock().slot(name) {
                 s.restarts = 0;
             }
         }
@@ -473,7 +521,7 @@ impl McpHub {
     pub async fn toggle(&self, name: &str, enabled: bool) -> Result<ServerStatus, String> {
         let (_, conn) = self.slot_parts(name)?;
         if enabled {
-            if self.status_of(name)?.status != "disabled" {
+            if self.status_of(name)?.status != State::Disabled.as_str() {
                 return self.status_of(name);
             }
             return self.reconnect(name).await;
@@ -482,10 +530,8 @@ impl McpHub {
             old.stop().await;
         }
         let mut st = self.lock();
-        if let Some(s) = st.slots.iter_mut().find(|s| s.name == name) {
-            s.status = "disabled";
-            s.error = None;
-            s.offered.clear();
+        if let Some(s) = st.slot(name) {
+            s.down(State::Disabled, None);
         }
         st.notices.push(format!("MCP server {name} disabled"));
         self.rebuild(&mut st);
@@ -522,13 +568,14 @@ impl McpHub {
     async fn crashed(&self, name: &str, conn: &mut Option<Server>, how: &str) {
         let spec = {
             let mut st = self.lock();
-            let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) else {
+            let Some(slot) = st.slot(name) else {
                 return;
             };
             if slot.restarts >= MAX_RESTARTS || slot.spec.is_none() {
-                slot.status = "failed";
-                slot.error = Some(format!("it stopped again during a call ({how})"));
-                slot.offered.clear();
+                slot.down(
+                    State::Failed,
+                    Some(format!("it stopped again during a call ({how})")),
+                );
                 st.notices.push(format!(
                     "MCP server {name} stopped again during a call ({how}); it is not restarted again, its tools are withdrawn"
                 ));
@@ -542,24 +589,19 @@ impl McpHub {
         let host = self.host.get().cloned();
         let r = connect(name, &spec, &self.cwd, self.bounds, host).await;
         let mut st = self.lock();
-        let Some(slot) = st.slots.iter_mut().find(|s| s.name == name) else {
+        let Some(slot) = st.slot(name) else {
             return;
         };
         match r {
             Ok(server) => {
-                slot.status = "connected";
-                slot.error = None;
-                slot.offered = server.tools().to_vec();
-                slot.resources = server.has_resources();
+                slot.up(Offer::of(&server));
                 *conn = Some(server);
                 st.notices.push(format!(
                     "MCP server {name} stopped during a call ({how}) and was restarted"
                 ));
             }
             Err(why) => {
-                slot.status = "failed";
-                slot.error = Some(why.clone());
-                slot.offered.clear();
+                slot.down(State::Failed, Some(why.clone()));
                 st.notices.push(format!(
                     "MCP server {name} stopped during a call ({how}) and could not be restarted: {why}"
                 ));
@@ -572,14 +614,14 @@ impl McpHub {
     /// their tool objects.
     fn rebuild(&self, st: &mut HubState) {
         let mut pairs = Vec::new();
-        for s in st.slots.iter().filter(|s| s.status == "connected") {
+        for s in st.slots.iter().filter(|s| s.is_up()) {
             pairs.extend(s.offered.iter().map(|t| (s.name.clone(), t.name.clone())));
         }
         let mut names = keel_mcp::assign(&pairs).into_iter();
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for s in st.slots.iter_mut() {
             s.names.clear();
-            if s.status != "connected" {
+            if !s.is_up() {
                 continue;
             }
             for t in &s.offered {
@@ -597,11 +639,7 @@ impl McpHub {
                 }));
             }
         }
-        if st
-            .slots
-            .iter()
-            .any(|s| s.status == "connected" && s.resources)
-        {
+        if st.slots.iter().any(|s| s.is_up() && s.resources) {
             tools.push(Arc::new(ResourceTool {
                 read: false,
                 hub: self.me.clone(),
@@ -621,7 +659,7 @@ impl McpHub {
         let found: Vec<_> = st
             .slots
             .iter()
-            .filter(|s| s.status == "connected" && s.resources)
+            .filter(|s| s.is_up() && s.resources)
             .filter(|s| only.is_none_or(|n| n == s.name))
             .map(|s| (s.name.clone(), s.conn.clone()))
             .collect();
@@ -630,7 +668,7 @@ impl McpHub {
                 "No connected MCP server named {n:?} offers resources. Servers that do: {}.",
                 st.slots
                     .iter()
-                    .filter(|s| s.status == "connected" && s.resources)
+                    .filter(|s| s.is_up() && s.resources)
                     .map(|s| s.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")

@@ -244,20 +244,23 @@ fn enqueue(
 
 // ---- streamable HTTP ----
 
-/// The streamable HTTP transport to one server.
-pub struct HttpTransport {
+/// The session id a streamable HTTP server gave, shared by the writer and `close`.
+type Session = Arc<Mutex<Option<String>>>;
+
+/// The transport to one server at a URL: messages rmcp sends go to a writer task in order,
+/// messages from the server come back on `rx`.
+pub struct UrlTransport {
     queue: mpsc::Sender<Outgoing>,
     rx: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
-    /// The GET stream of messages the server sends on its own.
-    listener: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
-    session: Arc<Mutex<Option<String>>>,
-    link: Link,
-    url: String,
+    /// Tasks that read from the server (the event streams), stopped when it closes.
+    readers: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    /// Streamable HTTP: the session to end (`DELETE`) when it closes.
+    farewell: Option<(Link, String, Session)>,
 }
 
-impl HttpTransport {
-    /// A transport to server `server` at `spec`; each POST waits at most `deadline`.
-    pub fn new(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+impl UrlTransport {
+    /// Streamable HTTP to server `server` at `spec`; each POST waits at most `deadline`.
+    pub fn streamable(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
         let (tx, rx) = mpsc::channel(INCOMING);
         let link = Link::new(server, spec, deadline, tx)?;
         let (queue, mut out) = mpsc::channel::<Outgoing>(OUTGOING);
@@ -265,8 +268,8 @@ impl HttpTransport {
         let protocol: Arc<Mutex<Option<String>>> = Arc::default();
         let url = spec.url.clone();
         let (l, s, u) = (link.clone(), session.clone(), url.clone());
-        let listener: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>> = Arc::default();
-        let lst = listener.clone();
+        let readers: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let lst = readers.clone();
         tokio::spawn(async move {
             while let Some(Outgoing(m)) = out.recv().await {
                 let post = post(l.clone(), u.clone(), s.clone(), protocol.clone(), m.clone());
@@ -280,17 +283,15 @@ impl HttpTransport {
                 if m.get("method").and_then(Value::as_str) == Some("notifications/initialized") {
                     let task =
                         tokio::spawn(listen(l.clone(), u.clone(), s.clone(), protocol.clone()));
-                    *lst.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+                    lst.lock().unwrap_or_else(|p| p.into_inner()).push(task);
                 }
             }
         });
         Ok(Self {
             queue,
             rx,
-            listener,
-            session,
-            link,
-            url,
+            readers,
+            farewell: Some((link, url, session)),
         })
     }
 }
@@ -465,7 +466,7 @@ async fn post(
     }
 }
 
-impl Transport<RoleClient> for HttpTransport {
+impl Transport<RoleClient> for UrlTransport {
     type Error = std::io::Error;
 
     fn send(
@@ -481,34 +482,28 @@ impl Transport<RoleClient> for HttpTransport {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.rx.close();
-        if let Some(t) = self
-            .listener
+        for t in self
+            .readers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
+            .drain(..)
         {
             t.abort();
         }
-        let session = self
-            .session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let (client, url, headers) = (
-            self.link.client.clone(),
-            self.url.clone(),
-            self.link.headers.clone(),
-        );
-        async move {
-            // Tell the server the session is over (bounded; a server may not support it).
-            if let Some(s) = session {
-                let _ = client
-                    .delete(&url)
-                    .headers(headers)
+        // Tell the server the session is over (bounded; a server may not support it).
+        let farewell = self.farewell.as_ref().and_then(|(link, url, session)| {
+            let s = session.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+            Some(
+                link.client
+                    .delete(url)
+                    .headers(link.headers.clone())
                     .header("mcp-session-id", s)
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await;
+                    .timeout(Duration::from_secs(2)),
+            )
+        });
+        async move {
+            if let Some(req) = farewell {
+                let _ = req.send().await;
             }
             Ok(())
         }
@@ -517,17 +512,10 @@ impl Transport<RoleClient> for HttpTransport {
 
 // ---- legacy HTTP + SSE ----
 
-/// The legacy SSE transport to one server.
-pub struct SseTransport {
-    queue: mpsc::Sender<Outgoing>,
-    rx: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
-    reader: tokio::task::JoinHandle<()>,
-}
-
-impl SseTransport {
-    /// Open the event stream of server `server` at `spec`; messages are POSTed to the
-    /// endpoint it names, each within `deadline`.
-    pub fn new(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+impl UrlTransport {
+    /// The legacy HTTP + SSE transport: open the event stream of server `server` at `spec`;
+    /// messages are POSTed to the endpoint it names, each within `deadline`.
+    pub fn legacy_sse(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
         let (tx, rx) = mpsc::channel(INCOMING);
         let link = Link::new(server, spec, deadline, tx)?;
         let base = reqwest::Url::parse(&spec.url).map_err(|e| format!("bad URL: {e}"))?;
@@ -624,28 +612,12 @@ impl SseTransport {
                 }
             }
         });
-        Ok(Self { queue, rx, reader })
-    }
-}
-
-impl Transport<RoleClient> for SseTransport {
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(enqueue(&self.queue, &item))
-    }
-
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.rx.recv()
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.rx.close();
-        self.reader.abort();
-        std::future::ready(Ok(()))
+        Ok(Self {
+            queue,
+            rx,
+            readers: Arc::new(Mutex::new(vec![reader])),
+            farewell: None,
+        })
     }
 }
 

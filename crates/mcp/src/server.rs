@@ -291,13 +291,12 @@ impl Server {
             stderr_tail: String::new(),
         };
         let late = format!("{} did not finish starting", spec.url);
-        if sse {
-            let t = crate::http::SseTransport::new(name, spec, message_deadline).map_err(fail)?;
-            Self::start_on(name, t, deadline, &late).await
+        let transport = if sse {
+            crate::http::UrlTransport::legacy_sse(name, spec, message_deadline)
         } else {
-            let t = crate::http::HttpTransport::new(name, spec, message_deadline).map_err(fail)?;
-            Self::start_on(name, t, deadline, &late).await
-        }
+            crate::http::UrlTransport::streamable(name, spec, message_deadline)
+        };
+        Self::start_on(name, transport.map_err(fail)?, deadline, &late).await
     }
 
     /// Handshake and list the tools over `transport`, within `deadline` (`late`: what is said
@@ -522,35 +521,28 @@ impl Server {
     /// Its resources (each as MCP describes it: `uri`, `name`, `mimeType`, ...), within
     /// `deadline`.
     pub async fn list_resources(&self, deadline: Duration) -> Result<Vec<Value>, String> {
-        match tokio::time::timeout(deadline, self.service.list_all_resources()).await {
-            Ok(Ok(list)) => Ok(list
-                .iter()
-                .filter_map(|r| serde_json::to_value(r).ok())
-                .collect()),
-            Ok(Err(e)) => Err(format!("listing its resources failed: {e}")),
-            Err(_) => Err(format!(
-                "it did not list its resources within {}",
-                seconds(deadline)
-            )),
-        }
+        let list = within(
+            deadline,
+            "listing its resources",
+            self.service.list_all_resources(),
+        )
+        .await?;
+        Ok(list
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect())
     }
 
     /// The contents of resource `uri` (each as MCP writes it: `text` or `blob`), within
     /// `deadline`.
     pub async fn read_resource(&self, uri: &str, deadline: Duration) -> Result<Vec<Value>, String> {
         let params = rmcp::model::ReadResourceRequestParams::new(uri);
-        match tokio::time::timeout(deadline, self.service.read_resource(params)).await {
-            Ok(Ok(r)) => Ok(r
-                .contents
-                .iter()
-                .filter_map(|c| serde_json::to_value(c).ok())
-                .collect()),
-            Ok(Err(e)) => Err(format!("reading {uri} failed: {e}")),
-            Err(_) => Err(format!(
-                "it did not answer for {uri} within {}",
-                seconds(deadline)
-            )),
-        }
+        let what = format!("reading {uri}");
+        let r = within(deadline, &what, self.service.read_resource(params)).await?;
+        Ok(r.contents
+            .iter()
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect())
     }
 
     /// Whether the server said its tool list changed since the last [`Server::relist`].
@@ -561,17 +553,9 @@ impl Server {
     /// List its tools again (after it said they changed), within `deadline`.
     pub async fn relist(&mut self, deadline: Duration) -> Result<&[ServerTool], String> {
         self.watcher.tools_changed.store(false, Ordering::SeqCst);
-        match tokio::time::timeout(deadline, self.service.list_all_tools()).await {
-            Ok(Ok(tools)) => {
-                self.tools = server_tools(tools);
-                Ok(&self.tools)
-            }
-            Ok(Err(e)) => Err(format!("listing its tools failed: {e}")),
-            Err(_) => Err(format!(
-                "listing its tools took longer than {}",
-                seconds(deadline)
-            )),
-        }
+        let tools = within(deadline, "listing its tools", self.service.list_all_tools()).await?;
+        self.tools = server_tools(tools);
+        Ok(&self.tools)
     }
 
     /// Call `tool` with `input` (a JSON object), waiting at most `deadline`. A call that runs
@@ -669,6 +653,19 @@ pub fn content_text(content: &[Value]) -> String {
         )
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `request` (`what`, for messages) within `deadline`: its answer, or what went wrong.
+async fn within<T, E: std::fmt::Display>(
+    deadline: Duration,
+    what: &str,
+    request: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(deadline, request).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what} failed: {e}")),
+        Err(_) => Err(format!("{what} took longer than {}", seconds(deadline))),
+    }
 }
 
 /// Wait up to `within` for the child to exit.
