@@ -258,7 +258,12 @@ fn write_object(path: &Path, root: &Map<String, Value>) -> Result<(), String> {
         std::process::id()
     ));
     let written = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A new file: never one that was already there (or a link planted in its place).
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         if let Ok(meta) = std::fs::metadata(path) {
             f.set_permissions(meta.permissions())?;
         }

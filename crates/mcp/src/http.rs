@@ -154,7 +154,21 @@ impl Link {
                 .map_err(|_| format!("the value of header {k:?} is not a valid header value"))?;
             headers.insert(name, value);
         }
+        // A redirect is followed only within the same origin: the headers (often
+        // credentials) never go to a host the configuration did not name.
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let first = attempt.previous().first().cloned();
+            let same = first.is_some_and(|f| f.origin() == attempt.url().origin());
+            if attempt.previous().len() > 5 {
+                attempt.error("too many redirects")
+            } else if same {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        });
         let client = reqwest::Client::builder()
+            .redirect(redirects)
             .connect_timeout(Duration::from_secs(30).min(deadline))
             .build()
             .map_err(|e| format!("an HTTP client could not be made: {e}"))?;

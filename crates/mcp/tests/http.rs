@@ -196,3 +196,31 @@ async fn echo_works_loosely(s: &mut Server) {
         }
     ));
 }
+
+#[tokio::test]
+async fn headers_never_follow_a_redirect_to_another_origin() {
+    // B accepts the credentials; A sends every request on to B, on another port.
+    let b = serve(&["--http", "--require-header", "X-Key: s3cret"]);
+    let a = serve(&["--http", "--redirect-to", &b.url]);
+    let e = Server::start_url(
+        "w",
+        &spec(&a.url, &[("X-Key", "s3cret")]),
+        false,
+        START,
+        START,
+    )
+    .await
+    .expect_err("the redirect is not followed");
+    assert!(e.reason.contains("307"), "{e}");
+    // The same server named directly works: the refusal above is the redirect's.
+    let mut s = Server::start_url(
+        "w",
+        &spec(&b.url, &[("X-Key", "s3cret")]),
+        false,
+        START,
+        START,
+    )
+    .await
+    .expect("it connects");
+    echo_works(&mut s).await;
+}

@@ -15,6 +15,7 @@
 //! own.
 //!
 //! `--require-header "Name: value"`: every request must carry it (401 otherwise).
+//! `--redirect-to URL`: every request is answered with a 307 to URL.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +40,7 @@ const LIST_CHANGED: &str =
 
 struct State {
     mode: String,
+    redirect: Option<String>,
     sse: bool,
     require: Option<(String, String)>,
     sessions: AtomicU64,
@@ -113,6 +115,13 @@ async fn answer(state: &State, m: &Value) -> Option<Value> {
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    if let Some(to) = &state.redirect {
+        let mut resp = full(StatusCode::TEMPORARY_REDIRECT, "text/plain", "moved");
+        if let Ok(v) = to.parse() {
+            resp.headers_mut().insert("location", v);
+        }
+        return Ok(resp);
+    }
     if let Some((name, value)) = &state.require {
         if req
             .headers()
@@ -226,7 +235,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
 }
 
 /// Serve until killed; the URL is printed first.
-pub async fn serve(mode: String, sse: bool, require: Option<String>) {
+pub async fn serve(mode: String, sse: bool, require: Option<String>, redirect: Option<String>) {
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
         Err(e) => {
@@ -245,6 +254,7 @@ pub async fn serve(mode: String, sse: bool, require: Option<String>) {
     });
     let state = Arc::new(State {
         mode,
+        redirect,
         sse,
         require,
         sessions: AtomicU64::new(0),

@@ -256,7 +256,13 @@ async fn main() {
     let over_http = args.iter().any(|a| a == "--http");
     let over_sse = args.iter().any(|a| a == "--sse");
     if over_http || over_sse {
-        http::serve(mode, over_sse, flag("--require-header")).await;
+        http::serve(
+            mode,
+            over_sse,
+            flag("--require-header"),
+            flag("--redirect-to"),
+        )
+        .await;
         return;
     }
     match mode.as_str() {
