@@ -31,6 +31,19 @@ async fn allowed(h: &Harness, prompt: &str, cfg: &str, allow: &str, env: &[(&str
     run
 }
 
+/// A run with `var=value` stops with an error that names both.
+async fn refused_env(h: &Harness, cfg: &str, var: &str, value: &str) {
+    let bad = h
+        .run_stream("hello", &["--mcp-config", cfg], &[(var, value)])
+        .await;
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains(&format!("{var}={value:?}")),
+        "{}",
+        bad.stderr
+    );
+}
+
 fn init(frames: &[Value]) -> Value {
     frames
         .iter()
@@ -109,15 +122,7 @@ async fn a_server_that_does_not_start_is_failed_within_mcp_timeout_and_the_run_g
                 "error": "it did not finish starting within 1.5 s (MCP_TIMEOUT); its stderr ended with: test server: starting, slowly"}])
     );
     // A bad MCP_TIMEOUT is a clear error, not a silent default.
-    let bad = h
-        .run_stream("hello", &["--mcp-config", &cfg], &[("MCP_TIMEOUT", "soon")])
-        .await;
-    assert_ne!(bad.code, 0);
-    assert!(
-        bad.stderr.contains("MCP_TIMEOUT=\"soon\""),
-        "{}",
-        bad.stderr
-    );
+    refused_env(&h, &cfg, "MCP_TIMEOUT", "soon").await;
 }
 
 #[tokio::test]
@@ -619,19 +624,7 @@ async fn long_output_is_capped_and_images_reach_the_model() {
         text.starts_with("rrrr") && text.trim_end().ends_with("rrrr"),
         "{text}"
     );
-    let bad = h
-        .run_stream(
-            "call",
-            &["--mcp-config", &cfg],
-            &[("MAX_MCP_OUTPUT_TOKENS", "lots")],
-        )
-        .await;
-    assert_ne!(bad.code, 0);
-    assert!(
-        bad.stderr.contains("MAX_MCP_OUTPUT_TOKENS=\"lots\""),
-        "{}",
-        bad.stderr
-    );
+    refused_env(&h, &cfg, "MAX_MCP_OUTPUT_TOKENS", "lots").await;
 }
 
 #[tokio::test]
