@@ -64,6 +64,11 @@ pub struct Cli {
     #[arg(long = "fallback-model")]
     pub fallback_model: Option<String>,
 
+    /// The model API: anthropic, openai (Responses) or openai-chat (Chat Completions).
+    /// Without it, a model written `provider/model` picks its provider.
+    #[arg(long)]
+    pub provider: Option<String>,
+
     /// Stop after this many model calls in one turn.
     #[arg(long = "max-turns", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,

@@ -27,6 +27,7 @@ pub fn options(cli: &Cli) -> SessionOptions {
     SessionOptions {
         model: cli.model.clone(),
         fallback_model: cli.fallback_model.clone(),
+        provider: cli.provider.clone(),
         max_turns: cli.max_turns,
         max_budget_usd: cli.max_budget_usd,
         permission_mode: cli.permission_mode.clone(),

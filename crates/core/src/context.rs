@@ -122,6 +122,8 @@ pub struct SessionContext {
     pub(crate) cwd: PathBuf,
     pub(crate) home: Option<PathBuf>,
     pub(crate) client: Arc<dyn Model>,
+    /// Which provider serves which model.
+    pub(crate) providers: keel_model::ProviderChoice,
     pub(crate) limits: Limits,
     pub(crate) tasks: Arc<TaskManager>,
     pub(crate) agents: Agents,
@@ -154,6 +156,7 @@ pub(crate) struct ContextParts {
     pub cwd: PathBuf,
     pub home: Option<PathBuf>,
     pub client: Arc<dyn Model>,
+    pub providers: keel_model::ProviderChoice,
     pub model: String,
     pub permissions: PermissionConfig,
     pub limits: Limits,
@@ -178,6 +181,11 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 impl SessionContext {
     /// The session's MCP servers and their state (`init`, `mcp_status`).
+    /// The provider that serves `model` (`anthropic`, `openai`, `openai-chat`).
+    pub fn provider_of(&self, model: &str) -> keel_model::Provider {
+        self.providers.resolve(model).0
+    }
+
     pub fn mcp_servers(&self) -> Vec<crate::mcp::ServerStatus> {
         self.mcp.statuses()
     }
@@ -197,6 +205,7 @@ impl SessionContext {
             cwd: p.cwd,
             home: p.home,
             client: p.client,
+            providers: p.providers,
             limits: p.limits,
             tasks: p.tasks,
             agents: Agents {

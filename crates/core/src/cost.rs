@@ -30,6 +30,17 @@ const fn priced(input: f64, output: f64) -> Price {
     }
 }
 
+/// An OpenAI price: no charge for writing the cache, a per-model rate for reading it.
+const fn openai(input: f64, output: f64, cached: f64, context_window: u64) -> Price {
+    Price {
+        input,
+        output,
+        cache_write: input,
+        cache_read: cached,
+        context_window,
+    }
+}
+
 /// Prices by model family: the first entry whose prefix the model id starts with wins, so
 /// more specific prefixes come first. The context windows live here too: one table per model.
 const PRICES: &[(&str, Price)] = &[
@@ -44,6 +55,16 @@ const PRICES: &[(&str, Price)] = &[
     ("claude-haiku-4", priced(1.0, 5.0)),
     ("claude-3-5-haiku", priced(0.8, 4.0)),
     ("claude-3-haiku", priced(0.25, 1.25)),
+    ("gpt-5-nano", openai(0.05, 0.40, 0.005, 400_000)),
+    ("gpt-5-mini", openai(0.25, 2.0, 0.025, 400_000)),
+    ("gpt-5", openai(1.25, 10.0, 0.125, 400_000)),
+    ("gpt-4.1-nano", openai(0.10, 0.40, 0.025, 1_047_576)),
+    ("gpt-4.1-mini", openai(0.40, 1.60, 0.10, 1_047_576)),
+    ("gpt-4.1", openai(2.0, 8.0, 0.50, 1_047_576)),
+    ("gpt-4o-mini", openai(0.15, 0.60, 0.075, 128_000)),
+    ("gpt-4o", openai(2.50, 10.0, 1.25, 128_000)),
+    ("o4-mini", openai(1.10, 4.40, 0.275, 200_000)),
+    ("o3", openai(2.0, 8.0, 0.50, 200_000)),
 ];
 
 /// What an unknown model is charged: the highest known rate, so a budget always binds; and a
@@ -55,6 +76,8 @@ pub const UNKNOWN_MODEL_PRICE: Price = Price {
 
 /// The price of `model`, and whether it was found in the table.
 pub fn price_of(model: &str) -> (Price, bool) {
+    // `openai/gpt-5` and a gateway's `openai/gpt-4o` are priced as the model after the slash.
+    let model = model.rsplit('/').next().unwrap_or(model);
     PRICES
         .iter()
         .find(|(prefix, _)| model.starts_with(prefix))

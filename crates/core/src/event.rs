@@ -143,6 +143,8 @@ pub struct InitInfo {
     pub tools: Vec<String>,
     /// The model.
     pub model: String,
+    /// The provider that serves it.
+    pub provider: String,
     /// The permission mode's wire name.
     pub permission_mode: String,
     /// Where the API key came from.
@@ -310,6 +312,10 @@ pub struct TurnReport {
     pub stop_reason: Option<String>,
     /// Which result of the session this is (0 for the first).
     pub result_index: u32,
+    /// The model the session was on at the end, and its provider.
+    pub model: String,
+    /// The provider that serves `model`.
+    pub provider: String,
 }
 
 /// The session's cost, as the result reports it.

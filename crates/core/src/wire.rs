@@ -36,6 +36,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
                 .collect();
             extra.insert("additional_directories".into(), json!(dirs));
             extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
+            extra.insert("provider".into(), json!(i.provider));
             Frame::System(SystemFrame::Init(InitFrame {
                 cwd: i.cwd.display().to_string(),
                 session_id: sid,
@@ -274,6 +275,8 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
         extra.insert("unpriced_models".into(), json!(r.cost.unpriced_models));
     }
     extra.insert("result_index".into(), json!(r.result_index));
+    extra.insert("provider".into(), json!(r.provider));
+    extra.insert("model".into(), json!(r.model));
     ResultFrame {
         subtype: end.subtype(),
         is_error: end.is_error(),

@@ -11,6 +11,7 @@ use hyper::{Request, Response};
 use serde_json::{json, Value};
 
 use crate::body::{CutConnection, Piece, ScriptBody};
+use crate::openai::{self, Dialect};
 use crate::record::{RecordedRequest, Recorder};
 use crate::reply::{self, Counters, ReplyCtx};
 use crate::scenario::{
@@ -55,9 +56,12 @@ struct Answer {
 /// The request facts a plan depends on.
 struct Req<'a> {
     body: &'a Value,
+    /// The body in the Messages API's shape (the body itself for that API).
+    view: &'a Value,
     bytes: usize,
     stream: bool,
     request_id: String,
+    dialect: Dialect,
 }
 
 /// Handle one request; `Err` makes hyper drop the connection without a response.
@@ -98,6 +102,8 @@ pub(crate) async fn handle(
     let json: Option<Value> = serde_json::from_slice(&raw).ok();
     let body = json.clone().unwrap_or(Value::Null);
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let dialect = Dialect::of_route(&route).unwrap_or(Dialect::Messages);
+    let view = openai::view(dialect, &body);
 
     let answer = shared.recorder.record_with(|seq| {
         let request_id = format!("req_mock_{}", seq + 1);
@@ -107,14 +113,16 @@ pub(crate) async fn handle(
             (
                 None,
                 Some(msg.clone()),
-                error_answer(413, "request_too_large", &msg, &request_id),
+                error_answer(dialect, 413, "request_too_large", &msg, &request_id),
             )
         } else {
             let r = Req {
                 body: &body,
+                view: &view,
                 bytes: raw.len(),
                 stream,
                 request_id,
+                dialect,
             };
             decide(shared, &method, &route, json.is_some(), &r)
         };
@@ -130,6 +138,12 @@ pub(crate) async fn handle(
             path: path.clone(),
             headers: headers.clone(),
             body: body.clone(),
+            view: if dialect == Dialect::Messages {
+                Value::Null
+            } else {
+                view.clone()
+            },
+            dialect: dialect.name().to_string(),
             stream,
             step,
             status,
@@ -168,36 +182,42 @@ fn decide(
     is_json: bool,
     r: &Req<'_>,
 ) -> (Option<usize>, Option<String>, Answer) {
-    let known = route == "/v1/messages" || route == "/v1/messages/count_tokens";
+    let d = r.dialect;
+    let known = Dialect::of_route(route).is_some() || route == "/v1/messages/count_tokens";
     if !known || method != "POST" {
         let msg = format!(
-            "keel-mock: nothing is served at {method} {route}; it answers POST /v1/messages \
-             and POST /v1/messages/count_tokens"
+            "keel-mock: nothing is served at {method} {route}; it answers POST /v1/messages, \
+             POST /v1/messages/count_tokens, POST /v1/responses and POST /v1/chat/completions"
         );
         return (
             None,
             None,
-            error_answer(404, "not_found_error", &msg, &r.request_id),
+            error_answer(d, 404, "not_found_error", &msg, &r.request_id),
         );
     }
     if !is_json {
         let msg = "the request body is not valid JSON".to_string();
-        let a = error_answer(400, "invalid_request_error", &msg, &r.request_id);
+        let a = error_answer(d, 400, "invalid_request_error", &msg, &r.request_id);
         return (None, Some(msg), a);
     }
     if route == "/v1/messages/count_tokens" {
         let body = json!({"input_tokens": (r.bytes as u64 + 2) / 4});
-        return (None, None, json_answer(200, &body, &r.request_id));
+        return (None, None, json_answer(d, 200, &body, &r.request_id));
     }
-    if let Err(msg) = validate_request(r.body) {
-        let a = error_answer(400, "invalid_request_error", &msg, &r.request_id);
+    let valid = match d {
+        Dialect::Messages => validate_request(r.body),
+        Dialect::Responses => openai::validate_responses(r.body),
+        Dialect::Chat => openai::validate_chat(r.body),
+    };
+    if let Err(msg) = valid {
+        let a = error_answer(d, 400, "invalid_request_error", &msg, &r.request_id);
         return (None, Some(msg), a);
     }
     let pick = shared
         .cursor
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .pick(&shared.scenario, r.body);
+        .pick(&shared.scenario, r.view);
     match pick {
         Pick::Step(i) => (
             Some(i),
@@ -207,7 +227,7 @@ fn decide(
         Pick::Nothing(msg) => (
             None,
             None,
-            error_answer(400, "invalid_request_error", &msg, &r.request_id),
+            error_answer(d, 400, "invalid_request_error", &msg, &r.request_id),
         ),
     }
 }
@@ -221,7 +241,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
         .or_else(|| r.body["model"].as_str().map(str::to_string))
         .unwrap_or_else(|| "keel-mock".to_string());
     let cache = matches!(step.kind, StepKind::Text { .. } | StepKind::ToolUse { .. })
-        .then(|| shared.cache.bill(r.body, (r.bytes as u64 + 2) / 4));
+        .then(|| shared.cache.bill(r.view, (r.bytes as u64 + 2) / 4));
     let ctx = ReplyCtx {
         model: &model,
         request_bytes: r.bytes,
@@ -243,7 +263,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             message,
             headers,
         } => {
-            let mut a = error_answer(*status, error_type, message, &r.request_id);
+            let mut a = error_answer(r.dialect, *status, error_type, message, &r.request_id);
             if let Plan::Respond { headers: h, .. } = &mut a.plan {
                 set_headers(h, headers);
             }
@@ -258,7 +278,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             if r.stream {
                 let mut pieces: Vec<Piece> = events
                     .iter()
-                    .map(|e| Piece::Data(reply::raw_event(e)))
+                    .map(|e| Piece::Data(reply::raw_event(e, r.dialect == Dialect::Chat)))
                     .collect();
                 if *end == RawEnd::Hang {
                     pieces.push(Piece::Hang);
@@ -273,7 +293,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             } else {
                 let msg = "keel-mock: this request was answered by a `raw` step, which only \
                            streams; send \"stream\": true";
-                error_answer(500, "api_error", msg, &r.request_id).plan
+                error_answer(r.dialect, 500, "api_error", msg, &r.request_id).plan
             }
         }
         StepKind::SseError {
@@ -283,18 +303,24 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             reply,
         } => {
             if r.stream {
-                let events = reply_of(reply.as_deref(), DEFAULT_SSE_ERROR_TEXT).sse_events();
+                let events = events_of(&reply_of(reply.as_deref(), DEFAULT_SSE_ERROR_TEXT), r);
                 let mut pieces: Vec<Piece> = events
                     .into_iter()
                     .take(*after_events)
                     .map(Piece::Data)
                     .collect();
-                let err = reply::error_body(error_type, message, None);
-                pieces.push(Piece::Data(reply::sse_event("error", &err)));
+                let err = match r.dialect {
+                    Dialect::Messages => {
+                        let err = reply::error_body(error_type, message, None);
+                        reply::sse_event("error", &err)
+                    }
+                    d => openai::stream_error(d, error_type, message),
+                };
+                pieces.push(Piece::Data(err));
                 sse(pieces, r)
             } else {
                 let status = status_for_error_type(error_type);
-                error_answer(status, error_type, message, &r.request_id).plan
+                error_answer(r.dialect, status, error_type, message, &r.request_id).plan
             }
         }
         StepKind::Drop {
@@ -303,8 +329,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
         } => {
             let reply = reply_of(reply.as_deref(), DEFAULT_DROP_TEXT);
             if r.stream {
-                let mut pieces: Vec<Piece> = reply
-                    .sse_events()
+                let mut pieces: Vec<Piece> = events_of(&reply, r)
                     .into_iter()
                     .take(*after_events)
                     .map(Piece::Data)
@@ -312,14 +337,14 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
                 pieces.push(Piece::Cut);
                 sse(pieces, r)
             } else {
-                let full = Bytes::from(reply.message_json().to_string());
+                let full = Bytes::from(json_of(&reply, r).to_string());
                 let half = full.slice(..full.len() / 2);
                 Plan::Respond {
                     status: 200,
                     headers: vec![
                         ("content-type".into(), "application/json".into()),
                         ("content-length".into(), full.len().to_string()),
-                        ("request-id".into(), r.request_id.clone()),
+                        (request_id_header(r.dialect).into(), r.request_id.clone()),
                     ],
                     body: ScriptBody::script(vec![Piece::Data(half), Piece::Cut]),
                 }
@@ -356,7 +381,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
             let pause = Duration::from_millis(*ms);
             if r.stream {
                 let mut pieces = Vec::new();
-                for (i, event) in reply.sse_events().into_iter().enumerate() {
+                for (i, event) in events_of(&reply, r).into_iter().enumerate() {
                     if i == *after_events {
                         pieces.push(Piece::Pause(pause));
                     }
@@ -378,9 +403,41 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
 /// The full reply: a stream of events or one JSON message.
 fn complete(reply: reply::Reply, r: &Req<'_>) -> Plan {
     if r.stream {
-        sse(reply.sse_events().into_iter().map(Piece::Data).collect(), r)
+        sse(
+            events_of(&reply, r).into_iter().map(Piece::Data).collect(),
+            r,
+        )
     } else {
-        json_answer(200, &reply.message_json(), &r.request_id).plan
+        json_answer(r.dialect, 200, &json_of(&reply, r), &r.request_id).plan
+    }
+}
+
+/// The streamed events of a reply, in the request's dialect.
+fn events_of(reply: &reply::Reply, r: &Req<'_>) -> Vec<Bytes> {
+    match r.dialect {
+        Dialect::Messages => reply.sse_events(),
+        Dialect::Responses => openai::responses_events(reply),
+        Dialect::Chat => {
+            let usage = r.body["stream_options"]["include_usage"].as_bool() == Some(true);
+            openai::chat_events(reply, usage)
+        }
+    }
+}
+
+/// A whole reply, in the request's dialect.
+fn json_of(reply: &reply::Reply, r: &Req<'_>) -> Value {
+    match r.dialect {
+        Dialect::Messages => reply.message_json(),
+        Dialect::Responses => openai::responses_json(reply),
+        Dialect::Chat => openai::chat_json(reply),
+    }
+}
+
+/// The header that carries the request id: `request-id` (Messages API), `x-request-id` (OpenAI).
+fn request_id_header(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Messages => "request-id",
+        _ => "x-request-id",
     }
 }
 
@@ -399,7 +456,7 @@ fn sse_headers(r: &Req<'_>) -> Vec<(String, String)> {
             "text/event-stream; charset=utf-8".into(),
         ),
         ("cache-control".into(), "no-cache".into()),
-        ("request-id".into(), r.request_id.clone()),
+        (request_id_header(r.dialect).into(), r.request_id.clone()),
     ]
 }
 
@@ -411,21 +468,30 @@ fn set_headers(into: &mut Vec<(String, String)>, headers: &BTreeMap<String, Stri
     }
 }
 
-fn json_answer(status: u16, body: &Value, request_id: &str) -> Answer {
+fn json_answer(d: Dialect, status: u16, body: &Value, request_id: &str) -> Answer {
     Answer {
         wait: Duration::ZERO,
         plan: Plan::Respond {
             status,
             headers: vec![
                 ("content-type".into(), "application/json".into()),
-                ("request-id".into(), request_id.to_string()),
+                (request_id_header(d).into(), request_id.to_string()),
             ],
             body: ScriptBody::full(body.to_string()),
         },
     }
 }
 
-fn error_answer(status: u16, error_type: &str, message: &str, request_id: &str) -> Answer {
-    let body = reply::error_body(error_type, message, Some(request_id));
-    json_answer(status, &body, request_id)
+fn error_answer(
+    d: Dialect,
+    status: u16,
+    error_type: &str,
+    message: &str,
+    request_id: &str,
+) -> Answer {
+    let body = match d {
+        Dialect::Messages => reply::error_body(error_type, message, Some(request_id)),
+        _ => openai::error_body(error_type, message),
+    };
+    json_answer(d, status, &body, request_id)
 }

@@ -18,6 +18,7 @@
 mod body;
 pub mod cache;
 mod handler;
+pub mod openai;
 mod record;
 mod reply;
 mod scenario;

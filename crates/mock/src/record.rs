@@ -27,6 +27,14 @@ pub struct RecordedRequest {
     pub headers: BTreeMap<String, String>,
     /// The body as JSON; `Null` if it was not JSON.
     pub body: serde_json::Value,
+    /// For an OpenAI route, the body in the Messages API's shape (system, messages with
+    /// text / tool_use / tool_result blocks, tool names); `Null` for the Messages API itself,
+    /// whose body is already that shape (see [`RecordedRequest::messages_view`]).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub view: serde_json::Value,
+    /// The API the request spoke: `messages`, `responses` or `chat`.
+    #[serde(default)]
+    pub dialect: String,
     /// Whether the body asked for a stream (`"stream": true`).
     pub stream: bool,
     /// Index of the scenario step that answered; `None` when the request was rejected.
@@ -35,6 +43,17 @@ pub struct RecordedRequest {
     pub status: u16,
     /// Why the request was rejected as invalid, if it was.
     pub validation_error: Option<String>,
+}
+
+impl RecordedRequest {
+    /// The request in the Messages API's shape, whatever API it spoke.
+    pub fn messages_view(&self) -> &serde_json::Value {
+        if self.view.is_null() {
+            &self.body
+        } else {
+            &self.view
+        }
+    }
 }
 
 /// The shared request log.

@@ -16,11 +16,11 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    fn next_message(&self) -> u64 {
+    pub(crate) fn next_message(&self) -> u64 {
         self.message.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    fn next_tool(&self) -> u64 {
+    pub(crate) fn next_tool(&self) -> u64 {
         self.tool.fetch_add(1, Ordering::Relaxed) + 1
     }
 }
@@ -37,7 +37,7 @@ pub(crate) struct ReplyCtx<'a> {
     pub cache: Option<crate::cache::CacheUsage>,
 }
 
-enum Block {
+pub(crate) enum Block {
     Thinking {
         thinking: String,
         signature: String,
@@ -50,20 +50,20 @@ enum Block {
     },
 }
 
-struct Usage {
-    input: u64,
-    output: u64,
-    cache_read: u64,
-    cache_creation: u64,
+pub(crate) struct Usage {
+    pub(crate) input: u64,
+    pub(crate) output: u64,
+    pub(crate) cache_read: u64,
+    pub(crate) cache_creation: u64,
 }
 
 /// A fully decided assistant message.
 pub(crate) struct Reply {
-    id: String,
-    model: String,
-    blocks: Vec<Block>,
-    stop_reason: String,
-    usage: Usage,
+    pub(crate) id: String,
+    pub(crate) model: String,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) stop_reason: String,
+    pub(crate) usage: Usage,
 }
 
 /// Build the reply of `step` (a `text` or `tool_use` step); `outer` lends its usage and
@@ -270,10 +270,16 @@ pub(crate) fn sse_event(name: &str, data: &Value) -> Bytes {
 
 /// One event of a `raw` step as sent on the wire: JSON data as serialized by serde_json (which
 /// writes integers as integers, whatever their size), text data byte for byte.
-pub(crate) fn raw_event(e: &RawEvent) -> Bytes {
-    match &e.data {
-        RawData::Json(v) => sse_event(&e.event, v),
-        RawData::Text(t) => Bytes::from(format!("event: {}\ndata: {t}\n\n", e.event)),
+/// With `data_only` (the Chat Completions stream has no event names) only the data line.
+pub(crate) fn raw_event(e: &RawEvent, data_only: bool) -> Bytes {
+    let data = match &e.data {
+        RawData::Json(v) => v.to_string(),
+        RawData::Text(t) => t.clone(),
+    };
+    if data_only {
+        Bytes::from(format!("data: {data}\n\n"))
+    } else {
+        Bytes::from(format!("event: {}\ndata: {data}\n\n", e.event))
     }
 }
 
@@ -287,7 +293,7 @@ pub(crate) fn error_body(error_type: &str, message: &str, request_id: Option<&st
 }
 
 /// Split `s` into up to three pieces on character boundaries, so deltas arrive in parts.
-fn pieces(s: &str) -> Vec<String> {
+pub(crate) fn pieces(s: &str) -> Vec<String> {
     let chars: Vec<char> = s.chars().collect();
     if chars.len() < 6 {
         return vec![s.to_string()];

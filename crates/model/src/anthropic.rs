@@ -70,55 +70,16 @@ impl AnthropicClient {
         let mut headers = HeaderMap::new();
         headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
         if let Some(key) = &cfg.api_key {
-            let v = HeaderValue::from_str(key).map_err(|_| {
-                ApiError::new(
-                    ApiErrorKind::Config,
-                    "the API key contains characters that cannot be sent in an HTTP header",
-                )
-            })?;
-            headers.insert("x-api-key", v);
+            headers.insert("x-api-key", header_value(key, "the API key")?);
         }
         if let Some(tok) = &cfg.auth_token {
-            let v = HeaderValue::from_str(&format!("Bearer {tok}")).map_err(|_| {
-                ApiError::new(
-                    ApiErrorKind::Config,
-                    "the auth token contains characters that cannot be sent in an HTTP header",
-                )
-            })?;
-            headers.insert("authorization", v);
+            headers.insert(
+                "authorization",
+                header_value(&format!("Bearer {tok}"), "the auth token")?,
+            );
         }
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .user_agent(cfg.user_agent.clone())
-            .connect_timeout(cfg.connect_timeout)
-            .tcp_nodelay(true)
-            .build()
-            .map_err(|e| {
-                ApiError::new(
-                    ApiErrorKind::Config,
-                    format!("could not start the HTTP client: {e}"),
-                )
-            })?;
-        let url = format!("{}/v1/messages", cfg.base_url.trim_end_matches('/'));
-        // Checked now, not at the first request: a bad URL is a configuration error.
-        match reqwest::Url::parse(&url) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
-            Ok(u) => {
-                return Err(ApiError::new(
-                    ApiErrorKind::Config,
-                    format!(
-                    "the base URL must be an http:// or https:// URL with a host, not a {}: URL",
-                    u.scheme()
-                ),
-                ))
-            }
-            Err(e) => {
-                return Err(ApiError::new(
-                    ApiErrorKind::Config,
-                    format!("the base URL is not a URL ({e})"),
-                ))
-            }
-        }
+        let http = http_client(headers, &cfg)?;
+        let url = endpoint(&cfg.base_url, "/v1/messages")?;
         Ok(Self {
             http,
             cfg,
@@ -155,31 +116,7 @@ impl AnthropicClient {
                 format!("could not encode the request: {e}"),
             )
         })?;
-        let send = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .body(json)
-            .send();
-        // A server that accepts the connection and then says nothing must not hang us: the wait
-        // for the response headers is bounded by the idle timeout too.
-        let resp = match tokio::time::timeout(self.cfg.idle_timeout, send).await {
-            Err(_) => {
-                return Err(ApiError::new(
-                    ApiErrorKind::StreamIdle,
-                    format!(
-                        "no response headers within {} ms",
-                        self.cfg.idle_timeout.as_millis()
-                    ),
-                ))
-            }
-            Ok(Err(e)) => return Err(transport_error(&e)),
-            Ok(Ok(r)) => r,
-        };
-        if resp.status().is_success() {
-            return Ok(resp);
-        }
-        Err(http_error(resp).await)
+        post(&self.http, &self.url, json, self.cfg.idle_timeout).await
     }
 }
 
@@ -209,21 +146,105 @@ impl Model for AnthropicClient {
                 })?;
                 Ok((msg, request_id))
             };
-            match tokio::time::timeout(self.cfg.request_timeout, fut).await {
-                Ok(r) => r,
-                Err(_) => Err(ApiError::new(
-                    ApiErrorKind::StreamIdle,
-                    format!(
-                        "no complete reply within {} s",
-                        self.cfg.request_timeout.as_secs()
-                    ),
-                )),
-            }
+            within(self.cfg.request_timeout, fut).await
         })
     }
 }
 
-fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
+/// A header value from configuration, or a configuration error naming `what`.
+pub(crate) fn header_value(v: &str, what: &str) -> Result<HeaderValue, ApiError> {
+    HeaderValue::from_str(v).map_err(|_| {
+        ApiError::new(
+            ApiErrorKind::Config,
+            format!("{what} contains characters that cannot be sent in an HTTP header"),
+        )
+    })
+}
+
+/// The HTTP client every provider uses: default headers, user agent, connect timeout.
+pub(crate) fn http_client(
+    headers: HeaderMap,
+    cfg: &ClientConfig,
+) -> Result<reqwest::Client, ApiError> {
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .user_agent(cfg.user_agent.clone())
+        .connect_timeout(cfg.connect_timeout)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Config,
+                format!("could not start the HTTP client: {e}"),
+            )
+        })
+}
+
+/// `base` + `path`, checked now rather than at the first request: a bad URL is a
+/// configuration error.
+pub(crate) fn endpoint(base: &str, path: &str) -> Result<String, ApiError> {
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    match reqwest::Url::parse(&url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(url),
+        Ok(u) => Err(ApiError::new(
+            ApiErrorKind::Config,
+            format!(
+                "the base URL must be an http:// or https:// URL with a host, not a {}: URL",
+                u.scheme()
+            ),
+        )),
+        Err(e) => Err(ApiError::new(
+            ApiErrorKind::Config,
+            format!("the base URL is not a URL ({e})"),
+        )),
+    }
+}
+
+/// POST a JSON body; a success status returns the response, anything else the API's error.
+/// A server that accepts the connection and then says nothing must not hang us: the wait for
+/// the response headers is bounded by the idle timeout too.
+pub(crate) async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    json: Vec<u8>,
+    idle: Duration,
+) -> Result<reqwest::Response, ApiError> {
+    let send = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(json)
+        .send();
+    let resp = match tokio::time::timeout(idle, send).await {
+        Err(_) => {
+            return Err(ApiError::new(
+                ApiErrorKind::StreamIdle,
+                format!("no response headers within {} ms", idle.as_millis()),
+            ))
+        }
+        Ok(Err(e)) => return Err(transport_error(&e)),
+        Ok(Ok(r)) => r,
+    };
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    Err(http_error(resp).await)
+}
+
+/// A whole request bounded by `limit` (the non-streaming fallback).
+pub(crate) async fn within<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = Result<T, ApiError>>,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::new(
+            ApiErrorKind::StreamIdle,
+            format!("no complete reply within {} s", limit.as_secs()),
+        )),
+    }
+}
+
+pub(crate) fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
@@ -334,14 +355,14 @@ where
     }
 }
 
-fn truncate(s: &str, n: usize) -> &str {
+pub(crate) fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
     }
 }
 
-fn transport_error(e: &reqwest::Error) -> ApiError {
+pub(crate) fn transport_error(e: &reqwest::Error) -> ApiError {
     let mut detail = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
@@ -359,10 +380,27 @@ fn transport_error(e: &reqwest::Error) -> ApiError {
     ApiError::new(kind, detail)
 }
 
-async fn http_error(resp: reqwest::Response) -> ApiError {
+/// The request id a provider sent (`request-id`, or `x-request-id` as OpenAI names it).
+pub(crate) fn request_id(h: &HeaderMap) -> Option<String> {
+    header_str(h, "request-id").or_else(|| header_str(h, "x-request-id"))
+}
+
+/// The error's type and message from an error body: `{"error": {"type", "message"}}` (the
+/// Messages API) or `{"error": {"type", "code", "message"}}` (OpenAI, whose `code` is the more
+/// precise of the two and wins).
+pub(crate) fn error_fields(body: &[u8]) -> Option<(Option<String>, String)> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let e = v.get("error")?.as_object()?;
+    let text = |k: &str| e.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let message = text("message")?.to_owned();
+    let kind = text("code").or_else(|| text("type")).map(str::to_owned);
+    Some((kind, message))
+}
+
+pub(crate) async fn http_error(resp: reqwest::Response) -> ApiError {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let request_id = header_str(&headers, "request-id");
+    let request_id = request_id(&headers);
     let retry_after = retry_after(&headers);
     let mut body = Vec::new();
     let mut stream = resp.bytes_stream();
@@ -372,9 +410,8 @@ async fn http_error(resp: reqwest::Response) -> ApiError {
             break;
         }
     }
-    let parsed: Option<ErrorEvent> = serde_json::from_slice(&body).ok();
-    let (error_type, message) = match parsed {
-        Some(ErrorEvent { error }) => (Some(error.kind), error.message),
+    let (error_type, message) = match error_fields(&body) {
+        Some(fields) => fields,
         None => {
             let text = String::from_utf8_lossy(&body);
             let text = truncate(text.trim(), 300).to_owned();
@@ -411,7 +448,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// `retry-after-ms` (milliseconds) wins over `retry-after` (seconds, possibly fractional).
 /// Values from the wire are range-checked: negative or not-a-number is ignored, huge is capped.
-fn retry_after(h: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(h: &HeaderMap) -> Option<Duration> {
     let secs = |v: f64| -> Option<Duration> {
         if !(v.is_finite() || v == f64::INFINITY) || v < 0.0 {
             return None;

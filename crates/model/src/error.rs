@@ -72,6 +72,8 @@ impl ApiError {
         use ErrorClass::*;
         match self.kind {
             ApiErrorKind::Http => match self.status {
+                // OpenAI says "out of credit" with a 429: waiting does not bring credit back.
+                Some(429) if self.error_type.as_deref() == Some("insufficient_quota") => Permanent,
                 Some(408 | 409 | 429 | 500 | 502 | 503 | 504 | 529) => Transient,
                 Some(400 | 401 | 403 | 404 | 413) => Permanent,
                 // Other 5xx are server trouble; other 4xx are our request's fault.
@@ -79,7 +81,16 @@ impl ApiError {
                 Some(_) | None => Permanent,
             },
             ApiErrorKind::StreamError => match self.error_type.as_deref() {
-                Some("overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error")
+                Some(
+                    "overloaded_error"
+                    | "api_error"
+                    | "rate_limit_error"
+                    | "timeout_error"
+                    // OpenAI's names for the same troubles.
+                    | "server_error"
+                    | "server_is_overloaded"
+                    | "rate_limit_exceeded",
+                )
                 | None => Transient,
                 Some(_) => Permanent,
             },
@@ -100,18 +111,25 @@ impl ApiError {
     /// The `error` label of a `system/api_retry` frame.
     pub fn retry_label(&self) -> &'static str {
         match (self.status, self.error_type.as_deref()) {
-            (Some(529), _) | (_, Some("overloaded_error")) => "overloaded",
-            (Some(429), _) | (_, Some("rate_limit_error")) => "rate_limit",
-            (Some(401), _) | (_, Some("authentication_error")) => "authentication_failed",
+            (Some(529), _) | (_, Some("overloaded_error" | "server_is_overloaded")) => "overloaded",
+            (_, Some("insufficient_quota")) => "billing_error",
+            (Some(429), _) | (_, Some("rate_limit_error" | "rate_limit_exceeded")) => "rate_limit",
+            (Some(401), _) | (_, Some("authentication_error" | "invalid_api_key")) => {
+                "authentication_failed"
+            }
             (Some(s), _) if s >= 500 => "server_error",
-            (_, Some("api_error")) => "server_error",
+            (_, Some("api_error" | "server_error")) => "server_error",
             _ => "unknown",
         }
     }
 
     /// Whether this is the API saying it is overloaded (the trigger for a fallback model).
     pub fn is_overloaded(&self) -> bool {
-        self.status == Some(529) || self.error_type.as_deref() == Some("overloaded_error")
+        self.status == Some(529)
+            || matches!(
+                self.error_type.as_deref(),
+                Some("overloaded_error" | "server_is_overloaded")
+            )
     }
 }
 
@@ -163,6 +181,16 @@ mod tests {
         assert!(sse("api_error").retryable());
         assert!(!sse("invalid_request_error").retryable());
         assert!(!ApiError::new(ApiErrorKind::Config, "no key").retryable());
+        // OpenAI: a 429 for an exhausted quota is permanent; its stream errors classify alike.
+        let quota = ApiError {
+            error_type: Some("insufficient_quota".into()),
+            ..http(429)
+        };
+        assert!(!quota.retryable());
+        assert_eq!(quota.retry_label(), "billing_error");
+        assert!(sse("server_error").retryable());
+        assert!(sse("rate_limit_exceeded").retryable());
+        assert!(!sse("context_length_exceeded").retryable());
     }
 
     #[test]

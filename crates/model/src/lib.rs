@@ -2,12 +2,15 @@
 //!
 //! [`Model`] is what the engine calls: send one request, get a stream of SSE events (or, as a
 //! last resort after streaming kept failing, one complete reply). [`AnthropicClient`] speaks the
-//! Messages API. There is deliberately no retry loop here: the engine wraps every provider in
+//! Messages API; [`OpenAiClient`] speaks OpenAI's Responses and Chat Completions APIs and
+//! translates them to the Messages API's events; [`Router`] picks one per model. There is deliberately no retry loop here: the engine wraps every provider in
 //! the same retry policy so they all behave, and report, alike. Every failure is an
 //! [`ApiError`] that knows whether it is worth retrying.
 
 mod anthropic;
 mod error;
+pub mod openai;
+mod provider;
 mod request;
 
 use std::pin::Pin;
@@ -19,6 +22,8 @@ use serde_json::Value;
 
 pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL, MAX_RETRY_AFTER};
 pub use error::{ApiError, ApiErrorKind, ErrorClass};
+pub use openai::{OpenAiApi, OpenAiClient, OpenAiOptions, OPENAI_DEFAULT_BASE_URL};
+pub use provider::{Provider, ProviderChoice, Router};
 pub use request::{
     estimate_tokens, message_tokens, EncodedMessage, ModelRequest, RequestMessage, ToolSpec,
     MAX_CACHE_BREAKPOINTS, MIN_CACHEABLE_TOKENS,

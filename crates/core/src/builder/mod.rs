@@ -17,7 +17,10 @@ pub use start::keel_home;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use keel_model::{AnthropicClient, ApiErrorKind, ClientConfig, Model, DEFAULT_BASE_URL};
+use keel_model::{
+    AnthropicClient, ApiErrorKind, ClientConfig, Model, OpenAiApi, OpenAiClient, OpenAiOptions,
+    Provider, ProviderChoice, Router, DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL,
+};
 use keel_protocol::Extra;
 use keel_tools::{Tool, ToolKind, ToolLimits};
 use tokio::sync::mpsc;
@@ -43,6 +46,9 @@ pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 pub struct SessionOptions {
     /// The model (`--model`; else `ANTHROPIC_MODEL`, else [`DEFAULT_MODEL`]).
     pub model: Option<String>,
+    /// The provider (`--provider`; else the `provider` setting, else `KEEL_PROVIDER`); without
+    /// one, a model string `provider/model` picks it, and others go to Anthropic.
+    pub provider: Option<String>,
     /// Switched to after repeated overload (`--fallback-model`).
     pub fallback_model: Option<String>,
     /// Model calls per turn (`--max-turns`).
@@ -302,11 +308,28 @@ impl SessionBuilder {
         let mcp_settings = std::mem::take(&mut settings.mcp_servers);
         let mcp_approvals = std::mem::take(&mut settings.mcp_approvals);
         let user_settings = settings.user_file.clone();
+        let providers = provider_choice(o, settings.provider.take(), env)?;
         let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
+        let model = match (&o.model, env("ANTHROPIC_MODEL"), providers.explicit) {
+            // The Anthropic model variable names no model of another provider.
+            (None, Some(_), true) if providers.default != Provider::Anthropic => {
+                return Err(BuildError::Usage(format!(
+                    "Error: the {} provider needs a model: pass --model (ANTHROPIC_MODEL names an Anthropic model)",
+                    providers.default
+                )))
+            }
+            (None, None, true) if providers.default != Provider::Anthropic => {
+                return Err(BuildError::Usage(format!(
+                    "Error: the {} provider needs a model: pass --model",
+                    providers.default
+                )))
+            }
+            _ => model,
+        };
         let client = match &self.client {
             Some(c) => c.clone(),
-            None => Arc::new(client_from_env(env, &k)?),
+            None => clients(env, &k, providers, &model, limits.fallback_model.as_deref())?,
         };
         let mut base_tools = select_tools(o.tools.as_deref())?;
         base_tools.extend(self.extra_tools.iter().cloned());
@@ -348,11 +371,20 @@ impl SessionBuilder {
         }
         let session_dir = transcript_path.as_ref().map(|p| p.with_extension(""));
         let tasks = TaskManager::new(emitter.clone(), session_dir.map(|d| d.join("tasks")));
+        let api_key_source = match providers.resolve(&model).0 {
+            Provider::Anthropic if env("ANTHROPIC_API_KEY").is_some() => "ANTHROPIC_API_KEY",
+            Provider::OpenAi | Provider::OpenAiChat if env("OPENAI_API_KEY").is_some() => {
+                "OPENAI_API_KEY"
+            }
+            _ => "none",
+        }
+        .to_owned();
         let ctx = SessionContext::new(ContextParts {
             session_id: started.session_id.clone(),
             cwd: self.cwd.clone(),
             home,
             client,
+            providers,
             model,
             permissions,
             limits,
@@ -360,11 +392,7 @@ impl SessionBuilder {
             registry,
             transcript_path,
             include_partial_messages: o.include_partial_messages,
-            api_key_source: if env("ANTHROPIC_API_KEY").is_some() {
-                "ANTHROPIC_API_KEY".into()
-            } else {
-                "none".into()
-            },
+            api_key_source,
             additional_directories: o.add_dirs.clone(),
             settings_hooks,
             mcp,
@@ -743,6 +771,117 @@ fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
         .collect())
 }
 
+/// The provider `--provider`, the settings or `KEEL_PROVIDER` chose, if any.
+fn provider_choice(
+    o: &SessionOptions,
+    setting: Option<(String, String)>,
+    env: &Env,
+) -> Result<ProviderChoice, BuildError> {
+    let named = match (&o.provider, setting, env("KEEL_PROVIDER")) {
+        (Some(p), _, _) => Some((p.clone(), "--provider".to_owned())),
+        (None, Some((p, at)), _) => Some((p, format!("the provider setting in {at}"))),
+        (None, None, Some(p)) => Some((p, "KEEL_PROVIDER".to_owned())),
+        (None, None, None) => None,
+    };
+    let Some((name, from)) = named.filter(|(n, _)| !n.trim().is_empty()) else {
+        return Ok(ProviderChoice::default());
+    };
+    let default = Provider::parse(&name).ok_or_else(|| {
+        let all: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
+        BuildError::Usage(format!(
+            "Error: {from} names the provider {name:?}, which keel does not speak; it speaks {}",
+            all.join(", ")
+        ))
+    })?;
+    Ok(ProviderChoice {
+        default,
+        explicit: true,
+    })
+}
+
+/// A client for every provider the session's models need (the model and the fallback model),
+/// behind one router.
+fn clients(
+    env: &Env,
+    k: &Knobs<'_>,
+    choice: ProviderChoice,
+    model: &str,
+    fallback: Option<&str>,
+) -> Result<Arc<dyn Model>, BuildError> {
+    let mut needed = vec![choice.resolve(model).0];
+    if let Some(f) = fallback {
+        let p = choice.resolve(f).0;
+        if !needed.contains(&p) {
+            needed.push(p);
+        }
+    }
+    let mut router = Router::new(choice);
+    for p in needed {
+        let client: Arc<dyn Model> = match p {
+            Provider::Anthropic => Arc::new(client_from_env(env, k)?),
+            Provider::OpenAi => Arc::new(openai_from_env(env, k, OpenAiApi::Responses)?),
+            Provider::OpenAiChat => Arc::new(openai_from_env(env, k, OpenAiApi::Chat)?),
+        };
+        router = router.with(p, client);
+    }
+    Ok(Arc::new(router))
+}
+
+/// Timeouts from the environment, the same for every provider.
+fn timeouts(cfg: &mut ClientConfig, k: &Knobs<'_>) -> Result<(), BuildError> {
+    if let Some(d) = k.ms(
+        "KEEL_STREAM_IDLE_TIMEOUT_MS",
+        50,
+        std::time::Duration::from_secs(3600),
+    )? {
+        cfg.idle_timeout = d;
+    }
+    if let Some(d) = k.ms(
+        "KEEL_CONNECT_TIMEOUT_MS",
+        1,
+        std::time::Duration::from_secs(600),
+    )? {
+        cfg.connect_timeout = d;
+    }
+    Ok(())
+}
+
+/// An OpenAI client (Responses or Chat Completions) the environment describes.
+fn openai_from_env(env: &Env, k: &Knobs<'_>, api: OpenAiApi) -> Result<OpenAiClient, BuildError> {
+    let from_env = env("OPENAI_BASE_URL").filter(|s| !s.trim().is_empty());
+    let base_url = from_env
+        .clone()
+        .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.to_owned());
+    let api_key = env("OPENAI_API_KEY").filter(|s| !s.trim().is_empty());
+    if api_key.is_none() && base_url == OPENAI_DEFAULT_BASE_URL {
+        return Err(BuildError::Usage(
+            "Error: keel needs an API key to talk to OpenAI. Set OPENAI_API_KEY, or point OPENAI_BASE_URL at a compatible server (see docs/providers.md).".into(),
+        ));
+    }
+    let mut cfg = ClientConfig {
+        base_url,
+        api_key,
+        ..ClientConfig::default()
+    };
+    timeouts(&mut cfg, k)?;
+    let mut options = OpenAiOptions::default();
+    if let Some(f) = env("KEEL_OPENAI_MAX_TOKENS_FIELD").filter(|s| !s.trim().is_empty()) {
+        options.chat_max_tokens_field = f.trim().to_owned();
+    }
+    OpenAiClient::new(api, cfg, options).map_err(|e| match (e.kind, from_env) {
+        (ApiErrorKind::Config, Some(url)) if e.message.contains("URL") => {
+            BuildError::Usage(format!(
+                "Error: OPENAI_BASE_URL={url:?} cannot be used: {}",
+                e.message
+            ))
+        }
+        (ApiErrorKind::Config, _) if e.message.contains("output cap") => BuildError::Usage(
+            format!("Error: KEEL_OPENAI_MAX_TOKENS_FIELD: {}", e.message),
+        ),
+        _ => BuildError::Usage(format!("Error: {e}")),
+    })
+}
+
 /// The Anthropic client the environment describes.
 fn client_from_env(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, BuildError> {
     let from_env = env("ANTHROPIC_BASE_URL").filter(|s| !s.trim().is_empty());
@@ -762,20 +901,7 @@ fn client_from_env(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, BuildErr
         auth_token,
         ..ClientConfig::default()
     };
-    if let Some(d) = k.ms(
-        "KEEL_STREAM_IDLE_TIMEOUT_MS",
-        50,
-        std::time::Duration::from_secs(3600),
-    )? {
-        cfg.idle_timeout = d;
-    }
-    if let Some(d) = k.ms(
-        "KEEL_CONNECT_TIMEOUT_MS",
-        1,
-        std::time::Duration::from_secs(600),
-    )? {
-        cfg.connect_timeout = d;
-    }
+    timeouts(&mut cfg, k)?;
     AnthropicClient::new(cfg).map_err(|e| match (e.kind, from_env) {
         (ApiErrorKind::Config, Some(url)) => BuildError::Usage(format!(
             "Error: ANTHROPIC_BASE_URL={url:?} cannot be used: {}",

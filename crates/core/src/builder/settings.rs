@@ -119,6 +119,8 @@ pub struct SettingsRules {
     pub mcp_approvals: McpApprovals,
     /// The user's settings file, if it was read.
     pub user_file: Option<std::path::PathBuf>,
+    /// `provider` of the most specific source that sets one, with where it was set.
+    pub provider: Option<(String, String)>,
 }
 
 /// The settings files to read for `sources` (`user`, `project`, `local`; default all three),
@@ -252,6 +254,15 @@ fn apply(
         Some(other) => {
             return Err(BuildError::Usage(format!(
                 "Error: settings {where_}: env must be an object of variables, found {other}"
+            )))
+        }
+    }
+    match v.get("provider") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(p)) => out.provider = Some((p.clone(), where_.to_owned())),
+        Some(other) => {
+            return Err(BuildError::Usage(format!(
+                "Error: settings {where_}: provider must be a string, found {other}"
             )))
         }
     }

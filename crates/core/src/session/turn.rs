@@ -134,6 +134,8 @@ impl Session {
                 denials: std::mem::take(&mut stats.denials),
                 stop_reason: stats.stop_reason.take(),
                 result_index: self.results_emitted,
+                provider: self.ctx.provider_of(&self.model()).name().to_owned(),
+                model: self.model(),
             };
             if let Err(e) = self.emitter.emit_final(Event::Result(report)).await {
                 tracing::error!("could not emit the result: {e}");
@@ -212,6 +214,7 @@ impl Session {
                 cwd: self.ctx.cwd.clone(),
                 tools: self.tools.iter().map(|t| t.name().to_owned()).collect(),
                 model: self.model(),
+                provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 permission_mode: self.ctx.permission_mode().as_str().to_owned(),
                 api_key_source: self.ctx.api_key_source.clone(),
                 agents: self.ctx.agent_names(),

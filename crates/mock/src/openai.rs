@@ -1,0 +1,752 @@
+//! OpenAI's two APIs: the same scenario steps and faults, answered in the Responses API's or
+//! the Chat Completions API's shape, and a validator for each that refuses what the real API
+//! refuses (an unanswered tool call, a result for an unknown call, bad roles, ids too long,
+//! reasoning items sent back wrongly).
+//!
+//! Each request is also turned into its Messages API equivalent ([`view`]) so that `match`
+//! conditions, the recorded `view` and tests read every dialect alike.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use crate::reply::{pieces, Block, Reply};
+
+/// Which API a request speaks, from its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// `POST /v1/messages`.
+    Messages,
+    /// `POST /v1/responses`.
+    Responses,
+    /// `POST /v1/chat/completions`.
+    Chat,
+}
+
+impl Dialect {
+    /// The dialect served at `route`, if any.
+    pub fn of_route(route: &str) -> Option<Dialect> {
+        match route {
+            "/v1/messages" => Some(Dialect::Messages),
+            "/v1/responses" => Some(Dialect::Responses),
+            "/v1/chat/completions" => Some(Dialect::Chat),
+            _ => None,
+        }
+    }
+
+    /// The name recorded with each request.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Messages => "messages",
+            Dialect::Responses => "responses",
+            Dialect::Chat => "chat",
+        }
+    }
+}
+
+/// An error body as OpenAI sends it, for a scenario's Messages API error type.
+pub(crate) fn error_body(error_type: &str, message: &str) -> Value {
+    let (kind, code) = match error_type {
+        "invalid_request_error" => ("invalid_request_error", Value::Null),
+        "authentication_error" => ("invalid_request_error", json!("invalid_api_key")),
+        "permission_error" => ("invalid_request_error", json!("permission_denied")),
+        "not_found_error" => ("invalid_request_error", json!("model_not_found")),
+        "request_too_large" => ("invalid_request_error", json!("request_too_large")),
+        "rate_limit_error" => ("requests", json!("rate_limit_exceeded")),
+        "overloaded_error" => ("server_error", json!("server_is_overloaded")),
+        "api_error" => ("server_error", Value::Null),
+        other => (other, json!(other)),
+    };
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// The data of an error reported inside a stream.
+pub(crate) fn stream_error(d: Dialect, error_type: &str, message: &str) -> Bytes {
+    let body = error_body(error_type, message);
+    match d {
+        Dialect::Responses => {
+            let e = &body["error"];
+            let code = if e["code"].is_null() {
+                e["type"].clone()
+            } else {
+                e["code"].clone()
+            };
+            event(
+                "error",
+                &json!({"type": "error", "code": code, "message": message, "param": null}),
+            )
+        }
+        _ => data(&body),
+    }
+}
+
+fn data(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+fn event(name: &str, v: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {v}\n\n"))
+}
+
+fn call_id(id: &str) -> String {
+    match id.strip_prefix("toolu_mock_") {
+        Some(n) => format!("call_mock_{n}"),
+        None => id.to_owned(),
+    }
+}
+
+fn finish_reason(stop: &str) -> &'static str {
+    match stop {
+        "tool_use" => "tool_calls",
+        "max_tokens" => "length",
+        "refusal" => "content_filter",
+        _ => "stop",
+    }
+}
+
+fn chat_usage(r: &Reply) -> Value {
+    let prompt = r.usage.input + r.usage.cache_read;
+    json!({"prompt_tokens": prompt, "completion_tokens": r.usage.output,
+           "total_tokens": prompt + r.usage.output,
+           "prompt_tokens_details": {"cached_tokens": r.usage.cache_read}})
+}
+
+fn responses_usage(r: &Reply) -> Value {
+    let input = r.usage.input + r.usage.cache_read;
+    json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": r.usage.cache_read},
+           "output_tokens": r.usage.output, "output_tokens_details": {"reasoning_tokens": 0},
+           "total_tokens": input + r.usage.output})
+}
+
+/// The chunks of a streamed Chat Completions reply, ending with `[DONE]`.
+pub(crate) fn chat_events(r: &Reply, include_usage: bool) -> Vec<Bytes> {
+    let chunk = |delta: Value, finish: Value| {
+        data(
+            &json!({"id": r.id, "object": "chat.completion.chunk", "created": 0,
+                     "model": r.model, "choices": [{"index": 0, "delta": delta,
+                     "finish_reason": finish}]}),
+        )
+    };
+    let mut out = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    let mut k = 0;
+    for b in &r.blocks {
+        match b {
+            Block::Text(t) => {
+                for p in pieces(t) {
+                    out.push(chunk(json!({"content": p}), Value::Null));
+                }
+            }
+            Block::ToolUse { id, name, input } => {
+                out.push(chunk(
+                    json!({"tool_calls": [{"index": k, "id": call_id(id), "type": "function",
+                                           "function": {"name": name, "arguments": ""}}]}),
+                    Value::Null,
+                ));
+                for p in pieces(&input.to_string()) {
+                    out.push(chunk(
+                        json!({"tool_calls": [{"index": k, "function": {"arguments": p}}]}),
+                        Value::Null,
+                    ));
+                }
+                k += 1;
+            }
+            Block::Thinking { .. } => {}
+        }
+    }
+    out.push(chunk(json!({}), json!(finish_reason(&r.stop_reason))));
+    if include_usage {
+        out.push(data(
+            &json!({"id": r.id, "object": "chat.completion.chunk", "created": 0,
+                              "model": r.model, "choices": [], "usage": chat_usage(r)}),
+        ));
+    }
+    out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    out
+}
+
+/// A whole Chat Completions reply.
+pub(crate) fn chat_json(r: &Reply) -> Value {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in &r.blocks {
+        match b {
+            Block::Text(t) => text.push_str(t),
+            Block::ToolUse { id, name, input } => calls.push(json!({
+                "id": call_id(id), "type": "function",
+                "function": {"name": name, "arguments": input.to_string()}})),
+            Block::Thinking { .. } => {}
+        }
+    }
+    let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    json!({"id": r.id, "object": "chat.completion", "created": 0, "model": r.model,
+           "choices": [{"index": 0, "message": message,
+                        "finish_reason": finish_reason(&r.stop_reason)}],
+           "usage": chat_usage(r)})
+}
+
+/// The output items of a Responses reply, complete.
+fn output_items(r: &Reply) -> Vec<Value> {
+    r.blocks
+        .iter()
+        .enumerate()
+        .map(|(i, b)| match b {
+            Block::Thinking {
+                thinking,
+                signature,
+            } => json!({"id": format!("rs_mock_{i}"), "type": "reasoning",
+                        "summary": [{"type": "summary_text", "text": thinking}],
+                        "encrypted_content": signature}),
+            Block::Text(t) => json!({"id": format!("msg_mock_{i}"), "type": "message",
+                                     "role": "assistant", "status": "completed",
+                                     "content": [{"type": "output_text", "text": t, "annotations": []}]}),
+            Block::ToolUse { id, name, input } => json!({
+                "id": format!("fc_mock_{i}"), "type": "function_call", "status": "completed",
+                "call_id": call_id(id), "name": name, "arguments": input.to_string()}),
+        })
+        .collect()
+}
+
+fn response_obj(r: &Reply, status: &str, output: Vec<Value>, usage: Option<Value>) -> Value {
+    let cut = r.stop_reason == "max_tokens";
+    json!({"id": r.id.replacen("msg_", "resp_", 1), "object": "response", "created_at": 0,
+           "status": status, "model": r.model, "output": output,
+           "incomplete_details": if cut && status != "in_progress" { json!({"reason": "max_output_tokens"}) } else { Value::Null },
+           "usage": usage.unwrap_or(Value::Null)})
+}
+
+/// The events of a streamed Responses reply.
+pub(crate) fn responses_events(r: &Reply) -> Vec<Bytes> {
+    let mut seq = 0u64;
+    let mut ev = |name: &str, mut v: Value| {
+        v["type"] = json!(name);
+        v["sequence_number"] = json!(seq);
+        seq += 1;
+        event(name, &v)
+    };
+    let mut out = vec![
+        ev(
+            "response.created",
+            json!({"response": response_obj(r, "in_progress", vec![], None)}),
+        ),
+        ev(
+            "response.in_progress",
+            json!({"response": response_obj(r, "in_progress", vec![], None)}),
+        ),
+    ];
+    let items = output_items(r);
+    for (i, (b, item)) in r.blocks.iter().zip(&items).enumerate() {
+        let item_id = item["id"].clone();
+        match b {
+            Block::Thinking { .. } => {
+                out.push(ev(
+                    "response.output_item.added",
+                    json!({"output_index": i,
+                    "item": {"id": item_id, "type": "reasoning", "summary": []}}),
+                ));
+            }
+            Block::Text(t) => {
+                out.push(ev(
+                    "response.output_item.added",
+                    json!({"output_index": i,
+                    "item": {"id": item_id, "type": "message", "role": "assistant",
+                             "status": "in_progress", "content": []}}),
+                ));
+                out.push(ev(
+                    "response.content_part.added",
+                    json!({"item_id": item_id,
+                    "output_index": i, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+                ));
+                for p in pieces(t) {
+                    out.push(ev(
+                        "response.output_text.delta",
+                        json!({"item_id": item_id,
+                        "output_index": i, "content_index": 0, "delta": p}),
+                    ));
+                }
+                out.push(ev(
+                    "response.output_text.done",
+                    json!({"item_id": item_id,
+                    "output_index": i, "content_index": 0, "text": t}),
+                ));
+                out.push(ev(
+                    "response.content_part.done",
+                    json!({"item_id": item_id,
+                    "output_index": i, "content_index": 0,
+                    "part": {"type": "output_text", "text": t, "annotations": []}}),
+                ));
+            }
+            Block::ToolUse { .. } => {
+                let mut added = item.clone();
+                added["arguments"] = json!("");
+                added["status"] = json!("in_progress");
+                out.push(ev(
+                    "response.output_item.added",
+                    json!({"output_index": i, "item": added}),
+                ));
+                let args = item["arguments"].as_str().unwrap_or_default();
+                for p in pieces(args) {
+                    out.push(ev(
+                        "response.function_call_arguments.delta",
+                        json!({
+                        "item_id": item_id, "output_index": i, "delta": p}),
+                    ));
+                }
+                out.push(ev(
+                    "response.function_call_arguments.done",
+                    json!({
+                    "item_id": item_id, "output_index": i, "arguments": args}),
+                ));
+            }
+        }
+        out.push(ev(
+            "response.output_item.done",
+            json!({"output_index": i, "item": item}),
+        ));
+    }
+    let (name, status) = if r.stop_reason == "max_tokens" {
+        ("response.incomplete", "incomplete")
+    } else {
+        ("response.completed", "completed")
+    };
+    let done = response_obj(r, status, items, Some(responses_usage(r)));
+    out.push(ev(name, json!({"response": done})));
+    out
+}
+
+/// A whole Responses reply.
+pub(crate) fn responses_json(r: &Reply) -> Value {
+    let status = if r.stop_reason == "max_tokens" {
+        "incomplete"
+    } else {
+        "completed"
+    };
+    response_obj(r, status, output_items(r), Some(responses_usage(r)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+fn tool_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn check_model(obj: &Map<String, Value>) -> Result<(), String> {
+    match obj.get("model") {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(()),
+        None => Err("Missing required parameter: 'model'.".into()),
+        Some(_) => Err("Invalid type for 'model': expected a non-empty string.".into()),
+    }
+}
+
+fn check_positive(obj: &Map<String, Value>, field: &str) -> Result<(), String> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(()),
+        Some(v) if v.as_u64().is_some_and(|n| n > 0) => Ok(()),
+        Some(v) => Err(format!(
+            "Invalid '{field}': expected a positive integer, got {v}."
+        )),
+    }
+}
+
+/// Check a `POST /v1/chat/completions` body.
+pub fn validate_chat(body: &Value) -> Result<(), String> {
+    let obj = body
+        .as_object()
+        .ok_or("The request body must be a JSON object.")?;
+    check_model(obj)?;
+    check_positive(obj, "max_tokens")?;
+    check_positive(obj, "max_completion_tokens")?;
+    let stream = obj.get("stream").and_then(Value::as_bool) == Some(true);
+    if obj.contains_key("stream_options") && !stream {
+        return Err(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.".into(),
+        );
+    }
+    if let Some(tools) = obj.get("tools") {
+        let list = tools
+            .as_array()
+            .ok_or("Invalid 'tools': expected an array.")?;
+        let mut names = HashSet::new();
+        for (i, t) in list.iter().enumerate() {
+            if t["type"] != "function" {
+                return Err(format!(
+                    "Invalid value for 'tools[{i}].type': expected 'function'."
+                ));
+            }
+            let name = t["function"]["name"].as_str().unwrap_or("");
+            if !tool_name_ok(name) {
+                return Err(format!("Invalid 'tools[{i}].function.name': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'."));
+            }
+            if !names.insert(name.to_owned()) {
+                return Err(format!("Duplicate tool name '{name}' in 'tools'."));
+            }
+        }
+    }
+    let messages = match obj.get("messages") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        Some(Value::Array(_)) => {
+            return Err("Invalid 'messages': empty array. Expected at least one message.".into())
+        }
+        None => return Err("Missing required parameter: 'messages'.".into()),
+        Some(_) => return Err("Invalid 'messages': expected an array.".into()),
+    };
+    // Calls of the last assistant message that no tool message has answered yet.
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = m["role"].as_str().unwrap_or("");
+        if role != "tool" && !open.is_empty() {
+            return Err(format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                open.join(", ")
+            ));
+        }
+        match role {
+            "system" | "developer" => check_chat_text(&m["content"], &at, false)?,
+            "user" => check_chat_text(&m["content"], &at, true)?,
+            "assistant" => {
+                let calls = m.get("tool_calls").and_then(Value::as_array);
+                if calls.is_none_or(|c| c.is_empty()) && m["content"].is_null() {
+                    return Err(format!("Invalid '{at}': an assistant message needs 'content' or 'tool_calls'."));
+                }
+                if !m["content"].is_null() {
+                    check_chat_text(&m["content"], &at, false)?;
+                }
+                for (j, c) in calls.into_iter().flatten().enumerate() {
+                    let id = c["id"].as_str().unwrap_or("");
+                    if id.is_empty() {
+                        return Err(format!("Missing required parameter: '{at}.tool_calls[{j}].id'."));
+                    }
+                    if id.len() > 40 {
+                        return Err(format!("Invalid '{at}.tool_calls[{j}].id': string too long. Expected a string with maximum length 40, but got a string with length {} instead.", id.len()));
+                    }
+                    if c["type"] != "function" || c["function"]["name"].as_str().is_none_or(str::is_empty) || !c["function"]["arguments"].is_string() {
+                        return Err(format!("Invalid '{at}.tool_calls[{j}]': expected a function call with a name and string arguments."));
+                    }
+                    open.push(id.to_owned());
+                }
+            }
+            "tool" => {
+                let id = m["tool_call_id"].as_str().unwrap_or("");
+                match open.iter().position(|o| o == id) {
+                    Some(k) => {
+                        open.remove(k);
+                    }
+                    None => return Err(format!("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. ('{at}.tool_call_id' is '{id}')")),
+                }
+                check_chat_text(&m["content"], &at, false)?;
+            }
+            other => return Err(format!("Invalid value: '{other}'. Supported values are: 'system', 'developer', 'user', 'assistant' and 'tool'. ('{at}.role')")),
+        }
+    }
+    if !open.is_empty() {
+        return Err(format!(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+            open.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+fn check_chat_text(content: &Value, at: &str, images: bool) -> Result<(), String> {
+    match content {
+        Value::String(_) => Ok(()),
+        Value::Array(parts) => {
+            for (k, p) in parts.iter().enumerate() {
+                match p["type"].as_str() {
+                    Some("text") if p["text"].is_string() => {}
+                    Some("image_url") if images && p["image_url"]["url"].is_string() => {}
+                    _ => {
+                        return Err(format!(
+                            "Invalid '{at}.content[{k}]': not a content part this role may send."
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Err(format!(
+            "Invalid '{at}.content': expected a string or an array of content parts."
+        )),
+    }
+}
+
+/// Check a `POST /v1/responses` body.
+pub fn validate_responses(body: &Value) -> Result<(), String> {
+    let obj = body
+        .as_object()
+        .ok_or("The request body must be a JSON object.")?;
+    check_model(obj)?;
+    check_positive(obj, "max_output_tokens")?;
+    if obj
+        .get("instructions")
+        .is_some_and(|i| !i.is_string() && !i.is_null())
+    {
+        return Err("Invalid 'instructions': expected a string.".into());
+    }
+    if let Some(tools) = obj.get("tools") {
+        let list = tools
+            .as_array()
+            .ok_or("Invalid 'tools': expected an array.")?;
+        let mut names = HashSet::new();
+        for (i, t) in list.iter().enumerate() {
+            if t["type"] != "function" {
+                continue;
+            }
+            let name = t["name"].as_str().unwrap_or("");
+            if !tool_name_ok(name) {
+                return Err(format!(
+                    "Invalid 'tools[{i}].name': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'."
+                ));
+            }
+            if !names.insert(name.to_owned()) {
+                return Err(format!("Duplicate tool name '{name}' in 'tools'."));
+            }
+        }
+    }
+    let stored = obj.get("store").and_then(Value::as_bool) != Some(false);
+    let items = match obj.get("input") {
+        Some(Value::String(_)) => return Ok(()),
+        Some(Value::Array(a)) => a,
+        None => return Err("Missing required parameter: 'input'.".into()),
+        Some(_) => return Err("Invalid 'input': expected a string or an array of items.".into()),
+    };
+    let mut calls: Vec<(String, bool)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("input[{i}]");
+        let kind = item["type"]
+            .as_str()
+            .unwrap_or(if item.get("role").is_some() {
+                "message"
+            } else {
+                ""
+            });
+        match kind {
+            "message" => {
+                let role = item["role"].as_str().unwrap_or("");
+                let allowed: &[&str] = match role {
+                    "user" | "system" | "developer" => &["input_text", "input_image"],
+                    "assistant" => &["output_text", "refusal"],
+                    other => return Err(format!("Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system' and 'developer'. ('{at}.role')")),
+                };
+                match &item["content"] {
+                    Value::String(_) => {}
+                    Value::Array(parts) => {
+                        for (k, p) in parts.iter().enumerate() {
+                            let t = p["type"].as_str().unwrap_or("");
+                            if !allowed.contains(&t) {
+                                return Err(format!("Invalid value: '{t}'. Supported values for role '{role}' are: {}. ('{at}.content[{k}].type')", allowed.join(", ")));
+                            }
+                        }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "Invalid '{at}.content': expected a string or an array."
+                        ))
+                    }
+                }
+            }
+            "function_call" => {
+                let id = item["call_id"].as_str().unwrap_or("");
+                if id.is_empty()
+                    || item["name"].as_str().is_none_or(str::is_empty)
+                    || !item["arguments"].is_string()
+                {
+                    return Err(format!(
+                        "Invalid '{at}': a function_call needs call_id, name and string arguments."
+                    ));
+                }
+                calls.push((id.to_owned(), false));
+            }
+            "function_call_output" => {
+                let id = item["call_id"].as_str().unwrap_or("");
+                match calls.iter_mut().find(|(c, _)| c == id) {
+                    Some(c) => c.1 = true,
+                    None => {
+                        return Err(format!(
+                            "No tool call found for function call output with call_id {id}."
+                        ))
+                    }
+                }
+                if !item["output"].is_string() && !item["output"].is_array() {
+                    return Err(format!("Invalid '{at}.output': expected a string."));
+                }
+            }
+            "reasoning" => {
+                if !stored {
+                    if let Some(id) = item.get("id").and_then(Value::as_str) {
+                        return Err(format!("Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."));
+                    }
+                }
+                let summary: String = item["summary"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                match item["encrypted_content"].as_str() {
+                    Some(enc) if enc == crate::validate::signature(&summary) => {}
+                    Some(_) => return Err(format!("The encrypted content for item {at} could not be verified.")),
+                    None => return Err(format!("Invalid '{at}': a reasoning item sent back without store needs its encrypted_content.")),
+                }
+                if items.get(i + 1).is_none_or(|n| n["type"] == "reasoning") {
+                    return Err(format!("Item '{at}' of type 'reasoning' was provided without its required following item."));
+                }
+            }
+            other => return Err(format!("Invalid value: '{other}'. ('{at}.type')")),
+        }
+    }
+    if let Some((id, _)) = calls.iter().find(|(_, answered)| !answered) {
+        return Err(format!("No tool output found for function call {id}."));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Messages API view
+
+/// The request in the Messages API's shape: system, messages (text, tool_use, tool_result and
+/// thinking blocks, roles alternating as the Messages API has them), tool names, model.
+pub fn view(d: Dialect, body: &Value) -> Value {
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut push = |role: &str, block: Value| match messages.last_mut() {
+        Some(m) if m["role"] == role => {
+            if let Some(c) = m["content"].as_array_mut() {
+                c.push(block);
+            }
+        }
+        _ => messages.push(json!({"role": role, "content": [block]})),
+    };
+    let text_of = |c: &Value| -> Vec<String> {
+        match c {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(ps) => ps
+                .iter()
+                .filter_map(|p| p["text"].as_str().map(str::to_owned))
+                .collect(),
+            _ => vec![],
+        }
+    };
+    let tools: Vec<Value>;
+    match d {
+        Dialect::Messages => return body.clone(),
+        Dialect::Chat => {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                match m["role"].as_str().unwrap_or("") {
+                    "system" | "developer" => {
+                        for t in text_of(&m["content"]) {
+                            system.push(json!({"type": "text", "text": t}));
+                        }
+                    }
+                    "user" => {
+                        for t in text_of(&m["content"]) {
+                            push("user", json!({"type": "text", "text": t}));
+                        }
+                    }
+                    "assistant" => {
+                        for t in text_of(&m["content"]) {
+                            push("assistant", json!({"type": "text", "text": t}));
+                        }
+                        for c in m["tool_calls"].as_array().into_iter().flatten() {
+                            let args = c["function"]["arguments"].as_str().unwrap_or("{}");
+                            push(
+                                "assistant",
+                                json!({"type": "tool_use", "id": c["id"],
+                                "name": c["function"]["name"],
+                                "input": serde_json::from_str::<Value>(args).unwrap_or(Value::Null)}),
+                            );
+                        }
+                    }
+                    "tool" => push(
+                        "user",
+                        json!({"type": "tool_result",
+                        "tool_use_id": m["tool_call_id"],
+                        "content": text_of(&m["content"]).join("\n")}),
+                    ),
+                    _ => {}
+                }
+            }
+            tools = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| json!({"name": t["function"]["name"]}))
+                .collect();
+        }
+        Dialect::Responses => {
+            if let Some(i) = body["instructions"].as_str() {
+                system.push(json!({"type": "text", "text": i}));
+            }
+            let input = match &body["input"] {
+                Value::String(s) => vec![json!({"type": "message", "role": "user", "content": s})],
+                Value::Array(a) => a.clone(),
+                _ => vec![],
+            };
+            for item in &input {
+                match item["type"].as_str().unwrap_or("message") {
+                    "message" => {
+                        let role = match item["role"].as_str() {
+                            Some("assistant") => "assistant",
+                            Some("system" | "developer") => {
+                                for t in text_of(&item["content"]) {
+                                    system.push(json!({"type": "text", "text": t}));
+                                }
+                                continue;
+                            }
+                            _ => "user",
+                        };
+                        for t in text_of(&item["content"]) {
+                            push(role, json!({"type": "text", "text": t}));
+                        }
+                    }
+                    "function_call" => {
+                        let args = item["arguments"].as_str().unwrap_or("{}");
+                        push(
+                            "assistant",
+                            json!({"type": "tool_use", "id": item["call_id"],
+                            "name": item["name"],
+                            "input": serde_json::from_str::<Value>(args).unwrap_or(Value::Null)}),
+                        );
+                    }
+                    "function_call_output" => push(
+                        "user",
+                        json!({"type": "tool_result",
+                        "tool_use_id": item["call_id"], "content": text_of(&item["output"]).join("\n")}),
+                    ),
+                    "reasoning" => push(
+                        "assistant",
+                        json!({"type": "thinking",
+                        "thinking": item["summary"][0]["text"], "signature": item["encrypted_content"]}),
+                    ),
+                    _ => {}
+                }
+            }
+            tools = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| json!({"name": t["name"]}))
+                .collect();
+        }
+    }
+    let mut v = json!({"model": body["model"], "system": system, "messages": messages,
+                       "stream": body["stream"]});
+    if !tools.is_empty() {
+        v["tools"] = Value::Array(tools);
+    }
+    v
+}

@@ -1,0 +1,552 @@
+//! OpenAI's two APIs — Responses and Chat Completions — behind keel's [`Model`] trait.
+//!
+//! The engine speaks one dialect: the Messages API's content blocks and stream events. These
+//! adapters translate a [`ModelRequest`] into the other API's body, and the other API's stream
+//! back into Messages API events (`message_start`, `content_block_*`, `message_delta`,
+//! `message_stop`), so retries, cancellation, pairing, the transcript and the printers work the
+//! same whatever the provider. What the other APIs get wrong in the wild is handled here and
+//! nowhere else:
+//! - tool-call ids are mapped both ways so each side only ever sees ids it accepts ([`ids`]);
+//! - a streamed tool call is assembled by index, by id, or by position when a server sends no
+//!   index, repeats index 0, or sends the name after the arguments ([`chat::Calls`]);
+//! - whether the model called tools is decided from the calls received, never from
+//!   `finish_reason`;
+//! - an `is_error` tool result is sent as text that says the call failed.
+
+pub(crate) mod chat;
+pub mod ids;
+pub(crate) mod responses;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use keel_protocol::content::AssistantMessage;
+use keel_protocol::{ContentBlock, MessageContent, StreamEvent, ToolResultContent};
+use reqwest::header::HeaderMap;
+use serde_json::{json, Value};
+
+use crate::anthropic::{
+    endpoint, header_value, http_client, post, request_id, truncate, within, ClientConfig,
+};
+use crate::error::{ApiError, ApiErrorKind};
+use crate::request::{ModelRequest, RequestMessage};
+use crate::{BoxFuture, EventStream, Model, SseEvent};
+
+/// OpenAI's API, used when `OPENAI_BASE_URL` is not set.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The most tool calls keel accepts in one reply (a larger index is a broken stream).
+pub(crate) const MAX_CALLS: usize = 1024;
+
+/// Which of OpenAI's APIs a client speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenAiApi {
+    /// `POST {base}/responses`.
+    Responses,
+    /// `POST {base}/chat/completions`.
+    Chat,
+}
+
+/// Choices that differ between servers speaking the same API.
+#[derive(Clone, Debug)]
+pub struct OpenAiOptions {
+    /// The Chat Completions field that carries the output cap: `max_completion_tokens`
+    /// (OpenAI's current name) or `max_tokens` (what older compatible servers know).
+    pub chat_max_tokens_field: String,
+}
+
+impl Default for OpenAiOptions {
+    fn default() -> Self {
+        Self {
+            chat_max_tokens_field: "max_completion_tokens".into(),
+        }
+    }
+}
+
+/// A client for one of OpenAI's APIs (or a server compatible with it).
+#[derive(Clone, Debug)]
+pub struct OpenAiClient {
+    http: reqwest::Client,
+    cfg: ClientConfig,
+    api: OpenAiApi,
+    options: OpenAiOptions,
+    url: String,
+    last_body: std::sync::Arc<AtomicUsize>,
+}
+
+impl OpenAiClient {
+    /// Build a client; `cfg.base_url` includes the version path (`https://api.openai.com/v1`)
+    /// and `cfg.api_key` is sent as a bearer token.
+    pub fn new(
+        api: OpenAiApi,
+        cfg: ClientConfig,
+        options: OpenAiOptions,
+    ) -> Result<Self, ApiError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &cfg.api_key {
+            headers.insert(
+                "authorization",
+                header_value(&format!("Bearer {key}"), "the API key")?,
+            );
+        }
+        let http = http_client(headers, &cfg)?;
+        let path = match api {
+            OpenAiApi::Responses => "/responses",
+            OpenAiApi::Chat => "/chat/completions",
+        };
+        let url = endpoint(&cfg.base_url, path)?;
+        if !matches!(
+            options.chat_max_tokens_field.as_str(),
+            "max_completion_tokens" | "max_tokens"
+        ) {
+            return Err(ApiError::new(
+                ApiErrorKind::Config,
+                format!(
+                    "the output cap field must be max_completion_tokens or max_tokens, not {:?}",
+                    options.chat_max_tokens_field
+                ),
+            ));
+        }
+        Ok(Self {
+            http,
+            cfg,
+            api,
+            options,
+            url,
+            last_body: Default::default(),
+        })
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The request body for `req`, as bytes.
+    pub fn body(&self, req: &ModelRequest, stream: bool) -> Result<Vec<u8>, ApiError> {
+        let body = match self.api {
+            OpenAiApi::Chat => chat::body(req, stream, &self.options),
+            OpenAiApi::Responses => responses::body(req, stream),
+        }?;
+        let hint = self.last_body.load(Ordering::Relaxed);
+        let mut buf = Vec::with_capacity(hint + hint / 8 + 4096);
+        serde_json::to_writer(&mut buf, &body).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Config,
+                format!("could not encode the request: {e}"),
+            )
+        })?;
+        self.last_body.store(buf.len(), Ordering::Relaxed);
+        Ok(buf)
+    }
+}
+
+impl Model for OpenAiClient {
+    fn stream<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<EventStream, ApiError>> {
+        Box::pin(async move {
+            let body = self.body(req, true)?;
+            let resp = post(&self.http, &self.url, body, self.cfg.idle_timeout).await?;
+            let rid = request_id(resp.headers());
+            let translate: Box<dyn Translate> = match self.api {
+                OpenAiApi::Chat => Box::new(chat::Stream::new(&req.model)),
+                OpenAiApi::Responses => Box::new(responses::Stream::new(&req.model)),
+            };
+            Ok(translated(
+                resp.bytes_stream(),
+                translate,
+                self.cfg.idle_timeout,
+                rid,
+            ))
+        })
+    }
+
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+    ) -> BoxFuture<'a, Result<(AssistantMessage, Option<String>), ApiError>> {
+        Box::pin(async move {
+            let fut = async {
+                let body = self.body(req, false)?;
+                let resp = post(&self.http, &self.url, body, self.cfg.idle_timeout).await?;
+                let rid = request_id(resp.headers());
+                let bytes = resp.bytes().await.map_err(|e| {
+                    ApiError::new(
+                        ApiErrorKind::ConnectionLost,
+                        format!("the reply broke: {e}"),
+                    )
+                })?;
+                let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                    ApiError::new(ApiErrorKind::Decode, format!("the reply is not JSON: {e}"))
+                })?;
+                let msg = match self.api {
+                    OpenAiApi::Chat => chat::complete(&v, &req.model)?,
+                    OpenAiApi::Responses => responses::complete(&v, &req.model)?,
+                };
+                Ok((msg, rid))
+            };
+            within(self.cfg.request_timeout, fut).await
+        })
+    }
+}
+
+/// What one API's stream becomes: Messages API events.
+pub(crate) trait Translate: Send {
+    /// One SSE event (`name` is empty when the server sent none). Returns whether the reply
+    /// is complete.
+    fn event(&mut self, name: &str, data: &str, out: &mut Out) -> Result<bool, ApiError>;
+    /// The body ended cleanly; finish the reply if what came is a whole reply.
+    fn eof(&mut self, out: &mut Out) -> Result<(), ApiError>;
+}
+
+/// Messages API events built from another API's stream, block by block.
+#[derive(Default)]
+pub(crate) struct Out {
+    queue: VecDeque<SseEvent>,
+    next_index: usize,
+    text: Option<usize>,
+    started: bool,
+    finished: bool,
+}
+
+impl Out {
+    fn push(&mut self, raw: Value) -> Result<(), ApiError> {
+        let event: StreamEvent = serde_json::from_value(raw.clone()).map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Protocol,
+                format!("keel built an event it cannot read ({e})"),
+            )
+        })?;
+        self.queue.push_back(SseEvent { event, raw });
+        Ok(())
+    }
+
+    /// `message_start`, once.
+    pub(crate) fn start(&mut self, id: &str, model: &str) -> Result<(), ApiError> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        self.push(json!({"type": "message_start", "message": {
+            "id": id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0}
+        }}))
+    }
+
+    /// More text: a text block opens if none is open.
+    pub(crate) fn text(&mut self, piece: &str) -> Result<(), ApiError> {
+        if piece.is_empty() {
+            return Ok(());
+        }
+        let index = match self.text {
+            Some(i) => i,
+            None => {
+                let i = self.open(json!({"type": "text", "text": ""}))?;
+                self.text = Some(i);
+                i
+            }
+        };
+        self.push(json!({"type": "content_block_delta", "index": index,
+                         "delta": {"type": "text_delta", "text": piece}}))
+    }
+
+    /// Close the open text block, if any.
+    pub(crate) fn close_text(&mut self) -> Result<(), ApiError> {
+        if let Some(i) = self.text.take() {
+            self.push(json!({"type": "content_block_stop", "index": i}))?;
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, block: Value) -> Result<usize, ApiError> {
+        let index = self.next_index;
+        self.next_index += 1;
+        self.push(json!({"type": "content_block_start", "index": index, "content_block": block}))?;
+        Ok(index)
+    }
+
+    /// A whole thinking block.
+    pub(crate) fn thinking(&mut self, thinking: &str, signature: &str) -> Result<(), ApiError> {
+        self.close_text()?;
+        let i = self.open(json!({"type": "thinking", "thinking": "", "signature": ""}))?;
+        if !thinking.is_empty() {
+            self.push(json!({"type": "content_block_delta", "index": i,
+                             "delta": {"type": "thinking_delta", "thinking": thinking}}))?;
+        }
+        self.push(json!({"type": "content_block_delta", "index": i,
+                         "delta": {"type": "signature_delta", "signature": signature}}))?;
+        self.push(json!({"type": "content_block_stop", "index": i}))
+    }
+
+    /// A whole tool call; `arguments` is the JSON text the model wrote (checked by the engine).
+    pub(crate) fn tool_use(
+        &mut self,
+        id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> Result<(), ApiError> {
+        self.close_text()?;
+        let i = self.open(json!({"type": "tool_use", "id": id, "name": name, "input": {}}))?;
+        if !arguments.trim().is_empty() {
+            self.push(json!({"type": "content_block_delta", "index": i,
+                             "delta": {"type": "input_json_delta", "partial_json": arguments}}))?;
+        }
+        self.push(json!({"type": "content_block_stop", "index": i}))
+    }
+
+    /// `message_delta` with the stop reason and the usage, then `message_stop`.
+    pub(crate) fn finish(&mut self, stop_reason: &str, usage: Value) -> Result<(), ApiError> {
+        self.close_text()?;
+        self.push(json!({"type": "message_delta",
+                         "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+                         "usage": usage}))?;
+        self.push(json!({"type": "message_stop"}))?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+/// Turn a provider's SSE body into Messages API events. Like the Messages API stream: nothing
+/// runs ahead of the consumer, silence past `idle` is an error, and a body that ends before the
+/// reply is complete yields [`ApiErrorKind::StreamDropped`].
+pub(crate) fn translated<S, E>(
+    bytes: S,
+    translate: Box<dyn Translate>,
+    idle: Duration,
+    rid: Option<String>,
+) -> EventStream
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    struct State<S> {
+        events: S,
+        translate: Box<dyn Translate>,
+        out: Out,
+        idle: Duration,
+        rid: Option<String>,
+        done: bool,
+    }
+    let state = State {
+        events: bytes.eventsource(),
+        translate,
+        out: Out::default(),
+        idle,
+        rid,
+        done: false,
+    };
+    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(ev) = st.out.queue.pop_front() {
+                return Some((Ok(ev), st));
+            }
+            if st.done || st.out.finished {
+                return None;
+            }
+            let next = match tokio::time::timeout(st.idle, st.events.next()).await {
+                Err(_) => Err(ApiError::new(
+                    ApiErrorKind::StreamIdle,
+                    format!("the stream sent nothing for {} ms", st.idle.as_millis()),
+                )),
+                Ok(None) => st.translate.eof(&mut st.out).and_then(|()| {
+                    if st.out.finished {
+                        Ok(())
+                    } else {
+                        Err(ApiError::new(
+                            ApiErrorKind::StreamDropped,
+                            "the stream ended before the reply was complete",
+                        ))
+                    }
+                }),
+                Ok(Some(Err(e))) => Err(ApiError::new(
+                    ApiErrorKind::ConnectionLost,
+                    format!("the stream broke: {e}"),
+                )),
+                Ok(Some(Ok(ev))) => {
+                    if ev.data.is_empty() {
+                        continue;
+                    }
+                    st.translate
+                        .event(&ev.event, &ev.data, &mut st.out)
+                        .map(|_| ())
+                }
+            };
+            if let Err(mut e) = next {
+                st.done = true;
+                if e.request_id.is_none() {
+                    e.request_id = st.rid.clone();
+                }
+                // Events from earlier input were delivered; the failing input's are not.
+                st.out.queue.clear();
+                return Some((Err(e), st));
+            }
+        }
+    }))
+}
+
+/// Parse one event's JSON data, or fail the stream naming what came.
+pub(crate) fn parse_data(data: &str) -> Result<Value, ApiError> {
+    serde_json::from_str(data).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Protocol,
+            format!(
+                "the stream sent an event that is not JSON ({e}): {}",
+                truncate(data, 200)
+            ),
+        )
+    })
+}
+
+/// An error reported inside a stream (`{"error": {...}}`, an `error` event, a failed
+/// response): its code (or type) and message.
+pub(crate) fn stream_error(err: &Value, rid: Option<String>) -> ApiError {
+    let text = |k: &str| err.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    ApiError {
+        kind: ApiErrorKind::StreamError,
+        status: None,
+        error_type: text("code").or_else(|| text("type")).map(str::to_owned),
+        message: text("message")
+            .unwrap_or("the stream reported an error")
+            .to_owned(),
+        retry_after: None,
+        request_id: rid,
+    }
+}
+
+/// Usage in the Messages API's terms: OpenAI counts cached tokens inside the input tokens,
+/// the Messages API beside them.
+pub(crate) fn usage(input: u64, cached: u64, output: u64) -> Value {
+    json!({
+        "input_tokens": input.saturating_sub(cached),
+        "cache_read_input_tokens": cached.min(input),
+        "cache_creation_input_tokens": 0,
+        "output_tokens": output,
+    })
+}
+
+/// A count from the wire: a non-negative integer, else 0.
+pub(crate) fn count(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// The system prompt as one text.
+pub(crate) fn system_text(req: &ModelRequest) -> String {
+    req.system
+        .iter()
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The conversation, typed. Stored messages are decoded; one that cannot be is an error
+/// (keel wrote it, so this means a corrupted history, not a model problem).
+pub(crate) fn messages(req: &ModelRequest) -> Result<Vec<keel_protocol::ApiMessage>, ApiError> {
+    req.messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match m {
+            RequestMessage::Owned(m) => Ok(m.clone()),
+            RequestMessage::Encoded(e) => e.decode().ok_or_else(|| {
+                ApiError::new(
+                    ApiErrorKind::Config,
+                    format!("message {i} of the history cannot be read back"),
+                )
+            }),
+        })
+        .collect()
+}
+
+/// The blocks of a message.
+pub(crate) fn blocks(c: &MessageContent) -> Vec<ContentBlock> {
+    match c {
+        MessageContent::Text(t) => vec![ContentBlock::text(t.clone())],
+        MessageContent::Blocks(b) => b.clone(),
+    }
+}
+
+/// What a tool result says, as text; an error result says that the call failed, since these
+/// APIs have no `is_error`.
+pub(crate) fn tool_result_text(content: &ToolResultContent, is_error: bool) -> (String, usize) {
+    let mut images = 0;
+    let text = match content {
+        ToolResultContent::Text(t) => t.clone(),
+        ToolResultContent::Blocks(bs) => bs
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                ContentBlock::Image(_) => {
+                    images += 1;
+                    None
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    let text = if is_error {
+        format!("[the tool call failed]\n{text}")
+    } else {
+        text
+    };
+    (text, images)
+}
+
+/// A `data:` URL for an image block with a base64 source (others are not sent).
+pub(crate) fn image_url(source: &Value) -> Option<String> {
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => Some(format!(
+            "data:{};base64,{}",
+            source.get("media_type")?.as_str()?,
+            source.get("data")?.as_str()?
+        )),
+        Some("url") => source.get("url")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// The stop reason in the Messages API's terms. A reply that called tools stops for
+/// `tool_use` whatever `finish_reason` said, unless it was cut at the output cap.
+pub(crate) fn stop_reason(cut_at_cap: bool, filtered: bool, called_tools: bool) -> &'static str {
+    if cut_at_cap {
+        "max_tokens"
+    } else if called_tools {
+        "tool_use"
+    } else if filtered {
+        "refusal"
+    } else {
+        "end_turn"
+    }
+}
+
+/// An assistant message built from complete blocks (the non-streaming fallback).
+pub(crate) fn assistant(
+    id: &str,
+    model: &str,
+    content: Vec<Value>,
+    stop_reason: &str,
+    usage: Value,
+) -> Result<AssistantMessage, ApiError> {
+    serde_json::from_value(json!({
+        "id": id, "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": stop_reason, "stop_sequence": null, "usage": usage,
+    }))
+    .map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Decode,
+            format!("the reply cannot be read as a message: {e}"),
+        )
+    })
+}
+
+/// A tool call's arguments as an input object, for the non-streaming fallback (the same
+/// rule as the streamed path: invalid JSON reaches the tool, which refuses it clearly).
+pub(crate) fn input_of(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(arguments)
+        .unwrap_or_else(|e| json!({"__invalid_json__": arguments, "__error__": e.to_string()}))
+}
