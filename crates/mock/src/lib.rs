@@ -34,4 +34,4 @@ pub use scenario::{
     DEFAULT_STALL_AFTER_EVENTS, DEFAULT_STALL_TEXT, MAX_AFTER_EVENTS, MAX_MS, MAX_TIMES,
 };
 pub use server::{MockConfig, MockServer};
-pub use validate::validate_request;
+pub use validate::{signature, validate_request};

@@ -750,3 +750,97 @@ pub fn view(d: Dialect, body: &Value) -> Value {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(messages: Value) -> Value {
+        json!({"model": "gpt", "messages": messages})
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "Bash", "arguments": "{}"}}]})
+    }
+
+    #[test]
+    fn chat_validator_refuses_what_the_api_refuses() {
+        let user = json!({"role": "user", "content": "hi"});
+        let ok =
+            chat(json!([user, call("c1"), {"role": "tool", "tool_call_id": "c1", "content": "x"}]));
+        assert_eq!(validate_chat(&ok), Ok(()));
+        let unanswered = chat(json!([user, call("c1"), user]));
+        assert!(validate_chat(&unanswered).unwrap_err().contains("c1"));
+        let unknown =
+            chat(json!([user, call("c1"), {"role": "tool", "tool_call_id": "c9", "content": "x"}]));
+        assert!(validate_chat(&unknown).unwrap_err().contains("c9"));
+        let role = chat(json!([{"role": "robot", "content": "x"}]));
+        assert!(validate_chat(&role).unwrap_err().contains("robot"));
+        let long = "c".repeat(41);
+        let too_long = chat(
+            json!([user, call(&long), {"role": "tool", "tool_call_id": long, "content": "x"}]),
+        );
+        assert!(validate_chat(&too_long)
+            .unwrap_err()
+            .contains("maximum length 40"));
+        let mut opts = ok.clone();
+        opts["stream_options"] = json!({"include_usage": true});
+        assert!(
+            validate_chat(&opts).is_err(),
+            "stream_options without stream"
+        );
+    }
+
+    #[test]
+    fn responses_validator_refuses_what_the_api_refuses() {
+        let fc = json!({"type": "function_call", "call_id": "call_1", "name": "Bash", "arguments": "{}"});
+        let out = json!({"type": "function_call_output", "call_id": "call_1", "output": "x"});
+        let body = |input: Value| json!({"model": "gpt", "input": input, "store": false});
+        assert_eq!(validate_responses(&body(json!([fc, out]))), Ok(()));
+        assert!(validate_responses(&body(json!([fc])))
+            .unwrap_err()
+            .contains("No tool output found"));
+        assert!(validate_responses(&body(json!([out])))
+            .unwrap_err()
+            .contains("No tool call found"));
+        let sig = crate::validate::signature("why");
+        let reasoning = json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "why"}],
+                               "encrypted_content": sig});
+        assert_eq!(
+            validate_responses(&body(json!([reasoning, fc, out]))),
+            Ok(())
+        );
+        let mut with_id = reasoning.clone();
+        with_id["id"] = json!("rs_1");
+        assert!(validate_responses(&body(json!([with_id, fc, out])))
+            .unwrap_err()
+            .contains("not persisted"));
+        let mut forged = reasoning.clone();
+        forged["encrypted_content"] = json!("made-up");
+        assert!(validate_responses(&body(json!([forged, fc, out]))).is_err());
+        assert!(validate_responses(&body(json!([reasoning])))
+            .unwrap_err()
+            .contains("required following item"));
+    }
+
+    #[test]
+    fn views_read_every_dialect_alike() {
+        let c = chat(json!([
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "task A"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "Bash", "arguments": "{\"command\":\"ls\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "out"},
+        ]));
+        let v = view(Dialect::Chat, &c);
+        assert_eq!(v["system"][0]["text"], "sys");
+        assert_eq!(v["messages"][1]["content"][0]["input"]["command"], "ls");
+        assert_eq!(v["messages"][2]["content"][0]["type"], "tool_result");
+        let r = json!({"model": "gpt", "instructions": "sys", "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task A"}]}]});
+        let v = view(Dialect::Responses, &r);
+        assert_eq!(v["messages"][0]["content"][0]["text"], "task A");
+        assert_eq!(v["system"][0]["text"], "sys");
+    }
+}

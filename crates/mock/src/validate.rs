@@ -315,7 +315,7 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
 const SIGNATURE_PREFIX: &str = "kmsig-";
 
 /// The signature keel-mock gives `thinking` (FNV-1a over its bytes).
-pub(crate) fn signature(thinking: &str) -> String {
+pub fn signature(thinking: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in thinking.bytes() {
         h ^= u64::from(b);

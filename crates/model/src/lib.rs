@@ -76,4 +76,29 @@ pub mod fuzzing {
             None,
         )
     }
+
+    /// The Messages API events keel makes of an OpenAI API's SSE body `data` (split in two
+    /// chunks at `split`), for a request to `model`.
+    pub fn openai_events(
+        api: crate::OpenAiApi,
+        model: &str,
+        data: &[u8],
+        split: usize,
+    ) -> crate::EventStream {
+        let split = split.min(data.len());
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok(bytes::Bytes::copy_from_slice(&data[..split])),
+            Ok(bytes::Bytes::copy_from_slice(&data[split..])),
+        ];
+        let translate: Box<dyn crate::openai::Translate> = match api {
+            crate::OpenAiApi::Chat => Box::new(crate::openai::chat::Stream::new(model)),
+            crate::OpenAiApi::Responses => Box::new(crate::openai::responses::Stream::new(model)),
+        };
+        crate::openai::translated(
+            futures_util::stream::iter(chunks),
+            translate,
+            Duration::from_secs(5),
+            None,
+        )
+    }
 }

@@ -158,9 +158,20 @@ impl Calls {
         let f = piece.get("function").unwrap_or(&Value::Null);
         let name = f.get("name").and_then(Value::as_str).unwrap_or("");
         let args = f.get("arguments").and_then(Value::as_str).unwrap_or("");
+        let by_index = |i: u64, want_id_less: bool| {
+            self.0
+                .iter()
+                .rposition(|c| c.index == Some(i) && (!want_id_less || c.id.is_none()))
+        };
         let at = match (id, index) {
-            (Some(id), _) => self.0.iter().rposition(|c| c.id.as_deref() == Some(id)),
-            (None, Some(i)) => self.0.iter().rposition(|c| c.index == Some(i)),
+            // Its id's call; else a call at its index that came without an id (the arguments
+            // arrived before the piece that names the call).
+            (Some(id), i) => self
+                .0
+                .iter()
+                .rposition(|c| c.id.as_deref() == Some(id))
+                .or_else(|| i.and_then(|i| by_index(i, true))),
+            (None, Some(i)) => by_index(i, false),
             (None, None) => self.0.len().checked_sub(1),
         };
         let at = match at {

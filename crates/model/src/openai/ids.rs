@@ -5,7 +5,8 @@
 //! resumed session), and a compatible server can send ids with any characters. So every id is
 //! mapped, deterministically, in both directions:
 //! - [`inbound`]: a provider's id becomes keel's id. An id the Messages API accepts is kept as
-//!   it is; any other (or one that looks like keel's own encoding) is hex-encoded behind
+//!   it is when [`outbound`] would also send it unchanged; any other (one with other
+//!   characters, too long, or that looks like keel's own encoding) is hex-encoded behind
 //!   [`ENCODED_PREFIX`], so [`outbound`] can give the provider back exactly what it sent.
 //! - [`outbound`]: keel's id becomes the id sent to an OpenAI API. An encoded id is decoded;
 //!   an id the API accepts is kept; any other is replaced by a stable digest of it (the same
@@ -31,7 +32,8 @@ fn openai_accepts(id: &str) -> bool {
 
 /// keel's id for an id a provider sent.
 pub fn inbound(id: &str) -> String {
-    if messages_api_accepts(id) && !id.starts_with(ENCODED_PREFIX) {
+    // Kept only when it also goes back out unchanged (so a long id is encoded, not digested).
+    if messages_api_accepts(id) && openai_accepts(id) && !id.starts_with(ENCODED_PREFIX) {
         return id.to_owned();
     }
     let mut out = String::with_capacity(ENCODED_PREFIX.len() + id.len() * 2);
