@@ -230,14 +230,14 @@ fn api_failure_text(error: &ApiError, attempts: u32, elapsed: Duration, gave_up:
         (None, _) => format!("the connection to the model API failed: {}", error.message),
     };
     let hint = match error.status {
-        Some(401) => "Check ANTHROPIC_API_KEY: the key was refused.",
+        Some(401) => "Check the API key (ANTHROPIC_API_KEY; OPENAI_API_KEY for the OpenAI providers): the key was refused.",
         Some(403) => "The key has no access to this model or resource; check the key's permissions and --model.",
-        Some(404) => "Check --model and ANTHROPIC_BASE_URL: the API does not know this model or path.",
+        Some(404) => "Check --model and the base URL (ANTHROPIC_BASE_URL; OPENAI_BASE_URL for the OpenAI providers): the API does not know this model or path.",
         Some(413) => "The request is too large; shorten the prompt or start a new session.",
         Some(400) => "The request was rejected as malformed; this is likely a keel bug — please report it with the session id.",
         Some(429) => "You are rate limited; wait a while, or raise KEEL_RETRY_BUDGET_MS so keel waits longer.",
         Some(529) | Some(503) => "The API is overloaded; try again later, or pass --fallback-model.",
-        _ if error.retryable() => "The API stayed unavailable; try again later, and check ANTHROPIC_BASE_URL and your network.",
+        _ if error.retryable() => "The API stayed unavailable; try again later, and check the base URL (ANTHROPIC_BASE_URL or OPENAI_BASE_URL) and your network.",
         _ => "This error is not temporary; retrying will not help.",
     };
     if error.retryable() {

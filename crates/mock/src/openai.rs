@@ -46,7 +46,7 @@ impl Dialect {
 }
 
 /// An error body as OpenAI sends it, for a scenario's Messages API error type.
-pub(crate) fn error_body(error_type: &str, message: &str) -> Value {
+pub fn error_body(error_type: &str, message: &str) -> Value {
     let (kind, code) = match error_type {
         "invalid_request_error" => ("invalid_request_error", Value::Null),
         "authentication_error" => ("invalid_request_error", json!("invalid_api_key")),

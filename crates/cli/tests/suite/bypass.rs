@@ -401,6 +401,7 @@ async fn run_case(case: &Case) -> Result<(), String> {
         .unwrap(),
         dir: h.dir,
         home: h.home,
+        provider: super::common::Provider::Anthropic,
     };
     let mut args = vec!["-p", "go", "--output-format", "stream-json", "--verbose"];
     args.extend_from_slice(case.args);

@@ -1,11 +1,24 @@
 //! Failure model II: truthful cancellation, owned process trees. Each test is named in
-//! docs/failure-model.md.
+//! docs/failure-model.md, and runs once per provider (anthropic, openai, openai_chat).
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::{eventually, group_members, processes_matching, Harness, Live};
+use super::common::{
+    eventually, group_members, per_provider, processes_matching, Harness, Live, Provider,
+};
+
+per_provider!(
+    sigint_during_a_long_command_exits_130_and_kills_the_group,
+    background_jobs_and_term_ignoring_commands_die_with_the_interrupt,
+    a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit,
+    a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads,
+    interrupt_while_tool_calls_stream_rejects_them_all,
+    interrupt_during_a_retry_wait_ends_at_once,
+    a_bash_timeout_is_reported_as_a_timeout_and_the_loop_goes_on,
+    a_command_that_signals_its_own_group_cannot_take_keel_down,
+);
 
 const SIGINT: i32 = 2;
 
@@ -39,10 +52,9 @@ async fn running_command(h: &Harness, marker: &str) -> (Live, i32) {
     (live, super::common::pgid_of(pid))
 }
 
-#[tokio::test]
-async fn sigint_during_a_long_command_exits_130_and_kills_the_group() {
-    let marker = "keel-test-marker-sigint";
-    let h = Harness::from_json(&bash_step(&format!("sleep 1000; : {marker}"))).await;
+async fn sigint_during_a_long_command_exits_130_and_kills_the_group(p: Provider) {
+    let marker = &format!("keel-test-marker-sigint-{}", p.name());
+    let h = Harness::for_provider(p, &bash_step(&format!("sleep 1000; : {marker}"))).await;
     let (live, pgid) = running_command(&h, marker).await;
     assert!(!group_members(pgid).is_empty());
     live.signal(SIGINT);
@@ -71,8 +83,7 @@ async fn sigint_during_a_long_command_exits_130_and_kills_the_group() {
     assert_eq!(h.requests().len(), 1, "no model call after the interrupt");
 }
 
-#[tokio::test]
-async fn background_jobs_and_term_ignoring_commands_die_with_the_interrupt() {
+async fn background_jobs_and_term_ignoring_commands_die_with_the_interrupt(p: Provider) {
     for (i, cmd) in [
         "sleep 1000 & sleep 1000",
         "bash -c 'trap \"\" TERM; sleep 1000'",
@@ -80,8 +91,8 @@ async fn background_jobs_and_term_ignoring_commands_die_with_the_interrupt() {
     .iter()
     .enumerate()
     {
-        let marker = format!("keel-test-marker-tree-{i}");
-        let h = Harness::from_json(&bash_step(&format!("{cmd}; : {marker}"))).await;
+        let marker = format!("keel-test-marker-tree-{i}-{}", p.name());
+        let h = Harness::for_provider(p, &bash_step(&format!("{cmd}; : {marker}"))).await;
         let (live, pgid) = running_command(&h, &marker).await;
         // Wait for the whole tree (the sleeps) to exist before interrupting.
         assert!(eventually(Duration::from_secs(20), || group_members(pgid).len() >= 2).await);
@@ -96,12 +107,12 @@ async fn background_jobs_and_term_ignoring_commands_die_with_the_interrupt() {
     }
 }
 
-#[tokio::test]
-async fn a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit() {
-    let marker = "keel-test-marker-grandchild";
-    let h = Harness::from_json(&bash_step(&format!(
-        "(sleep 30; : {marker}) & echo started"
-    )))
+async fn a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit(p: Provider) {
+    let marker = &format!("keel-test-marker-grandchild-{}", p.name());
+    let h = Harness::for_provider(
+        p,
+        &bash_step(&format!("(sleep 30; : {marker}) & echo started")),
+    )
     .await;
     let t0 = Instant::now();
     let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
@@ -123,9 +134,8 @@ async fn a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit(
     );
 }
 
-#[tokio::test]
-async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads() {
-    let h = Harness::from_json(
+async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"steps":[
             {"kind":"tool_use","calls":[
                 {"name":"Bash","input":{"command":"tail -f /dev/null"},"id":"toolu_long"},
@@ -137,7 +147,8 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads() {
     std::fs::write(h.cwd().join("notes.txt"), "read me\n").unwrap();
     let run = h.run_stream("go", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
-    let sent = &h.requests()[1].body;
+    // In the Messages API's shape, whatever API carried it.
+    let sent = h.requests()[1].messages_view().clone();
     let result = |id: &str| -> Value {
         sent["messages"]
             .as_array()
@@ -147,19 +158,27 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads() {
             .find(|b| b["tool_use_id"] == id)
             .unwrap()
     };
+    // The OpenAI APIs have no is_error: keel's text says the call failed.
+    let failed = |r: &Value| {
+        r["is_error"] == true
+            || (p != Provider::Anthropic
+                && r["content"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("[the tool call failed]")))
+    };
     let long = result("toolu_long");
     let text = long["content"].as_str().unwrap();
-    assert_eq!(long["is_error"], true);
+    assert!(failed(&long), "{long}");
     assert!(
         text.contains("cancelled")
             && text.contains("toolu_fails")
             && text.contains("did not interrupt"),
         "{text}"
     );
-    assert_eq!(result("toolu_fails")["is_error"], true);
+    assert!(failed(&result("toolu_fails")));
     let read = result("toolu_read");
     assert!(
-        read["is_error"] != true && read["content"].as_str().unwrap().contains("read me"),
+        !failed(&read) && read["content"].as_str().unwrap().contains("read me"),
         "{read}"
     );
     let meta: Vec<Value> = run
@@ -170,14 +189,23 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads() {
     assert_eq!(meta, [Value::from("sibling-cancelled")]);
 }
 
-#[tokio::test]
-async fn interrupt_while_tool_calls_stream_rejects_them_all() {
-    // Two complete tool_use blocks stream (12 events), then the model goes silent.
-    let h = Harness::from_json(
-        r#"{"steps":[{"kind":"stall","phase":"after_message_start","after_events":12,"ms":60000,"then":
+async fn interrupt_while_tool_calls_stream_rejects_them_all(p: Provider) {
+    // Two complete tool calls stream, then the model goes silent: 12 events of the Messages
+    // API, 14 of the Responses API. A Chat Completions call is complete only when the reply
+    // is (its arguments may go on until the finish), so there the interrupt comes after 9
+    // chunks and no call is kept: nothing ran, and nothing is paired with a result.
+    let (after_events, kept) = match p {
+        Provider::Anthropic => (12, 2),
+        Provider::OpenAi => (14, 2),
+        Provider::OpenAiChat => (9, 0),
+    };
+    let h = Harness::for_provider(
+        p,
+        &r#"{"steps":[{"kind":"stall","phase":"after_message_start","after_events":AFTER,"ms":60000,"then":
             {"kind":"tool_use","calls":[
                 {"name":"Bash","input":{"command":"touch first.txt"}},
-                {"name":"Bash","input":{"command":"touch second.txt"}}]}}]}"#,
+                {"name":"Bash","input":{"command":"touch second.txt"}}]}}]}"#
+            .replace("AFTER", &after_events.to_string()),
     )
     .await;
     let mut live = h.live_stream(
@@ -187,8 +215,11 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all() {
     );
     live.wait_for(Duration::from_secs(30), |f| {
         f["type"] == "stream_event"
-            && f["event"]["type"] == "content_block_stop"
-            && f["event"]["index"] == 1
+            && if kept == 2 {
+                f["event"]["type"] == "content_block_stop" && f["event"]["index"] == 1
+            } else {
+                f["event"]["type"] == "message_start"
+            }
     })
     .await;
     live.signal(SIGINT);
@@ -203,9 +234,9 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all() {
         .into_iter()
         .filter(|f| is_tool_use(f))
         .collect();
-    assert_eq!(calls.len(), 2, "the completed blocks are kept");
+    assert_eq!(calls.len(), kept, "the completed blocks are kept");
     let results = run.tool_results();
-    assert_eq!(results.len(), 2, "every kept tool_use has its result");
+    assert_eq!(results.len(), kept, "every kept tool_use has its result");
     for r in results {
         let t = r["content"].as_str().unwrap();
         assert!(
@@ -215,9 +246,8 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all() {
     }
 }
 
-#[tokio::test]
-async fn interrupt_during_a_retry_wait_ends_at_once() {
-    let h = Harness::from_json(r#"{"steps":[{"kind":"error","status":429,"headers":{"retry-after":"600"}},{"kind":"text","text":"never"}]}"#).await;
+async fn interrupt_during_a_retry_wait_ends_at_once(p: Provider) {
+    let h = Harness::for_provider(p, r#"{"steps":[{"kind":"error","status":429,"headers":{"retry-after":"600"}},{"kind":"text","text":"never"}]}"#).await;
     let mut live = h.live_stream("hi", &[], &[("KEEL_RETRY_BUDGET_MS", "3600000")]);
     live.wait_for(Duration::from_secs(30), |f| f["subtype"] == "api_retry")
         .await;
@@ -229,9 +259,8 @@ async fn interrupt_during_a_retry_wait_ends_at_once() {
     assert_eq!(h.requests().len(), 1);
 }
 
-#[tokio::test]
-async fn a_bash_timeout_is_reported_as_a_timeout_and_the_loop_goes_on() {
-    let h = Harness::from_json(
+async fn a_bash_timeout_is_reported_as_a_timeout_and_the_loop_goes_on(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"steps":[
             {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"echo partial-out; sleep 30","timeout":1000}}]},
             {"kind":"text","text":"I will try something faster."}]}"#,
@@ -253,9 +282,8 @@ async fn a_bash_timeout_is_reported_as_a_timeout_and_the_loop_goes_on() {
     );
 }
 
-#[tokio::test]
-async fn a_command_that_signals_its_own_group_cannot_take_keel_down() {
-    let h = Harness::from_json(&bash_step("kill -TERM 0; echo not-reached")).await;
+async fn a_command_that_signals_its_own_group_cannot_take_keel_down(p: Provider) {
+    let h = Harness::for_provider(p, &bash_step("kill -TERM 0; echo not-reached")).await;
     let run = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
     run.assert_end("success", false, "completed", 0);
     assert_eq!(

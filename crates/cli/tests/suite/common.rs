@@ -51,11 +51,87 @@ pub fn mcp_test_server() -> PathBuf {
     .clone()
 }
 
+/// A model API the failure-model tests run against; keel-mock serves all three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    /// OpenAI's Responses API.
+    OpenAi,
+    /// OpenAI's Chat Completions API.
+    OpenAiChat,
+}
+
+impl Provider {
+    /// keel's name for it (`KEEL_PROVIDER`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+            Provider::OpenAiChat => "openai-chat",
+        }
+    }
+
+    /// The variable that holds its base URL.
+    pub fn base_url_var(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "ANTHROPIC_BASE_URL",
+            _ => "OPENAI_BASE_URL",
+        }
+    }
+
+    /// The base URL of a server at `origin` (OpenAI's include the version).
+    pub fn base_url(self, origin: &str) -> String {
+        match self {
+            Provider::Anthropic => origin.to_owned(),
+            _ => format!("{origin}/v1"),
+        }
+    }
+
+    /// The error type keel reports for a scenario's Messages API error type (OpenAI's bodies
+    /// carry their own codes).
+    pub fn error_type(self, messages_api_type: &str) -> String {
+        if self == Provider::Anthropic {
+            return messages_api_type.to_owned();
+        }
+        let body = keel_mock::openai::error_body(messages_api_type, "x");
+        let e = &body["error"];
+        e["code"]
+            .as_str()
+            .or(e["type"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// One test per provider for each scenario function named.
+macro_rules! per_provider {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::super::common::Provider;
+            #[tokio::test]
+            async fn anthropic() {
+                super::$name(Provider::Anthropic).await
+            }
+            #[tokio::test]
+            async fn openai() {
+                super::$name(Provider::OpenAi).await
+            }
+            #[tokio::test]
+            async fn openai_chat() {
+                super::$name(Provider::OpenAiChat).await
+            }
+        }
+    )*};
+}
+pub(crate) use per_provider;
+
 /// A mock server plus scratch directories.
 pub struct Harness {
     pub mock: MockServer,
     pub dir: tempfile::TempDir,
     pub home: tempfile::TempDir,
+    /// The API keel is pointed at (Anthropic unless a test says otherwise).
+    pub provider: Provider,
 }
 
 impl Harness {
@@ -65,11 +141,28 @@ impl Harness {
             mock,
             dir: tempfile::tempdir().unwrap(),
             home: tempfile::tempdir().unwrap(),
+            provider: Provider::Anthropic,
         }
     }
 
     pub async fn from_json(json: &str) -> Self {
         Self::new(Scenario::from_json(json).expect("scenario parses")).await
+    }
+
+    /// A harness whose runs talk to keel-mock through `provider`'s API.
+    pub async fn for_provider(provider: Provider, json: &str) -> Self {
+        let mut h = Self::from_json(json).await;
+        h.provider = provider;
+        h
+    }
+
+    /// Check a recorded request with the validator of the API it spoke.
+    pub fn validate(&self, r: &RecordedRequest) -> Result<(), String> {
+        match r.dialect.as_str() {
+            "responses" => keel_mock::openai::validate_responses(&r.body),
+            "chat" => keel_mock::openai::validate_chat(&r.body),
+            _ => keel_mock::validate_request(&r.body),
+        }
     }
 
     /// The scratch working directory.
@@ -98,6 +191,15 @@ impl Harness {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        if self.provider != Provider::Anthropic {
+            c.env("KEEL_PROVIDER", self.provider.name())
+                .env("KEEL_MODEL", "gpt-5")
+                .env(
+                    "OPENAI_BASE_URL",
+                    self.provider.base_url(&self.mock.base_url()),
+                )
+                .env("OPENAI_API_KEY", "sk-test-keel");
+        }
         for (k, v) in env {
             c.env(k, v);
         }
@@ -137,7 +239,12 @@ impl Harness {
         self.mock
             .requests()
             .into_iter()
-            .filter(|r| r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens"))
+            .filter(|r| {
+                (r.path.starts_with("/v1/messages")
+                    || r.path.starts_with("/v1/responses")
+                    || r.path.starts_with("/v1/chat/completions"))
+                    && !r.path.contains("count_tokens")
+            })
             .collect()
     }
 }

@@ -1,11 +1,28 @@
 //! Failure model I: API errors, retries, limits — one honest result for every run.
-//! Each test here is named in docs/failure-model.md.
+//! Each test here is named in docs/failure-model.md, and runs once per provider (anthropic,
+//! openai, openai_chat): keel-mock plays the same faults in each API's shape.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::Harness;
+use super::common::{per_provider, Harness, Provider};
+
+per_provider!(
+    overloaded_forever_with_one_retry_ends_honestly_with_exit_4,
+    server_error_once_then_ok_succeeds,
+    dropped_stream_is_retried_and_its_partial_text_is_never_final,
+    rate_limit_retry_after_is_honoured,
+    permanent_errors_fail_at_once_with_exit_1,
+    stall_after_message_start_is_noticed_and_retried,
+    a_stall_that_never_ends_ends_the_run_in_bounded_time,
+    the_retry_budget_stops_retries_before_the_attempt_cap,
+    max_budget_stops_before_running_the_reply_that_crossed_it,
+    an_unknown_model_is_priced_at_the_highest_rate_so_the_budget_binds,
+    fallback_model_takes_over_after_repeated_overload,
+    connection_refused_is_transient_and_ends_with_exit_4,
+    after_a_limit_the_resumed_session_sends_a_well_formed_request,
+);
 
 fn assistant_texts(run: &super::common::Run) -> Vec<String> {
     run.of("assistant")
@@ -20,9 +37,9 @@ fn assistant_texts(run: &super::common::Run) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn overloaded_forever_with_one_retry_ends_honestly_with_exit_4() {
-    let h = Harness::from_json(
+async fn overloaded_forever_with_one_retry_ends_honestly_with_exit_4(p: Provider) {
+    let h = Harness::for_provider(
+        p,
         r#"{"on_exhausted":"repeat_last","steps":[{"kind":"error","status":529}]}"#,
     )
     .await;
@@ -46,7 +63,7 @@ async fn overloaded_forever_with_one_retry_ends_honestly_with_exit_4() {
     assert!(r0["retry_delay_ms"].as_u64().unwrap() >= 500);
     let r = run.result();
     assert_eq!(r["api_error_status"], 529);
-    assert_eq!(r["api_error_type"], "overloaded_error");
+    assert_eq!(r["api_error_type"], p.error_type("overloaded_error"));
     let text = r["result"].as_str().unwrap();
     assert!(
         text.contains("529") && text.contains("2 attempts"),
@@ -59,9 +76,9 @@ async fn overloaded_forever_with_one_retry_ends_honestly_with_exit_4() {
     );
 }
 
-#[tokio::test]
-async fn server_error_once_then_ok_succeeds() {
-    let h = Harness::from_json(
+async fn server_error_once_then_ok_succeeds(p: Provider) {
+    let h = Harness::for_provider(
+        p,
         r#"{"steps":[{"kind":"error","status":500},{"kind":"text","text":"recovered"}]}"#,
     )
     .await;
@@ -72,9 +89,8 @@ async fn server_error_once_then_ok_succeeds() {
     assert_eq!(h.requests().len(), 2);
 }
 
-#[tokio::test]
-async fn dropped_stream_is_retried_and_its_partial_text_is_never_final() {
-    let h = Harness::from_json(
+async fn dropped_stream_is_retried_and_its_partial_text_is_never_final(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"steps":[
             {"kind":"drop","after_events":5,"reply":{"kind":"text","text":"PARTIAL-DRAFT that must never be shown as final"}},
             {"kind":"text","text":"the real answer"}]}"#,
@@ -105,9 +121,8 @@ async fn dropped_stream_is_retried_and_its_partial_text_is_never_final() {
     );
 }
 
-#[tokio::test]
-async fn rate_limit_retry_after_is_honoured() {
-    let h = Harness::from_json(
+async fn rate_limit_retry_after_is_honoured(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"steps":[{"kind":"error","status":429,"headers":{"retry-after":"2"}},{"kind":"text","text":"ok"}]}"#,
     )
     .await;
@@ -122,10 +137,13 @@ async fn rate_limit_retry_after_is_honoured() {
     assert!(retry["retry_delay_ms"].as_u64().unwrap() >= 2000);
 }
 
-#[tokio::test]
-async fn permanent_errors_fail_at_once_with_exit_1() {
-    for (status, needle) in [(401, "ANTHROPIC_API_KEY"), (400, "400")] {
-        let h = Harness::from_json(&format!(r#"{{"on_exhausted":"repeat_last","steps":[{{"kind":"error","status":{status},"message":"nope {status}"}}]}}"#)).await;
+async fn permanent_errors_fail_at_once_with_exit_1(p: Provider) {
+    let key_var = match p {
+        Provider::Anthropic => "ANTHROPIC_API_KEY",
+        _ => "OPENAI_API_KEY",
+    };
+    for (status, needle) in [(401, key_var), (400, "400")] {
+        let h = Harness::for_provider(p, &format!(r#"{{"on_exhausted":"repeat_last","steps":[{{"kind":"error","status":{status},"message":"nope {status}"}}]}}"#)).await;
         let run = h.run_stream("hi", &[], &[]).await;
         run.assert_end("error_during_execution", true, "api_error", 1);
         assert_eq!(h.requests().len(), 1, "{status}: exactly one request");
@@ -141,9 +159,8 @@ async fn permanent_errors_fail_at_once_with_exit_1() {
     }
 }
 
-#[tokio::test]
-async fn stall_after_message_start_is_noticed_and_retried() {
-    let h = Harness::from_json(
+async fn stall_after_message_start_is_noticed_and_retried(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"steps":[
             {"kind":"stall","phase":"after_message_start","ms":60000,"then":{"kind":"text","text":"too late"}},
             {"kind":"text","text":"fresh answer"}]}"#,
@@ -159,9 +176,8 @@ async fn stall_after_message_start_is_noticed_and_retried() {
     assert_eq!(run.of("system/api_retry").len(), 1);
 }
 
-#[tokio::test]
-async fn a_stall_that_never_ends_ends_the_run_in_bounded_time() {
-    let h = Harness::from_json(
+async fn a_stall_that_never_ends_ends_the_run_in_bounded_time(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"on_exhausted":"repeat_last","steps":[{"kind":"stall","phase":"after_message_start","ms":600000}]}"#,
     )
     .await;
@@ -197,9 +213,9 @@ async fn a_stall_that_never_ends_ends_the_run_in_bounded_time() {
     assert!(text.contains("non-streaming"), "{text}");
 }
 
-#[tokio::test]
-async fn the_retry_budget_stops_retries_before_the_attempt_cap() {
-    let h = Harness::from_json(
+async fn the_retry_budget_stops_retries_before_the_attempt_cap(p: Provider) {
+    let h = Harness::for_provider(
+        p,
         r#"{"on_exhausted":"repeat_last","steps":[{"kind":"error","status":503}]}"#,
     )
     .await;
@@ -220,9 +236,8 @@ async fn the_retry_budget_stops_retries_before_the_attempt_cap() {
     assert!(text.contains("retry budget"), "{text}");
 }
 
-#[tokio::test]
-async fn max_budget_stops_before_running_the_reply_that_crossed_it() {
-    let h = Harness::from_json(
+async fn max_budget_stops_before_running_the_reply_that_crossed_it(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"on_exhausted":"repeat_last","steps":[
             {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"touch must_not_exist.txt"}}],"usage":{"input_tokens":100000,"output_tokens":10}}]}"#,
     )
@@ -253,9 +268,8 @@ async fn max_budget_stops_before_running_the_reply_that_crossed_it() {
     assert_eq!(h.requests().len(), 1);
 }
 
-#[tokio::test]
-async fn an_unknown_model_is_priced_at_the_highest_rate_so_the_budget_binds() {
-    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"hi","usage":{"input_tokens":1000,"output_tokens":1000}}]}"#).await;
+async fn an_unknown_model_is_priced_at_the_highest_rate_so_the_budget_binds(p: Provider) {
+    let h = Harness::for_provider(p, r#"{"steps":[{"kind":"text","text":"hi","usage":{"input_tokens":1000,"output_tokens":1000}}]}"#).await;
     let run = h
         .run_stream("hi", &["--model", "brand-new-model-x"], &[])
         .await;
@@ -264,9 +278,8 @@ async fn an_unknown_model_is_priced_at_the_highest_rate_so_the_budget_binds() {
     assert_eq!(r["unpriced_models"][0], "brand-new-model-x");
 }
 
-#[tokio::test]
-async fn fallback_model_takes_over_after_repeated_overload() {
-    let h = Harness::from_json(r#"{"steps":[{"kind":"error","status":529,"times":3},{"kind":"text","text":"from the fallback"}]}"#).await;
+async fn fallback_model_takes_over_after_repeated_overload(p: Provider) {
+    let h = Harness::for_provider(p, r#"{"steps":[{"kind":"error","status":529,"times":3},{"kind":"text","text":"from the fallback"}]}"#).await;
     let run = h
         .run_stream(
             "hi",
@@ -313,9 +326,8 @@ async fn fallback_model_takes_over_after_repeated_overload() {
         .is_some());
 }
 
-#[tokio::test]
-async fn connection_refused_is_transient_and_ends_with_exit_4() {
-    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"unused"}]}"#).await;
+async fn connection_refused_is_transient_and_ends_with_exit_4(p: Provider) {
+    let h = Harness::for_provider(p, r#"{"steps":[{"kind":"text","text":"unused"}]}"#).await;
     // A port nobody listens on: bind, note it, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -327,7 +339,10 @@ async fn connection_refused_is_transient_and_ends_with_exit_4() {
         .run_stream(
             "hi",
             &[],
-            &[("ANTHROPIC_BASE_URL", &url), ("KEEL_MAX_RETRIES", "1")],
+            &[
+                (p.base_url_var(), &p.base_url(&url)),
+                ("KEEL_MAX_RETRIES", "1"),
+            ],
         )
         .await;
     run.assert_end("error_during_execution", true, "api_error", 4);
@@ -335,10 +350,9 @@ async fn connection_refused_is_transient_and_ends_with_exit_4() {
     assert_eq!(run.result()["api_error_status"], Value::Null);
 }
 
-#[tokio::test]
-async fn after_a_limit_the_resumed_session_sends_a_well_formed_request() {
+async fn after_a_limit_the_resumed_session_sends_a_well_formed_request(p: Provider) {
     for limit in [["--max-turns", "1"], ["--max-budget-usd", "0.05"]] {
-        let h = Harness::from_json(
+        let h = Harness::for_provider(p,
             r#"{"steps":[
                 {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"echo one"}}],"usage":{"input_tokens":100000,"output_tokens":10}},
                 {"kind":"text","text":"continued","match":{"last_user_contains":"go on"}}]}"#,
@@ -353,8 +367,9 @@ async fn after_a_limit_the_resumed_session_sends_a_well_formed_request() {
         resumed.assert_end("success", false, "completed", 0);
         let last = h.requests().pop().unwrap();
         assert_eq!(last.validation_error, None, "{limit:?}");
-        keel_mock::validate_request(&last.body).unwrap();
-        let body = last.body.to_string();
+        h.validate(&last).unwrap();
+        // In the Messages API's shape, whatever API carried it.
+        let body = last.messages_view().to_string();
         assert!(
             body.contains("tool_result") && body.contains("start") && body.contains("go on"),
             "{limit:?}: the whole conversation was sent"

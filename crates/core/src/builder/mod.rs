@@ -44,7 +44,7 @@ pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
 /// What a session is asked to be: the flags of `keel`, as plain values.
 #[derive(Clone, Debug, Default)]
 pub struct SessionOptions {
-    /// The model (`--model`; else `ANTHROPIC_MODEL`, else [`DEFAULT_MODEL`]).
+    /// The model (`--model`; else `KEEL_MODEL`, else `ANTHROPIC_MODEL`, else [`DEFAULT_MODEL`]).
     pub model: Option<String>,
     /// The provider (`--provider`; else the `provider` setting, else `KEEL_PROVIDER`); without
     /// one, a model string `provider/model` picks it, and others go to Anthropic.
@@ -288,6 +288,7 @@ impl SessionBuilder {
         let model = o
             .model
             .clone()
+            .or_else(|| env("KEEL_MODEL"))
             .or_else(|| env("ANTHROPIC_MODEL"))
             .map(|m| m.trim().to_owned())
             .filter(|m| !m.is_empty())
@@ -311,17 +312,18 @@ impl SessionBuilder {
         let providers = provider_choice(o, settings.provider.take(), env)?;
         let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
-        let model = match (&o.model, env("ANTHROPIC_MODEL"), providers.explicit) {
+        let named = o.model.is_some() || env("KEEL_MODEL").is_some();
+        let model = match (named, env("ANTHROPIC_MODEL"), providers.explicit) {
             // The Anthropic model variable names no model of another provider.
-            (None, Some(_), true) if providers.default != Provider::Anthropic => {
+            (false, Some(_), true) if providers.default != Provider::Anthropic => {
                 return Err(BuildError::Usage(format!(
-                    "Error: the {} provider needs a model: pass --model (ANTHROPIC_MODEL names an Anthropic model)",
+                    "Error: the {} provider needs a model: pass --model or set KEEL_MODEL (ANTHROPIC_MODEL names an Anthropic model)",
                     providers.default
                 )))
             }
-            (None, None, true) if providers.default != Provider::Anthropic => {
+            (false, None, true) if providers.default != Provider::Anthropic => {
                 return Err(BuildError::Usage(format!(
-                    "Error: the {} provider needs a model: pass --model",
+                    "Error: the {} provider needs a model: pass --model or set KEEL_MODEL",
                     providers.default
                 )))
             }
