@@ -44,7 +44,9 @@ class Mock:
         for line in self.log.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
-                if r["path"].startswith("/v1/messages") and "count_tokens" not in r["path"]:
+                path = r["path"]
+                model_call = path.startswith(("/v1/messages", "/v1/responses", "/v1/chat/completions"))
+                if model_call and "count_tokens" not in path:
                     out.append(r)
         return out
 
@@ -59,9 +61,12 @@ class Mock:
 class Env:
     """A scratch working directory and home, and options that point the SDK at keel."""
 
-    def __init__(self, tmp: Path, mock: Mock):
+    def __init__(self, tmp: Path, mock: Mock, openai: bool = False):
         self.tmp = tmp
         self.mock = mock
+        # With `openai`, keel's OpenAI providers are pointed at keel-mock (the test picks the
+        # API with the model string, e.g. "openai/gpt-5" or "openai-chat/gpt-5").
+        self.openai = openai
         self.cwd = tmp / "work"
         self.cwd.mkdir()
         self.home = tmp / "home"
@@ -69,13 +74,16 @@ class Env:
         self.stderr: list[str] = []
 
     def env(self) -> dict[str, str]:
-        return {
+        env = {
             "ANTHROPIC_BASE_URL": self.mock.url,
             "ANTHROPIC_API_KEY": "sk-test-keel",
             "HOME": str(self.home),
             "KEEL_HOME": str(self.tmp / "keel-home"),
             "IS_SANDBOX": "1",
         }
+        if self.openai:
+            env.update({"OPENAI_BASE_URL": self.mock.url + "/v1", "OPENAI_API_KEY": "sk-test-keel"})
+        return env
 
     def options(self, **kw):
         from claude_agent_sdk import ClaudeAgentOptions
@@ -96,10 +104,10 @@ def start(tmp_path: Path):
         pytest.fail(f"build keel and keel-mock first: {KEEL}, {KEEL_MOCK}")
     mocks: list[Mock] = []
 
-    def _start(scenario: str) -> Env:
+    def _start(scenario: str, openai: bool = False) -> Env:
         m = Mock(scenario, tmp_path)
         mocks.append(m)
-        return Env(tmp_path, m)
+        return Env(tmp_path, m, openai)
 
     yield _start
     for m in mocks:

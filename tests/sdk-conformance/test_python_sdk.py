@@ -3,6 +3,7 @@ drop-in for the CLI the SDK was written for."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -476,3 +477,73 @@ def test_a_host_disables_enables_and_reconnects_its_server(start):
     results = tool_results(messages)
     assert len(results) == 1 and result_text(results[0]) == "the sum is 5", results
     assert calls == [{"a": 2, "b": 3}]
+
+
+# An OpenAI model through keel: the same SDK, the same frames, another provider behind them.
+OPENAI_MODELS = ["openai/gpt-5", "openai-chat/gpt-5"]
+
+
+@pytest.mark.parametrize("model", OPENAI_MODELS)
+def test_an_openai_model_does_a_tool_round_trip(start, model):
+    env = start("bash_echo", openai=True)
+
+    async def main():
+        opts = env.options(allowed_tools=["Bash"], max_turns=5, model=model)
+        return [m async for m in query(prompt="Run echo hi, then tell me what it printed.", options=opts)]
+
+    messages = run(main)
+    assert_keel_ran(env, messages)
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert (init.data["model"], init.data["provider"]) == (model, model.split("/")[0])
+    results = tool_results(messages)
+    assert len(results) == 1 and result_text(results[0]).strip() == "hi" and not results[0].is_error
+    assert texts(messages) == ["I'll run it.", "The command printed: hi"]
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and result.subtype == "success" and result.num_turns == 2
+    reqs = env.mock.requests()
+    api = "/v1/responses" if model.startswith("openai/") else "/v1/chat/completions"
+    assert [r["path"] for r in reqs] == [api, api]
+    # The model id went out without keel's provider prefix, and keel-mock's validator for that
+    # API accepted the request that carried the tool result back.
+    assert reqs[1]["body"]["model"] == "gpt-5"
+    assert reqs[1]["status"] == 200 and reqs[1]["validation_error"] is None
+    assert "hi" in json.dumps(reqs[1]["view"])
+
+
+@pytest.mark.parametrize("model", OPENAI_MODELS)
+def test_an_openai_model_is_interrupted_truthfully(start, model):
+    env = start("long_bash", openai=True)
+    state = {}
+
+    async def main():
+        opts = env.options(allowed_tools=["Bash"], model=model)
+        async with ClaudeSDKClient(options=opts) as client:
+            await client.query("Run the long command.")
+            messages = []
+            async for m in client.receive_messages():
+                messages.append(m)
+                if isinstance(m, AssistantMessage) and any(isinstance(b, ToolUseBlock) for b in m.content):
+                    break
+            marker = env.cwd / "started.txt"
+            with anyio.fail_after(30):
+                while not marker.exists():
+                    await anyio.sleep(0.02)
+            state["pids_before"] = _sleepers()
+            await client.interrupt()
+            async for m in client.receive_response():
+                messages.append(m)
+            return messages
+
+    messages = run(main)
+    assert_keel_ran(env, messages)
+    assert state["pids_before"], "the long command was running before the interrupt"
+    result = messages[-1]
+    assert isinstance(result, ResultMessage)
+    assert result.is_error and result.subtype == "error_during_execution"
+    results = tool_results(messages)
+    assert len(results) == 1 and results[0].is_error
+    assert "interrupted" in result_text(results[0]).lower()
+    deadline = time.monotonic() + 10
+    while _sleepers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _sleepers(), "the interrupted command's process is gone"

@@ -8,13 +8,15 @@ use std::process::ExitCode;
 use clap::Parser;
 use keel_mock::{MockConfig, MockServer, Scenario};
 
-/// A scripted stand-in for the Anthropic Messages API, for testing agents and their clients.
+/// A scripted stand-in for model APIs, for testing agents and their clients.
 ///
-/// It listens on loopback, answers POST /v1/messages from the steps of a scenario file (text,
-/// tool calls, HTTP errors, errors inside a stream, cut connections, stalls), rejects requests
-/// the real API would reject, and can write every request it gets to a JSON-lines log.
+/// It listens on loopback, answers POST /v1/messages (Anthropic), POST /v1/responses and POST
+/// /v1/chat/completions (OpenAI) from the steps of a scenario file (text, tool calls, HTTP
+/// errors, errors inside a stream, cut connections, stalls), each in that API's shape, rejects
+/// requests the real API would reject, and can write every request it gets to a JSON-lines log.
 ///
-/// The first line it prints is the base URL to use, e.g. ANTHROPIC_BASE_URL=<that line>.
+/// The first line it prints is the base URL to use, e.g. ANTHROPIC_BASE_URL=<that line>, or
+/// OPENAI_BASE_URL=<that line>/v1.
 #[derive(Parser, Debug)]
 #[command(name = "keel-mock", version)]
 struct Args {

@@ -192,6 +192,9 @@ impl Bench<'_> {
             .env("KEEL_HOME", dirs.home.path().join(".keel"))
             .env("ANTHROPIC_BASE_URL", mock.base_url())
             .env("ANTHROPIC_API_KEY", "bench")
+            // Unused unless `--env KEEL_PROVIDER=openai[-chat]` picks an OpenAI API.
+            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
+            .env("OPENAI_API_KEY", "bench")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
