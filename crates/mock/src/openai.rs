@@ -641,8 +641,7 @@ pub fn view(d: Dialect, body: &Value) -> Value {
             _ => vec![],
         }
     };
-    let tools: Vec<Value>;
-    match d {
+    let tools: Vec<Value> = match d {
         Dialect::Messages => return body.clone(),
         Dialect::Chat => {
             for m in body["messages"].as_array().into_iter().flatten() {
@@ -680,12 +679,12 @@ pub fn view(d: Dialect, body: &Value) -> Value {
                     _ => {}
                 }
             }
-            tools = body["tools"]
+            body["tools"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .map(|t| json!({"name": t["function"]["name"]}))
-                .collect();
+                .collect()
         }
         Dialect::Responses => {
             if let Some(i) = body["instructions"].as_str() {
@@ -735,14 +734,14 @@ pub fn view(d: Dialect, body: &Value) -> Value {
                     _ => {}
                 }
             }
-            tools = body["tools"]
+            body["tools"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .map(|t| json!({"name": t["name"]}))
-                .collect();
+                .collect()
         }
-    }
+    };
     let mut v = json!({"model": body["model"], "system": system, "messages": messages,
                        "stream": body["stream"]});
     if !tools.is_empty() {

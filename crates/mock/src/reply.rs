@@ -81,7 +81,17 @@ pub(crate) fn build(step: &Step, outer: Option<&Step>, ctx: &ReplyCtx<'_>) -> Re
             blocks.push(Block::Text(text.clone()));
             "end_turn"
         }
-        StepKind::ToolUse { text, calls } => {
+        StepKind::ToolUse {
+            thinking,
+            text,
+            calls,
+        } => {
+            if let Some(t) = thinking {
+                blocks.push(Block::Thinking {
+                    thinking: t.clone(),
+                    signature: crate::validate::signature(t),
+                });
+            }
             if let Some(t) = text {
                 blocks.push(Block::Text(t.clone()));
             }

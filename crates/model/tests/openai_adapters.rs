@@ -442,9 +442,12 @@ async fn broken_streams_fail_with_the_right_class() {
     .unwrap_err();
     assert_eq!(e.kind, ApiErrorKind::StreamDropped);
     let created = json!({"type": "response.created", "response": {"id": "r", "model": "m"}});
-    let e = run(OpenAiApi::Responses, &responses_sse(&[created.clone()]))
-        .await
-        .unwrap_err();
+    let e = run(
+        OpenAiApi::Responses,
+        &responses_sse(std::slice::from_ref(&created)),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(e.kind, ApiErrorKind::StreamDropped);
     // Errors inside the stream keep the provider's code, classified.
     let e = run(

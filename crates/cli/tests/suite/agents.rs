@@ -6,7 +6,14 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::{eventually, processes_matching, Harness, Stream};
+use super::common::{eventually, per_provider, processes_matching, Harness, Provider, Stream};
+
+// Subagents work the same on every provider.
+per_provider!(
+    a_foreground_subagent_runs_bash_and_its_answer_reaches_the_parent,
+    a_subagent_that_hits_its_turn_limit_is_truncated_not_completed,
+    an_overloaded_subagent_retries_like_the_main_loop,
+);
 
 const SIGINT: i32 = 2;
 
@@ -29,12 +36,24 @@ fn scenario(steps: Vec<Value>) -> String {
     json!({ "steps": steps }).to_string()
 }
 
-/// The tool_result the parent's n-th request carried for `id`.
+/// The tool_result the parent's n-th request carried for `id`, in the Messages API's shape
+/// (the OpenAI APIs have no `is_error`: there keel's text says the call failed, read back here
+/// as `is_error`).
 fn result_for(h: &Harness, id: &str) -> Value {
     for r in h.requests().iter().rev() {
-        for m in r.body["messages"].as_array().unwrap() {
-            for b in m["content"].as_array().cloned().unwrap_or_default() {
+        for m in r.messages_view()["messages"].as_array().unwrap() {
+            for mut b in m["content"].as_array().cloned().unwrap_or_default() {
                 if b["tool_use_id"] == id {
+                    if r.dialect != "messages" {
+                        let failed = b["content"]
+                            .as_str()
+                            .and_then(|t| t.strip_prefix("[the tool call failed]\n"))
+                            .map(str::to_owned);
+                        b["is_error"] = Value::Bool(failed.is_some());
+                        if let Some(t) = failed {
+                            b["content"] = Value::String(t);
+                        }
+                    }
                     return b;
                 }
             }
@@ -95,9 +114,8 @@ async fn bad_task_calls_get_clear_errors_and_the_parent_goes_on() {
     );
 }
 
-#[tokio::test]
-async fn a_foreground_subagent_runs_bash_and_its_answer_reaches_the_parent() {
-    let h = Harness::from_json(&scenario(vec![
+async fn a_foreground_subagent_runs_bash_and_its_answer_reaches_the_parent(p: Provider) {
+    let h = Harness::for_provider(p, &scenario(vec![
         step("PARENT", json!({"kind": "tool_use", "calls": [task("SUBTASK-ALPHA: count the files", json!({}))]})),
         step("SUBTASK-ALPHA", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo from-the-child"}}]})),
         step("SUBTASK-ALPHA", json!({"kind": "text", "text": "child report: from-the-child"})),
@@ -141,9 +159,8 @@ async fn a_foreground_subagent_runs_bash_and_its_answer_reaches_the_parent() {
     );
 }
 
-#[tokio::test]
-async fn a_subagent_that_hits_its_turn_limit_is_truncated_not_completed() {
-    let h = Harness::from_json(
+async fn a_subagent_that_hits_its_turn_limit_is_truncated_not_completed(p: Provider) {
+    let h = Harness::for_provider(p,
         &json!({"on_exhausted": "repeat_last", "steps": [
             step("PARENT", json!({"kind": "tool_use", "calls": [task("LOOPER: never stop", json!({}))]})),
             step("PARENT", json!({"kind": "text", "text": "noted"})),
@@ -167,17 +184,19 @@ async fn a_subagent_that_hits_its_turn_limit_is_truncated_not_completed() {
     assert_eq!(run.of("system/task_notification")[0]["status"], "truncated");
 }
 
-#[tokio::test]
-async fn an_overloaded_subagent_retries_like_the_main_loop() {
-    let h = Harness::from_json(&scenario(vec![
-        step(
-            "PARENT",
-            json!({"kind": "tool_use", "calls": [task("BUSY-CHILD", json!({}))]}),
-        ),
-        step("BUSY-CHILD", json!({"kind": "error", "status": 529})),
-        step("BUSY-CHILD", json!({"kind": "text", "text": "made it"})),
-        step("PARENT", json!({"kind": "text", "text": "ok"})),
-    ]))
+async fn an_overloaded_subagent_retries_like_the_main_loop(p: Provider) {
+    let h = Harness::for_provider(
+        p,
+        &scenario(vec![
+            step(
+                "PARENT",
+                json!({"kind": "tool_use", "calls": [task("BUSY-CHILD", json!({}))]}),
+            ),
+            step("BUSY-CHILD", json!({"kind": "error", "status": 529})),
+            step("BUSY-CHILD", json!({"kind": "text", "text": "made it"})),
+            step("PARENT", json!({"kind": "text", "text": "ok"})),
+        ]),
+    )
     .await;
     let run = h.run_stream("PARENT", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);

@@ -13,5 +13,6 @@ mod hooks;
 mod live_context;
 mod mcp;
 mod ownership;
+mod providers;
 mod sandbox;
 mod sessions;

@@ -39,12 +39,17 @@ impl Step {
 
     /// A reply that calls tools.
     pub fn tool_use(calls: Vec<Call>) -> Step {
-        Step::of(StepKind::ToolUse { text: None, calls })
+        Step::of(StepKind::ToolUse {
+            thinking: None,
+            text: None,
+            calls,
+        })
     }
 
     /// A reply with a text block, then tool calls.
     pub fn tool_use_with_text(text: impl Into<String>, calls: Vec<Call>) -> Step {
         Step::of(StepKind::ToolUse {
+            thinking: None,
             text: Some(text.into()),
             calls,
         })

@@ -135,6 +135,8 @@ pub(super) struct TextFields {
 #[serde(deny_unknown_fields, expecting = "a JSON object")]
 pub(super) struct ToolUseFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     pub calls: Vec<Call>,
 }

@@ -93,8 +93,11 @@ pub enum StepKind {
         /// Optional thinking emitted before the text.
         thinking: Option<String>,
     },
-    /// An assistant message with an optional text block and one tool_use block per call.
+    /// An assistant message with an optional thinking block, an optional text block and one
+    /// tool_use block per call.
     ToolUse {
+        /// Optional thinking before everything (a reasoning item on the Responses API).
+        thinking: Option<String>,
         /// Optional text before the calls.
         text: Option<String>,
         /// The tool calls, at least one.

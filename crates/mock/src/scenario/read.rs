@@ -219,6 +219,7 @@ fn body(kind: Kind, own: &Value, at: &Place, allowed: &[&str]) -> Result<StepKin
         Kind::ToolUse => {
             let f: ToolUseFields = at.read(own, allowed)?;
             StepKind::ToolUse {
+                thinking: nonempty(at, "thinking", f.thinking)?,
                 text: nonempty(at, "text", f.text)?,
                 calls: calls(at, f.calls)?,
             }

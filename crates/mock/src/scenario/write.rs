@@ -24,7 +24,12 @@ fn step(s: &Step) -> Value {
             text: text.clone(),
             thinking: thinking.clone(),
         }),
-        StepKind::ToolUse { text, calls } => Body::ToolUse(ToolUseFields {
+        StepKind::ToolUse {
+            thinking,
+            text,
+            calls,
+        } => Body::ToolUse(ToolUseFields {
+            thinking: thinking.clone(),
             text: text.clone(),
             calls: calls.clone(),
         }),
