@@ -122,7 +122,11 @@ impl Router {
                     format!("the model {:?} is served by the {p} provider, which this session has not configured", req.model),
                 )
             })?;
-        let foreign = p == Provider::Anthropic && carries_reasoning_items(req);
+        // Only a session that also uses the Responses API can hold its reasoning items; the
+        // others never pay for the look.
+        let foreign = p == Provider::Anthropic
+            && self.clients.iter().any(|(q, _)| *q == Provider::OpenAi)
+            && carries_reasoning_items(req);
         if wire == req.model && !foreign {
             return Ok((client, None));
         }

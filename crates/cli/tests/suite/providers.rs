@@ -74,13 +74,10 @@ async fn an_explicit_provider_sends_gateway_model_ids_as_written_and_settings_ca
         (r.path.as_str(), r.body["model"].as_str()),
         ("/v1/chat/completions", Some("anthropic/claude-sonnet-4"))
     );
-    // The same from a settings file, with the model from KEEL_MODEL.
-    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
-    std::fs::write(
-        h.cwd().join(".claude/settings.json"),
-        r#"{"provider": "openai"}"#,
-    )
-    .unwrap();
+    // The same from the user's settings file, with the model from KEEL_MODEL.
+    let user = h.home.path().join(".claude");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(user.join("settings.json"), r#"{"provider": "openai"}"#).unwrap();
     let mut env2 = env.to_vec();
     env2.push(("KEEL_MODEL", "gpt-5-mini"));
     let run = h.run_stream("hi", &[], &env2).await;
@@ -220,5 +217,35 @@ async fn the_fallback_model_may_be_another_providers() {
     assert!(
         usage.get("gpt-5").is_some() && usage.get("claude-sonnet-4-5").is_some(),
         "{usage}"
+    );
+}
+
+#[tokio::test]
+async fn a_repository_cannot_choose_where_its_readers_code_is_sent() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"ok"}]}"#).await;
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    std::fs::write(
+        h.cwd().join(".claude/settings.json"),
+        r#"{"provider": "openai-chat"}"#,
+    )
+    .unwrap();
+    let base = format!("{}/v1", h.mock.base_url());
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "k")],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        paths(&h),
+        ["/v1/messages"],
+        "the project's provider was not taken"
+    );
+    assert!(
+        run.stderr.contains("`provider` is ignored"),
+        "{}",
+        run.stderr
     );
 }

@@ -192,7 +192,12 @@ pub fn load(
         }
         if user_file.as_ref() == Some(&path) {
             out.mcp_approvals.read(&v, &where_)?;
+            read_provider(&mut out, &v, &where_)?;
             out.user_file = Some(path.clone());
+        } else if v.get("provider").is_some_and(|p| !p.is_null()) {
+            out.hook_notes.push(format!(
+                "settings {where_}: `provider` is ignored here; which company receives your code is yours to choose, in your user settings, --settings, --provider or KEEL_PROVIDER"
+            ));
         }
     }
     if let Some(flag) = flag.filter(|f| !f.trim().is_empty()) {
@@ -219,8 +224,24 @@ pub fn load(
         };
         apply(&mut out, &v, &where_, source)?;
         out.mcp_approvals.read(&v, &where_)?;
+        read_provider(&mut out, &v, &where_)?;
     }
     Ok(out)
+}
+
+/// `provider`: only from the user's own settings and `--settings` — a repository does not get
+/// to choose which company its readers' code and prompts are sent to.
+fn read_provider(out: &mut SettingsRules, v: &Value, where_: &str) -> Result<(), BuildError> {
+    match v.get("provider") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(p)) => {
+            out.provider = Some((p.clone(), where_.to_owned()));
+            Ok(())
+        }
+        Some(other) => Err(BuildError::Usage(format!(
+            "Error: settings {where_}: provider must be a string, found {other}"
+        ))),
+    }
 }
 
 fn apply(
@@ -254,15 +275,6 @@ fn apply(
         Some(other) => {
             return Err(BuildError::Usage(format!(
                 "Error: settings {where_}: env must be an object of variables, found {other}"
-            )))
-        }
-    }
-    match v.get("provider") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(p)) => out.provider = Some((p.clone(), where_.to_owned())),
-        Some(other) => {
-            return Err(BuildError::Usage(format!(
-                "Error: settings {where_}: provider must be a string, found {other}"
             )))
         }
     }
