@@ -477,3 +477,48 @@ async fn broken_streams_fail_with_the_right_class() {
         ApiErrorKind::Protocol
     );
 }
+
+#[test]
+fn a_thinking_budget_becomes_a_reasoning_effort() {
+    let req = |thinking: Option<Value>| ModelRequest {
+        model: "gpt-test".into(),
+        max_tokens: 100,
+        system: vec![],
+        messages: vec![RequestMessage::Owned(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Text("hi".into()),
+        })],
+        tools: Default::default(),
+        stream: true,
+        metadata: None,
+        thinking,
+    };
+    let body = |api, r: &ModelRequest| -> Value {
+        let c = OpenAiClient::new(
+            api,
+            ClientConfig {
+                base_url: "http://127.0.0.1:9/v1".into(),
+                ..ClientConfig::default()
+            },
+            OpenAiOptions::default(),
+        )
+        .unwrap();
+        serde_json::from_slice(&c.body(r, true).unwrap()).unwrap()
+    };
+    let on = req(Some(json!({"type": "enabled", "budget_tokens": 8000})));
+    assert_eq!(
+        body(OpenAiApi::Responses, &on)["reasoning"]["effort"],
+        "medium"
+    );
+    assert_eq!(body(OpenAiApi::Chat, &on)["reasoning_effort"], "medium");
+    let off = req(None);
+    assert!(body(OpenAiApi::Responses, &off).get("reasoning").is_none());
+    assert!(body(OpenAiApi::Chat, &off)
+        .get("reasoning_effort")
+        .is_none());
+    assert_eq!(body(OpenAiApi::Chat, &off)["max_completion_tokens"], 100);
+    assert_eq!(
+        body(OpenAiApi::Chat, &off)["stream_options"]["include_usage"],
+        true
+    );
+}

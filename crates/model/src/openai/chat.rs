@@ -44,6 +44,9 @@ pub(crate) fn body(req: &ModelRequest, stream: bool, o: &OpenAiOptions) -> Resul
         body.insert("tools".into(), Value::Array(tools));
     }
     body.insert(o.chat_max_tokens_field.clone(), json!(req.max_tokens));
+    if let Some(effort) = super::reasoning_effort(req) {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
     body.insert("stream".into(), json!(stream));
     if stream {
         body.insert("stream_options".into(), json!({"include_usage": true}));

@@ -432,6 +432,22 @@ pub(crate) fn count(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
+/// The reasoning effort that matches a thinking budget, when thinking was asked for
+/// (`{"type": "enabled", "budget_tokens": N}`); OpenAI's models take an effort, not a budget.
+pub(crate) fn reasoning_effort(req: &ModelRequest) -> Option<&'static str> {
+    let t = req.thinking.as_ref()?;
+    if t.get("type").and_then(Value::as_str) != Some("enabled") {
+        return None;
+    }
+    Some(
+        match t.get("budget_tokens").and_then(Value::as_u64).unwrap_or(0) {
+            0..=4_095 => "low",
+            4_096..=16_383 => "medium",
+            _ => "high",
+        },
+    )
+}
+
 /// The system prompt as one text.
 pub(crate) fn system_text(req: &ModelRequest) -> String {
     req.system

@@ -48,6 +48,12 @@ pub(crate) fn body(req: &ModelRequest, stream: bool) -> Result<Value, ApiError> 
         body.insert("tools".into(), Value::Array(tools));
     }
     body.insert("max_output_tokens".into(), json!(req.max_tokens));
+    if let Some(effort) = super::reasoning_effort(req) {
+        body.insert(
+            "reasoning".into(),
+            json!({"effort": effort, "summary": "auto"}),
+        );
+    }
     body.insert("stream".into(), json!(stream));
     body.insert("store".into(), json!(false));
     body.insert("include".into(), json!(["reasoning.encrypted_content"]));
