@@ -209,12 +209,12 @@ def _sleepers() -> list[int]:
     return pids
 
 
-def test_interrupt_stops_a_long_bash_call(start):
-    env = start("long_bash")
+def interrupt_the_long_command(env, **options) -> tuple[list, dict]:
+    """Run the long_bash scenario, interrupt once the command runs; the messages and timings."""
     state = {}
 
     async def main():
-        async with ClaudeSDKClient(options=env.options(allowed_tools=["Bash"])) as client:
+        async with ClaudeSDKClient(options=env.options(allowed_tools=["Bash"], **options)) as client:
             await client.query("Run the long command.")
             messages = []
             async for m in client.receive_messages():
@@ -234,7 +234,12 @@ def test_interrupt_stops_a_long_bash_call(start):
             state["elapsed"] = time.monotonic() - t0
             return messages
 
-    messages = run(main)
+    return run(main), state
+
+
+def test_interrupt_stops_a_long_bash_call(start):
+    env = start("long_bash")
+    messages, state = interrupt_the_long_command(env)
     assert_keel_ran(env, messages)
     assert state["pids_before"], "the long command was running before the interrupt"
     assert state["elapsed"] < 20, f"the turn ended {state['elapsed']:.1f} s after the interrupt"
@@ -513,29 +518,9 @@ def test_an_openai_model_does_a_tool_round_trip(start, model):
 @pytest.mark.parametrize("model", OPENAI_MODELS)
 def test_an_openai_model_is_interrupted_truthfully(start, model):
     env = start("long_bash", openai=True)
-    state = {}
-
-    async def main():
-        opts = env.options(allowed_tools=["Bash"], model=model)
-        async with ClaudeSDKClient(options=opts) as client:
-            await client.query("Run the long command.")
-            messages = []
-            async for m in client.receive_messages():
-                messages.append(m)
-                if isinstance(m, AssistantMessage) and any(isinstance(b, ToolUseBlock) for b in m.content):
-                    break
-            marker = env.cwd / "started.txt"
-            with anyio.fail_after(30):
-                while not marker.exists():
-                    await anyio.sleep(0.02)
-            state["pids_before"] = _sleepers()
-            await client.interrupt()
-            async for m in client.receive_response():
-                messages.append(m)
-            return messages
-
-    messages = run(main)
+    messages, state = interrupt_the_long_command(env, model=model)
     assert_keel_ran(env, messages)
+    assert state["elapsed"] < 20, f"the turn ended {state['elapsed']:.1f} s after the interrupt"
     assert state["pids_before"], "the long command was running before the interrupt"
     result = messages[-1]
     assert isinstance(result, ResultMessage)

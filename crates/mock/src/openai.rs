@@ -360,6 +360,44 @@ fn check_positive(obj: &Map<String, Value>, field: &str) -> Result<(), String> {
     }
 }
 
+/// `tools`: an array whose function tools have valid, unique names (`name_of` reads one,
+/// `field` is where it sits). Chat Completions takes function tools only; the Responses API
+/// has built-in tools of other types, which are not checked.
+fn check_tools(
+    obj: &Map<String, Value>,
+    field: &str,
+    name_of: impl Fn(&Value) -> &str,
+) -> Result<(), String> {
+    let Some(tools) = obj.get("tools") else {
+        return Ok(());
+    };
+    let list = tools
+        .as_array()
+        .ok_or("Invalid 'tools': expected an array.")?;
+    let chat = field.starts_with("function.");
+    let mut names = HashSet::new();
+    for (i, t) in list.iter().enumerate() {
+        if t["type"] != "function" {
+            if chat {
+                return Err(format!(
+                    "Invalid value for 'tools[{i}].type': expected 'function'."
+                ));
+            }
+            continue;
+        }
+        let name = name_of(t);
+        if !tool_name_ok(name) {
+            return Err(format!(
+                "Invalid 'tools[{i}].{field}': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'."
+            ));
+        }
+        if !names.insert(name.to_owned()) {
+            return Err(format!("Duplicate tool name '{name}' in 'tools'."));
+        }
+    }
+    Ok(())
+}
+
 /// Check a `POST /v1/chat/completions` body.
 pub fn validate_chat(body: &Value) -> Result<(), String> {
     let obj = body
@@ -374,26 +412,10 @@ pub fn validate_chat(body: &Value) -> Result<(), String> {
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.".into(),
         );
     }
-    if let Some(tools) = obj.get("tools") {
-        let list = tools
-            .as_array()
-            .ok_or("Invalid 'tools': expected an array.")?;
-        let mut names = HashSet::new();
-        for (i, t) in list.iter().enumerate() {
-            if t["type"] != "function" {
-                return Err(format!(
-                    "Invalid value for 'tools[{i}].type': expected 'function'."
-                ));
-            }
-            let name = t["function"]["name"].as_str().unwrap_or("");
-            if !tool_name_ok(name) {
-                return Err(format!("Invalid 'tools[{i}].function.name': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'."));
-            }
-            if !names.insert(name.to_owned()) {
-                return Err(format!("Duplicate tool name '{name}' in 'tools'."));
-            }
-        }
-    }
+    // Chat Completions nests each function under `function` and takes nothing else.
+    check_tools(obj, "function.name", |t| {
+        t["function"]["name"].as_str().unwrap_or("")
+    })?;
     let messages = match obj.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
         Some(Value::Array(_)) => {
@@ -496,26 +518,7 @@ pub fn validate_responses(body: &Value) -> Result<(), String> {
     {
         return Err("Invalid 'instructions': expected a string.".into());
     }
-    if let Some(tools) = obj.get("tools") {
-        let list = tools
-            .as_array()
-            .ok_or("Invalid 'tools': expected an array.")?;
-        let mut names = HashSet::new();
-        for (i, t) in list.iter().enumerate() {
-            if t["type"] != "function" {
-                continue;
-            }
-            let name = t["name"].as_str().unwrap_or("");
-            if !tool_name_ok(name) {
-                return Err(format!(
-                    "Invalid 'tools[{i}].name': '{name}' does not match '^[a-zA-Z0-9_-]{{1,64}}$'."
-                ));
-            }
-            if !names.insert(name.to_owned()) {
-                return Err(format!("Duplicate tool name '{name}' in 'tools'."));
-            }
-        }
-    }
+    check_tools(obj, "name", |t| t["name"].as_str().unwrap_or(""))?;
     let stored = obj.get("store").and_then(Value::as_bool) != Some(false);
     let items = match obj.get("input") {
         Some(Value::String(_)) => return Ok(()),

@@ -119,6 +119,20 @@ fn calls_piece(p: Value) -> Value {
     delta(json!({"tool_calls": [p]}))
 }
 
+/// The body an adapter sends for `req` (a client for a server never contacted).
+fn body_of(api: OpenAiApi, req: &ModelRequest) -> Value {
+    let client = OpenAiClient::new(
+        api,
+        ClientConfig {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            ..ClientConfig::default()
+        },
+        OpenAiOptions::default(),
+    )
+    .unwrap();
+    serde_json::from_slice(&client.body(req, true).unwrap()).unwrap()
+}
+
 /// The request after the reply `a`: the history, the reply, and a result for every call
 /// (the first one failed) — then the body the adapter would send, checked by keel-mock.
 fn follow_up(api: OpenAiApi, a: &Assembled) -> Value {
@@ -176,16 +190,7 @@ fn follow_up(api: OpenAiApi, a: &Assembled) -> Value {
         metadata: None,
         thinking: None,
     };
-    let client = OpenAiClient::new(
-        api,
-        ClientConfig {
-            base_url: "http://127.0.0.1:9/v1".into(),
-            ..ClientConfig::default()
-        },
-        OpenAiOptions::default(),
-    )
-    .unwrap();
-    let body: Value = serde_json::from_slice(&client.body(&req, true).unwrap()).unwrap();
+    let body = body_of(api, &req);
     let checked = match api {
         OpenAiApi::Chat => keel_mock::openai::validate_chat(&body),
         OpenAiApi::Responses => keel_mock::openai::validate_responses(&body),
@@ -493,18 +498,7 @@ fn a_thinking_budget_becomes_a_reasoning_effort() {
         metadata: None,
         thinking,
     };
-    let body = |api, r: &ModelRequest| -> Value {
-        let c = OpenAiClient::new(
-            api,
-            ClientConfig {
-                base_url: "http://127.0.0.1:9/v1".into(),
-                ..ClientConfig::default()
-            },
-            OpenAiOptions::default(),
-        )
-        .unwrap();
-        serde_json::from_slice(&c.body(r, true).unwrap()).unwrap()
-    };
+    let body = body_of;
     let on = req(Some(json!({"type": "enabled", "budget_tokens": 8000})));
     assert_eq!(
         body(OpenAiApi::Responses, &on)["reasoning"]["effort"],

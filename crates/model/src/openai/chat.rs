@@ -5,8 +5,8 @@ use keel_protocol::{ContentBlock, Role};
 use serde_json::{json, Map, Value};
 
 use super::{
-    assistant, blocks, count, ids, image_url, input_of, messages, parse_data, stop_reason,
-    stream_error, system_text, tool_result_text, usage, OpenAiOptions, Out, Translate, MAX_CALLS,
+    assistant, blocks, count, ids, input_of, messages, parse_data, stop_reason, stream_error,
+    system_text, usage, OpenAiOptions, Out, Translate, UserPart, UserTurn, MAX_CALLS,
 };
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
@@ -57,41 +57,24 @@ pub(crate) fn body(req: &ModelRequest, stream: bool, o: &OpenAiOptions) -> Resul
 /// A user turn: tool results first (each its own `tool` message, answering the call before),
 /// then the text and images as one `user` message.
 fn user_messages(bs: &[ContentBlock], out: &mut Vec<Value>) {
-    let mut parts = Vec::new();
-    let mut images_dropped = 0;
-    for b in bs {
-        match b {
-            ContentBlock::ToolResult(r) => {
-                let (text, images) = tool_result_text(&r.content, r.is_error == Some(true));
-                images_dropped += images;
-                out.push(
-                    json!({"role": "tool", "tool_call_id": ids::outbound(&r.tool_use_id),
-                                "content": text}),
-                );
-            }
-            ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t.text})),
-            ContentBlock::Image(i) => {
-                if let Some(url) = image_url(&i.source) {
-                    parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
-                }
-            }
-            _ => {}
-        }
+    let turn = UserTurn::of(bs);
+    for (id, text) in turn.results {
+        out.push(json!({"role": "tool", "tool_call_id": id, "content": text}));
     }
-    if images_dropped > 0 {
-        parts.push(json!({"type": "text", "text": format!(
-            "({images_dropped} image(s) from tool results were not sent: this API's tool results carry text only)")}));
-    }
-    match parts.len() {
-        0 => {}
+    match turn.parts.as_slice() {
+        [] => {}
         // One text part goes as a plain string: every compatible server reads that.
-        1 if parts[0]["type"] == "text" => {
-            let text = parts
-                .pop()
-                .and_then(|p| p["text"].as_str().map(str::to_owned));
-            out.push(json!({"role": "user", "content": text}));
+        [UserPart::Text(t)] => out.push(json!({"role": "user", "content": t})),
+        parts => {
+            let parts: Vec<Value> = parts
+                .iter()
+                .map(|p| match p {
+                    UserPart::Text(t) => json!({"type": "text", "text": t}),
+                    UserPart::Image(url) => json!({"type": "image_url", "image_url": {"url": url}}),
+                })
+                .collect();
+            out.push(json!({"role": "user", "content": parts}));
         }
-        _ => out.push(json!({"role": "user", "content": parts})),
     }
 }
 

@@ -483,9 +483,57 @@ pub(crate) fn blocks(c: &MessageContent) -> Vec<ContentBlock> {
     }
 }
 
-/// What a tool result says, as text; an error result says that the call failed, since these
-/// APIs have no `is_error`.
-pub(crate) fn tool_result_text(content: &ToolResultContent, is_error: bool) -> (String, usize) {
+/// A user turn, taken apart the way both OpenAI APIs need it: the tool results (each sent on
+/// its own, answering its call), then what the user said.
+pub(crate) struct UserTurn {
+    /// (the id to send, the result as text) per tool result, in order.
+    pub results: Vec<(String, String)>,
+    /// The text and images, in order.
+    pub parts: Vec<UserPart>,
+}
+
+/// A piece of what the user said.
+pub(crate) enum UserPart {
+    Text(String),
+    /// An image as a URL (`data:` for inline images).
+    Image(String),
+}
+
+impl UserTurn {
+    pub(crate) fn of(bs: &[ContentBlock]) -> Self {
+        let mut turn = UserTurn {
+            results: Vec::new(),
+            parts: Vec::new(),
+        };
+        let mut images_dropped = 0;
+        for b in bs {
+            match b {
+                ContentBlock::ToolResult(r) => {
+                    let (text, images) = tool_result_text(&r.content, r.is_error == Some(true));
+                    images_dropped += images;
+                    turn.results.push((ids::outbound(&r.tool_use_id), text));
+                }
+                ContentBlock::Text(t) => turn.parts.push(UserPart::Text(t.text.clone())),
+                ContentBlock::Image(i) => {
+                    if let Some(url) = image_url(&i.source) {
+                        turn.parts.push(UserPart::Image(url));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if images_dropped > 0 {
+            turn.parts.push(UserPart::Text(format!(
+                "({images_dropped} image(s) from tool results were not sent: this API's tool results carry text only)"
+            )));
+        }
+        turn
+    }
+}
+
+/// What a tool result says, as text, and how many images it held; an error result says that
+/// the call failed, since these APIs have no `is_error`.
+fn tool_result_text(content: &ToolResultContent, is_error: bool) -> (String, usize) {
     let mut images = 0;
     let text = match content {
         ToolResultContent::Text(t) => t.clone(),
@@ -510,8 +558,8 @@ pub(crate) fn tool_result_text(content: &ToolResultContent, is_error: bool) -> (
     (text, images)
 }
 
-/// A `data:` URL for an image block with a base64 source (others are not sent).
-pub(crate) fn image_url(source: &Value) -> Option<String> {
+/// A `data:` URL for an image block with a base64 source (a `url` source as it is).
+fn image_url(source: &Value) -> Option<String> {
     match source.get("type").and_then(Value::as_str) {
         Some("base64") => Some(format!(
             "data:{};base64,{}",

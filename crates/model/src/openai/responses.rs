@@ -10,8 +10,8 @@ use keel_protocol::{ContentBlock, Role};
 use serde_json::{json, Map, Value};
 
 use super::{
-    assistant, blocks, count, ids, image_url, input_of, messages, parse_data, stop_reason,
-    stream_error, system_text, tool_result_text, usage, Out, Translate, MAX_CALLS,
+    assistant, blocks, count, ids, input_of, messages, parse_data, stop_reason, stream_error,
+    system_text, usage, Out, Translate, UserPart, UserTurn, MAX_CALLS,
 };
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
@@ -61,30 +61,19 @@ pub(crate) fn body(req: &ModelRequest, stream: bool) -> Result<Value, ApiError> 
 }
 
 fn user_items(bs: &[ContentBlock], input: &mut Vec<Value>) {
-    let mut parts = Vec::new();
-    let mut images_dropped = 0;
-    for b in bs {
-        match b {
-            ContentBlock::ToolResult(r) => {
-                let (text, images) = tool_result_text(&r.content, r.is_error == Some(true));
-                images_dropped += images;
-                input.push(json!({"type": "function_call_output",
-                                  "call_id": ids::outbound(&r.tool_use_id), "output": text}));
-            }
-            ContentBlock::Text(t) => parts.push(json!({"type": "input_text", "text": t.text})),
-            ContentBlock::Image(i) => {
-                if let Some(url) = image_url(&i.source) {
-                    parts.push(json!({"type": "input_image", "image_url": url}));
-                }
-            }
-            _ => {}
-        }
+    let turn = UserTurn::of(bs);
+    for (id, text) in turn.results {
+        input.push(json!({"type": "function_call_output", "call_id": id, "output": text}));
     }
-    if images_dropped > 0 {
-        parts.push(json!({"type": "input_text", "text": format!(
-            "({images_dropped} image(s) from tool results were not sent: this API's tool results carry text only)")}));
-    }
-    if !parts.is_empty() {
+    if !turn.parts.is_empty() {
+        let parts: Vec<Value> = turn
+            .parts
+            .iter()
+            .map(|p| match p {
+                UserPart::Text(t) => json!({"type": "input_text", "text": t}),
+                UserPart::Image(url) => json!({"type": "input_image", "image_url": url}),
+            })
+            .collect();
         input.push(json!({"type": "message", "role": "user", "content": parts}));
     }
 }
