@@ -6,21 +6,27 @@ use super::*;
 pub(crate) fn messages_requests(mock: &MockServer) -> Vec<RecordedRequest> {
     mock.requests()
         .into_iter()
-        .filter(|r| r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens"))
+        .filter(|r| {
+            // Whichever API keel spoke (`--env KEEL_PROVIDER=openai[-chat]`).
+            ["/v1/messages", "/v1/responses", "/v1/chat/completions"]
+                .iter()
+                .any(|p| r.path.starts_with(p))
+                && !r.path.contains("count_tokens")
+        })
         .collect()
 }
 
-/// The time keel-mock takes to answer each of `bodies` (ms), in order.
-pub(crate) fn replay_raw(addr: SocketAddr, bodies: &[Value]) -> Result<Vec<f64>> {
+/// The time keel-mock takes to answer each of `bodies` (path, body) (ms), in order.
+pub(crate) fn replay_raw(addr: SocketAddr, bodies: &[(String, Value)]) -> Result<Vec<f64>> {
     let stream = TcpStream::connect(addr)?;
     stream.set_nodelay(true)?;
     let mut w = stream.try_clone()?;
     let mut r = BufReader::new(stream);
     let mut each = Vec::with_capacity(bodies.len());
-    for b in bodies {
+    for (path, b) in bodies {
         let body = serde_json::to_vec(b)?;
         let head = format!(
-            "POST /v1/messages HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\nx-api-key: bench\r\nanthropic-version: 2023-06-01\r\ncontent-length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\nx-api-key: bench\r\nanthropic-version: 2023-06-01\r\ncontent-length: {}\r\n\r\n",
             body.len()
         );
         let t = Instant::now();

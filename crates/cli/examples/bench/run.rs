@@ -219,7 +219,10 @@ impl Bench<'_> {
             .windows(2)
             .map(|w| w[1].elapsed_ms - w[0].elapsed_ms)
             .collect();
-        let bodies: Vec<Value> = reqs.iter().map(|r| r.body.clone()).collect();
+        let bodies: Vec<(String, Value)> = reqs
+            .iter()
+            .map(|r| (r.path.clone(), r.body.clone()))
+            .collect();
         let server_each_ms = self.replay(case, &bodies)?;
         Ok(Timed {
             wall_ms: wall.as_secs_f64() * 1000.0,
@@ -265,7 +268,7 @@ impl Bench<'_> {
 
     /// Time the model server needs to answer `bodies`, replayed in order on one keep-alive
     /// connection by a client that does nothing but write bytes and read them back (ms).
-    pub(crate) fn replay(&self, case: &Case, bodies: &[Value]) -> Result<Vec<f64>> {
+    pub(crate) fn replay(&self, case: &Case, bodies: &[(String, Value)]) -> Result<Vec<f64>> {
         let (mock, _, _) = self.start_mock(case)?;
         let total = replay_raw(mock.addr(), bodies);
         mock.shutdown();
