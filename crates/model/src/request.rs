@@ -32,6 +32,12 @@ impl EncodedMessage {
         Self(Arc::new(raw))
     }
 
+    /// Which stored message this is: equal for clones of one message, different for two
+    /// messages alive at the same time (its address; a cache that keys on it must hold a clone).
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.0.get().len()

@@ -1,37 +1,38 @@
 //! Chat Completions: the request body, the streamed chunks, the complete reply.
 
 use keel_protocol::content::AssistantMessage;
-use keel_protocol::{ContentBlock, Role};
+use keel_protocol::{ApiMessage, ContentBlock, Role};
 use serde_json::{json, Map, Value};
 
 use super::{
-    assistant, blocks, count, ids, input_of, messages, parse_data, stop_reason, stream_error,
-    system_text, usage, OpenAiOptions, Out, Translate, UserPart, UserTurn, MAX_CALLS,
+    assistant, blocks, count, ids, input_of, parse_data, stop_reason, stream_error, system_text,
+    usage, OpenAiOptions, Out, Translate, UserPart, UserTurn, MAX_CALLS,
 };
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
 
-/// The body of `POST /chat/completions` for `req`.
-pub(crate) fn body(req: &ModelRequest, stream: bool, o: &OpenAiOptions) -> Result<Value, ApiError> {
-    let mut out = Vec::with_capacity(req.messages.len() + 1);
+/// The `messages` of one history message (tool results become `tool` messages, so a user
+/// turn can be several).
+pub(crate) fn items(m: &ApiMessage) -> Vec<Value> {
+    let bs = blocks(&m.content);
+    let mut out = Vec::new();
+    match m.role {
+        Role::User => user_messages(&bs, &mut out),
+        Role::Assistant => out.extend(assistant_message(&bs)),
+    }
+    out
+}
+
+/// The system prompt as the first message, if there is one.
+pub(crate) fn system_item(req: &ModelRequest) -> Option<Value> {
     let system = system_text(req);
-    if !system.is_empty() {
-        out.push(json!({"role": "system", "content": system}));
-    }
-    for m in messages(req)? {
-        let bs = blocks(&m.content);
-        match m.role {
-            Role::User => user_messages(&bs, &mut out),
-            Role::Assistant => {
-                if let Some(a) = assistant_message(&bs) {
-                    out.push(a);
-                }
-            }
-        }
-    }
+    (!system.is_empty()).then(|| json!({"role": "system", "content": system}))
+}
+
+/// The body of `POST /chat/completions` for `req`, without its `messages`.
+pub(crate) fn head(req: &ModelRequest, stream: bool, o: &OpenAiOptions) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(req.model));
-    body.insert("messages".into(), Value::Array(out));
     if !req.tools.is_empty() {
         let tools: Vec<Value> = req
             .tools
@@ -51,7 +52,7 @@ pub(crate) fn body(req: &ModelRequest, stream: bool, o: &OpenAiOptions) -> Resul
     if stream {
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    Ok(Value::Object(body))
+    body
 }
 
 /// A user turn: tool results first (each its own `tool` message, answering the call before),

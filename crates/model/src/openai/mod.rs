@@ -75,6 +75,13 @@ pub struct OpenAiClient {
     options: OpenAiOptions,
     url: String,
     last_body: std::sync::Arc<AtomicUsize>,
+    cache: std::sync::Arc<std::sync::Mutex<ConvCache>>,
+}
+
+impl std::fmt::Debug for ConvCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConvCache({} messages)", self.by_message.len())
+    }
 }
 
 impl OpenAiClient {
@@ -117,6 +124,7 @@ impl OpenAiClient {
             options,
             url,
             last_body: Default::default(),
+            cache: Default::default(),
         })
     }
 
@@ -126,22 +134,132 @@ impl OpenAiClient {
     }
 
     /// The request body for `req`, as bytes.
+    ///
+    /// Each history message is converted to this API's items once and its bytes reused while
+    /// the history holds it (see [`Converted`]); only the head, the system prompt and the
+    /// messages built for this request alone are converted at every request.
     pub fn body(&self, req: &ModelRequest, stream: bool) -> Result<Vec<u8>, ApiError> {
-        let body = match self.api {
-            OpenAiApi::Chat => chat::body(req, stream, &self.options),
-            OpenAiApi::Responses => responses::body(req, stream),
-        }?;
+        let (head, list_key, first) = match self.api {
+            OpenAiApi::Chat => (
+                chat::head(req, stream, &self.options),
+                "messages",
+                chat::system_item(req),
+            ),
+            OpenAiApi::Responses => (responses::head(req, stream), "input", None),
+        };
+        let items = self.converted(req)?;
         let hint = self.last_body.load(Ordering::Relaxed);
         let mut buf = Vec::with_capacity(hint + hint / 8 + 4096);
-        serde_json::to_writer(&mut buf, &body).map_err(|e| {
+        let encode = |e: serde_json::Error| {
             ApiError::new(
                 ApiErrorKind::Config,
                 format!("could not encode the request: {e}"),
             )
-        })?;
+        };
+        serde_json::to_writer(&mut buf, &head).map_err(encode)?;
+        // The head is an object with a model: drop its `}` and append the list.
+        buf.pop();
+        buf.extend_from_slice(b",\"");
+        buf.extend_from_slice(list_key.as_bytes());
+        buf.extend_from_slice(b"\":[");
+        let mut comma = false;
+        if let Some(f) = first {
+            serde_json::to_writer(&mut buf, &f).map_err(encode)?;
+            comma = true;
+        }
+        for raw in items.iter().flat_map(|m| m.iter()) {
+            if comma {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(raw.get().as_bytes());
+            comma = true;
+        }
+        buf.extend_from_slice(b"]}");
         self.last_body.store(buf.len(), Ordering::Relaxed);
         Ok(buf)
     }
+
+    /// This API's items for every message of `req`, from the cache where it can.
+    fn converted(&self, req: &ModelRequest) -> Result<Vec<Items>, ApiError> {
+        let convert = |m: &keel_protocol::ApiMessage| -> Result<Items, ApiError> {
+            let values = match self.api {
+                OpenAiApi::Chat => chat::items(m),
+                OpenAiApi::Responses => responses::items(m),
+            };
+            values
+                .iter()
+                .map(|v| {
+                    serde_json::value::to_raw_value(v).map_err(|e| {
+                        ApiError::new(
+                            ApiErrorKind::Config,
+                            format!("could not encode the request: {e}"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Items::from)
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.generation += 1;
+        let generation = cache.generation;
+        let mut out = Vec::with_capacity(req.messages.len());
+        for (i, m) in req.messages.iter().enumerate() {
+            match m {
+                RequestMessage::Owned(m) => out.push(convert(m)?),
+                RequestMessage::Encoded(e) => {
+                    let key = e.identity();
+                    if let Some(c) = cache.by_message.get_mut(&key) {
+                        c.used = generation;
+                        out.push(c.items.clone());
+                        continue;
+                    }
+                    let typed = e.decode().ok_or_else(|| {
+                        ApiError::new(
+                            ApiErrorKind::Config,
+                            format!("message {i} of the history cannot be read back"),
+                        )
+                    })?;
+                    let items = convert(&typed)?;
+                    cache.by_message.insert(
+                        key,
+                        Converted {
+                            _keep: e.clone(),
+                            items: items.clone(),
+                            used: generation,
+                        },
+                    );
+                    out.push(items);
+                }
+            }
+        }
+        // Kept while one of the last few requests used them: a session's requests and its
+        // subagents' interleave, and a history left behind (a compaction) is let go.
+        cache
+            .by_message
+            .retain(|_, c| generation - c.used < CACHE_GENERATIONS);
+        Ok(out)
+    }
+}
+
+/// A history message's items, as this API's JSON, shared between requests.
+type Items = std::sync::Arc<[Box<serde_json::value::RawValue>]>;
+
+/// How many requests an unused conversion survives.
+const CACHE_GENERATIONS: u64 = 16;
+
+/// One history message, converted.
+struct Converted {
+    /// Holds the message, so its identity is not reused while this entry lives.
+    _keep: crate::request::EncodedMessage,
+    items: Items,
+    used: u64,
+}
+
+/// Conversions of history messages, by the message's identity.
+#[derive(Default)]
+struct ConvCache {
+    by_message: std::collections::HashMap<usize, Converted>,
+    generation: u64,
 }
 
 impl Model for OpenAiClient {
@@ -457,24 +575,6 @@ pub(crate) fn system_text(req: &ModelRequest) -> String {
         .join("\n\n")
 }
 
-/// The conversation, typed. Stored messages are decoded; one that cannot be is an error
-/// (keel wrote it, so this means a corrupted history, not a model problem).
-pub(crate) fn messages(req: &ModelRequest) -> Result<Vec<keel_protocol::ApiMessage>, ApiError> {
-    req.messages
-        .iter()
-        .enumerate()
-        .map(|(i, m)| match m {
-            RequestMessage::Owned(m) => Ok(m.clone()),
-            RequestMessage::Encoded(e) => e.decode().ok_or_else(|| {
-                ApiError::new(
-                    ApiErrorKind::Config,
-                    format!("message {i} of the history cannot be read back"),
-                )
-            }),
-        })
-        .collect()
-}
-
 /// The blocks of a message.
 pub(crate) fn blocks(c: &MessageContent) -> Vec<ContentBlock> {
     match c {
@@ -613,4 +713,75 @@ pub(crate) fn input_of(arguments: &str) -> Value {
     }
     serde_json::from_str(arguments)
         .unwrap_or_else(|e| json!({"__invalid_json__": arguments, "__error__": e.to_string()}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::EncodedMessage;
+    use keel_protocol::{ApiMessage, Role};
+
+    fn client(api: OpenAiApi) -> OpenAiClient {
+        let cfg = ClientConfig {
+            base_url: "http://127.0.0.1:9/v1".into(),
+            ..ClientConfig::default()
+        };
+        OpenAiClient::new(api, cfg, OpenAiOptions::default()).unwrap()
+    }
+
+    fn request(history: &[EncodedMessage]) -> ModelRequest {
+        ModelRequest {
+            model: "gpt-test".into(),
+            max_tokens: 10,
+            system: vec![json!({"type": "text", "text": "sys"})],
+            messages: history
+                .iter()
+                .cloned()
+                .map(RequestMessage::Encoded)
+                .collect(),
+            tools: Default::default(),
+            stream: true,
+            metadata: None,
+            thinking: None,
+        }
+    }
+
+    fn message(role: Role, text: &str) -> EncodedMessage {
+        EncodedMessage::new(&ApiMessage {
+            role,
+            content: MessageContent::Text(text.into()),
+        })
+    }
+
+    #[test]
+    fn history_is_converted_once_and_the_body_is_the_same_as_fresh() {
+        for api in [OpenAiApi::Chat, OpenAiApi::Responses] {
+            let warm = client(api);
+            let mut history = vec![message(Role::User, "first")];
+            for turn in 0..40 {
+                let req = request(&history);
+                let body = warm.body(&req, true).unwrap();
+                assert_eq!(
+                    body,
+                    client(api).body(&req, true).unwrap(),
+                    "{api:?} turn {turn}"
+                );
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(v["model"], "gpt-test");
+                history.push(message(Role::Assistant, &format!("a{turn}")));
+                history.push(message(Role::User, &format!("u{turn}")));
+            }
+            // Every message of the history is held once; a history left behind (a compaction,
+            // another session) is let go after a few requests.
+            assert_eq!(
+                warm.cache.lock().unwrap().by_message.len(),
+                history.len() - 2
+            );
+            let fresh = vec![message(Role::User, "after a compaction")];
+            for _ in 0..CACHE_GENERATIONS {
+                warm.body(&request(&fresh), true).unwrap();
+            }
+            assert_eq!(warm.cache.lock().unwrap().by_message.len(), 1);
+        }
+    }
 }

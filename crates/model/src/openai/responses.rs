@@ -6,12 +6,12 @@
 //! id (the API refuses ids of items it did not store), before the calls it led to.
 
 use keel_protocol::content::AssistantMessage;
-use keel_protocol::{ContentBlock, Role};
+use keel_protocol::{ApiMessage, ContentBlock, Role};
 use serde_json::{json, Map, Value};
 
 use super::{
-    assistant, blocks, count, ids, input_of, messages, parse_data, stop_reason, stream_error,
-    system_text, usage, Out, Translate, UserPart, UserTurn, MAX_CALLS,
+    assistant, blocks, count, ids, input_of, parse_data, stop_reason, stream_error, system_text,
+    usage, Out, Translate, UserPart, UserTurn, MAX_CALLS,
 };
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
@@ -19,23 +19,25 @@ use crate::request::ModelRequest;
 /// What starts the signature of a thinking block that holds a reasoning item.
 pub const REASONING_SIGNATURE_PREFIX: &str = "keel-openai-reasoning:";
 
-/// The body of `POST /responses` for `req`.
-pub(crate) fn body(req: &ModelRequest, stream: bool) -> Result<Value, ApiError> {
-    let mut input = Vec::with_capacity(req.messages.len() * 2);
-    for m in messages(req)? {
-        let bs = blocks(&m.content);
-        match m.role {
-            Role::User => user_items(&bs, &mut input),
-            Role::Assistant => assistant_items(&bs, &mut input),
-        }
+/// The `input` items of one history message.
+pub(crate) fn items(m: &ApiMessage) -> Vec<Value> {
+    let bs = blocks(&m.content);
+    let mut out = Vec::new();
+    match m.role {
+        Role::User => user_items(&bs, &mut out),
+        Role::Assistant => assistant_items(&bs, &mut out),
     }
+    out
+}
+
+/// The body of `POST /responses` for `req`, without its `input`.
+pub(crate) fn head(req: &ModelRequest, stream: bool) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(req.model));
     let system = system_text(req);
     if !system.is_empty() {
         body.insert("instructions".into(), json!(system));
     }
-    body.insert("input".into(), Value::Array(input));
     if !req.tools.is_empty() {
         let tools: Vec<Value> = req
             .tools
@@ -57,7 +59,7 @@ pub(crate) fn body(req: &ModelRequest, stream: bool) -> Result<Value, ApiError> 
     body.insert("stream".into(), json!(stream));
     body.insert("store".into(), json!(false));
     body.insert("include".into(), json!(["reasoning.encrypted_content"]));
-    Ok(Value::Object(body))
+    body
 }
 
 fn user_items(bs: &[ContentBlock], input: &mut Vec<Value>) {
