@@ -42,6 +42,33 @@ pub fn sse(data: &[u8]) {
     });
 }
 
+/// An OpenAI API's SSE body (the first byte picks the API: even Chat Completions, odd
+/// Responses; the second is where the body is split across reads), translated into the
+/// Messages API's events and assembled into a reply, exactly as a streamed reply is.
+pub fn openai_sse(data: &[u8]) {
+    let api = match data.first() {
+        Some(b) if b % 2 == 1 => keel_model::OpenAiApi::Responses,
+        _ => keel_model::OpenAiApi::Chat,
+    };
+    let split = data.get(1).map(|b| *b as usize).unwrap_or(0);
+    let body = data.get(2..).unwrap_or_default();
+    runtime().block_on(async {
+        let mut events = keel_model::fuzzing::openai_events(api, "fuzz", body, split);
+        let mut asm = crate::reply::Assembly::default();
+        while let Some(ev) = events.next().await {
+            let Ok(ev) = ev else { break };
+            match asm.apply(ev.event) {
+                Ok(Some(reply)) => {
+                    let _ = serde_json::to_string(&reply.message);
+                    break;
+                }
+                Ok(None) => {}
+                Err(_) => break,
+            }
+        }
+    });
+}
+
 /// A transcript file: parsed line by line, then rebuilt into a history as resume does.
 pub fn transcript(data: &[u8]) {
     let loaded = crate::transcript::parse(Path::new("fuzz.jsonl"), data);

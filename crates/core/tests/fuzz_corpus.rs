@@ -127,6 +127,11 @@ fn sse_corpus() {
 }
 
 #[test]
+fn openai_sse_corpus() {
+    replay("openai_sse", keel_core::fuzzing::openai_sse, 4000);
+}
+
+#[test]
 fn stream_json_corpus() {
     fn run(data: &[u8]) {
         for line in String::from_utf8_lossy(data).lines() {

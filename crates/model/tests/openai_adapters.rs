@@ -290,6 +290,28 @@ async fn chat_finish_reason_stop_with_calls_is_still_tool_use() {
     let a = run(OpenAiApi::Chat, &body).await.unwrap();
     assert_eq!(a.calls().len(), 1);
     assert_eq!(a.stop_reason.as_deref(), Some("tool_use"));
+    // A refusal is shown, and the reply stops as refused whatever finish_reason said.
+    let body = chat_sse(&[
+        delta(json!({"refusal": "I can't help with that."})),
+        finish("stop"),
+    ]);
+    let a = run(OpenAiApi::Chat, &body).await.unwrap();
+    assert_eq!(
+        (a.text().as_str(), a.stop_reason.as_deref()),
+        ("I can't help with that.", Some("refusal"))
+    );
+    let events = [
+        json!({"type": "response.created", "response": {"id": "r", "model": "m"}}),
+        json!({"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 0, "delta": "No."}),
+        json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "usage": {}}}),
+    ];
+    let a = run(OpenAiApi::Responses, &responses_sse(&events))
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.text().as_str(), a.stop_reason.as_deref()),
+        ("No.", Some("refusal"))
+    );
     // And a plain reply cut at the cap says so.
     let body = chat_sse(&[delta(json!({"content": "abc"})), finish("length")]);
     let a = run(OpenAiApi::Chat, &body).await.unwrap();

@@ -226,6 +226,8 @@ pub(crate) struct Stream {
     calls: Calls,
     finish: Option<String>,
     usage: Option<Value>,
+    /// The model refused (its refusal text streams as text).
+    refused: bool,
 }
 
 impl Stream {
@@ -236,6 +238,7 @@ impl Stream {
             calls: Calls::default(),
             finish: None,
             usage: None,
+            refused: false,
         }
     }
 
@@ -244,11 +247,8 @@ impl Stream {
         out.close_text()?;
         self.calls.emit(out, &self.id)?;
         let f = self.finish.as_deref().unwrap_or("stop");
-        let stop = stop_reason(
-            f == "length",
-            f == "content_filter",
-            !self.calls.0.is_empty(),
-        );
+        let filtered = f == "content_filter" || self.refused;
+        let stop = stop_reason(f == "length", filtered, !self.calls.0.is_empty());
         let u = self.usage.take().unwrap_or_else(|| usage(0, 0, 0));
         out.finish(stop, u)
     }
@@ -289,6 +289,11 @@ impl Translate for Stream {
         };
         let delta = &choice["delta"];
         if let Some(t) = delta.get("content").and_then(Value::as_str) {
+            out.text(t)?;
+        }
+        // A refusal streams as its own field; shown as text, and the reply stops as refused.
+        if let Some(t) = delta.get("refusal").and_then(Value::as_str) {
+            self.refused = true;
             out.text(t)?;
         }
         if let Some(pieces) = delta.get("tool_calls").and_then(Value::as_array) {

@@ -144,6 +144,8 @@ pub(crate) struct Stream {
     id: String,
     calls: Vec<Call>,
     emitted_calls: usize,
+    /// The model refused (its refusal text streams as text).
+    refused: bool,
 }
 
 impl Stream {
@@ -153,6 +155,7 @@ impl Stream {
             id: String::new(),
             calls: Vec::new(),
             emitted_calls: 0,
+            refused: false,
         }
     }
 
@@ -229,7 +232,8 @@ impl Stream {
             .as_str()
             .unwrap_or("");
         let cut = cut && reason != "content_filter";
-        let stop = stop_reason(cut, reason == "content_filter", self.emitted_calls > 0);
+        let filtered = reason == "content_filter" || self.refused;
+        let stop = stop_reason(cut, filtered, self.emitted_calls > 0);
         let u = &response["usage"];
         let u = usage(
             count(&u["input_tokens"]),
@@ -283,6 +287,10 @@ impl Translate for Stream {
         }
         match kind {
             "response.output_text.delta" => out.text(v["delta"].as_str().unwrap_or(""))?,
+            "response.refusal.delta" => {
+                self.refused = true;
+                out.text(v["delta"].as_str().unwrap_or(""))?
+            }
             "response.output_item.added" if v["item"]["type"] == "function_call" => {
                 let at = self.call_at(&v)?;
                 Self::take_item_fields(&mut self.calls[at], &v["item"])?;
