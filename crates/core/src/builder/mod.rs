@@ -312,7 +312,11 @@ impl SessionBuilder {
         let providers = provider_choice(o, settings.provider.take(), env)?;
         let permissions = self.permissions(settings, env, home.as_deref())?;
         let (system_prompt, append) = self.system_prompt()?;
-        let named = o.model.is_some() || env("KEEL_MODEL").is_some();
+        let named = o
+            .model
+            .clone()
+            .or_else(|| env("KEEL_MODEL"))
+            .is_some_and(|m| !m.trim().is_empty());
         let model = match (named, env("ANTHROPIC_MODEL"), providers.explicit) {
             // The Anthropic model variable names no model of another provider.
             (false, Some(_), true) if providers.default != Provider::Anthropic => {
