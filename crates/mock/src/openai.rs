@@ -53,6 +53,7 @@ pub fn error_body(error_type: &str, message: &str) -> Value {
         "permission_error" => ("invalid_request_error", json!("permission_denied")),
         "not_found_error" => ("invalid_request_error", json!("model_not_found")),
         "request_too_large" => ("invalid_request_error", json!("request_too_large")),
+        "context_length_exceeded" => ("invalid_request_error", json!("context_length_exceeded")),
         "rate_limit_error" => ("requests", json!("rate_limit_exceeded")),
         "overloaded_error" => ("server_error", json!("server_is_overloaded")),
         "api_error" => ("server_error", Value::Null),
@@ -205,12 +206,22 @@ fn output_items(r: &Reply) -> Vec<Value> {
                         "encrypted_content": signature}),
             Block::Text(t) => json!({"id": format!("msg_mock_{i}"), "type": "message",
                                      "role": "assistant", "status": "completed",
-                                     "content": [{"type": "output_text", "text": t, "annotations": []}]}),
+                                     "content": [text_part(r, t)]}),
             Block::ToolUse { id, name, input } => json!({
                 "id": format!("fc_mock_{i}"), "type": "function_call", "status": "completed",
                 "call_id": call_id(id), "name": name, "arguments": input.to_string()}),
         })
         .collect()
+}
+
+/// A text block's content part: `output_text`, or `refusal` when the step's stop reason is
+/// `refusal` (the Responses API has no refusal stop reason; the part says it).
+fn text_part(r: &Reply, t: &str) -> Value {
+    if r.stop_reason == "refusal" {
+        json!({"type": "refusal", "refusal": t})
+    } else {
+        json!({"type": "output_text", "text": t, "annotations": []})
+    }
 }
 
 fn response_obj(r: &Reply, status: &str, output: Vec<Value>, usage: Option<Value>) -> Value {
@@ -258,29 +269,32 @@ pub(crate) fn responses_events(r: &Reply) -> Vec<Bytes> {
                     "item": {"id": item_id, "type": "message", "role": "assistant",
                              "status": "in_progress", "content": []}}),
                 ));
+                let kind = if r.stop_reason == "refusal" {
+                    "refusal"
+                } else {
+                    "output_text"
+                };
                 out.push(ev(
                     "response.content_part.added",
                     json!({"item_id": item_id,
-                    "output_index": i, "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    "output_index": i, "content_index": 0, "part": text_part(r, "")}),
                 ));
                 for p in pieces(t) {
                     out.push(ev(
-                        "response.output_text.delta",
+                        &format!("response.{kind}.delta"),
                         json!({"item_id": item_id,
                         "output_index": i, "content_index": 0, "delta": p}),
                     ));
                 }
                 out.push(ev(
-                    "response.output_text.done",
+                    &format!("response.{kind}.done"),
                     json!({"item_id": item_id,
-                    "output_index": i, "content_index": 0, "text": t}),
+                    "output_index": i, "content_index": 0, kind: t}),
                 ));
                 out.push(ev(
                     "response.content_part.done",
                     json!({"item_id": item_id,
-                    "output_index": i, "content_index": 0,
-                    "part": {"type": "output_text", "text": t, "annotations": []}}),
+                    "output_index": i, "content_index": 0, "part": text_part(r, t)}),
                 ));
             }
             Block::ToolUse { .. } => {

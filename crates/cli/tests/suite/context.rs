@@ -3,7 +3,18 @@
 
 use serde_json::{json, Value};
 
-use super::common::Harness;
+use super::common::{per_provider, Harness, Provider};
+
+// The replies that end or bend a turn (cut off, refused, too long) mean the same on every
+// provider.
+per_provider!(
+    a_tool_call_cut_off_by_max_tokens_is_never_run_and_the_loop_goes_on,
+    replies_cut_off_again_and_again_end_honestly,
+    a_text_reply_cut_off_is_continued_and_shown_whole,
+    a_refusal_ends_with_its_own_reason_and_exit_code,
+    a_prompt_too_long_answer_is_recovered_from_once,
+    a_second_prompt_too_long_answer_ends_honestly,
+);
 
 /// A session of `turns` Bash turns, then a text answer.
 fn bash_turns(turns: usize) -> String {
@@ -154,9 +165,9 @@ fn last_user_text(body: &Value) -> String {
         .to_string()
 }
 
-#[tokio::test]
-async fn a_tool_call_cut_off_by_max_tokens_is_never_run_and_the_loop_goes_on() {
-    let h = Harness::from_json(
+async fn a_tool_call_cut_off_by_max_tokens_is_never_run_and_the_loop_goes_on(p: Provider) {
+    let h = Harness::for_provider(
+        p,
         r#"{"steps": [
             {"kind": "tool_use", "stop_reason": "max_tokens",
              "calls": [{"name": "Bash", "input": {"command": "touch ran.txt"}}]},
@@ -179,13 +190,13 @@ async fn a_tool_call_cut_off_by_max_tokens_is_never_run_and_the_loop_goes_on() {
     );
     let reqs = h.requests();
     assert_eq!(reqs.len(), 2);
-    assert!(last_user_text(&reqs[1].body).contains("was not run"));
-    keel_mock::validate_request(&reqs[1].body).unwrap();
+    assert!(last_user_text(reqs[1].messages_view()).contains("was not run"));
+    h.validate(&reqs[1]).unwrap();
 }
 
-#[tokio::test]
-async fn replies_cut_off_again_and_again_end_honestly() {
-    let h = Harness::from_json(
+async fn replies_cut_off_again_and_again_end_honestly(p: Provider) {
+    let h = Harness::for_provider(
+        p,
         r#"{"steps": [
             {"kind": "tool_use", "stop_reason": "max_tokens", "times": 4,
              "calls": [{"name": "Write", "input": {"file_path": "big.txt", "content": "..."}}]},
@@ -210,9 +221,9 @@ async fn replies_cut_off_again_and_again_end_honestly() {
         .contains("cut off by the output limit"));
 }
 
-#[tokio::test]
-async fn a_text_reply_cut_off_is_continued_and_shown_whole() {
-    let h = Harness::from_json(
+async fn a_text_reply_cut_off_is_continued_and_shown_whole(p: Provider) {
+    let h = Harness::for_provider(
+        p,
         r#"{"steps": [
             {"kind": "text", "text": "The first half,", "stop_reason": "max_tokens"},
             {"kind": "text", "text": " and the second half."}
@@ -227,12 +238,11 @@ async fn a_text_reply_cut_off_is_continued_and_shown_whole() {
     );
     let reqs = h.requests();
     assert_eq!(reqs.len(), 2);
-    assert!(last_user_text(&reqs[1].body).contains("cut off by the output token limit"));
+    assert!(last_user_text(reqs[1].messages_view()).contains("cut off by the output token limit"));
 }
 
-#[tokio::test]
-async fn a_refusal_ends_with_its_own_reason_and_exit_code() {
-    let h = Harness::from_json(
+async fn a_refusal_ends_with_its_own_reason_and_exit_code(p: Provider) {
+    let h = Harness::for_provider(p,
         r#"{"steps": [{"kind": "text", "text": "I can't help with that.", "stop_reason": "refusal"}]}"#,
     )
     .await;
@@ -325,6 +335,22 @@ async fn thinking_blocks_go_back_signed_and_unchanged() {
 }
 
 /// A step that answers keel's compaction request with a summary.
+/// The 400 each API answers for a conversation past the context window (their own words).
+fn too_long_error(p: Provider, times: u32) -> String {
+    let (error_type, message) = match p {
+        Provider::Anthropic => (
+            "invalid_request_error",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ),
+        _ => (
+            "context_length_exceeded",
+            "This model's maximum context length is 400000 tokens. However, your messages resulted in 410000 tokens.",
+        ),
+    };
+    json!({"kind": "error", "status": 400, "error_type": error_type, "message": message, "times": times})
+        .to_string()
+}
+
 const SUMMARY_STEP: &str = r#"{"kind": "text", "text": "SUMMARY: the user asked for output; eight commands ran.", "match": {"last_user_contains": "has to be compacted"}}"#;
 
 fn kinds_of(frames: &[Value]) -> Vec<String> {
@@ -430,31 +456,31 @@ async fn a_session_that_outgrows_its_threshold_compacts_once_and_goes_on() {
     );
 }
 
-#[tokio::test]
-async fn a_prompt_too_long_answer_is_recovered_from_once() {
+async fn a_prompt_too_long_answer_is_recovered_from_once(p: Provider) {
+    let too_long = too_long_error(p, 1);
     let scenario = format!(
         r#"{{"steps": [
             {SUMMARY_STEP},
-            {{"kind": "error", "status": 400, "error_type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
+            {too_long},
             {{"kind": "text", "text": "Recovered."}}
         ]}}"#
     );
-    let h = Harness::from_json(&scenario).await;
+    let h = Harness::for_provider(p, &scenario).await;
     let run = h.run_stream("a long story", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
     assert_eq!(run.result()["result"], "Recovered.");
     assert_eq!(run.of("system/compact_boundary").len(), 1);
 }
 
-#[tokio::test]
-async fn a_second_prompt_too_long_answer_ends_honestly() {
+async fn a_second_prompt_too_long_answer_ends_honestly(p: Provider) {
+    let too_long_twice = too_long_error(p, 2);
     let scenario = format!(
         r#"{{"steps": [
             {SUMMARY_STEP},
-            {{"kind": "error", "status": 400, "error_type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum", "times": 2}}
+            {too_long_twice}
         ]}}"#
     );
-    let h = Harness::from_json(&scenario).await;
+    let h = Harness::for_provider(p, &scenario).await;
     let run = h.run_stream("a long story", &[], &[]).await;
     run.assert_end("error_during_execution", true, "prompt_too_long", 1);
     assert!(run.result()["result"]

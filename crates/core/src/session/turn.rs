@@ -41,12 +41,14 @@ pub(super) struct TurnStats {
 
 /// Whether the API refused the request for not fitting the context window.
 fn is_prompt_too_long(e: &keel_model::ApiError) -> bool {
-    e.status == Some(400) && {
-        let m = e.message.to_ascii_lowercase();
-        m.contains("prompt is too long")
-            || m.contains("context window")
-            || m.contains("too many tokens")
-    }
+    e.status == Some(400)
+        && (e.error_type.as_deref() == Some("context_length_exceeded") || {
+            let m = e.message.to_ascii_lowercase();
+            m.contains("prompt is too long")
+                || m.contains("context window")
+                || m.contains("too many tokens")
+                || m.contains("maximum context length")
+        })
 }
 
 /// `/compact [instructions]` as a prompt: the instructions.

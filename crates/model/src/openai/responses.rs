@@ -354,11 +354,18 @@ pub(crate) fn complete(v: &Value, model: &str) -> Result<AssistantMessage, ApiEr
     let id = v["id"].as_str().unwrap_or("resp_keel");
     let mut content = Vec::new();
     let mut calls = 0;
+    let mut refused = false;
     for item in output {
         match item["type"].as_str() {
             Some("message") => {
                 for part in item["content"].as_array().into_iter().flatten() {
-                    if let Some(t) = part["text"].as_str().filter(|t| !t.is_empty()) {
+                    let text = if part["type"] == "refusal" {
+                        refused = true;
+                        part["refusal"].as_str()
+                    } else {
+                        part["text"].as_str()
+                    };
+                    if let Some(t) = text.filter(|t| !t.is_empty()) {
                         content.push(json!({"type": "text", "text": t}));
                     }
                 }
@@ -393,7 +400,7 @@ pub(crate) fn complete(v: &Value, model: &str) -> Result<AssistantMessage, ApiEr
     }
     let reason = v["incomplete_details"]["reason"].as_str().unwrap_or("");
     let cut = v["status"] == "incomplete" && reason != "content_filter";
-    let stop = stop_reason(cut, reason == "content_filter", calls > 0);
+    let stop = stop_reason(cut, reason == "content_filter" || refused, calls > 0);
     let u = &v["usage"];
     let u = usage(
         count(&u["input_tokens"]),
