@@ -25,8 +25,12 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 pub fn sse(data: &[u8]) {
     let split = data.first().map(|b| *b as usize).unwrap_or(0);
     let body = data.get(1..).unwrap_or_default();
+    assemble(keel_model::fuzzing::sse_events(body, split));
+}
+
+/// Assemble a reply from `events` as a streamed reply is, until it is complete or broken.
+fn assemble(mut events: keel_model::EventStream) {
     runtime().block_on(async {
-        let mut events = keel_model::fuzzing::sse_events(body, split);
         let mut asm = crate::reply::Assembly::default();
         while let Some(ev) = events.next().await {
             let Ok(ev) = ev else { break };
@@ -52,21 +56,7 @@ pub fn openai_sse(data: &[u8]) {
     };
     let split = data.get(1).map(|b| *b as usize).unwrap_or(0);
     let body = data.get(2..).unwrap_or_default();
-    runtime().block_on(async {
-        let mut events = keel_model::fuzzing::openai_events(api, "fuzz", body, split);
-        let mut asm = crate::reply::Assembly::default();
-        while let Some(ev) = events.next().await {
-            let Ok(ev) = ev else { break };
-            match asm.apply(ev.event) {
-                Ok(Some(reply)) => {
-                    let _ = serde_json::to_string(&reply.message);
-                    break;
-                }
-                Ok(None) => {}
-                Err(_) => break,
-            }
-        }
-    });
+    assemble(keel_model::fuzzing::openai_events(api, "fuzz", body, split));
 }
 
 /// A transcript file: parsed line by line, then rebuilt into a history as resume does.

@@ -205,17 +205,7 @@ impl Calls {
 
 /// keel's id and the name of a finished call.
 fn checked(c: &Call, reply_id: &str, n: usize) -> Result<(String, String), ApiError> {
-    if c.name.is_empty() {
-        return Err(ApiError::new(
-            ApiErrorKind::Protocol,
-            format!("the reply's tool call {n} has no name"),
-        ));
-    }
-    let id = match &c.id {
-        Some(id) => ids::inbound(id),
-        // No id from the server: one derived from the reply's id, so it is unique.
-        None => ids::inbound(&format!("call_{n}_{reply_id}")),
-    };
+    let id = super::call_id(&c.name, c.id.as_deref(), reply_id, n)?;
     Ok((id, c.name.clone()))
 }
 

@@ -671,6 +671,26 @@ fn image_url(source: &Value) -> Option<String> {
     }
 }
 
+/// keel's id for the `n`th call of a reply, which must have a name: the server's id mapped in,
+/// or, when the server sent none, one derived from the reply's id (so it is unique).
+pub(crate) fn call_id(
+    name: &str,
+    id: Option<&str>,
+    reply_id: &str,
+    n: usize,
+) -> Result<String, ApiError> {
+    if name.is_empty() {
+        return Err(ApiError::new(
+            ApiErrorKind::Protocol,
+            format!("the reply's tool call {n} has no name"),
+        ));
+    }
+    Ok(match id {
+        Some(id) => ids::inbound(id),
+        None => ids::inbound(&format!("call_{n}_{reply_id}")),
+    })
+}
+
 /// The stop reason in the Messages API's terms. A reply that called tools stops for
 /// `tool_use` whatever `finish_reason` said, unless it was cut at the output cap.
 pub(crate) fn stop_reason(cut_at_cap: bool, filtered: bool, called_tools: bool) -> &'static str {

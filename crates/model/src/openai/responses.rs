@@ -247,16 +247,7 @@ impl Stream {
         let n = self.emitted_calls;
         let c = &mut self.calls[at];
         c.done = true;
-        if c.name.is_empty() {
-            return Err(ApiError::new(
-                ApiErrorKind::Protocol,
-                format!("the reply's tool call {n} has no name"),
-            ));
-        }
-        let id = match &c.call_id {
-            Some(id) => ids::inbound(id),
-            None => ids::inbound(&format!("call_{n}_{}", self.id)),
-        };
+        let id = super::call_id(&c.name, c.call_id.as_deref(), &self.id, n)?;
         self.emitted_calls += 1;
         out.tool_use(&id, &c.name, &c.arguments)
     }
@@ -371,19 +362,8 @@ pub(crate) fn complete(v: &Value, model: &str) -> Result<AssistantMessage, ApiEr
                 }
             }
             Some("function_call") => {
-                let name = item["name"]
-                    .as_str()
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| {
-                        ApiError::new(
-                            ApiErrorKind::Decode,
-                            format!("the reply's tool call {calls} has no name"),
-                        )
-                    })?;
-                let cid = match item["call_id"].as_str() {
-                    Some(c) => ids::inbound(c),
-                    None => ids::inbound(&format!("call_{calls}_{id}")),
-                };
+                let name = item["name"].as_str().unwrap_or("");
+                let cid = super::call_id(name, item["call_id"].as_str(), id, calls)?;
                 let args = item["arguments"].as_str().unwrap_or("");
                 content.push(
                     json!({"type": "tool_use", "id": cid, "name": name, "input": input_of(args)}),
