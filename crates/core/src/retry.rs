@@ -81,21 +81,33 @@ impl RetryPolicy {
         Ok(p)
     }
 
-    /// The wait before retry number `retry` (1-based): exponential with up to 25 % jitter,
-    /// capped; the API's `retry-after` wins when it asks for longer.
+    /// The wait before retry number `retry` (1-based). Spread out so that sessions that failed
+    /// together — a fleet behind one rate limit — do not come back together: the backoff is
+    /// exponential and capped, times a random factor in [1, 2); a `retry-after` that asks for
+    /// longer is honoured (never retried sooner) plus a random part of up to a quarter of it
+    /// (at least [`MIN_RETRY_AFTER_SPREAD`], at most [`MAX_RETRY_AFTER_SPREAD`]).
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
         let exp = self
             .base_delay
             .saturating_mul(1u32 << retry.saturating_sub(1).min(20));
         let capped = exp.min(self.max_delay);
-        let jitter = rand::thread_rng().gen_range(0.0..0.25);
-        let backoff = capped.mul_f64(1.0 + jitter);
+        let mut rng = rand::thread_rng();
+        let backoff = capped.mul_f64(rng.gen_range(1.0..2.0));
         match retry_after {
-            Some(ra) if ra >= backoff => ra,
+            Some(ra) if ra >= backoff => {
+                let room = (ra / 4).clamp(MIN_RETRY_AFTER_SPREAD, MAX_RETRY_AFTER_SPREAD);
+                ra.saturating_add(room.mul_f64(rng.gen_range(0.0..1.0)))
+            }
             _ => backoff,
         }
     }
 }
+
+/// The least room a `retry-after` wait is spread over (so a fleet told "1 s" does not return
+/// in the same instant).
+pub const MIN_RETRY_AFTER_SPREAD: Duration = Duration::from_secs(1);
+/// The most a `retry-after` wait is lengthened.
+pub const MAX_RETRY_AFTER_SPREAD: Duration = Duration::from_secs(10);
 
 /// Read a millisecond duration from the environment.
 pub fn env_ms(
@@ -132,12 +144,40 @@ mod tests {
             (40, 30_000),
         ] {
             let d = p.delay(retry, None).as_millis() as u64;
-            assert!(d >= base && d <= base + base / 4, "retry {retry}: {d}");
+            assert!(d >= base && d < 2 * base, "retry {retry}: {d}");
         }
-        assert_eq!(
-            p.delay(1, Some(Duration::from_secs(2))),
-            Duration::from_secs(2)
-        );
+        for _ in 0..100 {
+            let d = p.delay(1, Some(Duration::from_secs(2)));
+            assert!(
+                d >= Duration::from_secs(2) && d < Duration::from_secs(3),
+                "{d:?}"
+            );
+        }
+        let huge = p.delay(1, Some(Duration::from_secs(86_400)));
+        assert!(huge >= Duration::from_secs(86_400) && huge < Duration::from_secs(86_410));
+    }
+
+    /// A fleet of sessions that hit the same error at the same instant: their retries are
+    /// spread, not a wave (no 100 ms window holds more than 30 % of them).
+    #[test]
+    fn a_fleet_that_failed_together_does_not_retry_together() {
+        let p = RetryPolicy::default();
+        for retry_after in [
+            None,
+            Some(Duration::from_secs(2)),
+            Some(Duration::from_secs(1)),
+        ] {
+            let mut buckets = std::collections::HashMap::new();
+            for _ in 0..1000 {
+                let ms = p.delay(1, retry_after).as_millis() / 100;
+                *buckets.entry(ms).or_insert(0u32) += 1;
+            }
+            let fullest = buckets.values().max().copied().unwrap_or(0);
+            assert!(
+                fullest <= 300,
+                "{retry_after:?}: {fullest} of 1000 in one 100 ms window"
+            );
+        }
     }
 
     #[test]
