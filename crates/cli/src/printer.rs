@@ -3,9 +3,11 @@
 //! that every stdout line is whole and in order.
 
 use std::io::Write;
+use std::time::Duration;
 
 use keel_core::Emitted;
-use keel_protocol::{Frame, ResultFrame};
+use keel_protocol::{ContentBlock, Frame, HeartbeatFrame, ResultFrame, SystemFrame};
+use tokio::time::Instant;
 
 use crate::control::host::Outgoing;
 use tokio::sync::mpsc;
@@ -25,19 +27,101 @@ pub struct Printed {
 /// stop, since nobody sees it.
 pub type OnClosed = Box<dyn FnOnce(String) + Send>;
 
+/// The shortest and longest heartbeat interval `KEEL_HEARTBEAT_MS` may set.
+const HEARTBEAT_RANGE_MS: (u64, u64) = (100, 3_600_000);
+
+/// `KEEL_HEARTBEAT_MS`: write a `system/heartbeat` frame whenever stream-json stdout has been
+/// silent that long during a turn. Unset or empty: no heartbeats.
+pub fn heartbeat_from_env(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<Duration>, String> {
+    let Some(v) = env("KEEL_HEARTBEAT_MS") else {
+        return Ok(None);
+    };
+    if v.trim().is_empty() {
+        return Ok(None);
+    }
+    let (lo, hi) = HEARTBEAT_RANGE_MS;
+    match v.trim().parse::<u64>() {
+        Ok(ms) if (lo..=hi).contains(&ms) => Ok(Some(Duration::from_millis(ms))),
+        _ => Err(format!(
+            "Error: KEEL_HEARTBEAT_MS={v:?} is not valid: expected milliseconds between {lo} and {hi}"
+        )),
+    }
+}
+
+/// What a heartbeat needs to know: whether a turn is on, its session, the calls running.
+#[derive(Default)]
+struct Pulse {
+    in_turn: bool,
+    session_id: String,
+    /// (call id, tool name) of calls started and not yet answered.
+    running: Vec<(String, String)>,
+}
+
+impl Pulse {
+    fn saw(&mut self, frame: &Frame) {
+        match frame {
+            Frame::System(SystemFrame::Init(i)) => {
+                self.in_turn = true;
+                self.session_id = i.session_id.clone();
+            }
+            Frame::Result(_) => {
+                self.in_turn = false;
+                self.running.clear();
+            }
+            Frame::Assistant(a) => {
+                for b in &a.message.content {
+                    if let ContentBlock::ToolUse(u) = b {
+                        self.running.push((u.id.clone(), u.name.clone()));
+                    }
+                }
+            }
+            Frame::User(u) => {
+                if let keel_protocol::MessageContent::Blocks(bs) = &u.message.content {
+                    for b in bs {
+                        if let ContentBlock::ToolResult(r) = b {
+                            self.running.retain(|(id, _)| *id != r.tool_use_id);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn frame(&self, silent: Duration) -> Frame {
+        Frame::System(SystemFrame::Heartbeat(HeartbeatFrame {
+            silent_ms: silent.as_millis() as u64,
+            running: self.running.iter().map(|(_, n)| n.clone()).collect(),
+            session_id: self.session_id.clone(),
+            uuid: keel_core::emit::new_uuid(),
+            extra: Default::default(),
+        }))
+    }
+}
+
 /// Print until the event channel (and the control channel, when given) close. Session events
 /// go first when both are ready: a control request about a call is written after the call.
+/// With `heartbeat` (stream-json only), a `system/heartbeat` frame is written whenever stdout
+/// was silent that long during a turn.
 pub async fn print(
     mut events: mpsc::Receiver<Emitted>,
     mut control: Option<mpsc::Receiver<Outgoing>>,
     format: OutputFormat,
     verbose: bool,
     mut on_closed: Option<OnClosed>,
+    heartbeat: Option<Duration>,
 ) -> Printed {
     let mut out = Printed::default();
     let mut all: Vec<Frame> = Vec::new();
     let mut events_open = true;
+    let heartbeat = heartbeat.filter(|_| format == OutputFormat::StreamJson);
+    let mut pulse = Pulse::default();
+    let mut last_write = Instant::now();
     loop {
+        let beat_at = last_write + heartbeat.unwrap_or_default();
+        let beating = heartbeat.is_some() && pulse.in_turn && out.write_error.is_none();
         let (frame, written) = tokio::select! {
             biased;
             e = events.recv(), if events_open => match e {
@@ -54,8 +138,13 @@ pub async fn print(
                     continue;
                 }
             },
+            _ = tokio::time::sleep_until(beat_at), if beating && (events_open || control.is_some()) => {
+                (pulse.frame(last_write.elapsed()), None)
+            }
             else => break,
         };
+        pulse.saw(&frame);
+        last_write = Instant::now();
         if let Frame::Result(r) = &frame {
             out.result = Some(r.clone());
         }

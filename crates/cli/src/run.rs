@@ -99,6 +99,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     if cli.input_format == InputFormat::StreamJson {
         return crate::stream_input::run(cli, inputs).await;
     }
+    let heartbeat = printer::heartbeat_from_env(&*inputs.env).map_err(UsageError)?;
     let Built {
         mut session,
         events,
@@ -117,6 +118,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         cli.output_format,
         cli.verbose,
         Some(Box::new(move |why| failer.fail(why))),
+        heartbeat,
     ));
     let signals = spawn_signal_handler(session.handle());
     let end = session.run_turn(vec![ContentBlock::text(prompt)]).await;

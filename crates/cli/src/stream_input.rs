@@ -181,6 +181,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         ));
     }
     let env = inputs.env.clone();
+    let heartbeat = printer::heartbeat_from_env(&*env).map_err(UsageError)?;
     let state_frames = env("CLAUDE_CODE_SDK_READS_SESSION_STATE")
         .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     let Built {
@@ -221,6 +222,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
             q.stop();
             h.fail(why);
         })),
+        heartbeat,
     ));
     let controller = Arc::new(Controller::new(
         bridge.clone(),

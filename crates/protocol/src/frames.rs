@@ -93,6 +93,9 @@ pub enum SystemFrame {
     Warning(WarningFrame),
     /// `compact_boundary`: the conversation was compacted; what the model sees starts here.
     CompactBoundary(CompactBoundaryFrame),
+    /// `heartbeat` (keel's own, opt-in): stdout was silent for a while during a turn; the
+    /// process is alive and says what is running.
+    Heartbeat(HeartbeatFrame),
     /// Any other subtype, kept verbatim.
     Other(Value),
 }
@@ -108,6 +111,7 @@ tagged_enum!(SystemFrame, "subtype", {
     "task_notification" => TaskNotification,
     "warning" => Warning,
     "compact_boundary" => CompactBoundary,
+    "heartbeat" => Heartbeat,
 });
 
 impl SystemFrame {
@@ -123,6 +127,7 @@ impl SystemFrame {
             SystemFrame::TaskStarted(f) | SystemFrame::TaskNotification(f) => Some(&f.uuid),
             SystemFrame::Warning(f) => Some(&f.uuid),
             SystemFrame::CompactBoundary(f) => Some(&f.uuid),
+            SystemFrame::Heartbeat(f) => Some(&f.uuid),
             SystemFrame::Other(v) => v.get("uuid").and_then(Value::as_str),
         }
     }
@@ -299,6 +304,23 @@ pub struct WarningFrame {
     /// This frame's id.
     pub uuid: String,
     /// Other fields (`source`, `line`, ...).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `system/heartbeat` (keel's own, when `KEEL_HEARTBEAT_MS` is set): written when stdout has
+/// been silent for that long during a turn — a liveness signal for whoever supervises keel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatFrame {
+    /// How long stdout had been silent, in milliseconds.
+    pub silent_ms: u64,
+    /// The tool calls running (started and not yet answered), by tool name.
+    pub running: Vec<String>,
+    /// The session id.
+    pub session_id: String,
+    /// This frame's id.
+    pub uuid: String,
+    /// Other fields.
     #[serde(flatten)]
     pub extra: Extra,
 }

@@ -43,6 +43,7 @@ impl Message {
             SystemFrame::TaskNotification(_) => "task_notification",
             SystemFrame::Warning(_) => "warning",
             SystemFrame::CompactBoundary(_) => "compact_boundary",
+            SystemFrame::Heartbeat(_) => "heartbeat",
             SystemFrame::Other(v) => v.get("subtype").and_then(Value::as_str).unwrap_or(""),
         })
     }
@@ -96,6 +97,7 @@ impl Message {
                 SystemFrame::TaskStarted(f) | SystemFrame::TaskNotification(f) => &f.session_id,
                 SystemFrame::Warning(f) => &f.session_id,
                 SystemFrame::CompactBoundary(f) => &f.session_id,
+                SystemFrame::Heartbeat(f) => &f.session_id,
                 SystemFrame::Other(v) => v.get("session_id").and_then(Value::as_str)?,
             },
             Frame::Assistant(a) => &a.session_id,

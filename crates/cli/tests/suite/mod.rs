@@ -9,6 +9,7 @@ mod context;
 mod control;
 mod demo;
 mod failures;
+mod fleet;
 mod hooks;
 mod live_context;
 mod mcp;
