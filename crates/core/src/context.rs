@@ -133,6 +133,8 @@ pub struct SessionContext {
     pub(crate) additional_directories: Vec<PathBuf>,
     /// The session's MCP servers.
     pub(crate) mcp: Arc<crate::mcp::McpHub>,
+    /// The copy of the transcript in object storage (`KEEL_TRANSCRIPT_URL`).
+    pub(crate) remote: Option<Arc<crate::remote::Uploader>>,
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
@@ -168,6 +170,7 @@ pub(crate) struct ContextParts {
     pub additional_directories: Vec<PathBuf>,
     pub settings_hooks: Option<Arc<dyn Hooks>>,
     pub mcp: Arc<crate::mcp::McpHub>,
+    pub remote: Option<Arc<crate::remote::Uploader>>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -219,6 +222,7 @@ impl SessionContext {
             api_key_source: p.api_key_source,
             additional_directories: p.additional_directories,
             mcp: p.mcp,
+            remote: p.remote,
             initial_model: p.model.clone(),
             live: RwLock::new(Live {
                 model: p.model,

@@ -316,6 +316,36 @@ pub struct TurnReport {
     pub model: String,
     /// The provider that serves `model`.
     pub provider: String,
+    /// The transcript's copy in object storage, when one is kept.
+    pub transcript_remote: Option<RemoteCopy>,
+}
+
+/// Where the transcript's remote copy is, and whether it is current.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteCopy {
+    /// The URL of the session's pointer object.
+    pub url: String,
+    /// Whether the copy there holds the whole turn.
+    pub current: bool,
+    /// Why not, when it does not.
+    pub error: Option<String>,
+}
+
+impl RemoteCopy {
+    /// The report of an upload that ended in `state`.
+    pub fn of(url: String, state: crate::remote::RemoteState) -> Self {
+        use crate::remote::RemoteState;
+        let (current, error) = match state {
+            RemoteState::Current(_) => (true, None),
+            RemoteState::Pending => (false, Some("nothing was uploaded yet".to_owned())),
+            RemoteState::Failed(e) => (false, Some(e)),
+        };
+        Self {
+            url,
+            current,
+            error,
+        }
+    }
 }
 
 /// The session's cost, as the result reports it.

@@ -27,6 +27,7 @@ pub mod hooks;
 pub mod mcp;
 pub mod permissions;
 pub mod prompt;
+pub mod remote;
 mod reply;
 pub mod retry;
 pub mod session;

@@ -276,6 +276,13 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
     }
     extra.insert("result_index".into(), json!(r.result_index));
     extra.insert("provider".into(), json!(r.provider));
+    if let Some(t) = &r.transcript_remote {
+        extra.insert("transcript_url".into(), json!(t.url));
+        extra.insert("transcript_remote_current".into(), json!(t.current));
+        if let Some(e) = &t.error {
+            extra.insert("transcript_remote_error".into(), json!(e));
+        }
+    }
     extra.insert("model".into(), json!(r.model));
     ResultFrame {
         subtype: end.subtype(),

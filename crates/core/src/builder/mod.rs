@@ -349,7 +349,15 @@ impl SessionBuilder {
         };
         // The session: new, resumed, continued or forked; its transcript is written ahead of
         // every consumer — unless the host asked for no persistence at all.
-        let started = start::open(o, env, &self.cwd, &model)?;
+        let remote = match env("KEEL_TRANSCRIPT_URL").filter(|u| !u.trim().is_empty()) {
+            Some(_) if o.no_session_persistence => None,
+            Some(url) => Some(
+                crate::remote::RemoteTranscripts::from_url(&url, env)
+                    .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
+            ),
+            None => None,
+        };
+        let started = start::open(o, env, &self.cwd, &model, remote.as_ref())?;
         // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
         // (SDK servers connect when the first turn starts: the host answers only then.)
         let (set, bounds) = mcp;
@@ -385,6 +393,29 @@ impl SessionBuilder {
             _ => "none",
         }
         .to_owned();
+        let remote = match (remote, &transcript_path) {
+            (Some(r), Some(path)) => {
+                let em = emitter.clone();
+                let warn = Box::new(move |message: String| {
+                    let em = em.clone();
+                    tokio::spawn(async move {
+                        let _ = em
+                            .emit(crate::event::Event::Warning {
+                                message,
+                                fields: Extra::new(),
+                            })
+                            .await;
+                    });
+                });
+                Some(crate::remote::Uploader::start(
+                    r,
+                    started.session_id.clone(),
+                    path.clone(),
+                    warn,
+                ))
+            }
+            _ => None,
+        };
         let ctx = SessionContext::new(ContextParts {
             session_id: started.session_id.clone(),
             cwd: self.cwd.clone(),
@@ -402,6 +433,7 @@ impl SessionBuilder {
             additional_directories: o.add_dirs.clone(),
             settings_hooks,
             mcp,
+            remote,
         });
         let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         let scope = AgentScope {

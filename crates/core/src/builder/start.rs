@@ -85,6 +85,7 @@ pub(crate) fn open(
     env: &Env,
     cwd: &Path,
     model: &str,
+    remote: Option<&crate::remote::RemoteTranscripts>,
 ) -> Result<SessionStart, BuildError> {
     let start = start(o)?;
     if o.no_session_persistence {
@@ -126,7 +127,11 @@ pub(crate) fn open(
             notices: Vec::new(),
         });
     };
-    let opened = Store::new(home)
+    let store = Store::new(home);
+    if let (Start::Resume(id), Some(remote)) = (&start, remote) {
+        fetch_if_absent(&store, remote, cwd, id)?;
+    }
+    let opened = store
         .open(&OpenRequest {
             cwd,
             model,
@@ -142,4 +147,36 @@ pub(crate) fn open(
         history: opened.history,
         notices: opened.notices,
     })
+}
+
+/// A session to resume that is not on this disk is fetched from the remote store into this
+/// directory's sessions (and then resumed as if it had always been here).
+fn fetch_if_absent(
+    store: &Store,
+    remote: &crate::remote::RemoteTranscripts,
+    cwd: &Path,
+    id: &str,
+) -> Result<(), BuildError> {
+    let id = id.trim();
+    // Only a plain session id names an object (no path tricks through the id).
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Ok(());
+    }
+    let path = store.session_path(cwd, id);
+    if path.is_file() {
+        return Ok(());
+    }
+    let fetched = tokio::runtime::Handle::current().block_on(remote.fetch(id, &path));
+    match fetched {
+        Ok(true) => {
+            tracing::info!("fetched session {id} from {}", remote.url());
+            Ok(())
+        }
+        // Not there either: the local lookup says so, naming where it looked.
+        Ok(false) => Ok(()),
+        Err(e) => Err(BuildError::Session(format!(
+            "Error: session {id} is not on this machine, and fetching it from {} failed: {e}",
+            remote.url()
+        ))),
+    }
 }

@@ -312,6 +312,18 @@ impl Session {
                 );
             }
         }
+        // The last records (the result) go to the remote copy too, within the grace a
+        // supervisor gives a stopping process.
+        if let (Some(remote), true) = (&self.ctx.remote, self.scope.role.is_main()) {
+            if let crate::remote::RemoteState::Failed(e) = remote
+                .flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT)
+                .await
+            {
+                tracing::warn!(
+                    "the transcript's last records were not copied to object storage: {e}"
+                );
+            }
+        }
         let procs = self.processes.clone();
         let grace = self.ctx.limits.tools.kill_grace;
         tokio::task::spawn_blocking(move || procs.kill_all_blocking(grace))

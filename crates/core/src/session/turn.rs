@@ -127,6 +127,13 @@ impl Session {
             }
         }
         if self.scope.role.is_main() {
+            let transcript_remote = match &self.ctx.remote {
+                Some(r) => Some(crate::event::RemoteCopy::of(
+                    r.pointer_url(),
+                    r.flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT).await,
+                )),
+                None => None,
+            };
             let report = TurnReport {
                 end: end.clone(),
                 num_turns: stats.num_turns,
@@ -138,6 +145,7 @@ impl Session {
                 result_index: self.results_emitted,
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 model: self.model(),
+                transcript_remote,
             };
             if let Err(e) = self.emitter.emit_final(Event::Result(report)).await {
                 tracing::error!("could not emit the result: {e}");
@@ -375,6 +383,11 @@ impl Session {
             if let Err(end) = compacted {
                 return Ok(Err(end));
             }
+        }
+        // A turn boundary: the transcript as it stands goes to the remote copy (in the
+        // background; a slow bucket never holds the loop).
+        if let (Some(remote), true) = (&self.ctx.remote, self.scope.role.is_main()) {
+            remote.request();
         }
         let asked = self.model();
         let tools = self.request_tools();

@@ -1,0 +1,331 @@
+//! Transcripts in object storage (`KEEL_TRANSCRIPT_URL`): a session that moves between
+//! machines takes its history along.
+//!
+//! The local transcript stays the write-ahead copy; the remote one follows it. After every
+//! model turn (and at the end of a run) the file is uploaded as a **new object**
+//! (`<prefix>/<session id>/<generation>.jsonl`), and only then the session's **pointer**
+//! (`<prefix>/<session id>/latest.json`) is replaced to name it, so a reader never sees a
+//! half-written transcript; the previous object is removed afterwards. Uploads run on a task
+//! of their own and coalesce (a slow bucket never slows a turn); a failed upload never touches
+//! the local copy and is reported as a `system/warning`, and the result says whether the
+//! remote copy is current. `--resume <id>` fetches the transcript when it is not on this disk.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutPayload};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+/// How long the end of a run waits for the last upload.
+pub const DEFAULT_FINAL_UPLOAD_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one request to the bucket may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where transcripts go: a bucket (or directory) and a prefix.
+#[derive(Clone)]
+pub struct RemoteTranscripts {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    url: String,
+}
+
+impl std::fmt::Debug for RemoteTranscripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RemoteTranscripts({})", self.url)
+    }
+}
+
+impl RemoteTranscripts {
+    /// The store `url` names: `s3://bucket/prefix` (credentials, region and endpoint from the
+    /// usual `AWS_*` variables: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL` for an S3-compatible server, `AWS_ALLOW_HTTP=true` for plain http)
+    /// or `file:///shared/dir` (a volume every machine mounts).
+    pub fn from_url(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let parsed = url::Url::parse(url.trim())
+            .map_err(|e| format!("KEEL_TRANSCRIPT_URL={url:?} is not a URL ({e})"))?;
+        if !matches!(parsed.scheme(), "s3" | "file") {
+            return Err(format!(
+                "KEEL_TRANSCRIPT_URL={url:?}: keel stores transcripts at s3://bucket/prefix or file:///directory, not {}: URLs",
+                parsed.scheme()
+            ));
+        }
+        let mut options: Vec<(String, String)> = Vec::new();
+        for var in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_ENDPOINT",
+            "AWS_ENDPOINT_URL",
+            "AWS_ALLOW_HTTP",
+            "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
+        ] {
+            if let Some(v) = env(var).filter(|v| !v.trim().is_empty()) {
+                let key = match var {
+                    "AWS_ENDPOINT_URL" => "aws_endpoint".to_owned(),
+                    "AWS_DEFAULT_REGION" => "aws_region".to_owned(),
+                    other => other.to_ascii_lowercase(),
+                };
+                options.push((key, v));
+            }
+        }
+        let bad =
+            |e: object_store::Error| format!("KEEL_TRANSCRIPT_URL={url:?} cannot be used: {e}");
+        let (store, prefix): (Arc<dyn ObjectStore>, ObjectPath) = if parsed.scheme() == "s3" {
+            if !options.iter().any(|(k, _)| k == "aws_region") {
+                options.push(("aws_region".into(), "us-east-1".into()));
+            }
+            // A few quick retries inside one upload; keel itself tries again at the next turn.
+            let retry = object_store::RetryConfig {
+                max_retries: 2,
+                retry_timeout: Duration::from_secs(10),
+                ..Default::default()
+            };
+            let client = object_store::ClientOptions::new()
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_timeout(REQUEST_TIMEOUT);
+            // The client options first: the variables (AWS_ALLOW_HTTP among them) refine them.
+            let mut b = object_store::aws::AmazonS3Builder::new()
+                .with_url(parsed.as_str())
+                .with_retry(retry)
+                .with_client_options(client);
+            for (k, v) in options {
+                let key = k.parse().map_err(bad)?;
+                b = b.with_config(key, v);
+            }
+            let store = b.build().map_err(bad)?;
+            let prefix = ObjectPath::from_url_path(parsed.path()).map_err(|e| bad(e.into()))?;
+            (Arc::new(store), prefix)
+        } else {
+            let (store, prefix) = object_store::parse_url_opts(&parsed, options).map_err(bad)?;
+            (Arc::from(store), prefix)
+        };
+        Ok(Self {
+            store,
+            prefix,
+            url: url.trim().trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// The URL of the store, as given.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn pointer(&self, session_id: &str) -> ObjectPath {
+        self.prefix.child(session_id).child("latest.json")
+    }
+
+    /// Where session `session_id`'s transcript is, for people (the pointer's URL).
+    pub fn pointer_url(&self, session_id: &str) -> String {
+        format!("{}/{session_id}/latest.json", self.url)
+    }
+
+    /// Upload the local transcript at `path` as generation `generation`, then point at it,
+    /// then drop the generation it replaces.
+    pub async fn upload(
+        &self,
+        session_id: &str,
+        path: &Path,
+        generation: u64,
+        previous: Option<u64>,
+    ) -> Result<(), String> {
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let len = bytes.len();
+        let object = self
+            .prefix
+            .child(session_id)
+            .child(format!("{generation:020}.jsonl"));
+        within(self.store.put(&object, PutPayload::from(bytes)))
+            .await
+            .map_err(|e| format!("uploading to {}: {e}", self.url))?;
+        let pointer = json!({
+            "object": object.filename().unwrap_or_default(),
+            "generation": generation,
+            "bytes": len,
+            "session_id": session_id,
+        });
+        within(self.store.put(
+            &self.pointer(session_id),
+            PutPayload::from(pointer.to_string().into_bytes()),
+        ))
+        .await
+        .map_err(|e| {
+            format!(
+                "updating the pointer at {}: {e}",
+                self.pointer_url(session_id)
+            )
+        })?;
+        if let Some(old) = previous.filter(|p| *p != generation) {
+            let old = self
+                .prefix
+                .child(session_id)
+                .child(format!("{old:020}.jsonl"));
+            // A leftover old generation wastes space but misleads nobody: the pointer decides.
+            let _ = within(self.store.delete(&old)).await;
+        }
+        Ok(())
+    }
+
+    /// Fetch session `session_id`'s transcript into `dest` (a new file). `Ok(false)` when the
+    /// store has no such session.
+    pub async fn fetch(&self, session_id: &str, dest: &Path) -> Result<bool, String> {
+        let pointer = match within(self.store.get(&self.pointer(session_id))).await {
+            Ok(r) => within(r.bytes())
+                .await
+                .map_err(|e| format!("reading {}: {e}", self.pointer_url(session_id)))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(format!("reading {}: {e}", self.pointer_url(session_id))),
+        };
+        let pointer: Value = serde_json::from_slice(&pointer).map_err(|e| {
+            format!(
+                "{} is not keel's pointer ({e})",
+                self.pointer_url(session_id)
+            )
+        })?;
+        let name = pointer["object"]
+            .as_str()
+            .filter(|n| n.ends_with(".jsonl") && !n.contains('/') && !n.starts_with('.'))
+            .ok_or_else(|| {
+                format!(
+                    "{} names no transcript object",
+                    self.pointer_url(session_id)
+                )
+            })?;
+        let object = self.prefix.child(session_id).child(name);
+        let bytes = within(self.store.get(&object))
+            .await
+            .map_err(|e| format!("fetching {}/{session_id}/{name}: {e}", self.url))?;
+        let bytes = within(bytes.bytes())
+            .await
+            .map_err(|e| format!("fetching {}/{session_id}/{name}: {e}", self.url))?;
+        if let Some(dir) = dest.parent() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        }
+        // Written beside and renamed into place: a crash leaves no half transcript.
+        let tmp = dest.with_extension("jsonl.fetching");
+        tokio::fs::write(&tmp, &bytes)
+            .await
+            .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        tokio::fs::rename(&tmp, dest)
+            .await
+            .map_err(|e| format!("writing {}: {e}", dest.display()))?;
+        Ok(true)
+    }
+}
+
+async fn within<T>(
+    fut: impl std::future::Future<Output = Result<T, object_store::Error>>,
+) -> Result<T, object_store::Error> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(object_store::Error::Generic {
+            store: "keel",
+            source: format!("no answer within {} s", REQUEST_TIMEOUT.as_secs()).into(),
+        }),
+    }
+}
+
+/// The state of a session's remote copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RemoteState {
+    /// Nothing uploaded yet.
+    Pending,
+    /// The upload of this many requests is in place.
+    Current(u64),
+    /// The last upload failed (the local copy is intact).
+    Failed(String),
+}
+
+/// A session's uploader: turns ask for an upload; one task does them, latest first.
+pub struct Uploader {
+    remote: RemoteTranscripts,
+    session_id: String,
+    asked: watch::Sender<u64>,
+    state: watch::Receiver<(u64, RemoteState)>,
+}
+
+impl Uploader {
+    /// Start the task that uploads `path` for `session_id` whenever asked; `warn` is called
+    /// with a message the first time an upload fails after one that succeeded (or the first).
+    pub fn start(
+        remote: RemoteTranscripts,
+        session_id: String,
+        path: PathBuf,
+        warn: Box<dyn Fn(String) + Send + Sync>,
+    ) -> Arc<Self> {
+        let (asked, mut asked_rx) = watch::channel(0u64);
+        let (state_tx, state) = watch::channel((0u64, RemoteState::Pending));
+        let (r, sid) = (remote.clone(), session_id.clone());
+        tokio::spawn(async move {
+            let mut previous: Option<u64> = None;
+            let mut warned = false;
+            while asked_rx.changed().await.is_ok() {
+                let want = *asked_rx.borrow_and_update();
+                // Each upload is a new generation (the request number), so a retried upload
+                // never overwrites the object the pointer names.
+                match r.upload(&sid, &path, want, previous).await {
+                    Ok(()) => {
+                        previous = Some(want);
+                        warned = false;
+                        let _ = state_tx.send((want, RemoteState::Current(want)));
+                    }
+                    Err(e) => {
+                        if !warned {
+                            warn(format!(
+                                "the transcript could not be copied to {} ({e}); the local copy is intact and keel will try again at the next turn",
+                                r.url()
+                            ));
+                            warned = true;
+                        }
+                        let _ = state_tx.send((want, RemoteState::Failed(e)));
+                    }
+                }
+            }
+        });
+        Arc::new(Self {
+            remote,
+            session_id,
+            asked,
+            state,
+        })
+    }
+
+    /// Ask for an upload of the transcript as it is now; returns the request's number.
+    pub fn request(&self) -> u64 {
+        let mut n = 0;
+        self.asked.send_modify(|v| {
+            *v += 1;
+            n = *v;
+        });
+        n
+    }
+
+    /// Upload now and wait (at most `limit`) for it: whether the remote copy is current.
+    pub async fn flush(&self, limit: Duration) -> RemoteState {
+        let n = self.request();
+        let mut state = self.state.clone();
+        let done = tokio::time::timeout(limit, state.wait_for(|(at, _)| *at >= n)).await;
+        match done {
+            Ok(Ok(s)) => s.1.clone(),
+            Ok(Err(_)) => RemoteState::Failed("the uploader stopped".into()),
+            Err(_) => RemoteState::Failed(format!(
+                "the upload did not finish within {} s",
+                limit.as_secs()
+            )),
+        }
+    }
+
+    /// The URL of this session's pointer.
+    pub fn pointer_url(&self) -> String {
+        self.remote.pointer_url(&self.session_id)
+    }
+}
