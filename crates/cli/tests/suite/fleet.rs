@@ -1,9 +1,13 @@
-//! Fleet-friendly behaviour: stdout as a liveness signal (`KEEL_HEARTBEAT_MS`). See
-//! docs/sdk-protocol.md; retries spread for fleets are proved in `keel_core::retry`.
+//! Fleet-friendly behaviour: stdout as a liveness signal (`KEEL_HEARTBEAT_MS`), and
+//! transcripts in object storage (`KEEL_TRANSCRIPT_URL`) so a session moves between machines.
+//! See docs/scale.md; retries spread for fleets are proved in `keel_core::retry`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::json;
 
-use super::common::{kinds, Harness};
+use super::common::{eventually, kinds, Harness, Live, Run};
 
 fn long_command() -> String {
     json!({"steps": [
@@ -60,4 +64,322 @@ async fn no_heartbeat_unless_asked_and_a_bad_interval_is_a_usage_error() {
         assert!(run.stderr.contains("KEEL_HEARTBEAT_MS"), "{}", run.stderr);
         assert!(run.stdout.is_empty());
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transcripts in object storage (KEEL_TRANSCRIPT_URL)
+
+/// A "machine": its own working directory and home (so its own transcript store).
+struct Node {
+    cwd: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+impl Node {
+    fn new() -> Self {
+        Self {
+            cwd: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, h: &Harness, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
+        let mut c = h.command(args, env);
+        c.current_dir(self.cwd.path())
+            .env("HOME", self.home.path())
+            .env("KEEL_HOME", self.home.path().join("keel"));
+        c
+    }
+
+    async fn run(&self, h: &Harness, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            self.command(h, args, env)
+                .spawn()
+                .unwrap()
+                .wait_with_output(),
+        )
+        .await
+        .expect("keel finished within 120 s")
+        .unwrap();
+        Run::new(
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    /// Every transcript file under this node's home.
+    fn transcripts(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let projects = self.home.path().join("keel/projects");
+        for d in std::fs::read_dir(projects).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(d.path()).into_iter().flatten().flatten() {
+                if f.path().extension().is_some_and(|e| e == "jsonl") {
+                    out.push(f.path());
+                }
+            }
+        }
+        out
+    }
+}
+
+fn stream(prompt: &str) -> Vec<&str> {
+    vec![
+        "-p",
+        prompt,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--allowedTools",
+        "Bash",
+    ]
+}
+
+/// The transcript object the pointer of `sid` names, read from a `file://` store at `root`.
+fn remote_transcript(root: &Path, sid: &str) -> Option<String> {
+    let pointer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join(sid).join("latest.json")).ok()?).ok()?;
+    std::fs::read_to_string(root.join(sid).join(pointer["object"].as_str()?)).ok()
+}
+
+const TWO_RUNS: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"echo remembered-42"}}],"match":{"last_user_contains":"start"}},
+    {"kind":"text","text":"first run done","match":{"last_user_contains":"remembered-42"}},
+    {"kind":"text","text":"resumed with my history","match":{"last_user_contains":"go on"}}]}"#;
+
+#[tokio::test]
+async fn a_session_moves_to_another_machine_through_the_store() {
+    let h = Harness::from_json(TWO_RUNS).await;
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", bucket.path().display());
+    let env = [("KEEL_TRANSCRIPT_URL", url.as_str())];
+    let (a, b) = (Node::new(), Node::new());
+    let first = a.run(&h, &stream("start"), &env).await;
+    first.assert_end("success", false, "completed", 0);
+    let r = first.result();
+    let sid = r["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(r["transcript_remote_current"], true, "{r}");
+    assert_eq!(r["transcript_url"], format!("{url}/{sid}/latest.json"));
+    // The remote copy is whole: it ends with the run's result, like the local one.
+    let copy = remote_transcript(bucket.path(), &sid).expect("the pointer names a transcript");
+    let local = std::fs::read_to_string(&a.transcripts()[0]).unwrap();
+    assert_eq!(copy, local, "the remote copy is the local transcript");
+    assert!(copy.contains("remembered-42") && copy.contains("\"type\":\"result\""));
+    // One generation is kept: the pointer's.
+    let objects: Vec<_> = std::fs::read_dir(bucket.path().join(&sid))
+        .unwrap()
+        .collect();
+    assert_eq!(objects.len(), 2, "latest.json and one transcript object");
+
+    // Machine B has never seen the session: --resume fetches it, and the model gets the history.
+    assert!(b.transcripts().is_empty());
+    let mut args = stream("go on");
+    args.extend(["--resume", &sid]);
+    let second = b.run(&h, &args, &env).await;
+    second.assert_end("success", false, "completed", 0);
+    assert_eq!(second.result()["session_id"], sid.as_str());
+    assert_eq!(second.result()["result"], "resumed with my history");
+    let last = h.requests().pop().unwrap();
+    assert!(
+        last.body.to_string().contains("remembered-42"),
+        "the history came along"
+    );
+    assert_eq!(b.transcripts().len(), 1);
+}
+
+#[tokio::test]
+async fn a_session_killed_mid_turn_resumes_elsewhere_from_its_last_turn_boundary() {
+    let h = Harness::from_json(
+        r#"{"steps":[
+        {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"echo remembered-42"}}],"match":{"last_user_contains":"start"}},
+        {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"sleep 600"}}],"match":{"last_user_contains":"remembered-42"}},
+        {"kind":"text","text":"resumed with my history","match":{"last_user_contains":"go on"}}]}"#,
+    )
+    .await;
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", bucket.path().display());
+    let env = [("KEEL_TRANSCRIPT_URL", url.as_str())];
+    let (a, b) = (Node::new(), Node::new());
+    let mut live = Live::spawn(a.command(&h, &stream("start"), &env));
+    let init = live
+        .wait_for(Duration::from_secs(30), |f| f["subtype"] == "init")
+        .await;
+    let sid = init["session_id"].as_str().unwrap().to_owned();
+    // The second model call (the long command) means the first tool result went up first.
+    let root = bucket.path().to_owned();
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            remote_transcript(&root, &sid).is_some_and(|t| t.contains("remembered-42"))
+        })
+        .await,
+        "the first turn reached the store"
+    );
+    live.signal(9);
+    let killed = live.finish(Duration::from_secs(20)).await;
+    assert_eq!(killed.code, -1, "killed by the signal: {}", killed.stderr);
+
+    let mut args = stream("go on");
+    args.extend(["--resume", &sid]);
+    let resumed = b.run(&h, &args, &env).await;
+    resumed.assert_end("success", false, "completed", 0);
+    let last = h.requests().pop().unwrap();
+    assert!(last.body.to_string().contains("remembered-42"));
+    assert_eq!(last.validation_error, None, "a well-formed history");
+}
+
+#[tokio::test]
+async fn an_unreachable_bucket_warns_and_loses_nothing_locally() {
+    let h = Harness::from_json(TWO_RUNS).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let env = [
+        ("KEEL_TRANSCRIPT_URL", "s3://keel-nowhere/runs"),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let a = Node::new();
+    let run = a.run(&h, &stream("start"), &env).await;
+    run.assert_end("success", false, "completed", 0);
+    let warnings = run.of("system/warning");
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one warning, not one per turn: {warnings:?}"
+    );
+    assert!(warnings[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("the local copy is intact"));
+    let r = run.result();
+    assert_eq!(r["transcript_remote_current"], false);
+    assert!(
+        r["transcript_remote_error"]
+            .as_str()
+            .unwrap()
+            .contains("keel-nowhere"),
+        "{r}"
+    );
+    let local = std::fs::read_to_string(&a.transcripts()[0]).unwrap();
+    assert!(local.contains("remembered-42") && local.contains("first run done"));
+}
+
+#[tokio::test]
+async fn a_bad_store_url_is_a_usage_error() {
+    let h = Harness::from_json(TWO_RUNS).await;
+    for bad in ["ftp://example/x", "not a url"] {
+        let run = Node::new()
+            .run(&h, &stream("start"), &[("KEEL_TRANSCRIPT_URL", bad)])
+            .await;
+        assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
+        assert!(run.stderr.contains("KEEL_TRANSCRIPT_URL"), "{}", run.stderr);
+    }
+    assert!(h.requests().is_empty());
+}
+
+/// moto's S3 server, when this machine has it (`.ci/run` installs it): the path in
+/// `KEEL_TEST_MOTO_SERVER`, or `moto_server` on PATH.
+fn moto_server() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KEEL_TEST_MOTO_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("moto_server"))
+            .find(|p| p.is_file())
+    })
+}
+
+#[tokio::test]
+async fn transcripts_go_to_an_s3_compatible_server_and_come_back() {
+    let Some(moto) = moto_server() else {
+        eprintln!(
+            "SKIPPED transcripts_go_to_an_s3_compatible_server_and_come_back: no moto_server \
+             (set KEEL_TEST_MOTO_SERVER or put moto_server on PATH; .ci/run installs it)"
+        );
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = tokio::process::Command::new(&moto)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("moto_server starts");
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    // Wait (bounded) until the server answers, then make the bucket.
+    let mut made = false;
+    for _ in 0..300 {
+        if let Ok(r) = http.put(format!("{endpoint}/keel-fleet")).send().await {
+            made = r.status().is_success();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(made, "moto made the bucket");
+    let h = Harness::from_json(TWO_RUNS).await;
+    let env = [
+        ("KEEL_TRANSCRIPT_URL", "s3://keel-fleet/sessions"),
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let (a, b) = (Node::new(), Node::new());
+    let first = a.run(&h, &stream("start"), &env).await;
+    first.assert_end("success", false, "completed", 0);
+    let sid = first.result()["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        first.result()["transcript_remote_current"],
+        true,
+        "{}",
+        first.stdout
+    );
+    // The bucket holds the pointer and one transcript object (listing needs no signature;
+    // reading the objects back is what the resume below does, through keel).
+    let listing = http
+        .get(format!(
+            "{endpoint}/keel-fleet?list-type=2&prefix=sessions/{sid}/"
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let keys: Vec<&str> = listing
+        .split("<Key>")
+        .skip(1)
+        .filter_map(|k| k.split("</Key>").next())
+        .collect();
+    assert_eq!(keys.len(), 2, "{listing}");
+    assert!(
+        keys.contains(&format!("sessions/{sid}/latest.json").as_str()),
+        "{keys:?}"
+    );
+    assert!(keys.iter().any(|k| k.ends_with(".jsonl")), "{keys:?}");
+    let mut args = stream("go on");
+    args.extend(["--resume", &sid]);
+    let second = b.run(&h, &args, &env).await;
+    second.assert_end("success", false, "completed", 0);
+    assert!(h
+        .requests()
+        .pop()
+        .unwrap()
+        .body
+        .to_string()
+        .contains("remembered-42"));
+    let _ = server.kill().await;
 }
