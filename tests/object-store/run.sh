@@ -15,4 +15,4 @@ if [ ! -x "$VENV/bin/moto_server" ]; then
     || { echo "SKIPPED object storage against moto: installing moto[server] failed"; exit 0; }
 fi
 KEEL_TEST_MOTO_SERVER="$VENV/bin/moto_server" \
-  cargo test -q -p keel-cli --test all fleet::transcripts_go_to_an_s3_compatible_server -- --nocapture
+  cargo test -q -p keel-cli --test all fleet:: -- --nocapture

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::common::{eventually, kinds, Harness, Live, Run};
+use super::common::{kinds, Harness, Live, Run};
 
 fn long_command() -> String {
     json!({"steps": [
@@ -188,8 +188,122 @@ async fn a_session_moves_to_another_machine_through_the_store() {
     assert_eq!(b.transcripts().len(), 1);
 }
 
-#[tokio::test]
-async fn a_session_killed_mid_turn_resumes_elsewhere_from_its_last_turn_boundary() {
+/// A store the transcripts go to: a shared directory, or moto's S3 server.
+enum Store {
+    Dir(tempfile::TempDir),
+    S3 {
+        _server: tokio::process::Child,
+        endpoint: String,
+    },
+}
+
+impl Store {
+    fn dir() -> Self {
+        Store::Dir(tempfile::tempdir().unwrap())
+    }
+
+    /// moto's S3 server on a free loopback port, with a bucket `keel-fleet`; `None` (and a
+    /// SKIPPED line naming `test`) when this machine has no moto.
+    async fn s3(test: &str) -> Option<Self> {
+        let Some(moto) = moto_server() else {
+            eprintln!(
+                "SKIPPED {test} against S3: no moto_server (set KEEL_TEST_MOTO_SERVER or put \
+                 moto_server on PATH; .ci/run installs it)"
+            );
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = tokio::process::Command::new(&moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("moto_server starts");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        // Wait (bounded) until the server answers, then make the bucket.
+        let mut made = false;
+        for _ in 0..300 {
+            if let Ok(r) = http.put(format!("{endpoint}/keel-fleet")).send().await {
+                made = r.status().is_success();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(made, "moto made the bucket");
+        Some(Store::S3 {
+            _server: server,
+            endpoint,
+        })
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        match self {
+            Store::Dir(d) => vec![(
+                "KEEL_TRANSCRIPT_URL".into(),
+                format!("file://{}", d.path().display()),
+            )],
+            Store::S3 { endpoint, .. } => vec![
+                (
+                    "KEEL_TRANSCRIPT_URL".into(),
+                    "s3://keel-fleet/sessions".into(),
+                ),
+                ("AWS_ENDPOINT_URL".into(), endpoint.clone()),
+                ("AWS_ALLOW_HTTP".into(), "true".into()),
+                ("AWS_ACCESS_KEY_ID".into(), "test".into()),
+                ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
+            ],
+        }
+    }
+
+    /// The objects under the session's prefix, by name.
+    async fn objects(&self, sid: &str) -> Vec<String> {
+        match self {
+            Store::Dir(d) => std::fs::read_dir(d.path().join(sid))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Store::S3 { endpoint, .. } => {
+                // Listing needs no signature; reading objects back is what --resume does.
+                let listing = reqwest::get(format!(
+                    "{endpoint}/keel-fleet?list-type=2&prefix=sessions/{sid}/"
+                ))
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+                listing
+                    .split("<Key>")
+                    .skip(1)
+                    .filter_map(|k| k.split("</Key>").next())
+                    .filter_map(|k| k.rsplit('/').next().map(str::to_owned))
+                    .collect()
+            }
+        }
+    }
+
+    /// The newest transcript generation in the store (each model request asks for one).
+    async fn generation(&self, sid: &str) -> u64 {
+        self.objects(sid)
+            .await
+            .iter()
+            .filter_map(|n| n.strip_suffix(".jsonl")?.parse().ok())
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Killed with SIGKILL while its second command runs, the session resumes on another machine
+/// with what it had when its second model request went out: the first command's output.
+async fn killed_session_resumes_elsewhere(store: Store) {
     let h = Harness::from_json(
         r#"{"steps":[
         {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"echo remembered-42"}}],"match":{"last_user_contains":"start"}},
@@ -197,24 +311,27 @@ async fn a_session_killed_mid_turn_resumes_elsewhere_from_its_last_turn_boundary
         {"kind":"text","text":"resumed with my history","match":{"last_user_contains":"go on"}}]}"#,
     )
     .await;
-    let bucket = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", bucket.path().display());
-    let env = [("KEEL_TRANSCRIPT_URL", url.as_str())];
+    let env_owned = store.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let (a, b) = (Node::new(), Node::new());
     let mut live = Live::spawn(a.command(&h, &stream("start"), &env));
     let init = live
         .wait_for(Duration::from_secs(30), |f| f["subtype"] == "init")
         .await;
     let sid = init["session_id"].as_str().unwrap().to_owned();
-    // The second model call (the long command) means the first tool result went up first.
-    let root = bucket.path().to_owned();
-    assert!(
-        eventually(Duration::from_secs(30), || {
-            remote_transcript(&root, &sid).is_some_and(|t| t.contains("remembered-42"))
-        })
-        .await,
-        "the first turn reached the store"
-    );
+    // The second model request asked for generation 2, which holds the first command's result.
+    let mut reached = false;
+    for _ in 0..600 {
+        if store.generation(&sid).await >= 2 {
+            reached = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reached, "the first turn reached the store");
     live.signal(9);
     let killed = live.finish(Duration::from_secs(20)).await;
     assert_eq!(killed.code, -1, "killed by the signal: {}", killed.stderr);
@@ -226,6 +343,20 @@ async fn a_session_killed_mid_turn_resumes_elsewhere_from_its_last_turn_boundary
     let last = h.requests().pop().unwrap();
     assert!(last.body.to_string().contains("remembered-42"));
     assert_eq!(last.validation_error, None, "a well-formed history");
+}
+
+#[tokio::test]
+async fn a_session_killed_mid_turn_resumes_elsewhere_from_its_last_turn_boundary() {
+    killed_session_resumes_elsewhere(Store::dir()).await;
+}
+
+#[tokio::test]
+async fn a_session_killed_mid_turn_resumes_elsewhere_from_an_s3_bucket() {
+    if let Some(store) =
+        Store::s3("a_session_killed_mid_turn_resumes_elsewhere_from_an_s3_bucket").await
+    {
+        killed_session_resumes_elsewhere(store).await;
+    }
 }
 
 #[tokio::test]
@@ -298,45 +429,16 @@ fn moto_server() -> Option<PathBuf> {
 
 #[tokio::test]
 async fn transcripts_go_to_an_s3_compatible_server_and_come_back() {
-    let Some(moto) = moto_server() else {
-        eprintln!(
-            "SKIPPED transcripts_go_to_an_s3_compatible_server_and_come_back: no moto_server \
-             (set KEEL_TEST_MOTO_SERVER or put moto_server on PATH; .ci/run installs it)"
-        );
+    let Some(store) = Store::s3("transcripts_go_to_an_s3_compatible_server_and_come_back").await
+    else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = tokio::process::Command::new(&moto)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("moto_server starts");
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let http = reqwest::Client::new();
-    // Wait (bounded) until the server answers, then make the bucket.
-    let mut made = false;
-    for _ in 0..300 {
-        if let Ok(r) = http.put(format!("{endpoint}/keel-fleet")).send().await {
-            made = r.status().is_success();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(made, "moto made the bucket");
     let h = Harness::from_json(TWO_RUNS).await;
-    let env = [
-        ("KEEL_TRANSCRIPT_URL", "s3://keel-fleet/sessions"),
-        ("AWS_ENDPOINT_URL", endpoint.as_str()),
-        ("AWS_ALLOW_HTTP", "true"),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-    ];
+    let env_owned = store.env();
+    let env: Vec<(&str, &str)> = env_owned
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let (a, b) = (Node::new(), Node::new());
     let first = a.run(&h, &stream("start"), &env).await;
     first.assert_end("success", false, "completed", 0);
@@ -347,29 +449,14 @@ async fn transcripts_go_to_an_s3_compatible_server_and_come_back() {
         "{}",
         first.stdout
     );
-    // The bucket holds the pointer and one transcript object (listing needs no signature;
-    // reading the objects back is what the resume below does, through keel).
-    let listing = http
-        .get(format!(
-            "{endpoint}/keel-fleet?list-type=2&prefix=sessions/{sid}/"
-        ))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let keys: Vec<&str> = listing
-        .split("<Key>")
-        .skip(1)
-        .filter_map(|k| k.split("</Key>").next())
-        .collect();
-    assert_eq!(keys.len(), 2, "{listing}");
-    assert!(
-        keys.contains(&format!("sessions/{sid}/latest.json").as_str()),
-        "{keys:?}"
+    assert_eq!(
+        first.result()["transcript_url"],
+        format!("s3://keel-fleet/sessions/{sid}/latest.json")
     );
-    assert!(keys.iter().any(|k| k.ends_with(".jsonl")), "{keys:?}");
+    // The bucket holds the pointer and one transcript object.
+    let objects = store.objects(&sid).await;
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    assert!(objects.iter().any(|o| o == "latest.json"), "{objects:?}");
     let mut args = stream("go on");
     args.extend(["--resume", &sid]);
     let second = b.run(&h, &args, &env).await;
@@ -381,5 +468,4 @@ async fn transcripts_go_to_an_s3_compatible_server_and_come_back() {
         .body
         .to_string()
         .contains("remembered-42"));
-    let _ = server.kill().await;
 }
