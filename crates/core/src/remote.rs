@@ -21,6 +21,10 @@ use tokio::sync::watch;
 
 /// How long the end of a run waits for the last upload.
 pub const DEFAULT_FINAL_UPLOAD_TIMEOUT: Duration = Duration::from_secs(20);
+/// The largest transcript keel fetches (a larger object is refused, not read into memory).
+pub const MAX_FETCH_BYTES: u64 = 4 << 30;
+/// The largest pointer object keel reads.
+const MAX_POINTER_BYTES: u64 = 64 << 10;
 /// How long one request to the bucket may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -177,6 +181,13 @@ impl RemoteTranscripts {
     /// store has no such session.
     pub async fn fetch(&self, session_id: &str, dest: &Path) -> Result<bool, String> {
         let pointer = match within(self.store.get(&self.pointer(session_id))).await {
+            Ok(r) if r.meta.size > MAX_POINTER_BYTES => {
+                return Err(format!(
+                    "{} is {} bytes, not a pointer",
+                    self.pointer_url(session_id),
+                    r.meta.size
+                ))
+            }
             Ok(r) => within(r.bytes())
                 .await
                 .map_err(|e| format!("reading {}: {e}", self.pointer_url(session_id)))?,
@@ -199,10 +210,16 @@ impl RemoteTranscripts {
                 )
             })?;
         let object = self.prefix.child(session_id).child(name);
-        let bytes = within(self.store.get(&object))
+        let got = within(self.store.get(&object))
             .await
             .map_err(|e| format!("fetching {}/{session_id}/{name}: {e}", self.url))?;
-        let bytes = within(bytes.bytes())
+        if got.meta.size > MAX_FETCH_BYTES {
+            return Err(format!(
+                "{}/{session_id}/{name} is {} bytes, past the {MAX_FETCH_BYTES} keel fetches",
+                self.url, got.meta.size
+            ));
+        }
+        let bytes = within(got.bytes())
             .await
             .map_err(|e| format!("fetching {}/{session_id}/{name}: {e}", self.url))?;
         if let Some(dir) = dest.parent() {
@@ -327,5 +344,60 @@ impl Uploader {
     /// The URL of this session's pointer.
     pub fn pointer_url(&self) -> String {
         self.remote.pointer_url(&self.session_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &Path) -> RemoteTranscripts {
+        RemoteTranscripts::from_url(&format!("file://{}", dir.display()), &|_| None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn uploads_replace_the_pointer_and_fetch_refuses_what_is_not_keels() {
+        let bucket = tempfile::tempdir().unwrap();
+        let local = tempfile::tempdir().unwrap();
+        let r = store(bucket.path());
+        let file = local.path().join("t.jsonl");
+        std::fs::write(&file, "one\n").unwrap();
+        r.upload("s1", &file, 1, None).await.unwrap();
+        std::fs::write(&file, "one\ntwo\n").unwrap();
+        r.upload("s1", &file, 2, Some(1)).await.unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(bucket.path().join("s1"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["00000000000000000002.jsonl", "latest.json"]);
+        let back = local.path().join("back/s1.jsonl");
+        assert!(r.fetch("s1", &back).await.unwrap());
+        assert_eq!(std::fs::read_to_string(&back).unwrap(), "one\ntwo\n");
+        assert!(!r
+            .fetch("nobody", &local.path().join("x.jsonl"))
+            .await
+            .unwrap());
+        // A pointer that names something outside the session's prefix is refused.
+        for evil in [
+            r#"{"object":"../../etc/passwd.jsonl"}"#,
+            r#"{"object":"a/b.jsonl"}"#,
+            "not json",
+        ] {
+            std::fs::write(bucket.path().join("s1/latest.json"), evil).unwrap();
+            let e = r
+                .fetch("s1", &local.path().join("y.jsonl"))
+                .await
+                .unwrap_err();
+            assert!(e.contains("latest.json"), "{e}");
+        }
+    }
+
+    #[test]
+    fn only_s3_and_file_urls_are_taken() {
+        for bad in ["http://example.com/x", "gs://bucket/x", "no url"] {
+            let e = RemoteTranscripts::from_url(bad, &|_| None).unwrap_err();
+            assert!(e.contains("KEEL_TRANSCRIPT_URL"), "{e}");
+        }
     }
 }
