@@ -188,6 +188,10 @@ async fn a_session_moves_to_another_machine_through_the_store() {
     assert_eq!(b.transcripts().len(), 1);
 }
 
+fn pairs(v: &[(String, String)]) -> Vec<(&str, &str)> {
+    v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
 /// A store the transcripts go to: a shared directory, or moto's S3 server.
 enum Store {
     Dir(tempfile::TempDir),
@@ -312,10 +316,7 @@ async fn killed_session_resumes_elsewhere(store: Store) {
     )
     .await;
     let env_owned = store.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let env = pairs(&env_owned);
     let (a, b) = (Node::new(), Node::new());
     let mut live = Live::spawn(a.command(&h, &stream("start"), &env));
     let init = live
@@ -435,10 +436,7 @@ async fn transcripts_go_to_an_s3_compatible_server_and_come_back() {
     };
     let h = Harness::from_json(TWO_RUNS).await;
     let env_owned = store.env();
-    let env: Vec<(&str, &str)> = env_owned
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let env = pairs(&env_owned);
     let (a, b) = (Node::new(), Node::new());
     let first = a.run(&h, &stream("start"), &env).await;
     first.assert_end("success", false, "completed", 0);
