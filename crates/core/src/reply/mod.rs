@@ -112,7 +112,10 @@ impl Retries {
         if self.started.elapsed() + delay <= policy.budget {
             return Next::Retry(delay);
         }
-        let asked = error.retry_after.filter(|ra| *ra >= delay);
+        // The server's own ask passes the budget (the wait adds a spread to it for fleets).
+        let asked = error
+            .retry_after
+            .filter(|ra| self.started.elapsed() + *ra > policy.budget);
         Next::GiveUp(match asked {
             Some(ra) => format!(
                 "the API asked to wait {:.0} s (retry-after), past the retry budget of {:.1} s",
