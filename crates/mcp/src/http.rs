@@ -168,6 +168,8 @@ impl Link {
             }
         });
         let client = reqwest::Client::builder()
+            // The bundled roots, as for the model API (see keel-model's client).
+            .tls_built_in_native_certs(false)
             .redirect(redirects)
             .connect_timeout(Duration::from_secs(30).min(deadline))
             .build()

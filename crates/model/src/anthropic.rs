@@ -167,6 +167,9 @@ pub(crate) fn http_client(
     cfg: &ClientConfig,
 ) -> Result<reqwest::Client, ApiError> {
     reqwest::Client::builder()
+        // The bundled roots only: the system's store is parsed at every start when enabled
+        // (a dependency turns that on), ~5 ms before the first request.
+        .tls_built_in_native_certs(false)
         .default_headers(headers)
         .user_agent(cfg.user_agent.clone())
         .connect_timeout(cfg.connect_timeout)
