@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,9 @@ import ray
 RETRY_LATER = {4}           # the model API stayed unavailable: resume the session later
 NO_RETRY = {1, 2, 3, 5}     # a real error, bad usage, a limit, a refusal: the same again
 CANCELLED = {130}           # stopped from outside
+
+# What a job id may be (it names the job's scratch directory).
+_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
 # The namespace of the session ids a batch derives from its jobs' ids.
 _NAMESPACE = uuid.UUID("6b1c0e4e-2f7a-4d52-9c55-6f0c3d1e8a11")
@@ -64,7 +68,18 @@ class Job:
         job = Job(**d)
         if not job.id:
             job.id = f"job-{line}"
+        job.check(where)
         return job
+
+    def check(self, where: str = "a job") -> None:
+        """Refuse what would escape the batch's scratch directory or reach git as an option:
+        the id names a directory, `repo` and `ref` are handed to git."""
+        if not isinstance(self.id, str) or not _ID.fullmatch(self.id):
+            raise ValueError(f"{where}: `id` {self.id!r} must be letters, digits, '.', '_' or '-' (not starting with '.'), at most 128")
+        for k in ("repo", "ref", "cwd", "model"):
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, str) or not v or v.startswith("-")):
+                raise ValueError(f"{where}: `{k}` must be a non-empty string not starting with '-'")
 
 
 def load_jobs(path: str | Path) -> list[Job]:
@@ -137,9 +152,9 @@ def _workdir(job: Job, scratch: Path) -> str:
     if job.repo:
         dest = scratch / "repo"
         if not dest.exists():
-            subprocess.run(["git", "clone", "--quiet", job.repo, str(dest)], check=True)
+            subprocess.run(["git", "clone", "--quiet", "--", job.repo, str(dest)], check=True)
             if job.ref:
-                subprocess.run(["git", "-C", str(dest), "checkout", "--quiet", job.ref], check=True)
+                subprocess.run(["git", "-C", str(dest), "checkout", "--quiet", "--detach", job.ref], check=True)
         return str(dest)
     scratch.mkdir(parents=True, exist_ok=True)
     return str(scratch)
@@ -254,6 +269,10 @@ def run_batch(
     never stampedes the API). A job that ends with exit 4 is tried again — up to
     `max_attempts` in all, after a jittered, growing wait — resuming its own session."""
     jobs = list(jobs)
+    for j in jobs:
+        j.check(f"job {j.id!r}")
+    if len({j.id for j in jobs}) != len(jobs):
+        raise ValueError("two jobs share an id")
     if concurrency < 1 or max_attempts < 1:
         raise ValueError("concurrency and max_attempts must be at least 1")
     keel = str(Path(keel).resolve())

@@ -179,6 +179,9 @@ def test_bad_job_files_are_clear_errors(tmp_path):
         '{"prompt": "x", "max_turns": 0}\n': "`max_turns` must be a positive integer",
         '{"prompt": "x", "colour": "red"}\n': "unknown field",
         '{"prompt": "a", "id": "x"}\n{"prompt": "b", "id": "x"}\n': "used twice",
+        '{"prompt": "a", "id": "../../escape"}\n': "`id`",
+        '{"prompt": "a", "repo": "--upload-pack=touch /tmp/x"}\n': "`repo`",
+        '{"prompt": "a", "repo": "r", "ref": "--orphan"}\n': "`ref`",
     }
     for text, needle in cases.items():
         f = tmp_path / "jobs.jsonl"
