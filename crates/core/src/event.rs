@@ -334,16 +334,10 @@ pub struct RemoteCopy {
 impl RemoteCopy {
     /// The report of an upload that ended in `state`.
     pub fn of(url: String, state: crate::remote::RemoteState) -> Self {
-        use crate::remote::RemoteState;
-        let (current, error) = match state {
-            RemoteState::Current(_) => (true, None),
-            RemoteState::Pending => (false, Some("nothing was uploaded yet".to_owned())),
-            RemoteState::Failed(e) => (false, Some(e)),
-        };
         Self {
             url,
-            current,
-            error,
+            current: state.is_ok(),
+            error: state.err(),
         }
     }
 }

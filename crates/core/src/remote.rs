@@ -251,22 +251,15 @@ async fn within<T>(
     }
 }
 
-/// The state of a session's remote copy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RemoteState {
-    /// Nothing uploaded yet.
-    Pending,
-    /// The upload of this many requests is in place.
-    Current(u64),
-    /// The last upload failed (the local copy is intact).
-    Failed(String),
-}
+/// Whether the remote copy is current: `Err` says why not (the local copy is intact).
+pub type RemoteState = Result<(), String>;
 
 /// A session's uploader: turns ask for an upload; one task does them, latest first.
 pub struct Uploader {
     remote: RemoteTranscripts,
     session_id: String,
     asked: watch::Sender<u64>,
+    /// The last request number uploaded (or failed), and how it went.
     state: watch::Receiver<(u64, RemoteState)>,
 }
 
@@ -280,7 +273,7 @@ impl Uploader {
         warn: Box<dyn Fn(String) + Send + Sync>,
     ) -> Arc<Self> {
         let (asked, mut asked_rx) = watch::channel(0u64);
-        let (state_tx, state) = watch::channel((0u64, RemoteState::Pending));
+        let (state_tx, state) = watch::channel((0u64, Ok(())));
         let (r, sid) = (remote.clone(), session_id.clone());
         tokio::spawn(async move {
             let mut previous: Option<u64> = None;
@@ -293,7 +286,7 @@ impl Uploader {
                     Ok(()) => {
                         previous = Some(want);
                         warned = false;
-                        let _ = state_tx.send((want, RemoteState::Current(want)));
+                        let _ = state_tx.send((want, Ok(())));
                     }
                     Err(e) => {
                         if !warned {
@@ -303,7 +296,7 @@ impl Uploader {
                             ));
                             warned = true;
                         }
-                        let _ = state_tx.send((want, RemoteState::Failed(e)));
+                        let _ = state_tx.send((want, Err(e)));
                     }
                 }
             }
@@ -333,8 +326,8 @@ impl Uploader {
         let done = tokio::time::timeout(limit, state.wait_for(|(at, _)| *at >= n)).await;
         match done {
             Ok(Ok(s)) => s.1.clone(),
-            Ok(Err(_)) => RemoteState::Failed("the uploader stopped".into()),
-            Err(_) => RemoteState::Failed(format!(
+            Ok(Err(_)) => Err("the uploader stopped".into()),
+            Err(_) => Err(format!(
                 "the upload did not finish within {} s",
                 limit.as_secs()
             )),

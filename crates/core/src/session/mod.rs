@@ -315,7 +315,7 @@ impl Session {
         // The last records (the result) go to the remote copy too, within the grace a
         // supervisor gives a stopping process.
         if let (Some(remote), true) = (&self.ctx.remote, self.scope.role.is_main()) {
-            if let crate::remote::RemoteState::Failed(e) = remote
+            if let Err(e) = remote
                 .flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT)
                 .await
             {
