@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use keel_model::openai::FAILED_CALL_MARK;
 use serde_json::{json, Value};
 
 use super::common::{eventually, per_provider, processes_matching, Harness, Provider, Stream};
@@ -47,7 +48,8 @@ fn result_for(h: &Harness, id: &str) -> Value {
                     if r.dialect != "messages" {
                         let failed = b["content"]
                             .as_str()
-                            .and_then(|t| t.strip_prefix("[the tool call failed]\n"))
+                            .and_then(|t| t.strip_prefix(FAILED_CALL_MARK))
+                            .and_then(|t| t.strip_prefix('\n'))
                             .map(str::to_owned);
                         b["is_error"] = Value::Bool(failed.is_some());
                         if let Some(t) = failed {

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use keel_model::openai::FAILED_CALL_MARK;
 use serde_json::Value;
 
 use super::common::{
@@ -164,7 +165,7 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads(p: 
             || (p != Provider::Anthropic
                 && r["content"]
                     .as_str()
-                    .is_some_and(|t| t.starts_with("[the tool call failed]")))
+                    .is_some_and(|t| t.starts_with(FAILED_CALL_MARK)))
     };
     let long = result("toolu_long");
     let text = long["content"].as_str().unwrap();

@@ -38,6 +38,9 @@ use crate::{BoxFuture, EventStream, Model, SseEvent};
 /// OpenAI's API, used when `OPENAI_BASE_URL` is not set.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// The line an error tool result starts with on the OpenAI APIs, which have no `is_error`.
+pub const FAILED_CALL_MARK: &str = "[the tool call failed]";
+
 /// The most tool calls keel accepts in one reply (a larger index is a broken stream).
 pub(crate) const MAX_CALLS: usize = 1024;
 
@@ -651,7 +654,7 @@ fn tool_result_text(content: &ToolResultContent, is_error: bool) -> (String, usi
             .join("\n"),
     };
     let text = if is_error {
-        format!("[the tool call failed]\n{text}")
+        format!("{FAILED_CALL_MARK}\n{text}")
     } else {
         text
     };
