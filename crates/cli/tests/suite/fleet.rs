@@ -45,9 +45,48 @@ async fn heartbeats_say_what_runs_while_stdout_would_be_silent() {
         assert!(b["silent_ms"].as_u64().unwrap() >= 200, "{b}");
         assert_eq!(b["session_id"], sid);
     }
-    // Only during the turn: none after the result.
-    let last = order.len() - 1;
-    assert_eq!(order[last], "result");
+}
+
+#[tokio::test]
+async fn no_heartbeat_between_turns_of_a_streaming_session() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "text", "text": "one", "match": {"last_user_contains": "first"}},
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "sleep 1"}}],
+             "match": {"last_user_contains": "second"}},
+            {"kind": "text", "text": "two"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut s = super::common::Stream::start(
+        &h,
+        &["--allowedTools", "Bash"],
+        &[("KEEL_HEARTBEAT_MS", "100")],
+    );
+    s.user("first").await;
+    s.result().await;
+    // The session idles between turns for many heartbeat intervals: stdout stays quiet.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    s.user("second").await;
+    s.result().await;
+    let run = s.finish().await;
+    let order = kinds(&run.frames);
+    let first_result = order.iter().position(|k| k == "result").unwrap();
+    let next_init = first_result
+        + order[first_result..]
+            .iter()
+            .position(|k| k == "system/init")
+            .unwrap();
+    assert!(
+        !order[first_result..next_init].contains(&"system/heartbeat".to_owned()),
+        "a heartbeat between turns: {order:?}"
+    );
+    // Heartbeats are on in this session: the second turn's command got them.
+    assert!(
+        order[next_init..].contains(&"system/heartbeat".to_owned()),
+        "{order:?}"
+    );
 }
 
 #[tokio::test]
