@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::common::{eventually, mcp_test_server, processes_matching, Harness, Run, Stream};
+use super::common::{eventually, mcp_test_server, processes_matching, Harness, Live, Run, Stream};
 
 fn config(name: &str, mode: &str) -> String {
     tagged(name, mode, "")
@@ -239,20 +239,26 @@ async fn a_call_that_outlives_mcp_tool_timeout_is_reported_as_timed_out_and_the_
         .contains("MCP_TOOL_TIMEOUT"));
 }
 
-#[tokio::test]
-async fn an_interrupt_during_an_mcp_call_ends_the_run_truthfully() {
-    let h = Harness::from_json(CALL_HANG).await;
-    let tag = format!("keel-test-{}-interrupt", std::process::id());
-    let cfg = tagged("h", "hang-on-call", &tag);
+/// keel running with the MCP server `h` of `cfg`, once the model's call to it is out.
+async fn calling(h: &Harness, cfg: &str) -> Live {
     let mut live = h.live_stream(
         "call it",
-        &["--mcp-config", &cfg, "--allowedTools", "mcp__h"],
+        &["--mcp-config", cfg, "--allowedTools", "mcp__h"],
         &[],
     );
     live.wait_for(Duration::from_secs(60), |f| {
         f["type"] == "assistant" && f["message"]["content"][0]["type"] == "tool_use"
     })
     .await;
+    live
+}
+
+#[tokio::test]
+async fn an_interrupt_during_an_mcp_call_ends_the_run_truthfully() {
+    let h = Harness::from_json(CALL_HANG).await;
+    let tag = format!("keel-test-{}-interrupt", std::process::id());
+    let cfg = tagged("h", "hang-on-call", &tag);
+    let live = calling(&h, &cfg).await;
     live.signal(2); // SIGINT
     let run = live.finish(Duration::from_secs(30)).await;
     run.assert_end("error_during_execution", true, "aborted_tools", 130);
@@ -935,15 +941,7 @@ async fn a_server_dies_with_keel_even_when_keel_is_killed() {
     let tag = format!("keel-test-{}-sigkill", std::process::id());
     // A server that would outlive its closed stdin: only keel's death signal stops it.
     let cfg = with_args("h", "hang-on-call", &["--tag", &tag, "--linger"]);
-    let mut live = h.live_stream(
-        "call it",
-        &["--mcp-config", &cfg, "--allowedTools", "mcp__h"],
-        &[],
-    );
-    live.wait_for(Duration::from_secs(60), |f| {
-        f["type"] == "assistant" && f["message"]["content"][0]["type"] == "tool_use"
-    })
-    .await;
+    let live = calling(&h, &cfg).await;
     let keel = live.child.id().map(|p| p as i32);
     let servers = || -> Vec<i32> {
         processes_matching(&tag)
