@@ -33,11 +33,11 @@ pub enum InputFormat {
     after_help = "Subcommands:\n  keel demo        run a complete session offline against a scripted model (no API key needed)\n  keel sessions    list this directory's sessions (--all for every directory)\n\nExit codes: 0 success, 1 error, 2 bad usage, 3 a limit was reached, 4 the API stayed unavailable, 130 interrupted.\nEnvironment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, KEEL_MAX_RETRIES, KEEL_RETRY_BUDGET_MS, KEEL_STREAM_IDLE_TIMEOUT_MS, KEEL_HOME, KEEL_FSYNC."
 )]
 pub struct Cli {
-    /// Run headless: print the answer and exit (keel has no interactive mode yet, so this is implied).
+    /// Run headless: print the answer and exit. Without it (and without --output-format or --input-format set to json/stream-json), keel starts its interactive UI on the terminal.
     #[arg(short = 'p', long = "print")]
     pub print: bool,
 
-    /// The prompt. Read from stdin when absent.
+    /// The prompt. With -p, read from stdin when absent; without -p, the interactive UI's first prompt.
     pub prompt: Option<String>,
 
     /// How to print the run.

@@ -81,10 +81,20 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let inputs = run::RunInputs {
-        env: Arc::new(|k: &str| std::env::var(k).ok()),
-        cwd,
-    };
+    let env: Arc<keel_core::Env> = Arc::new(|k: &str| std::env::var(k).ok());
+    if interactive(&cli) {
+        for notice in cli.compat.notices(cli.input_format) {
+            eprintln!("{notice}");
+        }
+        return keel_tui::run(keel_tui::Launch {
+            cwd,
+            env,
+            options: run::options(&cli),
+            prompt: cli.prompt.clone(),
+        })
+        .await;
+    }
+    let inputs = run::RunInputs { env, cwd };
     match run::run(cli, inputs).await {
         Ok(code) => code,
         Err(run::UsageError(msg)) => {
@@ -92,6 +102,15 @@ async fn dispatch(argv: Vec<String>) -> i32 {
             2
         }
     }
+}
+
+/// Without `-p`, and with neither format set to stream-json or json (what SDKs and scripts
+/// ask for), keel is interactive: the terminal UI, which says to use `-p` when there is no
+/// terminal.
+fn interactive(cli: &args::Cli) -> bool {
+    !cli.print
+        && cli.input_format == args::InputFormat::Text
+        && cli.output_format == args::OutputFormat::Text
 }
 
 /// A panic inside a turn is caught by the engine and reported as the turn's result, and one

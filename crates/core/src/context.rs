@@ -311,6 +311,11 @@ impl SessionContext {
         }]);
     }
 
+    /// The mode and rules in force now (what a front end lists for the user).
+    pub fn permission_rules(&self) -> PermissionConfig {
+        self.permissions(false)
+    }
+
     /// The mode and rules for one decision, with `plan_only` (a read-only agent type) on top.
     pub(crate) fn permissions(&self, plan_only: bool) -> PermissionConfig {
         let mut p = read(&self.live).permissions.clone();

@@ -28,7 +28,9 @@ const DEFAULT_SSE_ERROR_TEXT: &str = "keel-mock reply interrupted by an error ev
 
 /// Everything the request handlers share.
 pub(crate) struct Shared {
-    pub(crate) scenario: Scenario,
+    /// The scenario being replayed; a test may replace it while the server runs (see
+    /// [`crate::MockServer::replace_scenario`]). Locked after `cursor`, never before.
+    pub(crate) scenario: Mutex<std::sync::Arc<Scenario>>,
     pub(crate) cursor: Mutex<Cursor>,
     pub(crate) recorder: Recorder,
     pub(crate) ids: Counters,
@@ -213,16 +215,21 @@ fn decide(
         let a = error_answer(d, 400, "invalid_request_error", &msg, &r.request_id);
         return (None, Some(msg), a);
     }
-    let pick = shared
-        .cursor
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .pick(&shared.scenario, r.view);
+    let (scenario, pick) = {
+        let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        let scenario = shared
+            .scenario
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let pick = cursor.pick(&scenario, r.view);
+        (scenario, pick)
+    };
     match pick {
         Pick::Step(i) => (
             Some(i),
             None,
-            plan_step(shared, &shared.scenario.steps[i], r),
+            plan_step(shared, &scenario, &scenario.steps[i], r),
         ),
         Pick::Nothing(msg) => (
             None,
@@ -233,9 +240,8 @@ fn decide(
 }
 
 /// Turn a step into an answer for this request.
-fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
-    let model = shared
-        .scenario
+fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> Answer {
+    let model = scenario
         .model
         .clone()
         .or_else(|| r.body["model"].as_str().map(str::to_string))
@@ -364,7 +370,7 @@ fn plan_step(shared: &Shared, step: &Step, r: &Req<'_>) -> Answer {
                 },
                 Some(t) => {
                     let inner = match &t.kind {
-                        StepKind::Error { .. } => plan_step(shared, t, r).plan,
+                        StepKind::Error { .. } => plan_step(shared, scenario, t, r).plan,
                         _ => complete(reply::build(t, Some(step), &ctx), r),
                     };
                     Answer { wait, plan: inner }

@@ -86,7 +86,7 @@ impl MockServer {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             cursor: Mutex::new(Cursor::new(&cfg.scenario)),
-            scenario: cfg.scenario,
+            scenario: Mutex::new(Arc::new(cfg.scenario)),
             recorder,
             ids: Counters::default(),
             cache: crate::cache::PromptCache::default(),
@@ -116,6 +116,18 @@ impl MockServer {
     /// `http://HOST:PORT`, ready for `ANTHROPIC_BASE_URL`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Replay `scenario` from its first step for every request from now on (a test fixing the
+    /// server it made fail, say). Requests already being answered finish as they started.
+    pub fn replace_scenario(&self, scenario: Scenario) -> io::Result<()> {
+        scenario
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let mut cursor = self.shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        *cursor = Cursor::new(&scenario);
+        *self.shared.scenario.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(scenario);
+        Ok(())
     }
 
     /// Every request so far, in arrival order.

@@ -78,7 +78,10 @@ impl Tool for BashTool {
 }
 
 /// The timeout to use and, when the request was changed, a note saying so.
-fn effective_timeout(requested: Option<i64>, limits: &ToolLimits) -> (Duration, Option<String>) {
+pub fn effective_timeout(
+    requested: Option<i64>,
+    limits: &ToolLimits,
+) -> (Duration, Option<String>) {
     let max = limits.max_timeout;
     let default = limits.default_timeout.min(max);
     match requested {
@@ -172,12 +175,20 @@ impl Capture {
     }
 }
 
-async fn pump(mut pipe: impl AsyncRead + Unpin, capture: Capture) {
+async fn pump(
+    mut pipe: impl AsyncRead + Unpin,
+    capture: Capture,
+    mirror: Option<mpsc::Sender<Vec<u8>>>,
+) {
     let mut chunk = vec![0u8; 16 * 1024];
     loop {
         match pipe.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                if let Some(m) = &mirror {
+                    // A failed live log is only a lost copy: the output is still captured.
+                    let _ = m.send(chunk[..n].to_vec()).await;
+                }
                 if let Some((spill, bytes)) = capture.push(&chunk[..n]) {
                     // A failed file is reported by its writer; the output is still captured.
                     let _ = spill.send(bytes).await;
@@ -300,12 +311,16 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
         &cx.limits,
         spill_path(&cx.limits, &cx.tool_use_id, pid, "stderr"),
     );
+    // The live log's writer ends by itself once both readers are done with it.
+    let mirror = cx.limits.live_log.clone().map(SpillFile::create);
+    let sender = mirror.as_ref().map(SpillFile::sender);
+    drop(mirror);
     let mut readers = Vec::with_capacity(2);
     if let Some(pipe) = child.stdout.take() {
-        readers.push(tokio::spawn(pump(pipe, out.clone())));
+        readers.push(tokio::spawn(pump(pipe, out.clone(), sender.clone())));
     }
     if let Some(pipe) = child.stderr.take() {
-        readers.push(tokio::spawn(pump(pipe, err.clone())));
+        readers.push(tokio::spawn(pump(pipe, err.clone(), sender)));
     }
     // The supervisor may stay while background jobs of the group run: reap it whenever it ends.
     tokio::spawn(async move {

@@ -297,6 +297,10 @@ pub struct ToolLimits {
     pub search_threads: usize,
     /// The OS sandbox Bash commands run in, when enabled.
     pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
+    /// A file Bash copies its output into as it arrives (stdout and stderr, as they come), so
+    /// the output of a command can be followed while it runs — set per call for a command the
+    /// user may move to the background.
+    pub live_log: Option<PathBuf>,
 }
 
 impl Default for ToolLimits {
@@ -313,6 +317,7 @@ impl Default for ToolLimits {
             file_deadline: Duration::from_secs(120),
             search_threads: crate::walk::default_threads(),
             sandbox: None,
+            live_log: None,
         }
     }
 }

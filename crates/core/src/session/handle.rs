@@ -234,6 +234,14 @@ impl SessionHandle {
         self.ctx.tasks.kill(id, KilledBy::User).await
     }
 
+    /// Move every running foreground command that can be moved (Bash, in a session whose
+    /// front end enabled it with [`crate::tasks::TaskManager::enable_backgrounding`]) to the
+    /// background: each keeps running as a background task, its call answers the model with
+    /// the task id, and the turn goes on. Returns the ids of the calls asked to move.
+    pub fn background_running_calls(&self) -> Vec<String> {
+        self.ctx.tasks.move_to_background()
+    }
+
     /// Ids of the tool calls running right now.
     pub fn running_calls(&self) -> Vec<String> {
         self.turn

@@ -187,6 +187,9 @@ struct Task {
     token: CancelToken,
     kill_by: Mutex<Option<KilledBy>>,
     notified: AtomicBool,
+    /// Where its output goes while it runs, when not the default log (a command moved to the
+    /// background keeps writing the live log it started with).
+    log: Option<PathBuf>,
 }
 
 impl Task {
@@ -207,6 +210,11 @@ pub struct TaskManager {
     /// Set once the session ends: later endings are recorded and logged, not streamed (the
     /// run's `result` has already been sent and stays the last frame).
     closing: AtomicBool,
+    /// Whether a running foreground command may be moved to the background (an interactive
+    /// front end offers it; headless runs never do).
+    backgrounding: AtomicBool,
+    /// The foreground calls that can be moved to the background now, by tool_use id.
+    movable: Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
 }
 
 impl std::fmt::Debug for TaskManager {
@@ -226,7 +234,58 @@ impl TaskManager {
             next: AtomicU64::new(1),
             reserved: Mutex::default(),
             closing: AtomicBool::new(false),
+            backgrounding: AtomicBool::new(false),
+            movable: Mutex::default(),
         })
+    }
+
+    /// Let the user move running foreground commands to the background (an interactive front
+    /// end calls this once; see [`crate::SessionHandle::background_running_calls`]).
+    pub fn enable_backgrounding(&self) {
+        self.backgrounding.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether running foreground commands may be moved to the background.
+    pub fn backgrounding(&self) -> bool {
+        self.backgrounding.load(Ordering::Relaxed)
+    }
+
+    fn movable(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>
+    {
+        self.movable.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A foreground call that can be moved: `tx` fires when the user asks.
+    pub(crate) fn offer_move(&self, tool_use_id: &str, tx: tokio::sync::oneshot::Sender<()>) {
+        self.movable().insert(tool_use_id.to_owned(), tx);
+    }
+
+    /// The call ended (or moved): it can no longer be moved.
+    pub(crate) fn withdraw_move(&self, tool_use_id: &str) {
+        self.movable().remove(tool_use_id);
+    }
+
+    /// Ask every movable foreground call to move to the background; the ids of the calls asked.
+    pub fn move_to_background(&self) -> Vec<String> {
+        let asked: Vec<(String, tokio::sync::oneshot::Sender<()>)> =
+            self.movable().drain().collect();
+        asked
+            .into_iter()
+            .filter_map(|(id, tx)| tx.send(()).ok().map(|()| id))
+            .collect()
+    }
+
+    /// Whether one more task may start now.
+    pub(crate) fn has_room(&self) -> bool {
+        self.list().iter().filter(|t| t.running()).count() < MAX_RUNNING
+    }
+
+    /// A cancel token under the background root: the session's end stops what runs under it,
+    /// a turn's interrupt does not.
+    pub(crate) fn child_token(&self) -> CancelToken {
+        self.root.child()
     }
 
     fn list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Task>>> {
@@ -278,8 +337,26 @@ impl TaskManager {
         F: FnOnce(CancelToken) -> Fut,
         Fut: Future<Output = (TaskStatus, String)> + Send + 'static,
     {
-        let id = id.unwrap_or_else(|| self.next_id(&kind));
         let token = self.root.child();
+        let work = work(token.clone());
+        self.start(kind, description, id, token, None, work).await
+    }
+
+    /// Start a task from work already under way with `token` (a foreground command the user
+    /// moved to the background), whose output so far and from now on is in `log`.
+    pub(crate) async fn start<Fut>(
+        self: &Arc<Self>,
+        kind: TaskKind,
+        description: String,
+        id: Option<String>,
+        token: CancelToken,
+        log: Option<PathBuf>,
+        work: Fut,
+    ) -> Result<String, TaskError>
+    where
+        Fut: Future<Output = (TaskStatus, String)> + Send + 'static,
+    {
+        let id = id.unwrap_or_else(|| self.next_id(&kind));
         let (state, _) = watch::channel((TaskStatus::Running, String::new()));
         let task = Arc::new(Task {
             id: id.clone(),
@@ -289,6 +366,7 @@ impl TaskManager {
             token: token.clone(),
             kill_by: Mutex::new(None),
             notified: AtomicBool::new(false),
+            log,
         });
         self.admit(task.clone())?;
         let _ = self
@@ -301,7 +379,7 @@ impl TaskManager {
                 end: None,
             }))
             .await;
-        let handle = tokio::spawn(work(token));
+        let handle = tokio::spawn(work);
         let me = self.clone();
         tokio::spawn(async move {
             let (mut status, output) = match handle.await {
@@ -401,6 +479,15 @@ impl TaskManager {
         dir.join(format!("{id}.log"))
     }
 
+    /// Where a foreground command that may be moved to the background copies its output.
+    pub(crate) fn live_log_path(&self, tool_use_id: &str) -> PathBuf {
+        let safe: String = tool_use_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        self.log_path(&format!("call-{safe}"))
+    }
+
     /// The status and output of a task, waiting up to `timeout` for it to end when `block`.
     /// For a task still running, the output is what its log holds so far.
     pub async fn output(
@@ -421,7 +508,7 @@ impl TaskManager {
             task.notified.store(true, Ordering::Relaxed);
             return Ok((status, output));
         }
-        let log = self.log_path(id);
+        let log = task.log.clone().unwrap_or_else(|| self.log_path(id));
         let so_far = tokio::task::spawn_blocking(move || read_log(&log).unwrap_or_default())
             .await
             .unwrap_or_default();

@@ -222,6 +222,9 @@ impl Tool for BackgroundBash {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if !background {
+            if self.tasks.backgrounding() {
+                return Box::pin(self.movable(input, cx));
+            }
             return self.inner.call(input, cx);
         }
         Box::pin(async move {
@@ -302,6 +305,113 @@ impl Tool for BackgroundBash {
                 meta: Some(json!({"task_id": id, "backgroundTaskId": id})),
             }
         })
+    }
+}
+
+impl BackgroundBash {
+    /// A foreground command the user may move to the background while it runs. It runs under
+    /// a token of its own (a child of the background root, so the session's end still stops
+    /// it) and copies its output to a live log; this call enforces the timeout and passes the
+    /// turn's interrupt on. If the user moves it, it becomes a task that keeps its process
+    /// group, its token and its log, and the call answers at once with the task id.
+    async fn movable(&self, mut input: Value, cx: ToolContext) -> ToolOutcome {
+        let requested = input.get("timeout").and_then(Value::as_i64);
+        let (timeout, note) = keel_tools::bash::effective_timeout(requested, &cx.limits);
+        if let Some(o) = input.as_object_mut() {
+            o.remove("timeout");
+        }
+        let command = input
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let own = self.tasks.child_token();
+        let live_log = self.tasks.live_log_path(&cx.tool_use_id);
+        let mut limits = (*cx.limits).clone();
+        limits.default_timeout = Duration::from_secs(24 * 3600);
+        limits.max_timeout = limits.default_timeout;
+        limits.live_log = Some(live_log.clone());
+        let mut inner_cx = cx.clone();
+        inner_cx.cancel = own.clone();
+        inner_cx.limits = Arc::new(limits);
+        let inner = self.inner.clone();
+        let mut run = tokio::spawn(async move { inner.call(input, inner_cx).await });
+        let (tx, mut moved) = tokio::sync::oneshot::channel();
+        self.tasks.offer_move(&cx.tool_use_id, tx);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut offered = true;
+        let outcome = loop {
+            tokio::select! {
+                r = &mut run => break joined(r),
+                _ = cx.cancel.cancelled() => {
+                    own.cancel(cx.cancel.reason().unwrap_or(keel_protocol::CancelReason::UserInterrupted));
+                    break joined(run.await);
+                }
+                _ = &mut deadline => {
+                    own.cancel(keel_protocol::CancelReason::Timeout);
+                    break joined(run.await);
+                }
+                asked = &mut moved, if offered && self.tasks.has_room() => {
+                    if asked.is_err() {
+                        // The offer went away without a request: keep waiting without it.
+                        offered = false;
+                        continue;
+                    }
+                    self.tasks.withdraw_move(&cx.tool_use_id);
+                    let kind = TaskKind::Shell { command: command.clone() };
+                    let description = format!("shell `{}`", short(&command));
+                    let work = async move { task_end(joined(run.await)) };
+                    return match self
+                        .tasks
+                        .start(kind, description, None, own.clone(), Some(live_log.clone()), work)
+                        .await
+                    {
+                        Ok(id) => ToolOutcome::Ok {
+                            content: format!("The user moved this command to the background: it keeps running as background shell {id}. Read its output so far with TaskOutput(task_id: \"{id}\"), stop it with KillShell(shell_id: \"{id}\"). You will be told when it ends; go on with the task meanwhile."),
+                            meta: Some(json!({"task_id": id, "backgroundTaskId": id, "backgroundedByUser": true})),
+                        },
+                        Err(e) => {
+                            own.cancel(keel_protocol::CancelReason::Shutdown);
+                            ToolOutcome::failed(format!("The command could not be moved to the background ({e}), so it was stopped."))
+                        }
+                    };
+                }
+            }
+        };
+        self.tasks.withdraw_move(&cx.tool_use_id);
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(live_log)).await;
+        match (outcome, note) {
+            (ToolOutcome::Ok { mut content, meta }, Some(n)) => {
+                content.push('\n');
+                content.push_str(&n);
+                ToolOutcome::Ok { content, meta }
+            }
+            (o, _) => o,
+        }
+    }
+}
+
+fn joined(r: Result<ToolOutcome, tokio::task::JoinError>) -> ToolOutcome {
+    r.unwrap_or_else(|e| {
+        ToolOutcome::failed(format!(
+            "The command's worker died ({}).",
+            if e.is_panic() { "it panicked" } else { "it was cancelled" }
+        ))
+    })
+}
+
+/// How a command that ran as a task ended, and its output.
+fn task_end(outcome: ToolOutcome) -> (TaskStatus, String) {
+    match outcome {
+        ToolOutcome::Ok { content, .. } => (TaskStatus::Completed, content),
+        ToolOutcome::Failed { message, .. } => {
+            let why = message.lines().last().unwrap_or("").to_owned();
+            (TaskStatus::Failed(format!("the command failed: {why}")), message)
+        }
+        ToolOutcome::Stopped {
+            reason, partial, ..
+        } => (TaskStatus::Killed(KilledBy::from_reason(reason)), partial),
     }
 }
 

@@ -1,0 +1,521 @@
+//! The interactive loop: a session in its own task, the terminal's input, the session's
+//! events and questions, and a frame drawn at most every 16 ms when something changed.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event as TermEvent, EventStream};
+use futures_util::StreamExt;
+use keel_core::builder::keel_home;
+use keel_core::event::Emitted;
+use keel_core::transcript::Store;
+use keel_core::{Built, Env, SessionBuilder, SessionContext, SessionHandle, SessionOptions, TurnEnd};
+use keel_protocol::{ApiMessage, ContentBlock, MessageContent, Role};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::app::{Action, App, Listing};
+use crate::approve::{Question, TerminalApprover};
+use crate::editor::History;
+use crate::screen::Screen;
+use crate::view;
+
+/// The shortest time between two frames (60 per second at most).
+const FRAME: Duration = Duration::from_millis(16);
+/// How often a spinner or countdown is refreshed.
+const ANIMATE: Duration = Duration::from_millis(100);
+/// What the model is told when the user retries a turn whose tools had already run.
+pub const CONTINUE_AFTER_API_FAILURE: &str = "The model API failed before you could go on, and the user asked to retry. Continue from where you left off; the tool calls above ran and their results are final, so do not run them again.";
+
+/// What the interactive UI starts with.
+pub struct Launch {
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The environment.
+    pub env: Arc<Env>,
+    /// The session options from the flags.
+    pub options: SessionOptions,
+    /// A first prompt to send at once (`keel "prompt"`).
+    pub prompt: Option<String>,
+}
+
+enum Cmd {
+    Turn(Vec<ContentBlock>),
+    Retry,
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// A session running in its own task.
+struct Live {
+    cmds: mpsc::Sender<Cmd>,
+    events: mpsc::Receiver<Emitted>,
+    done: mpsc::Receiver<TurnEnd>,
+    handle: SessionHandle,
+    ctx: Arc<SessionContext>,
+}
+
+/// What a retry sends: nothing when the prompt never got an answer (it is sent again as it
+/// was), a continuation when the history ends with tool results.
+fn retry_content(last: Option<&ApiMessage>) -> Vec<ContentBlock> {
+    let has_results = |m: &ApiMessage| match &m.content {
+        MessageContent::Blocks(b) => b.iter().any(|b| matches!(b, ContentBlock::ToolResult(_))),
+        MessageContent::Text(_) => false,
+    };
+    match last {
+        Some(m) if m.role == Role::User && !has_results(m) => Vec::new(),
+        _ => vec![ContentBlock::text(CONTINUE_AFTER_API_FAILURE)],
+    }
+}
+
+fn start(built: Built) -> (Live, Vec<String>) {
+    let Built {
+        mut session,
+        events,
+        notices,
+    } = built;
+    let handle = session.handle();
+    let ctx = session.context().clone();
+    let (cmds, mut rx) = mpsc::channel::<Cmd>(4);
+    let (done_tx, done) = mpsc::channel(4);
+    tokio::spawn(async move {
+        while let Some(cmd) = rx.recv().await {
+            let content = match cmd {
+                Cmd::Turn(c) => c,
+                Cmd::Retry => {
+                    let last = session.history().messages().pop();
+                    retry_content(last.as_ref())
+                }
+                Cmd::Shutdown(ack) => {
+                    session.shutdown().await;
+                    drop(session);
+                    let _ = ack.send(());
+                    return;
+                }
+            };
+            let end = session.run_turn(content).await;
+            if done_tx.send(end).await.is_err() {
+                break;
+            }
+        }
+        session.shutdown().await;
+    });
+    (
+        Live {
+            cmds,
+            events,
+            done,
+            handle,
+            ctx,
+        },
+        notices,
+    )
+}
+
+/// Restores the terminal however the UI ends (a panic included).
+struct TermGuard;
+
+impl TermGuard {
+    fn enter() -> std::io::Result<Self> {
+        crossterm::terminal::enable_raw_mode()?;
+        let mut out = std::io::stdout();
+        crossterm::execute!(
+            out,
+            crossterm::event::EnableBracketedPaste,
+            crossterm::event::PushKeyboardEnhancementFlags(
+                crossterm::event::KeyboardEnhancementFlags::DISAMBIGUATE_ESCAPE_CODES
+            )
+        )?;
+        Ok(Self)
+    }
+}
+
+impl Drop for TermGuard {
+    fn drop(&mut self) {
+        let mut out = std::io::stdout();
+        let _ = crossterm::execute!(
+            out,
+            crossterm::event::PopKeyboardEnhancementFlags,
+            crossterm::event::DisableBracketedPaste
+        );
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
+}
+
+async fn build(
+    launch: &Launch,
+    options: SessionOptions,
+    tx: &mpsc::Sender<Question>,
+) -> Result<(Live, Vec<String>), (String, i32)> {
+    let mut options = options;
+    options.include_partial_messages = true;
+    let built = SessionBuilder::new(launch.cwd.clone())
+        .env(launch.env.clone())
+        .options(options)
+        .build()
+        .await
+        .map_err(|e| (e.to_string(), e.exit_code()))?;
+    let (live, notices) = start(built);
+    let approver = TerminalApprover::with_sender(tx.clone());
+    live.ctx.set_approver(Some(Arc::new(approver)));
+    live.ctx.tasks().enable_backgrounding();
+    Ok((live, notices))
+}
+
+fn idle_timeout(env: &Env) -> Duration {
+    env("KEEL_STREAM_IDLE_TIMEOUT_MS")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(45))
+}
+
+fn history_file(env: &Env, cwd: &std::path::Path) -> Option<PathBuf> {
+    let home = keel_home(env, cwd)?;
+    Some(
+        home.join("prompt-history")
+            .join(format!("{}.jsonl", keel_core::transcript::slug(cwd))),
+    )
+}
+
+fn refresh_status(app: &mut App, ctx: &SessionContext) {
+    app.status.model = ctx.model();
+    app.status.mode = ctx.permission_mode().as_str().to_owned();
+    app.status.cost_usd = ctx.spent_usd();
+    app.status.session_id = ctx.session_id().to_owned();
+    app.status.context_window = ctx.limits().context.context_window;
+}
+
+/// Run the interactive UI; returns the exit code.
+pub async fn run(launch: Launch) -> i32 {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        eprintln!("keel: the interactive UI needs a terminal on stdin and stdout. To run without one, use `keel -p \"PROMPT\"` (or pipe the prompt: `echo PROMPT | keel -p`).");
+        return 2;
+    }
+    let (q_tx, mut questions) = mpsc::channel::<Question>(16);
+    let (mut live, notices) = match build(&launch, launch.options.clone(), &q_tx).await {
+        Ok(l) => l,
+        Err((msg, code)) => {
+            eprintln!("{msg}");
+            return code;
+        }
+    };
+    let (width, height) = crossterm::terminal::size().unwrap_or((80, 24));
+    let _guard = match TermGuard::enter() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("keel: cannot set up the terminal: {e}");
+            return 1;
+        }
+    };
+    let colour = launch.env.as_ref()("NO_COLOR").is_none();
+    let mut screen = Screen::new(std::io::stdout(), width, colour);
+    let mut height = height;
+    let mut app = App::new(
+        launch.cwd.clone(),
+        History::load(history_file(&*launch.env, &launch.cwd)),
+    );
+    app.idle_timeout = idle_timeout(&*launch.env);
+    app.in_tmux = launch.env.as_ref()("TMUX").is_some();
+    refresh_status(&mut app, &live.ctx);
+    app.commit(welcome(&app, &launch.cwd));
+    for n in notices {
+        app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
+    }
+    let mut actions = Vec::new();
+    if let Some(p) = launch.prompt.clone().filter(|p| !p.trim().is_empty()) {
+        app.editor.set_text(&p);
+        actions.extend(app.on_key(crossterm::event::KeyEvent::from(
+            crossterm::event::KeyCode::Enter,
+        )));
+    }
+    let (r_tx, mut receipts) = mpsc::channel::<usize>(4);
+    let mut input = EventStream::new();
+    let mut last_draw = Instant::now() - FRAME;
+    let mut exiting = false;
+    let code = 'run: loop {
+        for a in std::mem::take(&mut actions) {
+            match a {
+                Action::Turn(content) => {
+                    if live.cmds.send(Cmd::Turn(content)).await.is_err() {
+                        app.say("The session has stopped; start keel again.", Style::new().fg(Color::Red));
+                        app.running = None;
+                    }
+                }
+                Action::Retry => {
+                    let _ = live.cmds.send(Cmd::Retry).await;
+                }
+                Action::Interrupt => {
+                    let h = live.handle.clone();
+                    let tx = r_tx.clone();
+                    tokio::spawn(async move {
+                        let r = h.interrupt().await;
+                        let _ = tx.send(r.processes_killed).await;
+                    });
+                }
+                Action::Background => {
+                    let moved = live.handle.background_running_calls();
+                    if moved.is_empty() {
+                        app.notice = Some("Nothing to move to the background".into());
+                    }
+                }
+                Action::SetMode(m) => {
+                    live.ctx.set_permission_mode(m);
+                    app.notice = Some(format!("permission mode: {}", m.as_str()));
+                }
+                Action::SetModel(m) => live.ctx.set_model(m),
+                Action::Show(what) => {
+                    let lines = listing(&live.ctx, what);
+                    app.commit(lines);
+                }
+                Action::ResumePicker => {
+                    let items = sessions(&*launch.env, &launch.cwd, live.ctx.session_id());
+                    app.pick(items);
+                }
+                Action::Clear | Action::Resume(_) => {
+                    let mut options = launch.options.clone();
+                    options.continue_session = false;
+                    options.fork_session = false;
+                    options.session_id = None;
+                    options.resume = match &a {
+                        Action::Resume(id) => Some(id.clone()),
+                        _ => None,
+                    };
+                    match build(&launch, options, &q_tx).await {
+                        Ok((next, notices)) => {
+                            let old = std::mem::replace(&mut live, next);
+                            shutdown(old).await;
+                            for n in notices {
+                                app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
+                            }
+                            if let Action::Resume(id) = &a {
+                                app.say(format!("✻ Resumed session {id}"), Style::new().fg(Color::DarkGray));
+                            }
+                            app.prompted_retries = 0;
+                        }
+                        Err((msg, _)) => app.say(msg, Style::new().fg(Color::Red)),
+                    }
+                }
+                Action::Exit => {
+                    if app.running.is_some() {
+                        let r = live.handle.interrupt().await;
+                        app.interrupted(r.processes_killed);
+                        while let Ok(e) = live.events.try_recv() {
+                            app.on_event(&e);
+                        }
+                        if let Ok(end) = live.done.try_recv() {
+                            app.turn_ended(&end);
+                        }
+                    }
+                    exiting = true;
+                }
+            }
+        }
+        refresh_status(&mut app, &live.ctx);
+        app.prune_approvals();
+        let now = Instant::now();
+        if app.dirty && now >= last_draw + FRAME || exiting {
+            let frame = view::frame(&app, screen.width(), height.saturating_sub(1).max(3), now);
+            let committed = app.take_committed();
+            if screen.draw(&committed, &frame).is_err() {
+                break 'run 1;
+            }
+            app.dirty = false;
+            last_draw = now;
+        }
+        if exiting {
+            break 'run 0;
+        }
+        let wake = if app.dirty {
+            last_draw + FRAME
+        } else if app.animating() || app.retry.is_some() {
+            last_draw + ANIMATE
+        } else {
+            now + Duration::from_secs(3600)
+        };
+        tokio::select! {
+            ev = input.next() => match ev {
+                Some(Ok(TermEvent::Key(k))) => actions.extend(app.on_key(k)),
+                Some(Ok(TermEvent::Paste(text))) => app.on_paste(&text),
+                Some(Ok(TermEvent::Resize(w, h))) => {
+                    screen.resize(w);
+                    height = h;
+                    app.dirty = true;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => {
+                    // The terminal is gone: save and leave.
+                    actions.push(Action::Exit);
+                }
+            },
+            Some(e) = live.events.recv() => {
+                app.on_event(&e);
+                // Take what else is waiting in one go: one frame for a burst of events.
+                while let Ok(e) = live.events.try_recv() {
+                    app.on_event(&e);
+                }
+            }
+            Some(end) = live.done.recv() => {
+                while let Ok(e) = live.events.try_recv() {
+                    app.on_event(&e);
+                }
+                actions.extend(app.turn_ended(&end));
+            }
+            Some((req, reply)) = questions.recv() => app.ask(req, reply),
+            Some(n) = receipts.recv() => app.interrupted(n),
+            _ = tokio::time::sleep_until(wake.into()) => {
+                if app.animating() || app.retry.is_some() {
+                    app.dirty = true;
+                }
+            }
+        }
+    };
+    let _ = screen.finish(true);
+    let id = live.ctx.session_id().to_owned();
+    let persisted = live.ctx.transcript_path().is_some();
+    shutdown(live).await;
+    drop(_guard);
+    if persisted {
+        println!("Session saved. Resume it with: keel --resume {id}");
+    }
+    code
+}
+
+async fn shutdown(live: Live) {
+    let (ack, wait) = oneshot::channel();
+    let Live {
+        cmds, mut events, ..
+    } = live;
+    if cmds.send(Cmd::Shutdown(ack)).await.is_ok() {
+        // Drain the events the shutdown emits, so the session never waits on a full channel.
+        let drain = async { while events.recv().await.is_some() {} };
+        let _ = tokio::time::timeout(Duration::from_secs(15), async {
+            tokio::join!(drain, async {
+                let _ = wait.await;
+            })
+        })
+        .await;
+    }
+}
+
+fn welcome(app: &App, cwd: &std::path::Path) -> Vec<Line<'static>> {
+    vec![
+        Line::from(vec![
+            Span::styled("keel ", Style::new().add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!("{} · {} · {}", keel_core::KEEL_VERSION, app.status.model, cwd.display()),
+                Style::new().fg(Color::DarkGray),
+            ),
+        ]),
+        Line::styled(
+            "Enter sends · Esc stops a turn · /help for keys and commands · Ctrl+C twice exits",
+            Style::new().fg(Color::DarkGray),
+        ),
+    ]
+}
+
+fn listing(ctx: &SessionContext, what: Listing) -> Vec<Line<'static>> {
+    let dim = Style::new().fg(Color::DarkGray);
+    let mut out = Vec::new();
+    match what {
+        Listing::Permissions => {
+            let p = ctx.permission_rules();
+            out.push(Line::raw(format!("Permission mode: {}", p.mode.as_str())));
+            for (label, rules) in [("allow", &p.allow), ("ask", &p.ask), ("deny", &p.deny)] {
+                if rules.is_empty() {
+                    out.push(Line::styled(format!("  {label}: (none)"), dim));
+                }
+                for r in rules {
+                    out.push(Line::raw(format!("  {label}: {}", r.text())));
+                }
+            }
+            out.push(Line::styled(
+                "  Rules come from the settings files and the flags; \"don't ask again\" adds to .claude/settings.local.json.",
+                dim,
+            ));
+        }
+        Listing::Agents => {
+            let names = ctx.agent_names();
+            out.push(Line::raw(format!("Agents the Task tool can start: {}", names.join(", "))));
+        }
+        Listing::Tasks => {
+            let tasks = ctx.tasks().statuses();
+            if tasks.is_empty() {
+                out.push(Line::styled("No background tasks.", dim));
+            }
+            for (id, status) in tasks {
+                out.push(Line::raw(format!("  {id}: {}", status.describe())));
+            }
+        }
+    }
+    out
+}
+
+fn sessions(env: &Env, cwd: &std::path::Path, current: &str) -> Vec<(String, String)> {
+    let Some(home) = keel_home(env, cwd) else {
+        return Vec::new();
+    };
+    Store::new(home)
+        .list(Some(cwd))
+        .into_iter()
+        .filter(|s| s.session_id != current)
+        .take(50)
+        .map(|s| {
+            let when = chrono_like(s.last_activity);
+            let prompt = s
+                .first_prompt
+                .as_deref()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect::<String>();
+            let label = format!(
+                "{}  {when}  {} messages  {prompt}",
+                &s.session_id[..s.session_id.len().min(8)],
+                s.messages
+            );
+            (s.session_id, label)
+        })
+        .collect()
+}
+
+fn chrono_like(t: std::time::SystemTime) -> String {
+    match t.elapsed() {
+        Ok(d) if d.as_secs() < 60 => "just now".into(),
+        Ok(d) if d.as_secs() < 3600 => format!("{}m ago", d.as_secs() / 60),
+        Ok(d) if d.as_secs() < 86_400 => format!("{}h ago", d.as_secs() / 3600),
+        Ok(d) => format!("{}d ago", d.as_secs() / 86_400),
+        Err(_) => "now".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_protocol::ToolResultBlock;
+
+    #[test]
+    fn a_retry_resends_an_unanswered_prompt_and_continues_after_tool_results() {
+        let prompt = ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(vec![ContentBlock::text("hello")]),
+        };
+        assert!(retry_content(Some(&prompt)).is_empty());
+        let results = ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(vec![ContentBlock::ToolResult(ToolResultBlock {
+                tool_use_id: "t1".into(),
+                content: Default::default(),
+                is_error: None,
+                extra: Default::default(),
+            })]),
+        };
+        let c = retry_content(Some(&results));
+        assert_eq!(c, vec![ContentBlock::text(CONTINUE_AFTER_API_FAILURE)]);
+    }
+}

@@ -1,0 +1,358 @@
+//! The live area: everything below the scrollback that is redrawn while it changes — the
+//! streaming tail, running calls, background tasks, retry countdown, spinner, queued prompts,
+//! the input box (or the question in its place) and the status line.
+
+use std::time::Instant;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Paragraph, Widget};
+use unicode_width::UnicodeWidthStr;
+
+use crate::app::{can_background, summary, App, Modal, MAX_PROMPTED_RETRIES};
+
+const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+/// Most rows of the input box before it scrolls.
+const INPUT_ROWS: usize = 8;
+/// Silence from the model before the live area says keel is waiting on it.
+const STALL_HINT_SECS: u64 = 10;
+
+/// The live area for one frame: its lines and where the cursor goes (row, column).
+pub struct Frame {
+    /// The lines, top to bottom.
+    pub lines: Vec<Line<'static>>,
+    /// The cursor's row and column, when the input box has it.
+    pub cursor: Option<(u16, u16)>,
+}
+
+fn dim() -> Style {
+    Style::new().fg(Color::DarkGray)
+}
+
+fn secs(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn tokens(n: u64) -> String {
+    if n >= 1000 {
+        format!("{:.1}k", n as f64 / 1000.0)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Build the live area for `width` columns at `now`, at most `max_rows` rows (the input box and
+/// status line are kept; what is above them is cut from the top).
+pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
+    let mut top: Vec<Line<'static>> = Vec::new();
+    top.extend(app.stream_tail());
+    let bg_hint = if app.in_tmux {
+        "ctrl+b ctrl+b to background"
+    } else {
+        "ctrl+b to background"
+    };
+    for t in &app.tools {
+        let mut spans = vec![
+            Span::styled("● ", Style::new().fg(Color::Cyan)),
+            Span::styled(t.name.clone(), Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(format!("({})", summary(&t.name, &t.input))),
+            Span::styled(
+                format!(" · {}", secs(now.saturating_duration_since(t.started))),
+                dim(),
+            ),
+        ];
+        if can_background(&t.name) {
+            spans.push(Span::styled(format!(" · {bg_hint}"), dim()));
+        }
+        top.push(Line::from(spans));
+        if let Some(a) = &t.activity {
+            top.push(Line::styled(format!("  ⎿ {a}"), dim()));
+        }
+    }
+    for t in app.tasks.iter().take(3) {
+        top.push(Line::from(vec![
+            Span::styled("◇ ", Style::new().fg(Color::Blue)),
+            Span::raw(format!("{} ", t.id)),
+            Span::styled(
+                format!(
+                    "{} · running {}",
+                    t.description,
+                    secs(now.saturating_duration_since(t.started))
+                ),
+                dim(),
+            ),
+        ]));
+    }
+    if app.tasks.len() > 3 {
+        top.push(Line::styled(
+            format!("◇ … {} more background tasks (/tasks)", app.tasks.len() - 3),
+            dim(),
+        ));
+    }
+    if let Some(r) = &app.retry {
+        let left = r.until.saturating_duration_since(now);
+        let what = match r.status {
+            Some(s) => format!("API error {s} ({})", r.label),
+            None => format!("API error ({})", r.label),
+        };
+        top.push(Line::from(vec![
+            Span::styled("  ⎿ ", dim()),
+            Span::styled(what, Style::new().fg(Color::Red)),
+            Span::raw(format!(
+                " · retrying in {}s (attempt {}/{})",
+                left.as_secs() + u64::from(left.subsec_millis() > 0),
+                r.attempt,
+                r.max
+            )),
+        ]));
+    }
+    if let Some(run) = &app.running {
+        let quiet = now.saturating_duration_since(run.last_model);
+        if run.thinking && app.retry.is_none() && quiet.as_secs() >= STALL_HINT_SECS {
+            let left = app.idle_timeout.saturating_sub(quiet);
+            top.push(Line::styled(
+                format!(
+                    "  ⎿ Waiting for the model: nothing for {} · keel gives up on this reply in {} and retries",
+                    secs(quiet),
+                    secs(left)
+                ),
+                Style::new().fg(Color::Yellow),
+            ));
+        }
+        let verb = if run.interrupting {
+            "Stopping…"
+        } else if run.thinking {
+            "Thinking…"
+        } else {
+            "Working…"
+        };
+        let mut detail = vec![secs(now.saturating_duration_since(run.started))];
+        if run.tokens > 0 {
+            detail.push(format!("↓ {} tokens", tokens(run.tokens)));
+        }
+        if !run.interrupting {
+            detail.push("esc to interrupt".into());
+        }
+        let tick = (now.saturating_duration_since(run.started).as_millis() / 100) as usize;
+        top.push(Line::from(vec![
+            Span::styled(
+                format!("{} ", SPINNER[tick % SPINNER.len()]),
+                Style::new().fg(Color::Magenta),
+            ),
+            Span::styled(verb, Style::new().fg(Color::Magenta)),
+            Span::styled(format!(" ({})", detail.join(" · ")), dim()),
+        ]));
+    }
+    for q in &app.queued {
+        let one = q.lines().next().unwrap_or("");
+        top.push(Line::from(vec![
+            Span::styled("⧗ queued: ", Style::new().fg(Color::Blue)),
+            Span::raw(one.chars().take(200).collect::<String>()),
+        ]));
+    }
+
+    let rule = Line::styled("─".repeat(width as usize), dim());
+    let mut bottom: Vec<Line<'static>> = vec![rule.clone()];
+    let mut cursor = None;
+    if let Some(a) = app.approvals.front() {
+        bottom.extend(approval_lines(app, a));
+        if let Some(reason) = &a.reason {
+            bottom.push(Line::from(vec![
+                Span::styled("  Tell keel what to do instead (Enter to send, Esc to go back): ", dim()),
+            ]));
+            let row = bottom.len() as u16;
+            bottom.push(Line::raw(format!("  > {reason}")));
+            cursor = Some((row, (4 + reason.width()) as u16));
+        }
+    } else if let Some(m) = &app.modal {
+        match m {
+            Modal::Retry { error, next } => {
+                bottom.push(Line::styled(
+                    format!(
+                        "The API is still failing: {}",
+                        error.lines().next().unwrap_or("")
+                    ),
+                    Style::new().fg(Color::Red),
+                ));
+                bottom.push(Line::raw(format!(
+                    "Retry now? This continues the same session (try {next} of {MAX_PROMPTED_RETRIES})."
+                )));
+                bottom.push(Line::from(vec![
+                    Span::styled("❯ 1. Yes", Style::new().fg(Color::Cyan)),
+                    Span::styled("  (Enter/y)   ", dim()),
+                    Span::raw("2. No"),
+                    Span::styled("  (Esc/n)", dim()),
+                ]));
+            }
+            Modal::Picker { items, selected } => {
+                bottom.push(Line::styled(
+                    "Resume which session? (↑/↓, Enter, Esc)",
+                    Style::new().add_modifier(Modifier::BOLD),
+                ));
+                let start = selected.saturating_sub(7);
+                for (i, (_, label)) in items.iter().enumerate().skip(start).take(8) {
+                    let style = if i == *selected {
+                        Style::new().fg(Color::Cyan)
+                    } else {
+                        Style::new()
+                    };
+                    let mark = if i == *selected { "❯ " } else { "  " };
+                    bottom.push(Line::styled(format!("{mark}{label}"), style));
+                }
+            }
+        }
+    } else {
+        let lines = app.editor.lines();
+        let (row, col) = app.editor.cursor();
+        let first = row.saturating_sub(INPUT_ROWS - 1);
+        for (i, l) in lines.iter().enumerate().skip(first).take(INPUT_ROWS) {
+            let mark = if i == 0 { "> " } else { "  " };
+            if i == row {
+                let before: String = l.chars().take(col).collect();
+                cursor = Some((bottom.len() as u16, (2 + before.width()) as u16));
+            }
+            bottom.push(Line::from(vec![
+                Span::styled(mark, dim()),
+                Span::raw(l.clone()),
+            ]));
+        }
+    }
+    bottom.push(rule);
+    bottom.push(status_line(app));
+
+    // Keep the bottom whole; cut what is above it from the top when the screen is short.
+    let room = (max_rows as usize).saturating_sub(bottom.len());
+    if top.len() > room {
+        let cut = top.len() - room;
+        top.drain(..cut);
+    }
+    let offset = top.len() as u16;
+    let mut lines = top;
+    lines.extend(bottom);
+    Frame {
+        lines,
+        cursor: cursor.map(|(r, c)| (r + offset, c.min(width.saturating_sub(1)))),
+    }
+}
+
+fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'static>> {
+    let req = &a.req;
+    let mut out = vec![Line::styled(
+        format!("Allow {}?", req.tool_name),
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    let input = &req.input;
+    match req.tool_name.as_str() {
+        "Bash" => {
+            for l in input["command"].as_str().unwrap_or("").lines().take(6) {
+                out.push(Line::styled(format!("  $ {l}"), Style::new().fg(Color::Cyan)));
+            }
+            if let Some(d) = &req.description {
+                out.push(Line::styled(format!("  {d}"), dim()));
+            }
+        }
+        "Edit" => {
+            out.push(Line::raw(format!(
+                "  {}",
+                input["file_path"].as_str().unwrap_or("")
+            )));
+            let diff = crate::app::diff_lines(
+                input["old_string"].as_str().unwrap_or(""),
+                input["new_string"].as_str().unwrap_or(""),
+            );
+            out.extend(diff.into_iter().take(12));
+        }
+        "Write" => {
+            let content = input["content"].as_str().unwrap_or("");
+            out.push(Line::raw(format!(
+                "  {} ({} lines)",
+                input["file_path"].as_str().unwrap_or(""),
+                content.lines().count()
+            )));
+            out.extend(crate::app::diff_lines("", content).into_iter().take(8));
+        }
+        _ => out.push(Line::raw(format!("  {}", summary(&req.tool_name, input)))),
+    }
+    if let Some(r) = &req.reason {
+        out.push(Line::styled(format!("  ({r})"), dim()));
+    }
+    let mut opts = vec![(0usize, "1. Yes".to_owned())];
+    if !a.rules.is_empty() {
+        opts.push((
+            1,
+            format!(
+                "2. Yes, and don't ask again for {} (saved in .claude/settings.local.json)",
+                a.rules.join(", ")
+            ),
+        ));
+    }
+    let n = opts.len() + 1;
+    opts.push((2, format!("{n}. No, and tell keel what to do instead")));
+    for (k, label) in opts {
+        let sel = k == a.selected;
+        out.push(Line::styled(
+            format!("{}{label}", if sel { "❯ " } else { "  " }),
+            if sel {
+                Style::new().fg(Color::Cyan)
+            } else {
+                Style::new()
+            },
+        ));
+    }
+    if app.approvals.len() > 1 {
+        out.push(Line::styled(
+            format!("  ({} more waiting)", app.approvals.len() - 1),
+            dim(),
+        ));
+    }
+    out.push(Line::styled("  Esc: no, and stop the turn", dim()));
+    out
+}
+
+fn status_line(app: &App) -> Line<'static> {
+    let s = &app.status;
+    let mut parts = vec![Span::styled(s.model.clone(), Style::new().fg(Color::Cyan))];
+    let mode_style = match s.mode.as_str() {
+        "acceptEdits" => Style::new().fg(Color::Green),
+        "plan" => Style::new().fg(Color::Blue),
+        "bypassPermissions" => Style::new().fg(Color::Red),
+        _ => dim(),
+    };
+    parts.push(Span::styled(" · ", dim()));
+    parts.push(Span::styled(s.mode.clone(), mode_style));
+    parts.push(Span::styled(format!(" · ${:.4}", s.cost_usd), dim()));
+    if let Some(window) = s.context_window.filter(|w| *w > 0) {
+        let pct = (s.context_tokens.saturating_mul(100) / window).min(100);
+        let style = if pct >= 80 {
+            Style::new().fg(Color::Yellow)
+        } else {
+            dim()
+        };
+        parts.push(Span::styled(format!(" · context {pct}%"), style));
+    }
+    if let Some(n) = &app.notice {
+        parts.push(Span::styled(format!(" · {n}"), Style::new().fg(Color::Yellow)));
+    } else {
+        parts.push(Span::styled(" · shift+tab mode · /help", dim()));
+    }
+    Line::from(parts)
+}
+
+/// The live area as a ratatui widget (what the snapshot tests render).
+pub struct LiveArea<'a> {
+    /// The lines.
+    pub lines: &'a [Line<'static>],
+}
+
+impl Widget for LiveArea<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        Paragraph::new(Text::from(self.lines.to_vec())).render(area, buf);
+    }
+}
