@@ -126,7 +126,11 @@ impl MockServer {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut cursor = self.shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
         *cursor = Cursor::new(&scenario);
-        *self.shared.scenario.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(scenario);
+        *self
+            .shared
+            .scenario
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Arc::new(scenario);
         Ok(())
     }
 

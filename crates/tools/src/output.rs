@@ -301,6 +301,14 @@ fn write_spill(path: PathBuf, mut rx: mpsc::Receiver<Vec<u8>>) -> SpillReport {
             return report;
         }
         report.written += bytes.len() as u64;
+        // Nothing more waiting: write out what is buffered, so a reader following the file
+        // (a command's live log) sees the output as it comes, not at the end.
+        if rx.is_empty() {
+            if let Err(e) = file.flush() {
+                report.error = Some(e.to_string());
+                return report;
+            }
+        }
     }
     if let Err(e) = file.flush() {
         report.error = Some(e.to_string());

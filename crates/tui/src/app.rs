@@ -371,20 +371,12 @@ impl App {
                 return Vec::new();
             }
             TurnEnd::ApiFailed { .. } => {
-                let status = end.api_error_status();
-                let advice = match status {
-                    Some(401) => "Check your API key (ANTHROPIC_API_KEY, or OPENAI_API_KEY for OpenAI models): the API did not accept it.",
-                    Some(403) => "Your API key is not allowed to do this: check its permissions and the model.",
-                    Some(404) => "The model or endpoint was not found: check the model name (/model) and the base URL.",
-                    Some(413) => "The request is too large: /compact the conversation or send less at once.",
-                    Some(400) => "The API refused the request as it was made; retrying would not change that.",
-                    _ => "This error is permanent: retrying would not help.",
-                };
+                // Permanent: never offered a retry. The engine's text says what to fix (the
+                // key, the model, the request's size).
                 self.say(
-                    format!("  ⎿ {}", first_line(&end.result_text())),
+                    format!("  ⎿ {}", end.result_text()),
                     Style::new().fg(Color::Red),
                 );
-                self.say(format!("    {advice}"), Style::new().fg(Color::Yellow));
             }
             other => {
                 self.say(
@@ -408,10 +400,7 @@ impl App {
     /// The interrupt's receipt came back.
     pub fn interrupted(&mut self, processes_killed: usize) {
         if processes_killed > 0 {
-            self.say(
-                format!("  ⎿ stopped {processes_killed} process group(s)"),
-                dim(),
-            );
+            self.say(format!("  ⎿ stopped {processes_killed} process(es)"), dim());
         }
     }
 
@@ -502,8 +491,14 @@ impl App {
     fn subagent_event(&mut self, parent: &str, e: &Event) {
         let activity = match e {
             Event::Assistant { message, .. } => message.content.iter().find_map(|b| match b {
-                ContentBlock::ToolUse(t) => Some(format!("{}({})", t.name, summary(&t.name, &t.input))),
-                ContentBlock::Text(t) => t.text.lines().find(|l| !l.trim().is_empty()).map(str::to_owned),
+                ContentBlock::ToolUse(t) => {
+                    Some(format!("{}({})", t.name, summary(&t.name, &t.input)))
+                }
+                ContentBlock::Text(t) => t
+                    .text
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .map(str::to_owned),
                 _ => None,
             }),
             _ => None,
@@ -524,10 +519,14 @@ impl App {
                 self.stream = None;
                 self.retry = None;
                 let u = &raw["message"]["usage"];
-                let tokens = ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"]
-                    .iter()
-                    .filter_map(|k| u[*k].as_u64())
-                    .sum::<u64>();
+                let tokens = [
+                    "input_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                ]
+                .iter()
+                .filter_map(|k| u[*k].as_u64())
+                .sum::<u64>();
                 if tokens > 0 {
                     self.status.context_tokens = tokens;
                 }
@@ -547,9 +546,10 @@ impl App {
                 }
             }
             "message_delta" => {
-                if let (Some(n), Some(r)) =
-                    (raw["usage"]["output_tokens"].as_u64(), self.running.as_mut())
-                {
+                if let (Some(n), Some(r)) = (
+                    raw["usage"]["output_tokens"].as_u64(),
+                    self.running.as_mut(),
+                ) {
                     r.tokens = n;
                 }
             }
@@ -617,6 +617,12 @@ impl App {
             return;
         };
         let view = self.tools.remove(pos);
+        if r.detail
+            .as_ref()
+            .is_some_and(|d| d["backgroundedByUser"] == true)
+        {
+            self.notice = None;
+        }
         let lines = render_result(&view, r);
         self.commit(lines);
         if self.tools.is_empty() {
@@ -1021,7 +1027,10 @@ impl App {
             "resume" if !busy => vec![Action::Resume(args.to_owned())],
             "compact" if !busy => self.start_prompt(shown, format!("/{cmd}")),
             "clear" | "new" | "resume" | "compact" => {
-                self.say(format!("/{name} waits until the turn ends (ESC stops it)."), dim());
+                self.say(
+                    format!("/{name} waits until the turn ends (ESC stops it)."),
+                    dim(),
+                );
                 Vec::new()
             }
             _ => match custom_command(&self.cwd, name) {
@@ -1128,9 +1137,12 @@ pub fn save_rules(cwd: &std::path::Path, rules: &[String]) -> Result<PathBuf, St
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
-    let obj = root
-        .as_object_mut()
-        .ok_or_else(|| format!("{} is not a JSON object; it was left as it is", path.display()))?;
+    let obj = root.as_object_mut().ok_or_else(|| {
+        format!(
+            "{} is not a JSON object; it was left as it is",
+            path.display()
+        )
+    })?;
     let perms = obj
         .entry("permissions")
         .or_insert_with(|| serde_json::json!({}));
@@ -1154,7 +1166,10 @@ pub fn save_rules(cwd: &std::path::Path, rules: &[String]) -> Result<PathBuf, St
             allow.push(Value::String(r.clone()));
         }
     }
-    let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let dir = path
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let body = serde_json::to_string_pretty(&root).map_err(|e| e.to_string())? + "\n";
     let tmp = dir.join(format!(".settings.local.json.{}.tmp", std::process::id()));
@@ -1207,20 +1222,22 @@ fn tool_header(t: &ToolView, colour: Color) -> Line<'static> {
 
 fn result_text(block: &ContentBlock) -> (String, bool) {
     match block {
-        ContentBlock::ToolResult(r) => {
-            (r.content.as_text(), r.is_error.unwrap_or(false))
-        }
+        ContentBlock::ToolResult(r) => (r.content.as_text(), r.is_error.unwrap_or(false)),
         _ => (String::new(), false),
     }
 }
 
 /// Head and tail of an output, the middle collapsed.
 pub fn collapse(text: &str, style: Style) -> Vec<Line<'static>> {
+    collapse_with(text, style, "  ⎿ ")
+}
+
+fn collapse_with(text: &str, style: Style, first_mark: &'static str) -> Vec<Line<'static>> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let row = |l: &str, first: bool| {
         Line::from(vec![
-            Span::styled(if first { "  ⎿ " } else { "    " }, dim()),
+            Span::styled(if first { first_mark } else { "    " }, dim()),
             Span::styled(l.chars().take(400).collect::<String>(), style),
         ])
     };
@@ -1272,7 +1289,7 @@ pub fn render_result(view: &ToolView, r: &ToolResultEvent) -> Vec<Line<'static>>
             if partial.trim().is_empty() {
                 out.push(Line::styled("    (no output)", dim()));
             } else {
-                out.extend(collapse(&partial, Style::new()).into_iter().map(indent_more));
+                out.extend(collapse_with(&partial, Style::new(), "    "));
             }
         }
         CallMeta::NotRun(kind) => {
@@ -1281,7 +1298,9 @@ pub fn render_result(view: &ToolView, r: &ToolResultEvent) -> Vec<Line<'static>>
                 NonExecution::Rejected | NonExecution::Interrupted => {
                     "not run: the turn was stopped before it started".to_owned()
                 }
-                NonExecution::CutOff => "not run: the reply was cut off while writing it".to_owned(),
+                NonExecution::CutOff => {
+                    "not run: the reply was cut off while writing it".to_owned()
+                }
                 NonExecution::Budget => "not run: the budget ran out".to_owned(),
                 other => format!("not run ({})", other.as_str()),
             };
@@ -1297,6 +1316,24 @@ pub fn render_result(view: &ToolView, r: &ToolResultEvent) -> Vec<Line<'static>>
             out.push(Line::styled(
                 format!("  ⎿ {by}: {}", first_line(&text)),
                 Style::new().fg(Color::Yellow),
+            ));
+        }
+        _ if r
+            .detail
+            .as_ref()
+            .is_some_and(|d| d["backgroundedByUser"] == true) =>
+        {
+            out = vec![tool_header(view, Color::Blue)];
+            let id = r
+                .detail
+                .as_ref()
+                .and_then(|d| d["task_id"].as_str())
+                .unwrap_or("?");
+            out.push(Line::styled(
+                format!(
+                    "  ⎿ moved to the background as {id} after {secs}s; the turn goes on (/tasks)"
+                ),
+                dim(),
             ));
         }
         _ if is_error => {
@@ -1328,11 +1365,6 @@ pub fn render_result(view: &ToolView, r: &ToolResultEvent) -> Vec<Line<'static>>
         }
     }
     out
-}
-
-fn indent_more(mut l: Line<'static>) -> Line<'static> {
-    l.spans.insert(0, Span::raw("  "));
-    l
 }
 
 /// What a stopped command printed: the structured detail's stdout/stderr when there is one.

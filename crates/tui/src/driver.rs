@@ -11,7 +11,9 @@ use futures_util::StreamExt;
 use keel_core::builder::keel_home;
 use keel_core::event::Emitted;
 use keel_core::transcript::Store;
-use keel_core::{Built, Env, SessionBuilder, SessionContext, SessionHandle, SessionOptions, TurnEnd};
+use keel_core::{
+    Built, Env, SessionBuilder, SessionContext, SessionHandle, SessionOptions, TurnEnd,
+};
 use keel_protocol::{ApiMessage, ContentBlock, MessageContent, Role};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -240,7 +242,10 @@ pub async fn run(launch: Launch) -> i32 {
             match a {
                 Action::Turn(content) => {
                     if live.cmds.send(Cmd::Turn(content)).await.is_err() {
-                        app.say("The session has stopped; start keel again.", Style::new().fg(Color::Red));
+                        app.say(
+                            "The session has stopped; start keel again.",
+                            Style::new().fg(Color::Red),
+                        );
                         app.running = None;
                     }
                 }
@@ -291,7 +296,10 @@ pub async fn run(launch: Launch) -> i32 {
                                 app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
                             }
                             if let Action::Resume(id) = &a {
-                                app.say(format!("✻ Resumed session {id}"), Style::new().fg(Color::DarkGray));
+                                app.say(
+                                    format!("✻ Resumed session {id}"),
+                                    Style::new().fg(Color::DarkGray),
+                                );
                             }
                             app.prompted_retries = 0;
                         }
@@ -405,7 +413,12 @@ fn welcome(app: &App, cwd: &std::path::Path) -> Vec<Line<'static>> {
         Line::from(vec![
             Span::styled("keel ", Style::new().add_modifier(Modifier::BOLD)),
             Span::styled(
-                format!("{} · {} · {}", keel_core::KEEL_VERSION, app.status.model, cwd.display()),
+                format!(
+                    "{} · {} · {}",
+                    keel_core::KEEL_VERSION,
+                    app.status.model,
+                    cwd.display()
+                ),
                 Style::new().fg(Color::DarkGray),
             ),
         ]),
@@ -438,7 +451,10 @@ fn listing(ctx: &SessionContext, what: Listing) -> Vec<Line<'static>> {
         }
         Listing::Agents => {
             let names = ctx.agent_names();
-            out.push(Line::raw(format!("Agents the Task tool can start: {}", names.join(", "))));
+            out.push(Line::raw(format!(
+                "Agents the Task tool can start: {}",
+                names.join(", ")
+            )));
         }
         Listing::Tasks => {
             let tasks = ctx.tasks().statuses();

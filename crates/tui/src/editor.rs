@@ -370,7 +370,10 @@ mod tests {
         let big: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
         e.insert_str("see: ");
         e.paste(&big);
-        assert_eq!(e.lines(), &["see: [Pasted text #1 +10000 lines]".to_owned()]);
+        assert_eq!(
+            e.lines(),
+            &["see: [Pasted text #1 +10000 lines]".to_owned()]
+        );
         let sent = e.take();
         assert_eq!(sent, format!("see: {big}"));
         assert!(e.is_empty());

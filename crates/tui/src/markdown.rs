@@ -211,19 +211,79 @@ pub fn inline(s: &str, base: Style) -> Vec<Span<'static>> {
 }
 
 const KEYWORDS: &[&str] = &[
-    "fn", "let", "mut", "pub", "use", "mod", "impl", "struct", "enum", "trait", "match", "if",
-    "else", "for", "while", "loop", "return", "async", "await", "def", "class", "import",
-    "from", "const", "var", "function", "export", "in", "not", "and", "or", "true", "false",
-    "None", "null", "self", "Self", "type", "interface", "package", "func", "go", "then", "fi",
-    "do", "done", "case", "esac", "echo", "static", "where", "yield", "try", "catch", "with",
+    "fn",
+    "let",
+    "mut",
+    "pub",
+    "use",
+    "mod",
+    "impl",
+    "struct",
+    "enum",
+    "trait",
+    "match",
+    "if",
+    "else",
+    "for",
+    "while",
+    "loop",
+    "return",
+    "async",
+    "await",
+    "def",
+    "class",
+    "import",
+    "from",
+    "const",
+    "var",
+    "function",
+    "export",
+    "in",
+    "not",
+    "and",
+    "or",
+    "true",
+    "false",
+    "None",
+    "null",
+    "self",
+    "Self",
+    "type",
+    "interface",
+    "package",
+    "func",
+    "go",
+    "then",
+    "fi",
+    "do",
+    "done",
+    "case",
+    "esac",
+    "echo",
+    "static",
+    "where",
+    "yield",
+    "try",
+    "catch",
+    "with",
 ];
 
 /// One line of a code block, with light highlighting: keywords, strings, numbers, comments.
 pub fn code_line(src: &str, lang: &str) -> Line<'static> {
     let hash_comments = matches!(
         lang,
-        "sh" | "bash" | "shell" | "zsh" | "python" | "py" | "ruby" | "rb" | "toml" | "yaml"
-            | "yml" | "console" | ""
+        "sh" | "bash"
+            | "shell"
+            | "zsh"
+            | "python"
+            | "py"
+            | "ruby"
+            | "rb"
+            | "toml"
+            | "yaml"
+            | "yml"
+            | "console"
+            | ""
     );
     let mut spans = vec![Span::raw("  ")];
     let chars: Vec<char> = src.chars().collect();
@@ -372,8 +432,14 @@ mod tests {
         let out = texts(&render_all(
             "# Title\n- **bold** and `code` and *it*\n1. [k](http://x)",
         ));
-        assert_eq!(out, vec!["Title", "• bold and code and it", "1. k (http://x)"]);
+        assert_eq!(
+            out,
+            vec!["Title", "• bold and code and it", "1. k (http://x)"]
+        );
         // Underscores inside words are not italics.
-        assert_eq!(texts(&render_all("snake_case_name")), vec!["snake_case_name"]);
+        assert_eq!(
+            texts(&render_all("snake_case_name")),
+            vec!["snake_case_name"]
+        );
     }
 }

@@ -239,7 +239,10 @@ mod tests {
         let line = Line::from(vec![Span::raw("a\x1b]0;pwned\x07b\x1b[2Jc\u{9b}d")]);
         write_line(&mut buf, &line, None, true);
         let s = String::from_utf8(buf).unwrap();
-        assert!(!s.contains('\x1b') && !s.contains('\x07') && !s.contains('\u{9b}'), "{s:?}");
+        assert!(
+            !s.contains('\x1b') && !s.contains('\x07') && !s.contains('\u{9b}'),
+            "{s:?}"
+        );
         assert_eq!(s, "a�]0;pwned�b�[2Jc�d");
     }
 

@@ -59,16 +59,21 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
         "ctrl+b to background"
     };
     for t in &app.tools {
+        let asking = app.approvals.iter().any(|a| a.req.tool_use_id == t.id);
         let mut spans = vec![
             Span::styled("● ", Style::new().fg(Color::Cyan)),
             Span::styled(t.name.clone(), Style::new().add_modifier(Modifier::BOLD)),
             Span::raw(format!("({})", summary(&t.name, &t.input))),
-            Span::styled(
+        ];
+        if asking {
+            spans.push(Span::styled(" · waiting for your answer", dim()));
+        } else {
+            spans.push(Span::styled(
                 format!(" · {}", secs(now.saturating_duration_since(t.started))),
                 dim(),
-            ),
-        ];
-        if can_background(&t.name) {
+            ));
+        }
+        if can_background(&t.name) && !asking {
             spans.push(Span::styled(format!(" · {bg_hint}"), dim()));
         }
         top.push(Line::from(spans));
@@ -164,9 +169,10 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     if let Some(a) = app.approvals.front() {
         bottom.extend(approval_lines(app, a));
         if let Some(reason) = &a.reason {
-            bottom.push(Line::from(vec![
-                Span::styled("  Tell keel what to do instead (Enter to send, Esc to go back): ", dim()),
-            ]));
+            bottom.push(Line::from(vec![Span::styled(
+                "  Tell keel what to do instead (Enter to send, Esc to go back): ",
+                dim(),
+            )]));
             let row = bottom.len() as u16;
             bottom.push(Line::raw(format!("  > {reason}")));
             cursor = Some((row, (4 + reason.width()) as u16));
@@ -252,7 +258,10 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'stati
     match req.tool_name.as_str() {
         "Bash" => {
             for l in input["command"].as_str().unwrap_or("").lines().take(6) {
-                out.push(Line::styled(format!("  $ {l}"), Style::new().fg(Color::Cyan)));
+                out.push(Line::styled(
+                    format!("  $ {l}"),
+                    Style::new().fg(Color::Cyan),
+                ));
             }
             if let Some(d) = &req.description {
                 out.push(Line::styled(format!("  {d}"), dim()));
@@ -338,7 +347,10 @@ fn status_line(app: &App) -> Line<'static> {
         parts.push(Span::styled(format!(" · context {pct}%"), style));
     }
     if let Some(n) = &app.notice {
-        parts.push(Span::styled(format!(" · {n}"), Style::new().fg(Color::Yellow)));
+        parts.push(Span::styled(
+            format!(" · {n}"),
+            Style::new().fg(Color::Yellow),
+        ));
     } else {
         parts.push(Span::styled(" · shift+tab mode · /help", dim()));
     }

@@ -11,6 +11,7 @@ mod demo;
 mod failures;
 mod fleet;
 mod hooks;
+mod interactive;
 mod live_context;
 mod mcp;
 mod ownership;

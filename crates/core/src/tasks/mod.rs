@@ -252,8 +252,10 @@ impl TaskManager {
 
     fn movable(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>
-    {
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>,
+    > {
         self.movable.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -483,7 +485,13 @@ impl TaskManager {
     pub(crate) fn live_log_path(&self, tool_use_id: &str) -> PathBuf {
         let safe: String = tool_use_id
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .collect();
         self.log_path(&format!("call-{safe}"))
     }

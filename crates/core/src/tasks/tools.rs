@@ -396,7 +396,11 @@ fn joined(r: Result<ToolOutcome, tokio::task::JoinError>) -> ToolOutcome {
     r.unwrap_or_else(|e| {
         ToolOutcome::failed(format!(
             "The command's worker died ({}).",
-            if e.is_panic() { "it panicked" } else { "it was cancelled" }
+            if e.is_panic() {
+                "it panicked"
+            } else {
+                "it was cancelled"
+            }
         ))
     })
 }
@@ -407,7 +411,10 @@ fn task_end(outcome: ToolOutcome) -> (TaskStatus, String) {
         ToolOutcome::Ok { content, .. } => (TaskStatus::Completed, content),
         ToolOutcome::Failed { message, .. } => {
             let why = message.lines().last().unwrap_or("").to_owned();
-            (TaskStatus::Failed(format!("the command failed: {why}")), message)
+            (
+                TaskStatus::Failed(format!("the command failed: {why}")),
+                message,
+            )
         }
         ToolOutcome::Stopped {
             reason, partial, ..

@@ -1,0 +1,459 @@
+//! The interactive UI end to end: the real `keel` binary in a pseudo-terminal, drawing on a
+//! terminal emulator (vt100, with scrollback) against keel-mock. Keys are written to the
+//! terminal as a user's keyboard would; every wait is on what the screen shows, with a
+//! generous deadline.
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use keel_mock::Scenario;
+use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use serde_json::{json, Value};
+
+use super::common::{eventually, keel_bin, processes_matching, Harness};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+const ESC: &str = "\x1b";
+const ENTER: &str = "\r";
+
+/// What the terminal received: the emulator's state and the raw bytes.
+struct Term {
+    parser: vt100::Parser,
+    raw: Vec<u8>,
+    /// The width at the start, and each resize: where in `raw` it happened and the new width.
+    widths: Vec<(usize, u16)>,
+}
+
+/// keel running in a pseudo-terminal.
+struct Tty {
+    term: Arc<Mutex<Term>>,
+    writer: Box<dyn Write + Send>,
+    master: Box<dyn portable_pty::MasterPty + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+}
+
+impl Tty {
+    fn start(h: &Harness, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Self {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("a pseudo-terminal");
+        let mut cmd = CommandBuilder::new(keel_bin());
+        cmd.args(args);
+        cmd.cwd(h.cwd());
+        cmd.env_clear();
+        for (k, v) in [
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", h.home.path().display().to_string()),
+            ("KEEL_HOME", h.keel_home().display().to_string()),
+            ("ANTHROPIC_BASE_URL", h.mock.base_url()),
+            ("ANTHROPIC_API_KEY", "sk-test-keel".into()),
+            ("IS_SANDBOX", "1".into()),
+            ("TERM", "xterm-256color".into()),
+        ] {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = pair.slave.spawn_command(cmd).expect("keel starts");
+        drop(pair.slave);
+        let term = Arc::new(Mutex::new(Term {
+            parser: vt100::Parser::new(rows, cols, 0),
+            raw: Vec::new(),
+            widths: vec![(0, cols)],
+        }));
+        let mut reader = pair.master.try_clone_reader().expect("a reader");
+        let t = term.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut g = t.lock().unwrap();
+                g.parser.process(&buf[..n]);
+                g.raw.extend_from_slice(&buf[..n]);
+            }
+        });
+        let writer = pair.master.take_writer().expect("a writer");
+        Self {
+            term,
+            writer,
+            master: pair.master,
+            child,
+        }
+    }
+
+    fn send(&mut self, s: &str) {
+        self.writer.write_all(s.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    fn screen(&self) -> String {
+        self.term.lock().unwrap().parser.screen().contents()
+    }
+
+    fn raw_len(&self) -> usize {
+        self.term.lock().unwrap().raw.len()
+    }
+
+    fn raw_since(&self, from: usize) -> String {
+        String::from_utf8_lossy(&self.term.lock().unwrap().raw[from..]).into_owned()
+    }
+
+    /// Everything the terminal would hold, scrollback and screen: the same bytes replayed on a
+    /// screen tall enough that nothing scrolls off it (keel draws with relative moves only, so
+    /// what it wrote twice, or erased, shows the same there), resized where the real one was.
+    fn history(&self) -> String {
+        let g = self.term.lock().unwrap();
+        let mut tall = vt100::Parser::new(5000, g.widths[0].1, 0);
+        let mut at = 0;
+        for &(offset, cols) in &g.widths[1..] {
+            tall.process(&g.raw[at..offset]);
+            tall.set_size(5000, cols);
+            at = offset;
+        }
+        tall.process(&g.raw[at..]);
+        tall.screen().contents()
+    }
+
+    fn resize(&mut self, rows: u16, cols: u16) {
+        {
+            let mut g = self.term.lock().unwrap();
+            g.parser.set_size(rows, cols);
+            let at = g.raw.len();
+            g.widths.push((at, cols));
+        }
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+    }
+
+    async fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("the screen never showed {what}; it shows:\n{s}");
+            }
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+    }
+
+    async fn wait_text(&self, text: &str) -> String {
+        self.wait_for(text, |s| s.contains(text)).await
+    }
+
+    /// Wait until the UI is idle at the prompt (no turn running).
+    async fn wait_idle(&self) -> String {
+        self.wait_for("an idle prompt", |s| {
+            !s.contains("esc to interrupt")
+                && !s.contains("Stopping…")
+                && s.contains("claude-sonnet-4-5 · ")
+        })
+        .await
+    }
+
+    async fn exit(mut self) -> u32 {
+        self.send("\x03");
+        self.send("\x03");
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.exit_code();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("keel did not exit on Ctrl+C twice:\n{}", self.screen());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn text_steps(n: usize) -> String {
+    let steps: Vec<Value> = (1..=n)
+        .map(|i| json!({"kind": "text", "text": format!("reply {i:02} begins\n- point {i:02}a\n- point {i:02}b\nreply {i:02} ends"), "delay_ms": 1}))
+        .collect();
+    json!({ "steps": steps }).to_string()
+}
+
+#[tokio::test]
+async fn a_prompt_streams_and_the_scrollback_holds_each_message_once_after_a_resize() {
+    let h = Harness::from_json(&text_steps(50)).await;
+    let mut t = Tty::start(&h, &[], &[], 24, 80);
+    t.wait_text("shift+tab mode").await;
+    for i in 1..=50 {
+        t.send(&format!("prompt {i:02}{ENTER}"));
+        t.wait_text(&format!("reply {i:02} ends")).await;
+        t.wait_idle().await;
+        if i == 25 {
+            t.resize(30, 100);
+        }
+    }
+    let all = t.history();
+    for i in 1..=50 {
+        for needle in [
+            format!("> prompt {i:02}"),
+            format!("reply {i:02} begins"),
+            format!("• point {i:02}a"),
+            format!("reply {i:02} ends"),
+        ] {
+            assert_eq!(
+                all.matches(&needle).count(),
+                1,
+                "{needle:?} should be in the scrollback exactly once:\n{all}"
+            );
+        }
+    }
+    // The live area is not in the scrollback: one input box, one status line.
+    assert_eq!(all.matches("shift+tab mode").count(), 1, "{all}");
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn esc_during_a_long_command_interrupts_it_kills_its_group_and_the_session_goes_on() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo started-31; sleep 31.17", "timeout": 600000}}]},
+            {"kind": "text", "text": "the second answer"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut t = Tty::start(&h, &[], &[], 30, 100);
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("run the long one{ENTER}"));
+    t.wait_text("Bash(echo started-31").await;
+    assert!(eventually(DEADLINE, || !processes_matching("sleep 31.17").is_empty()).await);
+    let from = t.raw_len();
+    t.send(ESC);
+    let s = t.wait_text("Interrupted after").await;
+    assert!(s.contains("interrupted after"), "{s}");
+    assert!(
+        s.contains("started-31"),
+        "the partial output is shown:\n{s}"
+    );
+    assert!(
+        eventually(DEADLINE, || processes_matching("sleep 31.17").is_empty()).await,
+        "the command's process group is gone"
+    );
+    t.wait_idle().await;
+    let since = t.raw_since(from);
+    assert!(
+        !since.contains("Retry now?"),
+        "an interrupt never offers a retry"
+    );
+    assert!(!since.contains("API Error"), "an interrupt is not an error");
+    t.send(&format!("and now{ENTER}"));
+    t.wait_text("the second answer").await;
+    // The same session: the second request carries the first prompt and the stopped call.
+    let reqs = h.requests();
+    let last = &reqs.last().unwrap().body["messages"];
+    let text = last.to_string();
+    assert!(
+        text.contains("run the long one") && text.contains("and now"),
+        "{text}"
+    );
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn overload_countdown_then_the_retry_prompt_resumes_the_same_session_and_gives_up_after_four()
+{
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo ran >> ran-once.txt"}}]},
+            {"kind": "error", "status": 529, "times": 1000}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut t = Tty::start(
+        &h,
+        &["--permission-mode", "bypassPermissions"],
+        &[("KEEL_MAX_RETRIES", "1")],
+        30,
+        110,
+    );
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("do the thing{ENTER}"));
+    t.wait_text("retrying in").await;
+    let s = t.wait_text("Retry now?").await;
+    assert!(s.contains("try 1 of 4"), "{s}");
+    // The server recovers; Yes continues the same session.
+    let failed = h.requests().last().unwrap().body["messages"].clone();
+    h.mock
+        .replace_scenario(
+            Scenario::from_json(
+                r#"{"steps": [{"kind": "text", "text": "picked up where it stopped"}]}"#,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    t.send(ENTER);
+    t.wait_text("picked up where it stopped").await;
+    t.wait_idle().await;
+    let resumed = h.requests().last().unwrap().body["messages"].clone();
+    let (failed, resumed) = (failed.as_array().unwrap(), resumed.as_array().unwrap());
+    assert_eq!(resumed.len(), failed.len(), "the same history");
+    assert_eq!(resumed[..failed.len() - 1], failed[..failed.len() - 1]);
+    let last = resumed.last().unwrap().to_string();
+    assert!(
+        last.contains("tool_result") && last.contains("Continue from where you left off"),
+        "{last}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.cwd().join("ran-once.txt")).unwrap(),
+        "ran\n",
+        "no completed tool is run again"
+    );
+    // Now the server stays down: four prompted retries, then keel gives up without a fifth.
+    h.mock
+        .replace_scenario(
+            Scenario::from_json(r#"{"steps": [{"kind": "error", "status": 529, "times": 1000}]}"#)
+                .unwrap(),
+        )
+        .unwrap();
+    t.send(&format!("again{ENTER}"));
+    for n in 1..=4 {
+        t.wait_text(&format!("try {n} of 4")).await;
+        t.send("y");
+        t.wait_for("the retry to start", |s| {
+            !s.contains(&format!("try {n} of 4"))
+        })
+        .await;
+    }
+    let s = t.wait_text("has not recovered").await;
+    t.wait_idle().await;
+    assert!(!s.contains("Retry now?"), "no fifth prompt:\n{s}");
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn a_401_offers_no_retry_and_names_the_key() {
+    let h = Harness::from_json(r#"{"steps": [{"kind": "error", "status": 401}]}"#).await;
+    let mut t = Tty::start(&h, &[], &[], 30, 120);
+    t.wait_text("shift+tab mode").await;
+    let from = t.raw_len();
+    t.send(&format!("hello{ENTER}"));
+    t.wait_text("HTTP 401").await;
+    let s = t.wait_idle().await;
+    assert!(s.contains("ANTHROPIC_API_KEY"), "{s}");
+    assert!(!t.raw_since(from).contains("Retry now?"));
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn dont_ask_again_writes_the_rule_and_the_same_call_then_runs_without_asking() {
+    let call = json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "touch made-by-keel"}}]});
+    let h = Harness::from_json(
+        &json!({"steps": [call, {"kind": "text", "text": "first done"}, call, {"kind": "text", "text": "second done"}]})
+            .to_string(),
+    )
+    .await;
+    let mut t = Tty::start(&h, &[], &[], 30, 120);
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("touch it{ENTER}"));
+    let s = t.wait_text("Allow Bash?").await;
+    assert!(
+        s.contains("touch made-by-keel") && s.contains("don't ask again"),
+        "{s}"
+    );
+    t.send("2");
+    t.wait_text("first done").await;
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(h.cwd().join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        settings["permissions"]["allow"],
+        json!(["Bash(touch made-by-keel)"])
+    );
+    t.wait_idle().await;
+    let from = t.raw_len();
+    t.send(&format!("once more{ENTER}"));
+    t.wait_text("second done").await;
+    assert!(!t.raw_since(from).contains("Allow Bash?"), "asked again");
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn ctrl_b_moves_a_long_command_to_the_background_and_the_turn_goes_on() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo bg-started; sleep 41.3; echo bg-done", "timeout": 600000}}]},
+            {"kind": "text", "text": "carried on without it"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut t = Tty::start(&h, &[], &[], 30, 120);
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("start it{ENTER}"));
+    t.wait_text("ctrl+b to background").await;
+    assert!(eventually(DEADLINE, || !processes_matching("sleep 41.3").is_empty()).await);
+    t.send("\x02");
+    let s = t.wait_text("carried on without it").await;
+    assert!(s.contains("moved to the background as shell_1"), "{s}");
+    // The model was told, with the task id; the command still runs, writing to its task log.
+    let told = h.requests().last().unwrap().body["messages"].to_string();
+    assert!(told.contains("background shell shell_1"), "{told}");
+    assert!(
+        !processes_matching("sleep 41.3").is_empty(),
+        "it keeps running"
+    );
+    t.wait_idle().await;
+    assert!(t.screen().contains("◇ shell_1"), "shown as a running task");
+    assert_eq!(t.exit().await, 0);
+    assert!(
+        eventually(DEADLINE, || processes_matching("sleep 41.3").is_empty()).await,
+        "the background command ends with the session"
+    );
+}
+
+#[tokio::test]
+async fn a_ten_thousand_line_paste_is_accepted_at_once_and_sent_whole() {
+    let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "got it"}]}"#).await;
+    let mut t = Tty::start(&h, &[], &[], 30, 100);
+    t.wait_text("shift+tab mode").await;
+    t.wait_for("bracketed paste on", |_| true).await;
+    assert!(t.term.lock().unwrap().parser.screen().bracketed_paste());
+    let body: String = (0..10_000).map(|i| format!("pasted line {i}\n")).collect();
+    let started = Instant::now();
+    t.send(&format!("\x1b[200~{body}\x1b[201~"));
+    t.wait_text("[Pasted text #1 +10000 lines]").await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "the paste took {took:?}");
+    t.send(ENTER);
+    t.wait_text("got it").await;
+    let sent = h.requests().last().unwrap().body["messages"].to_string();
+    assert!(
+        sent.contains("pasted line 0\\n") && sent.contains("pasted line 9999"),
+        "the whole paste is sent"
+    );
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn without_a_terminal_keel_says_to_use_print() {
+    let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "x"}]}"#).await;
+    let run = h.run(&["hello"], &[]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("-p"), "{}", run.stderr);
+    assert!(h.requests().is_empty());
+}
