@@ -738,12 +738,11 @@ impl App {
     /// Text was pasted.
     pub fn on_paste(&mut self, text: &str) {
         self.dirty = true;
-        if let Some(a) = self.approvals.front_mut() {
-            if let Some(r) = a.reason.as_mut() {
-                r.push_str(text);
-            }
+        if let Some(r) = self.approvals.front_mut().and_then(|a| a.reason.as_mut()) {
+            r.push_str(&text.replace(['\r', '\n'], " "));
             return;
         }
+        // Anywhere else the paste goes into the prompt (kept there under a question).
         self.editor.paste(text);
     }
 

@@ -234,6 +234,9 @@ pub async fn run(launch: Launch) -> i32 {
         )));
     }
     let (r_tx, mut receipts) = mpsc::channel::<usize>(4);
+    // SIGTERM, or SIGHUP when the terminal goes away: leave as on /exit, with the session
+    // saved, the turn's processes stopped and the terminal restored.
+    let mut term_signals = signal_stream();
     let mut input = EventStream::new();
     let mut last_draw = Instant::now() - FRAME;
     let mut exiting = false;
@@ -308,8 +311,19 @@ pub async fn run(launch: Launch) -> i32 {
                 }
                 Action::Exit => {
                     if app.running.is_some() {
-                        let r = live.handle.interrupt().await;
-                        app.interrupted(r.processes_killed);
+                        // Stop the turn, reading its events meanwhile so it is never held up
+                        // by a full channel; then show how it ended.
+                        let h = live.handle.clone();
+                        let mut stop = tokio::spawn(async move { h.interrupt().await });
+                        let receipt = loop {
+                            tokio::select! {
+                                r = &mut stop => break r.ok(),
+                                Some(e) = live.events.recv() => app.on_event(&e),
+                            }
+                        };
+                        if let Some(r) = receipt {
+                            app.interrupted(r.processes_killed);
+                        }
                         while let Ok(e) = live.events.try_recv() {
                             app.on_event(&e);
                         }
@@ -373,6 +387,7 @@ pub async fn run(launch: Launch) -> i32 {
             }
             Some((req, reply)) = questions.recv() => app.ask(req, reply),
             Some(n) = receipts.recv() => app.interrupted(n),
+            Some(()) = term_signals.recv() => actions.push(Action::Exit),
             _ = tokio::time::sleep_until(wake.into()) => {
                 if app.animating() || app.retry.is_some() {
                     app.dirty = true;
@@ -389,6 +404,24 @@ pub async fn run(launch: Launch) -> i32 {
         println!("Session saved. Resume it with: keel --resume {id}");
     }
     code
+}
+
+fn signal_stream() -> mpsc::Receiver<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = mpsc::channel(2);
+    for kind in [SignalKind::terminate(), SignalKind::hangup()] {
+        if let Ok(mut s) = signal(kind) {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while s.recv().await.is_some() {
+                    if tx.send(()).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    }
+    rx
 }
 
 async fn shutdown(live: Live) {

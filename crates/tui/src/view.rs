@@ -179,12 +179,9 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
         }
     } else if let Some(m) = &app.modal {
         match m {
-            Modal::Retry { error, next } => {
+            Modal::Retry { next, .. } => {
                 bottom.push(Line::styled(
-                    format!(
-                        "The API is still failing: {}",
-                        error.lines().next().unwrap_or("")
-                    ),
+                    "The API is still failing after keel's automatic retries.",
                     Style::new().fg(Color::Red),
                 ));
                 bottom.push(Line::raw(format!(
@@ -296,10 +293,7 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'stati
     if !a.rules.is_empty() {
         opts.push((
             1,
-            format!(
-                "2. Yes, and don't ask again for {} (saved in .claude/settings.local.json)",
-                a.rules.join(", ")
-            ),
+            format!("2. Yes, and don't ask again for {}", a.rules.join(", ")),
         ));
     }
     let n = opts.len() + 1;
@@ -314,6 +308,12 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'stati
                 Style::new()
             },
         ));
+        if k == 1 {
+            out.push(Line::styled(
+                "     (saved in .claude/settings.local.json)",
+                dim(),
+            ));
+        }
     }
     if app.approvals.len() > 1 {
         out.push(Line::styled(

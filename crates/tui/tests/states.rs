@@ -19,6 +19,7 @@ use keel_tui::app::{Action, App, Modal, MAX_PROMPTED_RETRIES};
 use keel_tui::editor::History;
 use keel_tui::view::{self, LiveArea};
 use ratatui::backend::TestBackend;
+use ratatui::text::Line;
 use ratatui::Terminal;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -98,7 +99,18 @@ fn freeze(a: &mut App, now: Instant) {
 fn screen(a: &mut App) -> String {
     let now = Instant::now();
     freeze(a, now);
-    let mut lines = a.take_committed();
+    // The terminal wraps what is committed; the live area's rows are cut to the width.
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for l in a.take_committed() {
+        let text = keel_tui::markdown::plain(&l);
+        let chars: Vec<char> = text.chars().collect();
+        if chars.is_empty() {
+            lines.push(Line::raw(""));
+        }
+        for chunk in chars.chunks(80) {
+            lines.push(Line::raw(chunk.iter().collect::<String>()));
+        }
+    }
     lines.extend(view::frame(a, 80, 40, now).lines);
     let mut t = Terminal::new(TestBackend::new(80, lines.len() as u16)).unwrap();
     t.draw(|f| f.render_widget(LiveArea { lines: &lines }, f.area()))

@@ -3,186 +3,39 @@
 //! terminal as a user's keyboard would; every wait is on what the screen shows, with a
 //! generous deadline.
 
-use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_mock::Scenario;
-use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use portable_pty::CommandBuilder;
 use serde_json::{json, Value};
 
 use super::common::{eventually, keel_bin, processes_matching, Harness};
+use super::pty::{Tty, DEADLINE};
 
-const DEADLINE: Duration = Duration::from_secs(60);
 const ESC: &str = "\x1b";
 const ENTER: &str = "\r";
 
-/// What the terminal received: the emulator's state and the raw bytes.
-struct Term {
-    parser: vt100::Parser,
-    raw: Vec<u8>,
-    /// The width at the start, and each resize: where in `raw` it happened and the new width.
-    widths: Vec<(usize, u16)>,
-}
-
-/// keel running in a pseudo-terminal.
-struct Tty {
-    term: Arc<Mutex<Term>>,
-    writer: Box<dyn Write + Send>,
-    master: Box<dyn portable_pty::MasterPty + Send>,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-}
-
-impl Tty {
-    fn start(h: &Harness, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Self {
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("a pseudo-terminal");
-        let mut cmd = CommandBuilder::new(keel_bin());
-        cmd.args(args);
-        cmd.cwd(h.cwd());
-        cmd.env_clear();
-        for (k, v) in [
-            ("PATH", std::env::var("PATH").unwrap_or_default()),
-            ("HOME", h.home.path().display().to_string()),
-            ("KEEL_HOME", h.keel_home().display().to_string()),
-            ("ANTHROPIC_BASE_URL", h.mock.base_url()),
-            ("ANTHROPIC_API_KEY", "sk-test-keel".into()),
-            ("IS_SANDBOX", "1".into()),
-            ("TERM", "xterm-256color".into()),
-        ] {
-            cmd.env(k, v);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = pair.slave.spawn_command(cmd).expect("keel starts");
-        drop(pair.slave);
-        let term = Arc::new(Mutex::new(Term {
-            parser: vt100::Parser::new(rows, cols, 0),
-            raw: Vec::new(),
-            widths: vec![(0, cols)],
-        }));
-        let mut reader = pair.master.try_clone_reader().expect("a reader");
-        let t = term.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 65536];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let mut g = t.lock().unwrap();
-                g.parser.process(&buf[..n]);
-                g.raw.extend_from_slice(&buf[..n]);
-            }
-        });
-        let writer = pair.master.take_writer().expect("a writer");
-        Self {
-            term,
-            writer,
-            master: pair.master,
-            child,
-        }
+/// keel in a pseudo-terminal, with this test's harness environment.
+fn start(h: &Harness, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Tty {
+    let mut cmd = CommandBuilder::new(keel_bin());
+    cmd.args(args);
+    cmd.cwd(h.cwd());
+    cmd.env_clear();
+    for (k, v) in [
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", h.home.path().display().to_string()),
+        ("KEEL_HOME", h.keel_home().display().to_string()),
+        ("ANTHROPIC_BASE_URL", h.mock.base_url()),
+        ("ANTHROPIC_API_KEY", "sk-test-keel".into()),
+        ("IS_SANDBOX", "1".into()),
+        ("TERM", "xterm-256color".into()),
+    ] {
+        cmd.env(k, v);
     }
-
-    fn send(&mut self, s: &str) {
-        self.writer.write_all(s.as_bytes()).unwrap();
-        self.writer.flush().unwrap();
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-
-    fn screen(&self) -> String {
-        self.term.lock().unwrap().parser.screen().contents()
-    }
-
-    fn raw_len(&self) -> usize {
-        self.term.lock().unwrap().raw.len()
-    }
-
-    fn raw_since(&self, from: usize) -> String {
-        String::from_utf8_lossy(&self.term.lock().unwrap().raw[from..]).into_owned()
-    }
-
-    /// Everything the terminal would hold, scrollback and screen: the same bytes replayed on a
-    /// screen tall enough that nothing scrolls off it (keel draws with relative moves only, so
-    /// what it wrote twice, or erased, shows the same there), resized where the real one was.
-    fn history(&self) -> String {
-        let g = self.term.lock().unwrap();
-        let mut tall = vt100::Parser::new(5000, g.widths[0].1, 0);
-        let mut at = 0;
-        for &(offset, cols) in &g.widths[1..] {
-            tall.process(&g.raw[at..offset]);
-            tall.set_size(5000, cols);
-            at = offset;
-        }
-        tall.process(&g.raw[at..]);
-        tall.screen().contents()
-    }
-
-    fn resize(&mut self, rows: u16, cols: u16) {
-        {
-            let mut g = self.term.lock().unwrap();
-            g.parser.set_size(rows, cols);
-            let at = g.raw.len();
-            g.widths.push((at, cols));
-        }
-        self.master
-            .resize(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-    }
-
-    async fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let s = self.screen();
-            if pred(&s) {
-                return s;
-            }
-            if Instant::now() > deadline {
-                panic!("the screen never showed {what}; it shows:\n{s}");
-            }
-            tokio::time::sleep(Duration::from_millis(15)).await;
-        }
-    }
-
-    async fn wait_text(&self, text: &str) -> String {
-        self.wait_for(text, |s| s.contains(text)).await
-    }
-
-    /// Wait until the UI is idle at the prompt (no turn running).
-    async fn wait_idle(&self) -> String {
-        self.wait_for("an idle prompt", |s| {
-            !s.contains("esc to interrupt")
-                && !s.contains("Stopping…")
-                && s.contains("claude-sonnet-4-5 · ")
-        })
-        .await
-    }
-
-    async fn exit(mut self) -> u32 {
-        self.send("\x03");
-        self.send("\x03");
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.exit_code();
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("keel did not exit on Ctrl+C twice:\n{}", self.screen());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    Tty::spawn(cmd, rows, cols)
 }
 
 fn text_steps(n: usize) -> String {
@@ -195,7 +48,7 @@ fn text_steps(n: usize) -> String {
 #[tokio::test]
 async fn a_prompt_streams_and_the_scrollback_holds_each_message_once_after_a_resize() {
     let h = Harness::from_json(&text_steps(50)).await;
-    let mut t = Tty::start(&h, &[], &[], 24, 80);
+    let mut t = start(&h, &[], &[], 24, 80);
     t.wait_text("shift+tab mode").await;
     for i in 1..=50 {
         t.send(&format!("prompt {i:02}{ENTER}"));
@@ -235,7 +88,7 @@ async fn esc_during_a_long_command_interrupts_it_kills_its_group_and_the_session
         .to_string(),
     )
     .await;
-    let mut t = Tty::start(&h, &[], &[], 30, 100);
+    let mut t = start(&h, &[], &[], 30, 100);
     t.wait_text("shift+tab mode").await;
     t.send(&format!("run the long one{ENTER}"));
     t.wait_text("Bash(echo started-31").await;
@@ -283,7 +136,7 @@ async fn overload_countdown_then_the_retry_prompt_resumes_the_same_session_and_g
         .to_string(),
     )
     .await;
-    let mut t = Tty::start(
+    let mut t = start(
         &h,
         &["--permission-mode", "bypassPermissions"],
         &[("KEEL_MAX_RETRIES", "1")],
@@ -347,7 +200,7 @@ async fn overload_countdown_then_the_retry_prompt_resumes_the_same_session_and_g
 #[tokio::test]
 async fn a_401_offers_no_retry_and_names_the_key() {
     let h = Harness::from_json(r#"{"steps": [{"kind": "error", "status": 401}]}"#).await;
-    let mut t = Tty::start(&h, &[], &[], 30, 120);
+    let mut t = start(&h, &[], &[], 30, 120);
     t.wait_text("shift+tab mode").await;
     let from = t.raw_len();
     t.send(&format!("hello{ENTER}"));
@@ -366,7 +219,7 @@ async fn dont_ask_again_writes_the_rule_and_the_same_call_then_runs_without_aski
             .to_string(),
     )
     .await;
-    let mut t = Tty::start(&h, &[], &[], 30, 120);
+    let mut t = start(&h, &[], &[], 30, 120);
     t.wait_text("shift+tab mode").await;
     t.send(&format!("touch it{ENTER}"));
     let s = t.wait_text("Allow Bash?").await;
@@ -402,7 +255,7 @@ async fn ctrl_b_moves_a_long_command_to_the_background_and_the_turn_goes_on() {
         .to_string(),
     )
     .await;
-    let mut t = Tty::start(&h, &[], &[], 30, 120);
+    let mut t = start(&h, &[], &[], 30, 120);
     t.wait_text("shift+tab mode").await;
     t.send(&format!("start it{ENTER}"));
     t.wait_text("ctrl+b to background").await;
@@ -429,7 +282,7 @@ async fn ctrl_b_moves_a_long_command_to_the_background_and_the_turn_goes_on() {
 #[tokio::test]
 async fn a_ten_thousand_line_paste_is_accepted_at_once_and_sent_whole() {
     let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "got it"}]}"#).await;
-    let mut t = Tty::start(&h, &[], &[], 30, 100);
+    let mut t = start(&h, &[], &[], 30, 100);
     t.wait_text("shift+tab mode").await;
     t.wait_for("bracketed paste on", |_| true).await;
     assert!(t.term.lock().unwrap().parser.screen().bracketed_paste());

@@ -16,5 +16,6 @@ mod live_context;
 mod mcp;
 mod ownership;
 mod providers;
+pub mod pty;
 mod sandbox;
 mod sessions;
