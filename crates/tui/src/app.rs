@@ -1089,7 +1089,7 @@ fn first_line(s: &str) -> &str {
 
 /// Tools whose running call Ctrl+B can move to the background.
 pub fn can_background(name: &str) -> bool {
-    name == "Bash"
+    matches!(name, "Bash" | "Task" | "Agent")
 }
 
 /// A command from `.claude/commands/NAME.md` (the project's, then the user's).

@@ -280,6 +280,50 @@ async fn ctrl_b_moves_a_long_command_to_the_background_and_the_turn_goes_on() {
 }
 
 #[tokio::test]
+async fn ctrl_b_moves_a_foreground_subagent_to_the_background_with_its_command() {
+    let main = |extra: Value| {
+        let mut v = extra;
+        v["match"] = json!({"first_user_contains": "start the agent"});
+        v
+    };
+    let sub = |extra: Value| {
+        let mut v = extra;
+        v["match"] = json!({"first_user_contains": "SUBAGENT-BRIEF"});
+        v
+    };
+    let h = Harness::from_json(
+        &json!({"steps": [
+            main(json!({"kind": "tool_use", "calls": [{"name": "Task", "input": {"description": "slow research", "prompt": "SUBAGENT-BRIEF: look around", "subagent_type": "general-purpose"}}]})),
+            sub(json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "sleep 43.7", "timeout": 600000}}]})),
+            main(json!({"kind": "text", "text": "main carried on"})),
+            sub(json!({"kind": "text", "text": "the subagent finished"}))
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut t = start(&h, &[], &[], 30, 120);
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("start the agent{ENTER}"));
+    t.wait_text("Task(slow research)").await;
+    assert!(eventually(DEADLINE, || !processes_matching("sleep 43.7").is_empty()).await);
+    t.send("\x02");
+    let s = t.wait_text("main carried on").await;
+    assert!(s.contains("moved to the background as a"), "{s}");
+    // The subagent went with its command: the command is still running, inside it.
+    assert!(!processes_matching("sleep 43.7").is_empty());
+    let s = t.wait_idle().await;
+    assert!(
+        s.contains("slow research · running"),
+        "listed as a running task:\n{s}"
+    );
+    assert_eq!(t.exit().await, 0);
+    assert!(
+        eventually(DEADLINE, || processes_matching("sleep 43.7").is_empty()).await,
+        "the subagent's command ends with the session"
+    );
+}
+
+#[tokio::test]
 async fn a_ten_thousand_line_paste_is_accepted_at_once_and_sent_whole() {
     let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "got it"}]}"#).await;
     let mut t = start(&h, &[], &[], 30, 100);

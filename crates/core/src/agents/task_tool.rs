@@ -26,7 +26,7 @@ use crate::end::TurnEnd;
 use crate::event::{Event, TaskEnd, TaskEvent};
 use crate::history::History;
 use crate::session::{AgentScope, Session, SessionRole};
-use crate::tasks::{KilledBy, Limit, TaskKind, TaskStatus};
+use crate::tasks::{KilledBy, Limit, Movable, TaskKind, TaskStatus};
 
 /// Bounds on subagents.
 #[derive(Clone, Debug)]
@@ -310,15 +310,54 @@ impl TaskTool {
         let started = Instant::now();
         self.announce(agent_id, def, inp, &cx.tool_use_id, None)
             .await;
-        let end = child
-            .run_turn_under(
-                vec![ContentBlock::text(inp.prompt.clone())],
-                Some(cx.cancel.clone()),
-            )
-            .await;
-        child.shutdown().await;
-        drop(slot);
-        let (status, text) = end_state(&end, &cx.cancel, child.last_assistant_text());
+        let prompt = vec![ContentBlock::text(inp.prompt.clone())];
+        let (status, text) = if self.ctx.tasks.backgrounding() {
+            // The user may move this agent to the background while it works: it runs under a
+            // token of its own, and this call passes the turn's interrupt on.
+            let own = self.ctx.tasks.child_token();
+            let token = own.clone();
+            let kind = TaskKind::Agent {
+                agent_type: def.name.clone(),
+            };
+            let run = tokio::spawn(async move {
+                let end = child.run_turn_under(prompt, Some(token.clone())).await;
+                child.shutdown().await;
+                end_state(&end, &token, child.last_assistant_text())
+            });
+            match self
+                .ctx
+                .tasks
+                .run_movable(&kind, &cx.tool_use_id, &cx.cancel, &own, None, run)
+                .await
+            {
+                Movable::Done(Ok(r)) => {
+                    drop(slot);
+                    r
+                }
+                Movable::Done(Err(e)) => {
+                    drop(slot);
+                    (
+                        TaskStatus::Failed(format!(
+                            "its worker died ({})",
+                            if e.is_panic() {
+                                "it panicked"
+                            } else {
+                                "it was cancelled"
+                            }
+                        )),
+                        String::new(),
+                    )
+                }
+                Movable::Moved(run) => {
+                    return self.moved(run, slot, def, inp, agent_id, own).await;
+                }
+            }
+        } else {
+            let end = child.run_turn_under(prompt, Some(cx.cancel.clone())).await;
+            child.shutdown().await;
+            drop(slot);
+            end_state(&end, &cx.cancel, child.last_assistant_text())
+        };
         self.announce(agent_id, def, inp, &cx.tool_use_id, Some(&status))
             .await;
         let resume_hint = format!(
@@ -346,6 +385,47 @@ impl TaskTool {
                 ),
                 meta: Some(json!({"agent_id": agent_id, "status": status.as_str(), "end_state": status.describe()})),
             },
+        }
+    }
+
+    /// The user moved a foreground agent to the background: it goes on as a task under the
+    /// same id (and its slot), and the call answers at once.
+    async fn moved(
+        &self,
+        run: tokio::task::JoinHandle<(TaskStatus, String)>,
+        slot: SubagentSlot,
+        def: &AgentDef,
+        inp: &Input,
+        agent_id: &str,
+        own: CancelToken,
+    ) -> ToolOutcome {
+        let work = async move {
+            let _slot = slot; // held until the agent ends, however it ends
+            run.await
+                .unwrap_or_else(|_| (TaskStatus::Failed("its worker died".into()), String::new()))
+        };
+        let kind = TaskKind::Agent {
+            agent_type: def.name.clone(),
+        };
+        match self
+            .ctx
+            .tasks
+            .start(kind, inp.description.clone(), Some(agent_id.to_owned()), own.clone(), None, work)
+            .await
+        {
+            Ok(id) => ToolOutcome::Ok {
+                content: format!(
+                    "The user moved this subagent to the background: it keeps working as background agent {id} ({}). You will be told when it ends; read its report with TaskOutput(task_id: \"{id}\"), stop it with TaskStop(task_id: \"{id}\"). Go on with the task meanwhile.",
+                    def.name
+                ),
+                meta: Some(json!({"agent_id": id, "task_id": id, "status": "running", "background": true, "backgroundedByUser": true})),
+            },
+            Err(e) => {
+                own.cancel(CancelReason::Shutdown);
+                ToolOutcome::failed(format!(
+                    "The subagent could not be moved to the background ({e}), so it was stopped."
+                ))
+            }
         }
     }
 

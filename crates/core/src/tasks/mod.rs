@@ -198,6 +198,16 @@ impl Task {
     }
 }
 
+type MovableCalls = std::collections::HashMap<String, (tokio::sync::oneshot::Sender<()>, bool)>;
+
+/// How a movable foreground call's work came back.
+pub(crate) enum Movable<T> {
+    /// It finished (or was stopped) in the foreground.
+    Done(Result<T, tokio::task::JoinError>),
+    /// The user moved it; it is still running.
+    Moved(tokio::task::JoinHandle<T>),
+}
+
 /// The background tasks of one session.
 pub struct TaskManager {
     tasks: Mutex<Vec<Arc<Task>>>,
@@ -213,8 +223,9 @@ pub struct TaskManager {
     /// Whether a running foreground command may be moved to the background (an interactive
     /// front end offers it; headless runs never do).
     backgrounding: AtomicBool,
-    /// The foreground calls that can be moved to the background now, by tool_use id.
-    movable: Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>>,
+    /// The foreground calls that can be moved to the background now, by tool_use id, and
+    /// whether each is a subagent.
+    movable: Mutex<MovableCalls>,
 }
 
 impl std::fmt::Debug for TaskManager {
@@ -250,29 +261,76 @@ impl TaskManager {
         self.backgrounding.load(Ordering::Relaxed)
     }
 
-    fn movable(
-        &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        std::collections::HashMap<String, tokio::sync::oneshot::Sender<()>>,
-    > {
+    fn movable(&self) -> std::sync::MutexGuard<'_, MovableCalls> {
         self.movable.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A foreground call that can be moved: `tx` fires when the user asks.
-    pub(crate) fn offer_move(&self, tool_use_id: &str, tx: tokio::sync::oneshot::Sender<()>) {
-        self.movable().insert(tool_use_id.to_owned(), tx);
-    }
-
-    /// The call ended (or moved): it can no longer be moved.
-    pub(crate) fn withdraw_move(&self, tool_use_id: &str) {
+    /// Wait for a foreground call's work, already running under `own` (a token of
+    /// [`child_token`](Self::child_token)): pass the turn's interrupt on to it, stop it at
+    /// `timeout`, or — when the user asks — hand it back still running, to become a task.
+    pub(crate) async fn run_movable<T: Send + 'static>(
+        &self,
+        kind: &TaskKind,
+        tool_use_id: &str,
+        turn: &CancelToken,
+        own: &CancelToken,
+        timeout: Option<Duration>,
+        mut run: tokio::task::JoinHandle<T>,
+    ) -> Movable<T> {
+        let (tx, mut moved) = tokio::sync::oneshot::channel();
+        self.movable().insert(
+            tool_use_id.to_owned(),
+            (tx, matches!(kind, TaskKind::Agent { .. })),
+        );
+        let deadline = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let mut offered = true;
+        let out = loop {
+            tokio::select! {
+                r = &mut run => break Movable::Done(r),
+                _ = turn.cancelled() => {
+                    own.cancel(turn.reason().unwrap_or(CancelReason::UserInterrupted));
+                    break Movable::Done(run.await);
+                }
+                _ = &mut deadline => {
+                    own.cancel(CancelReason::Timeout);
+                    break Movable::Done(run.await);
+                }
+                asked = &mut moved, if offered && self.has_room() => {
+                    if asked.is_err() {
+                        // The offer went away without a request: keep waiting without it.
+                        offered = false;
+                        continue;
+                    }
+                    break Movable::Moved(run);
+                }
+            }
+        };
         self.movable().remove(tool_use_id);
+        out
     }
 
-    /// Ask every movable foreground call to move to the background; the ids of the calls asked.
+    /// Ask the movable foreground calls to move to the background: the foreground subagents
+    /// when one runs (a command running inside one goes along with it), else the commands.
+    /// Returns the ids of the calls asked.
     pub fn move_to_background(&self) -> Vec<String> {
-        let asked: Vec<(String, tokio::sync::oneshot::Sender<()>)> =
-            self.movable().drain().collect();
+        let mut calls = self.movable();
+        let agents = calls.values().any(|(_, agent)| *agent);
+        let ids: Vec<String> = calls
+            .iter()
+            .filter(|(_, (_, agent))| *agent == agents)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let asked: Vec<_> = ids
+            .into_iter()
+            .filter_map(|id| calls.remove(&id).map(|(tx, _)| (id, tx)))
+            .collect();
+        drop(calls);
         asked
             .into_iter()
             .filter_map(|(id, tx)| tx.send(()).ok().map(|()| id))

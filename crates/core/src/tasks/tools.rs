@@ -335,51 +335,35 @@ impl BackgroundBash {
         inner_cx.cancel = own.clone();
         inner_cx.limits = Arc::new(limits);
         let inner = self.inner.clone();
-        let mut run = tokio::spawn(async move { inner.call(input, inner_cx).await });
-        let (tx, mut moved) = tokio::sync::oneshot::channel();
-        self.tasks.offer_move(&cx.tool_use_id, tx);
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut offered = true;
-        let outcome = loop {
-            tokio::select! {
-                r = &mut run => break joined(r),
-                _ = cx.cancel.cancelled() => {
-                    own.cancel(cx.cancel.reason().unwrap_or(keel_protocol::CancelReason::UserInterrupted));
-                    break joined(run.await);
-                }
-                _ = &mut deadline => {
-                    own.cancel(keel_protocol::CancelReason::Timeout);
-                    break joined(run.await);
-                }
-                asked = &mut moved, if offered && self.tasks.has_room() => {
-                    if asked.is_err() {
-                        // The offer went away without a request: keep waiting without it.
-                        offered = false;
-                        continue;
+        let run = tokio::spawn(async move { inner.call(input, inner_cx).await });
+        let kind = TaskKind::Shell {
+            command: command.clone(),
+        };
+        let outcome = match self
+            .tasks
+            .run_movable(&kind, &cx.tool_use_id, &cx.cancel, &own, Some(timeout), run)
+            .await
+        {
+            super::Movable::Done(r) => joined(r),
+            super::Movable::Moved(run) => {
+                let description = format!("shell `{}`", short(&command));
+                let work = async move { task_end(joined(run.await)) };
+                return match self
+                    .tasks
+                    .start(kind, description, None, own.clone(), Some(live_log), work)
+                    .await
+                {
+                    Ok(id) => ToolOutcome::Ok {
+                        content: format!("The user moved this command to the background: it keeps running as background shell {id}. Read its output so far with TaskOutput(task_id: \"{id}\"), stop it with KillShell(shell_id: \"{id}\"). You will be told when it ends; go on with the task meanwhile."),
+                        meta: Some(json!({"task_id": id, "backgroundTaskId": id, "backgroundedByUser": true})),
+                    },
+                    Err(e) => {
+                        own.cancel(keel_protocol::CancelReason::Shutdown);
+                        ToolOutcome::failed(format!("The command could not be moved to the background ({e}), so it was stopped."))
                     }
-                    self.tasks.withdraw_move(&cx.tool_use_id);
-                    let kind = TaskKind::Shell { command: command.clone() };
-                    let description = format!("shell `{}`", short(&command));
-                    let work = async move { task_end(joined(run.await)) };
-                    return match self
-                        .tasks
-                        .start(kind, description, None, own.clone(), Some(live_log.clone()), work)
-                        .await
-                    {
-                        Ok(id) => ToolOutcome::Ok {
-                            content: format!("The user moved this command to the background: it keeps running as background shell {id}. Read its output so far with TaskOutput(task_id: \"{id}\"), stop it with KillShell(shell_id: \"{id}\"). You will be told when it ends; go on with the task meanwhile."),
-                            meta: Some(json!({"task_id": id, "backgroundTaskId": id, "backgroundedByUser": true})),
-                        },
-                        Err(e) => {
-                            own.cancel(keel_protocol::CancelReason::Shutdown);
-                            ToolOutcome::failed(format!("The command could not be moved to the background ({e}), so it was stopped."))
-                        }
-                    };
-                }
+                };
             }
         };
-        self.tasks.withdraw_move(&cx.tool_use_id);
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(live_log)).await;
         match (outcome, note) {
             (ToolOutcome::Ok { mut content, meta }, Some(n)) => {
