@@ -240,6 +240,7 @@ pub async fn run(launch: Launch) -> i32 {
     let mut input = EventStream::new();
     let mut last_draw = Instant::now() - FRAME;
     let mut exiting = false;
+    let mut urgent = false;
     let code = 'run: loop {
         for a in std::mem::take(&mut actions) {
             match a {
@@ -338,7 +339,9 @@ pub async fn run(launch: Launch) -> i32 {
         refresh_status(&mut app, &live.ctx);
         app.prune_approvals();
         let now = Instant::now();
-        if app.dirty && now >= last_draw + FRAME || exiting {
+        // A key is drawn at once (people type far below 60 keys a second, and an echo must
+        // feel instant); the session's bursts of events are held to one frame per 16 ms.
+        if app.dirty && (urgent || now >= last_draw + FRAME) || exiting {
             let frame = view::frame(&app, screen.width(), height.saturating_sub(1).max(3), now);
             let committed = app.take_committed();
             if screen.draw(&committed, &frame).is_err() {
@@ -347,6 +350,7 @@ pub async fn run(launch: Launch) -> i32 {
             app.dirty = false;
             last_draw = now;
         }
+        urgent = false;
         if exiting {
             break 'run 0;
         }
@@ -359,8 +363,14 @@ pub async fn run(launch: Launch) -> i32 {
         };
         tokio::select! {
             ev = input.next() => match ev {
-                Some(Ok(TermEvent::Key(k))) => actions.extend(app.on_key(k)),
-                Some(Ok(TermEvent::Paste(text))) => app.on_paste(&text),
+                Some(Ok(TermEvent::Key(k))) => {
+                    actions.extend(app.on_key(k));
+                    urgent = true;
+                }
+                Some(Ok(TermEvent::Paste(text))) => {
+                    app.on_paste(&text);
+                    urgent = true;
+                }
                 Some(Ok(TermEvent::Resize(w, h))) => {
                     screen.resize(w);
                     height = h;
@@ -395,7 +405,7 @@ pub async fn run(launch: Launch) -> i32 {
             }
         }
     };
-    let _ = screen.finish(true);
+    let _ = screen.finish(false);
     let id = live.ctx.session_id().to_owned();
     let persisted = live.ctx.transcript_path().is_some();
     shutdown(live).await;
