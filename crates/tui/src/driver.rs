@@ -435,20 +435,24 @@ fn signal_stream() -> mpsc::Receiver<()> {
 }
 
 async fn shutdown(live: Live) {
-    let (ack, wait) = oneshot::channel();
     let Live {
         cmds, mut events, ..
     } = live;
-    if cmds.send(Cmd::Shutdown(ack)).await.is_ok() {
-        // Drain the events the shutdown emits, so the session never waits on a full channel.
-        let drain = async { while events.recv().await.is_some() {} };
-        let _ = tokio::time::timeout(Duration::from_secs(15), async {
-            tokio::join!(drain, async {
-                let _ = wait.await;
-            })
-        })
-        .await;
+    let (ack, mut done) = oneshot::channel();
+    if cmds.send(Cmd::Shutdown(ack)).await.is_err() {
+        return;
     }
+    // Read the events the shutdown emits (so the session never waits on a full channel)
+    // until it says it is done.
+    let _ = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            tokio::select! {
+                _ = &mut done => break,
+                e = events.recv() => if e.is_none() { break },
+            }
+        }
+    })
+    .await;
 }
 
 fn welcome(app: &App, cwd: &std::path::Path) -> Vec<Line<'static>> {

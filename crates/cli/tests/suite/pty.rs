@@ -150,7 +150,8 @@ impl Tty {
     pub async fn exit(mut self) -> u32 {
         self.send("\x03");
         self.send("\x03");
-        let deadline = Instant::now() + DEADLINE;
+        // Leaving takes a moment; ten seconds means keel hung on the way out.
+        let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.exit_code();
