@@ -208,9 +208,10 @@ async fn drain(readers: &mut [JoinHandle<()>], deadline: Duration) -> bool {
     tokio::time::timeout(deadline, all).await.is_ok()
 }
 
-fn spill_path(limits: &ToolLimits, tool_use_id: &str, pid: u32, stream: &str) -> Option<PathBuf> {
-    let dir = limits.spill_dir.as_ref()?;
-    let id: String = tool_use_id
+/// A tool_use id made safe as part of a file name: anything but ASCII letters, digits, `-` and
+/// `_` becomes `_` (so an id can never name a path).
+pub fn file_stem(tool_use_id: &str) -> String {
+    tool_use_id
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
@@ -219,7 +220,12 @@ fn spill_path(limits: &ToolLimits, tool_use_id: &str, pid: u32, stream: &str) ->
                 '_'
             }
         })
-        .collect();
+        .collect()
+}
+
+fn spill_path(limits: &ToolLimits, tool_use_id: &str, pid: u32, stream: &str) -> Option<PathBuf> {
+    let dir = limits.spill_dir.as_ref()?;
+    let id = file_stem(tool_use_id);
     let stem = if id.is_empty() {
         format!("bash-{pid}")
     } else {

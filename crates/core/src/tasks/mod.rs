@@ -541,17 +541,8 @@ impl TaskManager {
 
     /// Where a foreground command that may be moved to the background copies its output.
     pub(crate) fn live_log_path(&self, tool_use_id: &str) -> PathBuf {
-        let safe: String = tool_use_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.log_path(&format!("call-{safe}"))
+        let stem = keel_tools::bash::file_stem(tool_use_id);
+        self.log_path(&format!("call-{stem}"))
     }
 
     /// The status and output of a task, waiting up to `timeout` for it to end when `block`.

@@ -232,15 +232,9 @@ impl Tool for BackgroundBash {
                 o.remove("run_in_background");
                 o.remove("timeout");
             }
-            let command = input
-                .get("command")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+            let command = command_of(&input);
             let inner = self.inner.clone();
-            let mut limits = (*cx.limits).clone();
-            limits.default_timeout = Duration::from_secs(24 * 3600);
-            limits.max_timeout = limits.default_timeout;
+            let limits = without_timeout(&cx.limits);
             let base = cx.clone();
             let kind = TaskKind::Shell {
                 command: command.clone(),
@@ -320,16 +314,10 @@ impl BackgroundBash {
         if let Some(o) = input.as_object_mut() {
             o.remove("timeout");
         }
-        let command = input
-            .get("command")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let command = command_of(&input);
         let own = self.tasks.child_token();
         let live_log = self.tasks.live_log_path(&cx.tool_use_id);
-        let mut limits = (*cx.limits).clone();
-        limits.default_timeout = Duration::from_secs(24 * 3600);
-        limits.max_timeout = limits.default_timeout;
+        let mut limits = without_timeout(&cx.limits);
         limits.live_log = Some(live_log.clone());
         let mut inner_cx = cx.clone();
         inner_cx.cancel = own.clone();
@@ -374,6 +362,23 @@ impl BackgroundBash {
             (o, _) => o,
         }
     }
+}
+
+fn command_of(input: &Value) -> String {
+    input
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The limits for a command that may outlive its call: a day instead of the call's timeout
+/// (a background shell is stopped by the user, the model or the session's end).
+fn without_timeout(limits: &keel_tools::ToolLimits) -> keel_tools::ToolLimits {
+    let mut limits = limits.clone();
+    limits.default_timeout = Duration::from_secs(24 * 3600);
+    limits.max_timeout = limits.default_timeout;
+    limits
 }
 
 fn joined(r: Result<ToolOutcome, tokio::task::JoinError>) -> ToolOutcome {
