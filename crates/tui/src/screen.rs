@@ -211,7 +211,9 @@ pub fn write_line(buf: &mut Vec<u8>, line: &Line<'_>, max: Option<usize>, colour
                     used += n;
                     continue;
                 }
-                c if c.is_control() || ('\u{80}'..'\u{a0}').contains(&c) => ('�', 1),
+                c if c.is_control() || ('\u{80}'..'\u{a0}').contains(&c) || invisible(c) => {
+                    ('�', 1)
+                }
                 c => (c, c.width().unwrap_or(0)),
             };
             if max.is_some_and(|m| used + w > m) {
@@ -226,6 +228,14 @@ pub fn write_line(buf: &mut Vec<u8>, line: &Line<'_>, max: Option<usize>, colour
         buf.extend_from_slice(b"\x1b[0m");
     }
     used
+}
+
+/// Characters that reorder or hide text (bidirectional overrides and isolates, zero-width
+/// characters): shown, so that what a command line says is what the screen says.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 #[cfg(test)]
@@ -244,6 +254,10 @@ mod tests {
             "{s:?}"
         );
         assert_eq!(s, "a�]0;pwned�b�[2Jc�d");
+        // Text that would reorder itself on screen is shown as it is stored.
+        let mut buf = Vec::new();
+        write_line(&mut buf, &Line::raw("ls #\u{202e}fr- mr"), None, false);
+        assert_eq!(String::from_utf8(buf).unwrap(), "ls #�fr- mr");
     }
 
     #[test]

@@ -167,7 +167,7 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     let mut bottom: Vec<Line<'static>> = vec![rule.clone()];
     let mut cursor = None;
     if let Some(a) = app.approvals.front() {
-        bottom.extend(approval_lines(app, a));
+        bottom.extend(approval_lines(app, a, width));
         if let Some(reason) = &a.reason {
             bottom.push(Line::from(vec![Span::styled(
                 "  Tell keel what to do instead (Enter to send, Esc to go back): ",
@@ -245,7 +245,46 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     }
 }
 
-fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'static>> {
+/// Most rows of a command or diff a permission question shows; past it a line says how much
+/// more there is.
+const ASK_ROWS: usize = 20;
+
+/// `text` cut into rows of at most `width` columns — nothing of a command being approved may
+/// hide past the edge of the screen.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(8);
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let mut row = String::new();
+        let mut used = 0;
+        for c in line.chars() {
+            let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(1);
+            if used + w > width {
+                rows.push(std::mem::take(&mut row));
+                used = 0;
+            }
+            row.push(c);
+            used += w;
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+fn more_rows(shown: usize, total: usize) -> Option<Line<'static>> {
+    (total > shown).then(|| {
+        Line::styled(
+            format!(
+                "  … {} more rows not shown here — all of it is what runs",
+                total - shown
+            ),
+            Style::new().fg(Color::Yellow),
+        )
+    })
+}
+
+fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec<Line<'static>> {
+    let cols = (width as usize).saturating_sub(6);
     let req = &a.req;
     let mut out = vec![Line::styled(
         format!("Allow {}?", req.tool_name),
@@ -254,12 +293,15 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'stati
     let input = &req.input;
     match req.tool_name.as_str() {
         "Bash" => {
-            for l in input["command"].as_str().unwrap_or("").lines().take(6) {
+            let rows = wrap(input["command"].as_str().unwrap_or(""), cols);
+            for (i, l) in rows.iter().take(ASK_ROWS).enumerate() {
+                let mark = if i == 0 { "  $ " } else { "    " };
                 out.push(Line::styled(
-                    format!("  $ {l}"),
+                    format!("{mark}{l}"),
                     Style::new().fg(Color::Cyan),
                 ));
             }
+            out.extend(more_rows(ASK_ROWS, rows.len()));
             if let Some(d) = &req.description {
                 out.push(Line::styled(format!("  {d}"), dim()));
             }
@@ -273,7 +315,9 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'stati
                 input["old_string"].as_str().unwrap_or(""),
                 input["new_string"].as_str().unwrap_or(""),
             );
-            out.extend(diff.into_iter().take(12));
+            let n = diff.len();
+            out.extend(diff.into_iter().take(ASK_ROWS));
+            out.extend(more_rows(ASK_ROWS, n));
         }
         "Write" => {
             let content = input["content"].as_str().unwrap_or("");
@@ -282,9 +326,22 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'stati
                 input["file_path"].as_str().unwrap_or(""),
                 content.lines().count()
             )));
-            out.extend(crate::app::diff_lines("", content).into_iter().take(8));
+            let diff = crate::app::diff_lines("", content);
+            let n = diff.len();
+            out.extend(diff.into_iter().take(ASK_ROWS / 2));
+            out.extend(more_rows(ASK_ROWS / 2, n));
         }
-        _ => out.push(Line::raw(format!("  {}", summary(&req.tool_name, input)))),
+        _ => {
+            // Every other tool: its whole input, wrapped, so nothing it was given is hidden.
+            let rows = wrap(
+                &serde_json::to_string_pretty(input).unwrap_or_default(),
+                cols,
+            );
+            for l in rows.iter().take(ASK_ROWS) {
+                out.push(Line::raw(format!("  {l}")));
+            }
+            out.extend(more_rows(ASK_ROWS, rows.len()));
+        }
     }
     if let Some(r) = &req.reason {
         out.push(Line::styled(format!("  ({r})"), dim()));
