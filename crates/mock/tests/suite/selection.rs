@@ -116,3 +116,20 @@ async fn last_user_contains_sees_tool_results() {
     assert_eq!(text_of(&server, &body).await.unwrap(), "saw it");
     assert_eq!(text_of(&server, &body).await.unwrap(), "fallback");
 }
+
+#[tokio::test]
+async fn a_replaced_scenario_answers_from_its_first_step_on() {
+    let server = start(vec![Step::error(529).times(100)]).await;
+    assert_eq!(post(&server, &request(false)).await.status(), 529);
+    server
+        .replace_scenario(Scenario::new(vec![Step::text("fixed")]))
+        .unwrap();
+    let resp = post(&server, &request(false)).await;
+    assert_eq!(resp.status(), 200);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["content"][0]["text"], "fixed");
+    // An invalid scenario is refused with the reason.
+    let bad = Scenario::new(vec![]);
+    assert!(server.replace_scenario(bad).is_err());
+    assert_eq!(server.requests().len(), 2);
+}
