@@ -270,18 +270,17 @@ impl App {
         self.commit(lines);
     }
 
-    /// The partial line of the reply streaming now and the held-back table, for the live area.
-    pub fn stream_tail(&self) -> Vec<Line<'static>> {
-        match &self.stream {
-            Some((md, partial)) => {
-                let mut v = md.held();
-                if !partial.is_empty() {
-                    v.push(Line::from(markdown::inline(partial, Style::new())));
-                }
-                v
-            }
-            None => Vec::new(),
-        }
+    /// The held-back table of the reply streaming now, for the live area.
+    pub fn stream_held(&self) -> Vec<Line<'static>> {
+        self.stream
+            .as_ref()
+            .map(|(md, _)| md.held())
+            .unwrap_or_default()
+    }
+
+    /// The line of the reply being streamed now, not complete yet.
+    pub fn stream_partial(&self) -> &str {
+        self.stream.as_ref().map_or("", |(_, p)| p.as_str())
     }
 
     // ---- turns -------------------------------------------------------------------------

@@ -52,7 +52,18 @@ fn tokens(n: u64) -> String {
 /// status line are kept; what is above them is cut from the top).
 pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     let mut top: Vec<Line<'static>> = Vec::new();
-    top.extend(app.stream_tail());
+    top.extend(app.stream_held());
+    // A long line still streaming is wrapped here (its last rows), not cut at the edge; once
+    // complete it goes to the scrollback, where the terminal wraps it.
+    let partial = wrap(app.stream_partial(), (width as usize).saturating_sub(1));
+    let skip = partial.len().saturating_sub(PARTIAL_ROWS);
+    top.extend(
+        partial
+            .into_iter()
+            .skip(skip)
+            .filter(|r| !r.is_empty())
+            .map(Line::raw),
+    );
     let bg_hint = if app.in_tmux {
         "ctrl+b ctrl+b to background"
     } else {
@@ -245,6 +256,9 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     }
 }
 
+/// Most rows of a line still streaming that the live area shows (its end).
+const PARTIAL_ROWS: usize = 6;
+
 /// Most rows of a command or diff a permission question shows; past it a line says how much
 /// more there is.
 const ASK_ROWS: usize = 20;
@@ -253,6 +267,9 @@ const ASK_ROWS: usize = 20;
 /// hide past the edge of the screen.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let width = width.max(8);
+    if text.is_empty() {
+        return Vec::new();
+    }
     let mut rows = Vec::new();
     for line in text.lines() {
         let mut row = String::new();

@@ -458,3 +458,20 @@ fn shift_tab_never_reaches_bypass_unless_started_there() {
     );
     assert_eq!(seen.len(), 6);
 }
+
+#[test]
+fn a_long_line_still_streaming_is_wrapped_not_cut() {
+    let mut a = app();
+    send(&mut a, "go");
+    stream(
+        &mut a,
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    );
+    let long = format!("{} and this is the end of it", "word ".repeat(40));
+    stream(
+        &mut a,
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": long}}),
+    );
+    let shown = screen(&mut a);
+    assert!(shown.contains("this is the end of it"), "{shown}");
+}
