@@ -30,7 +30,7 @@ pub enum InputFormat {
     name = "keel",
     version,
     about = "keel — a coding-agent runtime. Runs a prompt against a model, lets the model use tools in the working directory, and reports exactly how the run ended.",
-    after_help = "Subcommands:\n  keel demo        run a complete session offline against a scripted model (no API key needed)\n  keel sessions    list this directory's sessions (--all for every directory)\n\nExit codes: 0 success, 1 error, 2 bad usage, 3 a limit was reached, 4 the API stayed unavailable, 130 interrupted.\nEnvironment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, KEEL_MAX_RETRIES, KEEL_RETRY_BUDGET_MS, KEEL_STREAM_IDLE_TIMEOUT_MS, KEEL_HOME, KEEL_FSYNC."
+    after_help = "Without -p, on a terminal, keel is interactive: `keel [PROMPT]` (Esc stops a turn, /help lists keys and commands).\n\nSubcommands:\n  keel demo        run a complete session offline against a scripted model (no API key needed)\n  keel sessions    list this directory's sessions (--all for every directory)\n\nExit codes: 0 success, 1 error, 2 bad usage, 3 a limit was reached, 4 the API stayed unavailable, 130 interrupted.\nEnvironment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, KEEL_MAX_RETRIES, KEEL_RETRY_BUDGET_MS, KEEL_STREAM_IDLE_TIMEOUT_MS, KEEL_HOME, KEEL_FSYNC."
 )]
 pub struct Cli {
     /// Run headless: print the answer and exit. Without it (and without --output-format or --input-format set to json/stream-json), keel starts its interactive UI on the terminal.
