@@ -339,15 +339,7 @@ impl App {
                     format!("  ⎿ Interrupted after {secs}s · tell keel what to do instead"),
                     dim(),
                 )]);
-                // What was queued is given back to edit, not sent behind the user's back.
-                if !self.queued.is_empty() {
-                    let text = std::mem::take(&mut self.queued).join("\n\n");
-                    if self.editor.is_empty() {
-                        self.editor.set_text(&text);
-                    } else {
-                        self.editor.insert_str(&format!("\n{text}"));
-                    }
-                }
+                self.give_back_queued();
                 return Vec::new();
             }
             TurnEnd::ApiFailed { .. } if code == 4 => {
@@ -382,9 +374,30 @@ impl App {
                     format!("  ⎿ {}", first_line(&other.result_text())),
                     Style::new().fg(Color::Yellow),
                 );
+                self.give_back_queued();
+                return Vec::new();
             }
         }
-        self.send_queued()
+        if matches!(end, TurnEnd::Completed { .. }) {
+            self.send_queued()
+        } else {
+            self.give_back_queued();
+            Vec::new()
+        }
+    }
+
+    /// Prompts queued behind a turn that did not complete go back into the editor to be looked
+    /// at again, never sent behind the user's back.
+    fn give_back_queued(&mut self) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.queued).join("\n\n");
+        if self.editor.is_empty() {
+            self.editor.set_text(&text);
+        } else {
+            self.editor.insert_str(&format!("\n{text}"));
+        }
     }
 
     fn send_queued(&mut self) -> Vec<Action> {
@@ -926,7 +939,8 @@ impl App {
                 }
                 KeyCode::Esc | KeyCode::Char('n') | KeyCode::Char('2') => {
                     self.say("  Not retried. Your session is kept as it was.", dim());
-                    self.send_queued()
+                    self.give_back_queued();
+                    Vec::new()
                 }
                 _ => {
                     self.modal = Some(Modal::Retry { error, next });

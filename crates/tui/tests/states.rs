@@ -405,6 +405,24 @@ fn queued_messages() {
 }
 
 #[test]
+fn prompts_queued_behind_a_failed_turn_are_given_back_not_sent() {
+    let mut a = app();
+    send(&mut a, "first");
+    send(&mut a, "queued one");
+    assert!(a
+        .turn_ended(&api_failed(401, "authentication_error"))
+        .is_empty());
+    assert_eq!(a.editor.lines(), &["queued one".to_owned()]);
+    // Behind a transient failure too, once the retry is declined.
+    let mut a = app();
+    send(&mut a, "first");
+    send(&mut a, "queued two");
+    a.turn_ended(&api_failed(529, "overloaded_error"));
+    assert!(key(&mut a, KeyCode::Char('n')).is_empty());
+    assert_eq!(a.editor.lines(), &["queued two".to_owned()]);
+}
+
+#[test]
 fn esc_with_queued_messages_interrupts_and_gives_them_back() {
     let mut a = app();
     send(&mut a, "first");
