@@ -354,3 +354,121 @@ async fn without_a_terminal_keel_says_to_use_print() {
     assert!(run.stderr.contains("-p"), "{}", run.stderr);
     assert!(h.requests().is_empty());
 }
+
+/// A tmux server of this test's own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn history(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .cmd(&["capture-pane", "-p", "-J", "-S", "-", "-t", "k"])
+                .stdout,
+        )
+        .into_owned()
+    }
+
+    async fn wait_text(&self, text: &str) {
+        let deadline = Instant::now() + DEADLINE;
+        while !self.history().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "tmux never showed {text:?}:\n{}",
+                self.history()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// vt100 does not re-flow rows when its width shrinks; tmux does, as most terminals do. In
+/// tmux, narrowing and widening the window in the middle of a session leaves every finished
+/// message in the scrollback exactly once.
+#[tokio::test]
+async fn in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: tmux is not installed, and this test needs a terminal that re-flows on resize");
+        return;
+    }
+    let h = Harness::from_json(&text_steps(30)).await;
+    let socket = format!("keel-test-{}", std::process::id());
+    let tmux = Tmux { socket };
+    let command = format!(
+        "env -i PATH={path} HOME={home} KEEL_HOME={keel_home} ANTHROPIC_BASE_URL={url} ANTHROPIC_API_KEY=sk-test-keel TERM=screen {keel}; sleep 600",
+        path = std::env::var("PATH").unwrap_or_default(),
+        home = h.home.path().display(),
+        keel_home = h.keel_home().display(),
+        url = h.mock.base_url(),
+        keel = keel_bin().display(),
+    );
+    let cwd = h.cwd().display().to_string();
+    let out = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "k",
+        "-x",
+        "120",
+        "-y",
+        "20",
+        "-c",
+        &cwd,
+        &command,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait_text("shift+tab mode").await;
+    for i in 1..=30 {
+        tmux.cmd(&["send-keys", "-t", "k", &format!("prompt {i:02}"), "Enter"]);
+        tmux.wait_text(&format!("reply {i:02} ends")).await;
+        match i {
+            10 => tmux.cmd(&["resize-window", "-t", "k", "-x", "70", "-y", "20"]),
+            20 => tmux.cmd(&["resize-window", "-t", "k", "-x", "100", "-y", "26"]),
+            _ => continue,
+        };
+    }
+    let all = tmux.history();
+    for i in 1..=30 {
+        for needle in [
+            format!("> prompt {i:02}\n"),
+            format!("reply {i:02} begins"),
+            format!("reply {i:02} ends"),
+        ] {
+            assert_eq!(
+                all.matches(&needle).count(),
+                1,
+                "{needle:?} should be in tmux's scrollback exactly once:\n{all}"
+            );
+        }
+    }
+    assert_eq!(all.matches("shift+tab mode").count(), 1, "{all}");
+    // Nothing of an earlier live area is left behind either: its two rules, once each.
+    let rules = all
+        .lines()
+        .filter(|l| !l.trim().is_empty() && l.trim().chars().all(|c| c == '─'))
+        .count();
+    assert_eq!(rules, 2, "pieces of an old live area were left behind:\n{all}");
+}
