@@ -407,7 +407,7 @@ async fn in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole() {
         .output()
         .is_err()
     {
-        eprintln!("skipped: tmux is not installed, and this test needs a terminal that re-flows on resize");
+        eprintln!("SKIPPED in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole: tmux is not installed, and this test needs a terminal that re-flows on resize");
         return;
     }
     let h = Harness::from_json(&text_steps(30)).await;
@@ -470,5 +470,8 @@ async fn in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole() {
         .lines()
         .filter(|l| !l.trim().is_empty() && l.trim().chars().all(|c| c == '─'))
         .count();
-    assert_eq!(rules, 2, "pieces of an old live area were left behind:\n{all}");
+    assert_eq!(
+        rules, 2,
+        "pieces of an old live area were left behind:\n{all}"
+    );
 }
