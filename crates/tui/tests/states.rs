@@ -493,3 +493,50 @@ fn a_long_line_still_streaming_is_wrapped_not_cut() {
     let shown = screen(&mut a);
     assert!(shown.contains("this is the end of it"), "{shown}");
 }
+
+#[test]
+fn slash_commands_do_what_they_say() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".claude/commands")).unwrap();
+    std::fs::write(
+        dir.path().join(".claude/commands/review.md"),
+        "---\ndescription: review a file\n---\nReview $ARGUMENTS for bugs.\n",
+    )
+    .unwrap();
+    let mut a = App::new(dir.path().to_path_buf(), History::default());
+    assert_eq!(
+        send(&mut a, "/model claude-opus-4-1"),
+        vec![Action::SetModel("claude-opus-4-1".into())]
+    );
+    assert_eq!(send(&mut a, "/clear"), vec![Action::Clear]);
+    assert_eq!(
+        send(&mut a, "/permissions"),
+        vec![Action::Show(keel_tui::app::Listing::Permissions)]
+    );
+    assert_eq!(send(&mut a, "/resume"), vec![Action::ResumePicker]);
+    a.pick(vec![
+        ("s1".into(), "first".into()),
+        ("s2".into(), "second".into()),
+    ]);
+    key(&mut a, KeyCode::Down);
+    assert_eq!(
+        key(&mut a, KeyCode::Enter),
+        vec![Action::Resume("s2".into())]
+    );
+    // A project's command: its body, with the arguments put in, is the prompt.
+    match &send(&mut a, "/review src/lib.rs")[..] {
+        [Action::Turn(c)] => {
+            assert_eq!(c, &vec![ContentBlock::text("Review src/lib.rs for bugs.")])
+        }
+        other => panic!("{other:?}"),
+    }
+    a.turn_ended(&TurnEnd::Completed {
+        text: String::new(),
+    });
+    a.take_committed();
+    assert!(send(&mut a, "/nope").is_empty());
+    assert!(committed_text(&mut a).contains("Unknown command /nope"));
+    // A name that could reach outside the commands directory is not a command.
+    assert!(send(&mut a, "/../../etc/passwd").is_empty());
+    assert_eq!(send(&mut a, "/exit"), vec![Action::Exit]);
+}
