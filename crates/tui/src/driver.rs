@@ -405,7 +405,7 @@ pub async fn run(launch: Launch) -> i32 {
             }
         }
     };
-    let _ = screen.finish(false);
+    let _ = screen.finish();
     let id = live.ctx.session_id().to_owned();
     let persisted = live.ctx.transcript_path().is_some();
     shutdown(live).await;

@@ -25,8 +25,6 @@ pub struct Screen<W: Write> {
     /// The widths of the live area's rows as drawn (to re-count them after a resize).
     drawn: Vec<usize>,
     colour: bool,
-    /// Bytes written, for the benchmark and the tests.
-    pub bytes_written: u64,
 }
 
 impl<W: Write> Screen<W> {
@@ -38,7 +36,6 @@ impl<W: Write> Screen<W> {
             cursor_row: 0,
             drawn: Vec::new(),
             colour,
-            bytes_written: 0,
         }
     }
 
@@ -100,28 +97,18 @@ impl<W: Write> Screen<W> {
         }
         buf.extend_from_slice(b"\x1b[?2026l");
         self.cursor_row = row;
-        self.bytes_written += buf.len() as u64;
         self.out.write_all(&buf)?;
         self.out.flush()
     }
 
-    /// Leave the terminal below the live area, which stays on the screen as drawn last (with
-    /// `keep`), or is erased.
-    pub fn finish(&mut self, keep: bool) -> io::Result<()> {
+    /// Erase the live area, leaving the cursor where it began: what stays on the screen is
+    /// the scrollback.
+    pub fn finish(&mut self) -> io::Result<()> {
         let mut buf = Vec::new();
-        if keep {
-            let below = (self.drawn.len() as u16).saturating_sub(self.cursor_row + 1);
-            if below > 0 {
-                write!(buf, "\x1b[{below}B")?;
-            }
-            buf.extend_from_slice(b"\r\n");
-        } else {
-            if self.cursor_row > 0 {
-                write!(buf, "\x1b[{}A", self.cursor_row)?;
-            }
-            buf.extend_from_slice(b"\r\x1b[J");
+        if self.cursor_row > 0 {
+            write!(buf, "\x1b[{}A", self.cursor_row)?;
         }
-        buf.extend_from_slice(b"\x1b[0m\x1b[?25h");
+        buf.extend_from_slice(b"\r\x1b[J\x1b[0m\x1b[?25h");
         self.cursor_row = 0;
         self.drawn.clear();
         self.out.write_all(&buf)?;
