@@ -12,6 +12,7 @@
 //!   received the status line (the last row of the first frame), over `--runs` launches;
 //! - keystroke → echo: from writing one character to the terminal until the screen shows it in
 //!   the input box, for 60 keystrokes;
+//! - a 10,000-line bracketed paste → its placeholder on screen, 5 times;
 //! - peak RSS (`VmHWM` from /proc) after every 100 messages of scrollback, up to `--messages`
 //!   (each prompt and each reply is one message), to show whether memory stays flat.
 //!
@@ -159,6 +160,19 @@ fn main() -> Result<()> {
     }
     t.send("\x15"); // Ctrl+U: clear the line
 
+    // A 10,000-line bracketed paste → its placeholder on screen.
+    let body: String = (0..10_000).map(|i| format!("pasted line {i}\n")).collect();
+    let mut paste = Vec::new();
+    for n in 1..=5 {
+        let t0 = Instant::now();
+        t.send(&format!("\x1b[200~{body}\x1b[201~"));
+        let label = format!("[Pasted text #{n} +10000 lines]");
+        wait(&t, |s| s.contains(&label))?;
+        paste.push(t0.elapsed().as_secs_f64() * 1000.0);
+        t.send("\x15");
+    }
+    paste.sort_by(f64::total_cmp);
+
     // Peak RSS as the scrollback grows.
     let mut rss = Vec::new();
     let prompts = o.messages / 2;
@@ -199,6 +213,12 @@ fn main() -> Result<()> {
         );
         println!("launch → first frame:  median {f_med:.1} ms  (range {f_min:.1}–{f_max:.1}, {} runs)  target ≤ 20 ms", o.runs);
         println!("keystroke → echo:      median {e_med:.2} ms  p95 {e_p95:.2} ms  max {e_max:.2} ms  (60 keys)  target ≤ 5 ms");
+        println!(
+            "10,000-line paste → placeholder: median {:.1} ms  (range {:.1}–{:.1}, 5 pastes)",
+            paste[paste.len() / 2],
+            paste[0],
+            paste[paste.len() - 1]
+        );
         println!("scrollback messages    peak RSS    RSS now");
         for (m, hwm, now) in &rss {
             println!(
@@ -212,6 +232,7 @@ fn main() -> Result<()> {
     let out = json!({
         "first_frame_ms": {"median": f_med, "min": f_min, "max": f_max, "runs": o.runs},
         "echo_ms": {"median": e_med, "p95": e_p95, "max": e_max, "keys": echo.len()},
+        "paste_10k_lines_ms": {"median": paste[paste.len() / 2], "min": paste[0], "max": paste[paste.len() - 1]},
         "rss_kb": rss.iter().map(|(m, hwm, now)| json!({"messages": m, "peak": hwm, "now": now})).collect::<Vec<_>>(),
     });
     println!("{out}");
