@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossterm::event::{Event as TermEvent, EventStream};
-use futures_util::StreamExt;
+use crossterm::event::Event as TermEvent;
 use keel_core::builder::keel_home;
 use keel_core::event::Emitted;
 use keel_core::transcript::Store;
@@ -237,7 +236,7 @@ pub async fn run(launch: Launch) -> i32 {
     // SIGTERM, or SIGHUP when the terminal goes away: leave as on /exit, with the session
     // saved, the turn's processes stopped and the terminal restored.
     let mut term_signals = signal_stream();
-    let mut input = EventStream::new();
+    let mut input = spawn_input();
     let mut last_draw = Instant::now() - FRAME;
     let mut exiting = false;
     let mut urgent = false;
@@ -362,7 +361,7 @@ pub async fn run(launch: Launch) -> i32 {
             now + Duration::from_secs(3600)
         };
         tokio::select! {
-            ev = input.next() => match ev {
+            ev = input.recv() => match ev {
                 Some(Ok(TermEvent::Key(k))) => {
                     actions.extend(app.on_key(k));
                     urgent = true;
@@ -414,6 +413,29 @@ pub async fn run(launch: Launch) -> i32 {
         println!("Session saved. Resume it with: keel --resume {id}");
     }
     code
+}
+
+/// The terminal's input, read on a thread of its own with crossterm's blocking `read` and
+/// handed over on a bounded channel. crossterm is built with `use-dev-tty`, whose reader polls
+/// level-triggered: its default (edge-triggered) reader could report a resize and drop the
+/// readiness of keys that arrived with it, which then sat unread until the next key.
+fn spawn_input() -> mpsc::Receiver<std::io::Result<TermEvent>> {
+    let (tx, rx) = mpsc::channel(64);
+    let spawned = std::thread::Builder::new()
+        .name("keel-input".into())
+        .spawn(move || loop {
+            let ev = crossterm::event::read();
+            let failed = ev.is_err();
+            if tx.blocking_send(ev).is_err() || failed {
+                break;
+            }
+        });
+    if let Err(e) = spawned {
+        // Without a reader the UI cannot be used: the receiver ends at once, and the loop
+        // leaves as when the terminal goes away.
+        eprintln!("keel: cannot read the terminal: {e}\r");
+    }
+    rx
 }
 
 fn signal_stream() -> mpsc::Receiver<()> {

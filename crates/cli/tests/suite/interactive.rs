@@ -324,6 +324,26 @@ async fn ctrl_b_moves_a_foreground_subagent_to_the_background_with_its_command()
 }
 
 #[tokio::test]
+async fn keys_that_arrive_with_a_resize_are_not_lost() {
+    let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "x"}]}"#).await;
+    let mut t = start(&h, &[], &[], 24, 80);
+    t.wait_text("shift+tab mode").await;
+    let mut typed = String::from("> ");
+    for i in 0..60u16 {
+        // The key goes out right behind the resize's signal, as when someone types while
+        // dragging the window's edge; each must show up on its own.
+        t.resize(24 + i % 3, 80 + i % 7);
+        let c = (b'a' + (i % 26) as u8) as char;
+        t.send(&c.to_string());
+        typed.push(c);
+        let want = typed.clone();
+        t.wait_for(&format!("{want:?} in the input box"), |s| s.contains(&want))
+            .await;
+    }
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
 async fn a_ten_thousand_line_paste_is_accepted_at_once_and_sent_whole() {
     let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "got it"}]}"#).await;
     let mut t = start(&h, &[], &[], 30, 100);

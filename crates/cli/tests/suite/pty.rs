@@ -127,7 +127,10 @@ impl Tty {
                 return s;
             }
             if Instant::now() > deadline {
-                panic!("the screen never showed {what}; it shows:\n{s}");
+                let raw = self.term.lock().unwrap().raw.clone();
+                let tail =
+                    String::from_utf8_lossy(&raw[raw.len().saturating_sub(1500)..]).into_owned();
+                panic!("the screen never showed {what}; it shows:\n{s}\nthe last bytes the terminal got:\n{tail:?}");
             }
             tokio::time::sleep(Duration::from_millis(15)).await;
         }
@@ -148,6 +151,8 @@ impl Tty {
     }
 
     pub async fn exit(mut self) -> u32 {
+        // Ctrl+U empties the prompt (Ctrl+C on a prompt with text clears it instead).
+        self.send("\x15");
         self.send("\x03");
         self.send("\x03");
         // Leaving takes a moment; ten seconds means keel hung on the way out.
