@@ -18,6 +18,8 @@ pub struct Editor {
     col: usize,
     /// Pasted blocks behind their placeholders, in paste order.
     pastes: Vec<(String, String)>,
+    /// Pastes so far into this prompt (numbers the placeholders).
+    pasted: usize,
     history: History,
 }
 
@@ -168,7 +170,12 @@ impl Editor {
             self.insert_str(&text);
             return;
         }
-        let n = self.pastes.len() + 1;
+        // Pastes whose placeholder was edited away are not kept.
+        let shown = self.lines.join("\n");
+        self.pastes
+            .retain(|(label, _)| shown.contains(label.as_str()));
+        let n = self.pasted + 1;
+        self.pasted = n;
         let label = if lines > 1 {
             format!("[Pasted text #{n} +{lines} lines]")
         } else {
@@ -344,6 +351,7 @@ impl Editor {
             text = text.replacen(&label, &pasted, 1);
         }
         self.history.push(&shown);
+        self.pasted = 0;
         self.lines = vec![String::new()];
         self.row = 0;
         self.col = 0;
@@ -353,6 +361,7 @@ impl Editor {
     /// Empty the editor without sending.
     pub fn clear(&mut self) {
         self.pastes.clear();
+        self.pasted = 0;
         self.lines = vec![String::new()];
         self.row = 0;
         self.col = 0;
@@ -377,6 +386,12 @@ mod tests {
         let sent = e.take();
         assert_eq!(sent, format!("see: {big}"));
         assert!(e.is_empty());
+        // A placeholder edited away lets its text go; numbering goes on within the prompt.
+        e.paste(&big);
+        e.kill_to_start();
+        e.paste("a\nb\nc\nd\ne\n");
+        assert_eq!(e.lines(), &["[Pasted text #2 +5 lines]".to_owned()]);
+        assert_eq!(e.take(), "a\nb\nc\nd\ne\n");
     }
 
     #[test]
