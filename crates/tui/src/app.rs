@@ -573,12 +573,17 @@ impl App {
         let (md, partial) = self
             .stream
             .get_or_insert_with(|| (Markdown::default(), String::new()));
-        partial.push_str(text);
+        // Only the new text can hold a newline: a long line streamed in many pieces is not
+        // searched again at every piece.
         let mut lines = Vec::new();
-        while let Some(pos) = partial.find('\n') {
-            let line: String = partial.drain(..=pos).collect();
-            lines.extend(md.line(line.trim_end_matches(['\n', '\r'])));
+        let mut rest = text;
+        while let Some(pos) = rest.find('\n') {
+            partial.push_str(&rest[..pos]);
+            lines.extend(md.line(partial.trim_end_matches('\r')));
+            partial.clear();
+            rest = &rest[pos + 1..];
         }
+        partial.push_str(rest);
         if let Some(r) = self.running.as_mut() {
             r.thinking = false;
         }

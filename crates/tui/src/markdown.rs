@@ -150,6 +150,7 @@ pub fn inline(s: &str, base: Style) -> Vec<Span<'static>> {
     };
     let chars: Vec<char> = s.chars().collect();
     let mut i = 0;
+    let mut links: Option<(Vec<usize>, Vec<usize>)> = None;
     let flush = |text: &mut String, out: &mut Vec<Span<'static>>, st: Style| {
         if !text.is_empty() {
             out.push(Span::styled(std::mem::take(text), st));
@@ -181,26 +182,28 @@ pub fn inline(s: &str, base: Style) -> Vec<Span<'static>> {
             i += 1;
             continue;
         }
+        // A link: `[label](url)` (the label holds no `]`). Where the next `]` and `)` are is
+        // known for every position, so a line of brackets costs one pass, not one per bracket.
         if c == '[' {
-            let rest: String = chars[i..].iter().collect();
-            if let Some(close) = rest.find("](") {
-                if let Some(end) = rest[close..].find(')') {
-                    flush(&mut text, &mut out, style(bold, italic));
-                    let label = &rest[1..close];
-                    let url = &rest[close + 2..close + end];
+            let (next_close, next_paren) =
+                links.get_or_insert_with(|| (next_of(&chars, ']'), next_of(&chars, ')')));
+            if let Some((close, end)) = link_at(&chars, next_close, next_paren, i) {
+                flush(&mut text, &mut out, style(bold, italic));
+                let label: String = chars[i + 1..close].iter().collect();
+                let url: String = chars[close + 2..end].iter().collect();
+                let same = url == label;
+                out.push(Span::styled(
+                    label,
+                    style(bold, italic).add_modifier(Modifier::UNDERLINED),
+                ));
+                if !same {
                     out.push(Span::styled(
-                        label.to_owned(),
-                        style(bold, italic).add_modifier(Modifier::UNDERLINED),
+                        format!(" ({url})"),
+                        Style::new().fg(Color::DarkGray),
                     ));
-                    if url != label {
-                        out.push(Span::styled(
-                            format!(" ({url})"),
-                            Style::new().fg(Color::DarkGray),
-                        ));
-                    }
-                    i += rest[..close + end + 1].chars().count();
-                    continue;
                 }
+                i = end + 1;
+                continue;
             }
         }
         text.push(c);
@@ -208,6 +211,30 @@ pub fn inline(s: &str, base: Style) -> Vec<Span<'static>> {
     }
     flush(&mut text, &mut out, style(bold, italic));
     out
+}
+
+/// Where the next `c` is at or after each position (`len` for none), in one backward pass.
+fn next_of(chars: &[char], c: char) -> Vec<usize> {
+    let mut next = vec![chars.len(); chars.len() + 1];
+    for i in (0..chars.len()).rev() {
+        next[i] = if chars[i] == c { i } else { next[i + 1] };
+    }
+    next
+}
+
+/// For a `[` at `open`: the `]` that closes it, when a `(` follows, and the `)` after that.
+fn link_at(
+    chars: &[char],
+    next_close: &[usize],
+    next_paren: &[usize],
+    open: usize,
+) -> Option<(usize, usize)> {
+    let close = next_close[open + 1];
+    if chars.get(close + 1) != Some(&'(') {
+        return None;
+    }
+    let end = next_paren[close + 2];
+    (end < chars.len()).then_some((close, end))
 }
 
 const KEYWORDS: &[&str] = &[
@@ -435,6 +462,13 @@ mod tests {
         assert_eq!(
             out,
             vec!["Title", "• bold and code and it", "1. k (http://x)"]
+        );
+        // Brackets that are not links stay as they are, however many there are.
+        let brackets = "[".repeat(200_000);
+        assert_eq!(texts(&render_all(&brackets)), vec![brackets.clone()]);
+        assert_eq!(
+            texts(&render_all("[a] and [b](u) [c")),
+            vec!["[a] and b (u) [c"]
         );
         // Underscores inside words are not italics.
         assert_eq!(

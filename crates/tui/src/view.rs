@@ -55,7 +55,16 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     top.extend(app.stream_held());
     // A long line still streaming is wrapped here (its last rows), not cut at the edge; once
     // complete it goes to the scrollback, where the terminal wraps it.
-    let partial = wrap(app.stream_partial(), (width as usize).saturating_sub(1));
+    // Only its end is wrapped (enough for the rows shown): a long line is not re-wrapped whole
+    // at every frame.
+    let cols = (width as usize).saturating_sub(1).max(8);
+    let partial = app.stream_partial();
+    let keep = (PARTIAL_ROWS + 1) * cols;
+    let tail = match partial.char_indices().rev().nth(keep) {
+        Some((at, _)) => &partial[at..],
+        None => partial,
+    };
+    let partial = wrap(tail, cols);
     let skip = partial.len().saturating_sub(PARTIAL_ROWS);
     top.extend(
         partial
