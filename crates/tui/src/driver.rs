@@ -243,17 +243,18 @@ pub async fn run(launch: Launch) -> i32 {
     let code = 'run: loop {
         for a in std::mem::take(&mut actions) {
             match a {
-                Action::Turn(content) => {
-                    if live.cmds.send(Cmd::Turn(content)).await.is_err() {
+                Action::Turn(_) | Action::Retry => {
+                    let cmd = match a {
+                        Action::Turn(content) => Cmd::Turn(content),
+                        _ => Cmd::Retry,
+                    };
+                    if live.cmds.send(cmd).await.is_err() {
                         app.say(
                             "The session has stopped; start keel again.",
                             Style::new().fg(Color::Red),
                         );
                         app.running = None;
                     }
-                }
-                Action::Retry => {
-                    let _ = live.cmds.send(Cmd::Retry).await;
                 }
                 Action::Interrupt => {
                     let h = live.handle.clone();
@@ -335,12 +336,13 @@ pub async fn run(launch: Launch) -> i32 {
                 }
             }
         }
-        refresh_status(&mut app, &live.ctx);
         app.prune_approvals();
         let now = Instant::now();
         // A key is drawn at once (people type far below 60 keys a second, and an echo must
         // feel instant); the session's bursts of events are held to one frame per 16 ms.
         if app.dirty && (urgent || now >= last_draw + FRAME) || exiting {
+            // The live settings are read once per frame, not once per event.
+            refresh_status(&mut app, &live.ctx);
             let frame = view::frame(&app, screen.width(), height.saturating_sub(1).max(3), now);
             let committed = app.take_committed();
             if screen.draw(&committed, &frame).is_err() {

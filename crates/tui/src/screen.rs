@@ -198,9 +198,7 @@ pub fn write_line(buf: &mut Vec<u8>, line: &Line<'_>, max: Option<usize>, colour
                     used += n;
                     continue;
                 }
-                c if c.is_control() || ('\u{80}'..'\u{a0}').contains(&c) || invisible(c) => {
-                    ('�', 1)
-                }
+                c if c.is_control() || invisible(c) => ('�', 1),
                 c => (c, c.width().unwrap_or(0)),
             };
             if max.is_some_and(|m| used + w > m) {

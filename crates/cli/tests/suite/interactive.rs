@@ -372,7 +372,9 @@ async fn without_a_terminal_keel_says_to_use_print() {
     let h = Harness::from_json(r#"{"steps": [{"kind": "text", "text": "x"}]}"#).await;
     let run = h.run(&["hello"], &[]).await;
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("-p"), "{}", run.stderr);
+    assert!(run.stderr.contains("needs a terminal"), "{}", run.stderr);
+    assert!(run.stderr.contains("keel -p"), "{}", run.stderr);
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
     assert!(h.requests().is_empty());
 }
 
