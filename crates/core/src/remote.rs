@@ -219,24 +219,63 @@ impl RemoteTranscripts {
                 self.url, got.meta.size
             ));
         }
-        let bytes = within(got.bytes())
-            .await
-            .map_err(|e| format!("fetching {}/{session_id}/{name}: {e}", self.url))?;
         if let Some(dir) = dest.parent() {
             tokio::fs::create_dir_all(dir)
                 .await
                 .map_err(|e| format!("creating {}: {e}", dir.display()))?;
         }
-        // Written beside and renamed into place: a crash leaves no half transcript.
+        // Streamed to a file beside and renamed into place: memory stays flat whatever the
+        // transcript's size, and a crash leaves no half transcript.
         let tmp = dest.with_extension("jsonl.fetching");
-        tokio::fs::write(&tmp, &bytes)
-            .await
-            .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+        let written = copy_to(got.into_stream(), &tmp).await;
+        let written = match written {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&tmp).await;
+                return Err(format!("fetching {}/{session_id}/{name}: {e}", self.url));
+            }
+        };
+        tracing::debug!("fetched {written} bytes of session {session_id}");
         tokio::fs::rename(&tmp, dest)
             .await
             .map_err(|e| format!("writing {}: {e}", dest.display()))?;
         Ok(true)
     }
+}
+
+/// Write `stream` to a new file at `path`, each chunk within the request timeout and never
+/// past [`MAX_FETCH_BYTES`] (whatever size the store announced); the bytes written.
+async fn copy_to<B: AsRef<[u8]>>(
+    mut stream: impl futures_util::Stream<Item = object_store::Result<B>> + Unpin,
+    path: &Path,
+) -> Result<u64, String> {
+    use futures_util::StreamExt;
+    use tokio::io::AsyncWriteExt;
+    let mut file = tokio::fs::File::create(path)
+        .await
+        .map_err(|e| format!("creating {}: {e}", path.display()))?;
+    let mut n = 0u64;
+    loop {
+        let chunk = match tokio::time::timeout(REQUEST_TIMEOUT, stream.next()).await {
+            Ok(Some(c)) => c.map_err(|e| e.to_string())?,
+            Ok(None) => break,
+            Err(_) => return Err(format!("no data for {} s", REQUEST_TIMEOUT.as_secs())),
+        };
+        let chunk = chunk.as_ref();
+        n += chunk.len() as u64;
+        if n > MAX_FETCH_BYTES {
+            return Err(format!(
+                "more than the {MAX_FETCH_BYTES} bytes keel fetches"
+            ));
+        }
+        file.write_all(chunk)
+            .await
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(n)
 }
 
 async fn within<T>(
