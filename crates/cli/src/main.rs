@@ -18,6 +18,12 @@ use std::sync::Arc;
 use clap::Parser;
 
 fn main() {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == keel_core::os::LAUNCHER_ARG)
+    {
+        keel_core::os::serve_launcher();
+    }
     init_tracing();
     quiet_panics();
     // Whatever a command orphans comes to keel, not to init, so keel can still stop it.
@@ -25,6 +31,14 @@ fn main() {
         tracing::warn!("could not become a subreaper ({e}); processes that leave their command's group may outlive keel");
     }
     let argv: Vec<String> = std::env::args().collect();
+    // Commands are forked from a small launcher (this binary, started with LAUNCHER_ARG when
+    // the first command runs), not from keel, whose fork costs grow with its memory.
+    // KEEL_LAUNCHER=off: fork each command from keel itself (to compare, or rule it out).
+    if std::env::var_os("KEEL_LAUNCHER").is_none_or(|v| v != "off") {
+        if let Ok(me) = std::env::current_exe() {
+            keel_core::os::enable_launcher(me);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -56,6 +70,9 @@ fn main() {
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     // Resume checkpoints: the one a resume started is finished, long transcripts brought up to date.
     keel_core::transcript::checkpoint::at_exit();
+    // The launcher leaves once its socket closes; waiting for it counts its commands' CPU time
+    // to keel (as `time keel …` expects).
+    keel_core::os::stop_launcher();
     // Anything still a child of keel now was orphaned by something keel started.
     let orphans = keel_core::os::kill_orphans();
     if orphans > 0 {

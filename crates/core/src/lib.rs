@@ -37,6 +37,10 @@ pub mod wire;
 
 /// Owning every process keel's sessions start, in the process that runs them.
 pub mod os {
+    pub use keel_tools::launcher::{
+        enable as enable_launcher, serve_stdin as serve_launcher, stop as stop_launcher,
+        LAUNCHER_ARG,
+    };
     pub use keel_tools::process::{kill_orphans, own_descendants};
 }
 

@@ -296,11 +296,8 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             return ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()));
         }
     };
-    let mut child = spawned.child;
-    let Some(pid) = child.id() else {
-        return ToolOutcome::failed("The command's process vanished before it could be tracked.");
-    };
-    let pgid = pid as i32;
+    let pid = spawned.pid as u32;
+    let pgid = spawned.pid;
     let mut guard = GroupGuard::new(pgid);
     let report = match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.report) {
         Ok(r) => r,
@@ -322,16 +319,19 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let sender = mirror.as_ref().map(SpillFile::sender);
     drop(mirror);
     let mut readers = Vec::with_capacity(2);
-    if let Some(pipe) = child.stdout.take() {
-        readers.push(tokio::spawn(pump(pipe, out.clone(), sender.clone())));
+    readers.push(tokio::spawn(pump(
+        spawned.stdout,
+        out.clone(),
+        sender.clone(),
+    )));
+    readers.push(tokio::spawn(pump(spawned.stderr, err.clone(), sender)));
+    // The supervisor may stay while background jobs of the group run: reap it whenever it ends
+    // (one the launcher started is the launcher's to reap).
+    if let Some(mut child) = spawned.child {
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
     }
-    if let Some(pipe) = child.stderr.take() {
-        readers.push(tokio::spawn(pump(pipe, err.clone(), sender)));
-    }
-    // The supervisor may stay while background jobs of the group run: reap it whenever it ends.
-    tokio::spawn(async move {
-        let _ = child.wait().await;
-    });
 
     enum End {
         Exited(Report),

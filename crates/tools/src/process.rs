@@ -20,11 +20,16 @@ const POLL: Duration = Duration::from_millis(10);
 /// How long we wait for the kernel to finish off a group after SIGKILL.
 const AFTER_KILL: Duration = Duration::from_secs(2);
 
-/// A command running under its supervisor: the supervisor's process (its pid is the group's
-/// id), and the read end of the pipe the supervisor reports on.
+/// A command running under its supervisor: the supervisor's pid (the group's id), the read
+/// ends of the command's stdout and stderr, and of the pipe the supervisor reports on.
 pub(crate) struct Spawned {
-    pub child: Child,
+    pub pid: i32,
+    pub stdout: tokio::net::unix::pipe::Receiver,
+    pub stderr: tokio::net::unix::pipe::Receiver,
     pub report: std::os::fd::OwnedFd,
+    /// The supervisor as keel's own child, to be reaped (`None`: the launcher started it, and
+    /// the launcher's exit reaps it).
+    pub child: Option<Child>,
 }
 
 /// Spawn `<shell> -c <command>` in `cwd` under a supervisor (see [`crate::supervise`]): a new
@@ -32,35 +37,67 @@ pub(crate) struct Spawned {
 /// inherited environment. Nothing the command starts outlives keel, not even after keel is
 /// SIGKILLed.
 ///
-/// Must be called from a tokio worker thread (or any long-lived thread), never from
-/// `spawn_blocking`: the supervisor's parent-death signal fires when the *thread* that forked
-/// it exits, and blocking-pool threads exit when idle.
+/// With a launcher running ([`crate::launcher::start`]) the launcher forks the supervisor;
+/// otherwise this process does. Then it must be called from a tokio worker thread (or any
+/// long-lived thread), never from `spawn_blocking`: the supervisor's parent-death signal fires
+/// when the *thread* that forked it exits, and blocking-pool threads exit when idle.
 pub(crate) fn spawn_shell(
     shell: &Path,
     command: &str,
     cwd: &Path,
     sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 ) -> io::Result<Spawned> {
+    use std::os::fd::AsRawFd;
+    let nul = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the command or the environment holds a NUL byte",
+        )
+    };
+    let (args, env) =
+        crate::supervise::shell_strings(shell, command, &[("KEEL", "1")]).ok_or_else(nul)?;
     let pipe = crate::supervise::ReportPipe::new()?;
     let devnull = std::fs::File::open("/dev/null")?;
-    let exec =
-        crate::supervise::ShellExec::new(shell, command, &[("KEEL", "1")]).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the command or the environment holds a NUL byte",
-            )
-        })?;
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (out_r, out_w) = nix::unistd::pipe2(cloexec)?;
+    let (err_r, err_w) = nix::unistd::pipe2(cloexec)?;
+    let spawned = |pid: i32, child: Option<Child>, report: std::os::fd::OwnedFd| {
+        Ok(Spawned {
+            pid,
+            stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?,
+            stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(err_r)?,
+            report,
+            child,
+        })
+    };
+    let request = crate::launcher::Request {
+        args: &args,
+        env: &env,
+        cwd,
+        stdin: devnull.as_raw_fd(),
+        stdout: out_w.as_raw_fd(),
+        stderr: err_w.as_raw_fd(),
+        report: pipe.write.as_raw_fd(),
+        sandbox: sandbox.as_deref().map(crate::sandbox::Sandbox::confine),
+    };
+    if let Some(started) = crate::launcher::launch(&request) {
+        let pid = started?;
+        // keel's copies of the command's ends go: the reader must see the command close them.
+        drop((out_w, err_w, pipe.write, devnull));
+        return spawned(pid, None, pipe.read);
+    }
+    let exec = crate::supervise::ShellExec::from_strings(args, env);
     // The process std forks becomes the supervisor and starts the shell itself (it never execs
     // the program named here).
     let mut cmd = Command::new(shell);
     cmd.current_dir(cwd)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(err_w))
         .kill_on_drop(false);
     let keel = nix::unistd::Pid::this();
     let report = crate::supervise::raw(&pipe.write);
-    let null = std::os::fd::AsRawFd::as_raw_fd(&devnull);
+    let null = devnull.as_raw_fd();
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
     // calls are allowed: `become_supervisor` makes raw system calls only, on fixed buffers and
     // on what `exec` prepared before the fork, and its errors are raw errnos (an io::Error from
@@ -68,7 +105,8 @@ pub(crate) fn spawn_shell(
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
-            crate::supervise::become_supervisor(keel, report, null, &exec, sandbox.as_deref())
+            let confine = sandbox.as_deref().map(crate::sandbox::Sandbox::confine);
+            crate::supervise::become_supervisor(keel, report, null, &exec, confine)
         });
     }
     let child = cmd.spawn()?;
@@ -76,10 +114,10 @@ pub(crate) fn spawn_shell(
     // would never see the supervisor close it.
     drop(pipe.write);
     drop(devnull);
-    Ok(Spawned {
-        child,
-        report: pipe.read,
-    })
+    let pid = child
+        .id()
+        .ok_or_else(|| io::Error::other("the supervisor vanished as it started"))?;
+    spawned(pid as i32, Some(child), pipe.read)
 }
 
 /// Make keel a child subreaper: a process one of keel's commands (or anything else keel
@@ -389,8 +427,10 @@ mod tests {
     async fn registry_kills_background_group() {
         let spawned =
             spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/"), None).unwrap();
-        let mut child = spawned.child;
-        let pgid = child.id().unwrap() as i32;
+        let mut child = spawned
+            .child
+            .expect("no launcher in unit tests: keel forks");
+        let pgid = spawned.pid;
         let reg = ProcessRegistry::new();
         reg.register(pgid, "sleep 1000");
         assert_eq!(reg.live().len(), 1);

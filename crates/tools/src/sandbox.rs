@@ -123,17 +123,40 @@ impl Sandbox {
         self.policy.writable.iter().any(|d| p.starts_with(d)) || p.starts_with("/dev")
     }
 
+    /// What entering the sandbox takes, borrowed: handed to the forked supervisor (or, through
+    /// the launcher, rebuilt in another process from the same bytes and ruleset descriptor).
+    pub(crate) fn confine(&self) -> Confine<'_> {
+        Confine {
+            network: self.policy.network,
+            ruleset: self.ruleset.as_raw_fd(),
+            uid_map: &self.uid_map,
+            gid_map: &self.gid_map,
+        }
+    }
+}
+
+/// Everything entering a sandbox needs, prepared before the fork: whether the network stays,
+/// the Landlock ruleset's descriptor, and the uid and gid maps for a user namespace.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Confine<'a> {
+    pub network: bool,
+    pub ruleset: std::os::fd::RawFd,
+    pub uid_map: &'a [u8],
+    pub gid_map: &'a [u8],
+}
+
+impl Confine<'_> {
     /// Enter the sandbox: this process and everything it starts. Called in the forked
-    /// supervisor, so it makes raw system calls only, on buffers prepared in [`Sandbox::new`].
+    /// supervisor, so it makes raw system calls only, on buffers prepared before the fork.
     pub(crate) fn enter(&self) -> std::io::Result<()> {
         use nix::sched::{unshare, CloneFlags};
         // Without the privilege for a network namespace, a user namespace gives it; the maps
         // keep this process's own uid and gid inside.
-        if !self.policy.network && unshare(CloneFlags::CLONE_NEWNET).is_err() {
+        if !self.network && unshare(CloneFlags::CLONE_NEWNET).is_err() {
             unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)?;
             let _ = write_proc(c"/proc/self/setgroups", b"deny");
-            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            write_proc(c"/proc/self/uid_map", self.uid_map)?;
+            write_proc(c"/proc/self/gid_map", self.gid_map)?;
         }
         // SAFETY: prctl and landlock_restrict_self are plain system calls on an fd this
         // process holds; neither allocates.
@@ -142,12 +165,7 @@ impl Sandbox {
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset.as_raw_fd(),
-                0u32,
-            ) != 0
-            {
+            if libc::syscall(libc::SYS_landlock_restrict_self, self.ruleset, 0u32) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
         }

@@ -126,60 +126,79 @@ unsafe impl Send for ShellExec {}
 unsafe impl Sync for ShellExec {}
 
 impl ShellExec {
-    /// `shell -c command`, with keel's environment plus `extra_env`. `None` when a string holds
-    /// a NUL byte (no process could be given it).
-    pub(crate) fn new(
-        shell: &std::path::Path,
-        command: &str,
-        extra_env: &[(&str, &str)],
-    ) -> Option<Self> {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let mut strings = vec![
-            CString::new(shell.as_os_str().as_bytes()).ok()?,
-            CString::new("-c").ok()?,
-            CString::new(command).ok()?,
-        ];
-        let n_args = strings.len();
-        for (k, v) in std::env::vars_os() {
-            if extra_env.iter().any(|(e, _)| k.as_bytes() == e.as_bytes()) {
-                continue;
-            }
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            strings.push(CString::new(kv).ok()?);
-        }
-        for (k, v) in extra_env {
-            strings.push(CString::new(format!("{k}={v}")).ok()?);
-        }
-        let ptr = |c: &CString| c.as_ptr() as *mut nix::libc::c_char;
+    /// Over `args` (the first is also the program's path) and `env` (`KEY=value` strings).
+    pub(crate) fn from_strings(args: Vec<std::ffi::CString>, env: Vec<std::ffi::CString>) -> Self {
+        let n_args = args.len();
+        let mut strings = args;
+        strings.extend(env);
+        let ptr = |c: &std::ffi::CString| c.as_ptr() as *mut nix::libc::c_char;
         let mut argv: Vec<_> = strings[..n_args].iter().map(ptr).collect();
         argv.push(std::ptr::null_mut());
         let mut envp: Vec<_> = strings[n_args..].iter().map(ptr).collect();
         envp.push(std::ptr::null_mut());
-        Some(Self {
-            path: strings[0].as_ptr(),
+        Self {
+            path: argv[0],
             _strings: strings,
             argv,
             envp,
-        })
+        }
     }
+}
+
+/// The arguments (`shell`, `-c`, `command`) and the environment (keel's, with `extra_env`
+/// replacing or adding) of a command, as C strings. `None` when one holds a NUL byte.
+pub(crate) fn shell_strings(
+    shell: &std::path::Path,
+    command: &str,
+    extra_env: &[(&str, &str)],
+) -> Option<(Vec<std::ffi::CString>, Vec<std::ffi::CString>)> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let args = vec![
+        CString::new(shell.as_os_str().as_bytes()).ok()?,
+        CString::new("-c").ok()?,
+        CString::new(command).ok()?,
+    ];
+    let mut env = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if extra_env.iter().any(|(e, _)| k.as_bytes() == e.as_bytes()) {
+            continue;
+        }
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        env.push(CString::new(kv).ok()?);
+    }
+    for (k, v) in extra_env {
+        env.push(CString::new(format!("{k}={v}")).ok()?);
+    }
+    Some((args, env))
 }
 
 /// In the forked child, before exec: become the supervisor of a new session, start the shell
 /// in it and supervise it. Never returns on success: this process never execs (the shell is
-/// started with `posix_spawn`, which shares this process's memory until the shell execs, so
-/// keel's page tables are copied once per command, as for any fork).
+/// started with `posix_spawn`, which shares this process's memory until the shell execs).
+/// `parent` is the process whose death ends everything (the forking process).
 ///
 /// Must only make async-signal-safe calls (see the module doc).
 pub(crate) fn become_supervisor(
-    keel: Pid,
+    parent: Pid,
     report: RawFd,
     devnull: RawFd,
     shell: &ShellExec,
-    sandbox: Option<&crate::sandbox::Sandbox>,
+    sandbox: Option<crate::sandbox::Confine<'_>>,
 ) -> std::io::Result<()> {
+    let (pid, watched) = start(shell, sandbox)?;
+    supervise(parent, pid, report, devnull, &watched)
+}
+
+/// The first half of [`become_supervisor`]: lead a new session, become a subreaper, enter the
+/// sandbox and start the shell. Returns the shell's pid and the signals [`supervise`] waits
+/// for (blocked from here on).
+pub(crate) fn start(
+    shell: &ShellExec,
+    sandbox: Option<crate::sandbox::Confine<'_>>,
+) -> std::io::Result<(Pid, SigSet)> {
     nix::unistd::setsid()?;
     nix::sys::prctl::set_child_subreaper(true)?;
     // The supervisor enters the sandbox itself, so the shell and all it starts inherit it;
@@ -194,7 +213,7 @@ pub(crate) fn become_supervisor(
     // Blocked before the shell starts, so no SIGCHLD is lost; the shell starts with none blocked.
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None)?;
     let pid = spawn(shell)?;
-    supervise(keel, pid, report, devnull, &watched)
+    Ok((pid, watched))
 }
 
 /// Start the shell (stdio, working directory and session are this process's).
@@ -231,8 +250,14 @@ fn spawn(shell: &ShellExec) -> std::io::Result<Pid> {
     }
 }
 
-/// The supervisor's life. Never returns.
-fn supervise(keel: Pid, shell: Pid, report: RawFd, devnull: RawFd, watched: &SigSet) -> ! {
+/// The supervisor's life. Never returns. `keel` is the parent whose death ends everything.
+pub(crate) fn supervise(
+    keel: Pid,
+    shell: Pid,
+    report: RawFd,
+    devnull: RawFd,
+    watched: &SigSet,
+) -> ! {
     // stdin/stdout/stderr are the command's pipes: let them go, so keel sees the end of the
     // output when the command's own processes close it.
     for fd in 0..3 {
@@ -562,7 +587,7 @@ fn close_other_fds(keep: RawFd) {
     }
 }
 
-fn exit(code: i32) -> ! {
+pub(crate) fn exit(code: i32) -> ! {
     // SAFETY: `_exit` ends the process at once, without running anything of keel's (atexit
     // handlers, destructors) in this forked copy.
     #[allow(unsafe_code)]

@@ -1,0 +1,111 @@
+//! A killed launcher: the commands it started go with it (as they would with keel), and the
+//! next command still runs, forked by keel itself. A binary of its own: the kill would stop any
+//! other test's commands.
+
+use std::time::Duration;
+
+use keel_tools::{BashTool, Tool, ToolOutcome};
+use serde_json::json;
+
+/// Commands go through a launcher: this package's test launcher program.
+fn launcher() {
+    keel_tools::launcher::enable(env!("CARGO_BIN_EXE_keel-test-launcher").into());
+}
+
+async fn run(dir: &std::path::Path, command: &str) -> String {
+    let cx = keel_tools::ToolContext::new(dir, keel_tools::CancelToken::new());
+    match BashTool.call(json!({ "command": command }), cx).await {
+        ToolOutcome::Ok { content, .. } => content,
+        other => panic!("{command}: {other:?}"),
+    }
+}
+
+/// What the command's supervisor's parent is: (pid, name, its parent's pid), read by the
+/// command itself while its supervisor is there.
+const CHAIN: &str = "S=$(awk '{print $4}' /proc/$$/stat); L=$(awk '{print $4}' /proc/$S/stat); \
+                     echo $L $(cat /proc/$L/comm) $(awk '{print $4}' /proc/$L/stat)";
+
+fn chain(out: &str) -> (i32, String, i32) {
+    let f: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(f.len(), 3, "{out}");
+    (
+        f[0].parse().unwrap(),
+        f[1].to_owned(),
+        f[2].parse().unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_killed_launcher_takes_its_commands_and_keel_carries_on() {
+    launcher();
+    let dir = tempfile::tempdir().unwrap();
+    let (launcher, name, _) = chain(&run(dir.path(), CHAIN).await);
+    assert_eq!(name, "keel-launcher");
+
+    // A command still running, with a background job and a process that left its group.
+    let pids = dir.path().join("pids");
+    let cmd = format!(
+        "sleep 300 > /dev/null 2>&1 & echo $! > {p}; \
+         setsid sh -c 'echo $$ >> {p}; exec sleep 301' > /dev/null 2>&1 & \
+         sleep 302",
+        p = pids.display()
+    );
+    let cx = keel_tools::ToolContext::new(dir.path(), keel_tools::CancelToken::new());
+    let call = tokio::spawn(async move { BashTool.call(json!({ "command": cmd }), cx).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let held: Vec<i32> = loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        let held: Vec<i32> = text.lines().filter_map(|p| p.trim().parse().ok()).collect();
+        if held.len() == 2 {
+            break held;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    for &p in &held {
+        assert!(alive(p), "{p}");
+    }
+
+    // The launcher is killed: what it started goes with it (as it would with keel).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(launcher),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while held.iter().any(|p| alive(*p)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 30 s after the launcher died: {:?}",
+            held.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The call ends (its supervisor is gone), and says the command did not finish normally.
+    let outcome = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the call ends once its processes are gone")
+        .unwrap();
+    assert!(!matches!(outcome, ToolOutcome::Ok { .. }), "{outcome:?}");
+
+    // The next command still runs: keel forks it itself from now on.
+    assert_eq!(run(dir.path(), "echo after").await, "after");
+    assert!(!keel_tools::launcher::running());
+    let (parent, _, _) = chain(&run(dir.path(), CHAIN).await);
+    assert_eq!(parent, std::process::id() as i32, "forked by this process");
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !matches!(
+            s.rsplit(") ").next().and_then(|r| r.chars().next()),
+            Some('Z')
+        ),
+        Err(_) => false,
+    }
+}
