@@ -35,9 +35,9 @@ fn main() {
     // the first command runs), not from keel, whose fork costs grow with its memory.
     // KEEL_LAUNCHER=off: fork each command from keel itself (to compare, or rule it out).
     if std::env::var_os("KEEL_LAUNCHER").is_none_or(|v| v != "off") {
-        if let Ok(me) = std::env::current_exe() {
-            keel_core::os::enable_launcher(me);
-        }
+        // The running image itself, even if an upgrade replaced the file since keel started
+        // (a newer keel might not speak this one's protocol).
+        keel_core::os::enable_launcher("/proc/self/exe".into());
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

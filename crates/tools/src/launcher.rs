@@ -117,7 +117,9 @@ fn start_launcher(program: &std::path::Path) -> io::Result<(OwnedFd, std::proces
         None,
         SockFlag::SOCK_CLOEXEC,
     )?;
+    use std::os::unix::process::CommandExt;
     let child = std::process::Command::new(program)
+        .arg0("keel")
         .arg(LAUNCHER_ARG)
         .stdin(Stdio::from(launcher_end))
         .stdout(Stdio::null())
