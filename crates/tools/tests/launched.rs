@@ -9,8 +9,10 @@ mod bash;
 #[allow(dead_code)]
 mod common;
 
-use keel_tools::{BashTool, Tool, ToolOutcome};
-use serde_json::json;
+#[path = "support/launcher.rs"]
+mod support;
+
+use support::{chain, run, CHAIN};
 
 /// Runs before `main`, so that every test here, the Bash suite's included, sends its commands
 /// through a launcher: this package's test launcher program.
@@ -22,31 +24,6 @@ extern "C" fn launcher() {
 #[allow(unsafe_code)]
 #[link_section = ".init_array"]
 static ENABLE_LAUNCHER: extern "C" fn() = launcher;
-
-async fn run(dir: &std::path::Path, command: &str) -> String {
-    match BashTool
-        .call(json!({ "command": command }), common::cx(dir))
-        .await
-    {
-        ToolOutcome::Ok { content, .. } => content,
-        other => panic!("{command}: {other:?}"),
-    }
-}
-
-/// What the command's supervisor's parent is: (pid, name, its parent's pid), read by the
-/// command itself while its supervisor is there.
-const CHAIN: &str = "S=$(awk '{print $4}' /proc/$$/stat); L=$(awk '{print $4}' /proc/$S/stat); \
-                     echo $L $(cat /proc/$L/comm) $(awk '{print $4}' /proc/$L/stat)";
-
-fn chain(out: &str) -> (i32, String, i32) {
-    let f: Vec<&str> = out.split_whitespace().collect();
-    assert_eq!(f.len(), 3, "{out}");
-    (
-        f[0].parse().unwrap(),
-        f[1].to_owned(),
-        f[2].parse().unwrap(),
-    )
-}
 
 #[tokio::test]
 async fn commands_go_through_the_launcher() {

@@ -4,35 +4,16 @@
 
 use std::time::Duration;
 
+#[path = "support/launcher.rs"]
+mod support;
+
 use keel_tools::{BashTool, Tool, ToolOutcome};
 use serde_json::json;
+use support::{chain, run, CHAIN};
 
 /// Commands go through a launcher: this package's test launcher program.
 fn launcher() {
     keel_tools::launcher::enable(env!("CARGO_BIN_EXE_keel-test-launcher").into());
-}
-
-async fn run(dir: &std::path::Path, command: &str) -> String {
-    let cx = keel_tools::ToolContext::new(dir, keel_tools::CancelToken::new());
-    match BashTool.call(json!({ "command": command }), cx).await {
-        ToolOutcome::Ok { content, .. } => content,
-        other => panic!("{command}: {other:?}"),
-    }
-}
-
-/// What the command's supervisor's parent is: (pid, name, its parent's pid), read by the
-/// command itself while its supervisor is there.
-const CHAIN: &str = "S=$(awk '{print $4}' /proc/$$/stat); L=$(awk '{print $4}' /proc/$S/stat); \
-                     echo $L $(cat /proc/$L/comm) $(awk '{print $4}' /proc/$L/stat)";
-
-fn chain(out: &str) -> (i32, String, i32) {
-    let f: Vec<&str> = out.split_whitespace().collect();
-    assert_eq!(f.len(), 3, "{out}");
-    (
-        f[0].parse().unwrap(),
-        f[1].to_owned(),
-        f[2].parse().unwrap(),
-    )
 }
 
 #[tokio::test]
