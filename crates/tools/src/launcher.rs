@@ -187,13 +187,20 @@ pub(crate) fn launch(req: &Request<'_>) -> Option<io::Result<i32>> {
     {
         head[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
     }
-    let sent = sendmsg::<()>(
-        sock.as_raw_fd(),
-        &[io::IoSlice::new(&head)],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::MSG_NOSIGNAL,
-        None,
-    );
+    // A signal to this thread (SIGCHLD, SIGWINCH) interrupts a socket call that has a timeout
+    // even under SA_RESTART: both calls are tried again, never taken for the launcher's end.
+    let sent = loop {
+        match sendmsg::<()>(
+            sock.as_raw_fd(),
+            &[io::IoSlice::new(&head)],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other,
+        }
+    };
     if let Err(e) = sent {
         // Nothing reached the launcher: it is gone. Start this command (and the next) here.
         tracing::warn!(
@@ -203,7 +210,12 @@ pub(crate) fn launch(req: &Request<'_>) -> Option<io::Result<i32>> {
         return None;
     }
     let mut answer = [0u8; 4];
-    let got = nix::sys::socket::recv(sock.as_raw_fd(), &mut answer, MsgFlags::empty());
+    let got = loop {
+        match nix::sys::socket::recv(sock.as_raw_fd(), &mut answer, MsgFlags::empty()) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => break other,
+        }
+    };
     match got {
         Ok(4) => {
             let v = i32::from_le_bytes(answer);
@@ -215,7 +227,8 @@ pub(crate) fn launch(req: &Request<'_>) -> Option<io::Result<i32>> {
         }
         other => {
             // The request went out but no answer came: whether the command started is not
-            // known, so it is reported as not started, and the launcher is not used again.
+            // known, so it is reported as not started, and the launcher is let go (closing
+            // its socket makes it leave, and a command it did start goes with it).
             *st = State::Failed;
             let why = match other {
                 Ok(_) => "it closed its end".to_owned(),
