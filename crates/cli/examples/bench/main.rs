@@ -26,6 +26,12 @@
 //! process per run, so the figures are that run's alone (`/usr/bin/time -f %M` reports the same
 //! peak RSS; the probe also gives CPU time to the microsecond). Timing runs are never wrapped.
 //! CPU time is the figure to trust on a busy machine: wall times there include waiting for a core.
+//!
+//! The same session is then run N times more against a *lean* server (lean.rs): one that reads
+//! each request whole but parses and keeps nothing. keel-mock parses every request into a JSON
+//! tree and keeps them all, which at turn 500 is megabytes per request on the same cores as
+//! keel; its memory traffic shows up in keel's own CPU time, and the lean runs are the figures
+//! for keel's per-turn cost and its flatness (a real API runs on another machine).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -37,6 +43,7 @@ use anyhow::{bail, Context, Result};
 use keel_mock::{MockServer, RecordedRequest, Scenario};
 use serde_json::{json, Value};
 
+mod lean;
 mod probe;
 mod replay;
 mod report;
@@ -167,9 +174,16 @@ fn main() -> Result<()> {
     let r2: Vec<Usage> = (0..o.runs)
         .map(|_| b.usage(&tools))
         .collect::<Result<_>>()?;
+    let lean: Vec<(Vec<(usize, f64)>, f64)> = (0..o.runs)
+        .map(|_| b.lean(&tools, o.tool))
+        .collect::<Result<_>>()?;
     let shell = shell_spawn(o.runs.max(20))?;
 
-    let report = Report::new(&o, &t1, &r1, &t2, &r2, shell);
+    let mut report = Report::new(&o, &t1, &r1, &t2, &r2, shell);
+    let marks: Vec<Vec<(usize, f64)>> = lean.iter().map(|(m, _)| m.clone()).collect();
+    report.lean_blocks = lean_blocks(o.turns, &marks);
+    // The whole run over its tool turns (the text turn and start-up are a few ms of it).
+    report.lean_turn_ms = lean.iter().map(|(_, w)| w / o.turns as f64).collect();
     if !o.json_only {
         report.print_table();
     }

@@ -49,6 +49,11 @@ pub(crate) struct Report {
     /// minus the model server's replayed time, keel's own CPU ms per turn without the shell),
     /// medians over the runs.
     pub(crate) blocks: Vec<(usize, usize, f64, f64, f64)>,
+    /// The same CPU figure against the lean server (see lean.rs): (first, last, ms per turn of
+    /// each run).
+    pub(crate) lean_blocks: Vec<(usize, usize, Vec<f64>)>,
+    /// Against the lean server: each run's wall time per tool turn (ms).
+    pub(crate) lean_turn_ms: Vec<f64>,
 }
 
 /// The block size for the per-turn rows: 100 turns when there are at least 200, else a fifth.
@@ -58,6 +63,49 @@ pub(crate) fn block_size(turns: usize) -> usize {
     } else {
         (turns / 5).max(1)
     }
+}
+
+/// keel's CPU per turn over the turns `range`, median over runs, from each run's marks
+/// (tool turns done, CPU ms so far); NaN when no run has marks for it.
+fn block_cpu(runs: &[&[(usize, f64)]], range: std::ops::Range<usize>) -> f64 {
+    let cpu = block_cpu_each(runs, range);
+    if cpu.is_empty() {
+        f64::NAN
+    } else {
+        median(&cpu)
+    }
+}
+
+/// [`block_cpu`] for each run that has marks for the block.
+fn block_cpu_each(runs: &[&[(usize, f64)]], range: std::ops::Range<usize>) -> Vec<f64> {
+    let size = range.len() as f64;
+    runs.iter()
+        .filter_map(|marks| {
+            let at = |n: usize| marks.iter().find(|(k, _)| *k == n).map(|(_, ms)| *ms);
+            let start = if range.start == 0 {
+                Some(0.0)
+            } else {
+                at(range.start)
+            };
+            Some((at(range.end)? - start?) / size)
+        })
+        .collect()
+}
+
+/// Per block of turns against the lean server: (first turn, last turn, keel's CPU ms per turn
+/// of each run).
+pub(crate) fn lean_blocks(
+    turns: usize,
+    runs: &[Vec<(usize, f64)>],
+) -> Vec<(usize, usize, Vec<f64>)> {
+    let size = block_size(turns);
+    let marks: Vec<&[(usize, f64)]> = runs.iter().map(Vec::as_slice).collect();
+    (0..turns / size)
+        .map(|b| {
+            let range = b * size..(b + 1) * size;
+            (range.start + 1, range.end, block_cpu_each(&marks, range))
+        })
+        .collect()
 }
 
 impl Report {
@@ -110,24 +158,9 @@ impl Report {
                     median(&v)
                 };
                 // keel's CPU over the block, from the marks taken as results streamed out.
-                let cpu: Vec<f64> = t2
-                    .iter()
-                    .filter_map(|t| {
-                        let at =
-                            |n: usize| t.cpu_marks.iter().find(|(k, _)| *k == n).map(|(_, ms)| *ms);
-                        let start = if range.start == 0 {
-                            Some(0.0)
-                        } else {
-                            at(range.start)
-                        };
-                        Some((at(range.end)? - start?) / size as f64)
-                    })
-                    .collect();
-                let cpu = if cpu.is_empty() {
-                    f64::NAN
-                } else {
-                    median(&cpu)
-                };
+                let marks: Vec<&[(usize, f64)]> =
+                    t2.iter().map(|t| t.cpu_marks.as_slice()).collect();
+                let cpu = block_cpu(&marks, range.clone());
                 (
                     range.start + 1,
                     range.end,
@@ -139,6 +172,8 @@ impl Report {
             .collect();
         Report {
             blocks,
+            lean_blocks: Vec::new(),
+            lean_turn_ms: Vec::new(),
             tool: o.tool,
             runs: o.runs,
             turns: o.turns,
@@ -286,6 +321,38 @@ impl Report {
                 last.1
             );
         }
+        if let (Some(first), Some(last)) = (self.lean_blocks.first(), self.lean_blocks.last()) {
+            println!(
+                "  against a lean server (reads each request whole, parses and keeps nothing):"
+            );
+            row(
+                "keel's own time per tool turn (wall)",
+                &self.lean_turn_ms,
+                "ms",
+                &format!(
+                    "{} target < {TARGET_TURN_MS} ms (the server costs next to nothing here)",
+                    verdict(median(&self.lean_turn_ms) < TARGET_TURN_MS)
+                ),
+            );
+            for (a, b, cpu) in &self.lean_blocks {
+                row(
+                    &format!("turns {a}–{b}, keel's CPU per turn"),
+                    cpu,
+                    "ms",
+                    "",
+                );
+            }
+            let growth = (median(&last.2) / median(&first.2) - 1.0) * 100.0;
+            println!(
+                "  {:<48} {growth:>+7.1} %   turns {}–{} vs {}–{}, medians; {} target within 15 %",
+                "growth, first block → last",
+                first.0,
+                first.1,
+                last.0,
+                last.1,
+                verdict(growth <= 15.0)
+            );
+        }
         row(
             "peak RSS",
             &self.tools_rss_mb,
@@ -332,6 +399,10 @@ impl Report {
                     "turns": [a, b], "gap_ms": r(*gap), "wall_minus_server_ms": r(*own),
                     "keel_cpu_ms": r(*cpu)
                 })).collect::<Vec<_>>(),
+                "lean_blocks": self.lean_blocks.iter().map(|(a, b, cpu)| json!({
+                    "turns": [a, b], "keel_cpu_ms": m(cpu)
+                })).collect::<Vec<_>>(),
+                "lean_keel_ms_per_turn": m(&self.lean_turn_ms),
             },
             "targets": {"ttfr_ms": TARGET_TTFR_MS, "keel_ms_per_turn": TARGET_TURN_MS, "peak_rss_mb": TARGET_RSS_MB},
         })

@@ -171,7 +171,7 @@ impl Bench<'_> {
         &self,
         prefix: &[String],
         case: &Case,
-        mock: &MockServer,
+        base_url: &str,
         dirs: &Dirs,
     ) -> Command {
         let (prog, pre) = match prefix.split_first() {
@@ -190,10 +190,10 @@ impl Bench<'_> {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", dirs.home.path())
             .env("KEEL_HOME", dirs.home.path().join(".keel"))
-            .env("ANTHROPIC_BASE_URL", mock.base_url())
+            .env("ANTHROPIC_BASE_URL", base_url)
             .env("ANTHROPIC_API_KEY", "bench")
             // Unused unless `--env KEEL_PROVIDER=openai[-chat]` picks an OpenAI API.
-            .env("OPENAI_BASE_URL", format!("{}/v1", mock.base_url()))
+            .env("OPENAI_BASE_URL", format!("{base_url}/v1"))
             .env("OPENAI_API_KEY", "bench")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -205,7 +205,7 @@ impl Bench<'_> {
     pub(crate) fn timed(&self, case: &Case) -> Result<Timed> {
         let dirs = Dirs::new()?;
         let (mock, before, started) = self.start_mock(case)?;
-        let mut cmd = self.command(&[], case, &mock, &dirs);
+        let mut cmd = self.command(&[], case, &mock.base_url(), &dirs);
         let launch = Instant::now();
         let mut child = cmd.spawn()?;
         let (out, cpu_marks) = read_marking(&mut child, crate::report::block_size(case.turns))?;
@@ -247,7 +247,7 @@ impl Bench<'_> {
             file.display().to_string(),
         ];
         let out = self
-            .command(&prefix, case, &mock, &dirs)
+            .command(&prefix, case, &mock.base_url(), &dirs)
             .spawn()?
             .wait_with_output()?;
         mock.shutdown();
@@ -264,6 +264,19 @@ impl Bench<'_> {
             rss_mb: rss_kb / 1024.0,
             cpu_ms: (user_us + sys_us) / 1000.0,
         })
+    }
+
+    /// One run against the lean server: keel's CPU marks (tool turns done, CPU ms) and its
+    /// wall time from launch to exit (ms).
+    pub(crate) fn lean(&self, case: &Case, tool: TurnTool) -> Result<(Vec<(usize, f64)>, f64)> {
+        let dirs = Dirs::new()?;
+        let url = crate::lean::start_lean(self.rt, case.turns, tool)?;
+        let launch = Instant::now();
+        let mut child = self.command(&[], case, &url, &dirs).spawn()?;
+        let (out, marks) = read_marking(&mut child, crate::report::block_size(case.turns))?;
+        let wall = launch.elapsed().as_secs_f64() * 1000.0;
+        check_run(case, &out)?;
+        Ok((marks, wall))
     }
 
     /// Time the model server needs to answer `bodies`, replayed in order on one keep-alive
