@@ -287,6 +287,16 @@ fn payload(req: &Request<'_>) -> io::Result<std::fs::File> {
 /// Serve as the launcher, on the socket that is this process's stdin (how keel starts it:
 /// `program __keel-launcher`). Never returns: answers requests until keel's end closes.
 pub fn serve_stdin() -> ! {
+    // Run by hand (stdin a terminal or a file), there is nobody to serve: say so and leave.
+    let is_socket = nix::sys::stat::fstat(0)
+        .map(|st| st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFSOCK)
+        .unwrap_or(false);
+    if !is_socket {
+        eprintln!(
+            "keel: {LAUNCHER_ARG} is how keel starts its command launcher; it is not for use by hand"
+        );
+        supervise::exit(2);
+    }
     // A copy that closes on exec: no shell may hold the launcher's socket.
     let sock = match nix::fcntl::fcntl(0, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3)) {
         // SAFETY: `fcntl` just made this descriptor; nothing else owns it.

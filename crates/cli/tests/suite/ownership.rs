@@ -174,3 +174,40 @@ fn find_transcript(home: &std::path::Path) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+/// Bash commands run under a launcher (keel itself, started with a hidden argument): its
+/// supervisors are the launcher's children, and run by hand the argument refuses to serve.
+#[tokio::test]
+async fn commands_run_under_the_launcher_which_refuses_to_run_by_hand() {
+    let by_hand = std::process::Command::new(super::common::keel_bin())
+        .arg("__keel-launcher")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(by_hand.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&by_hand.stderr);
+    assert!(err.contains("not for use by hand"), "{err}");
+
+    // The command reports its supervisor's parent's name.
+    let chain = "cat /proc/$(awk '{print $4}' /proc/$(awk '{print $4}' /proc/$$/stat)/stat)/comm";
+    for (env, parent) in [(None, "keel-launcher"), (Some("off"), "keel")] {
+        let h = Harness::from_json(
+            &json!({"steps": [
+                {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": chain}}]},
+                {"kind": "text", "text": "done"}
+            ]})
+            .to_string(),
+        )
+        .await;
+        let extra: Vec<(&str, &str)> = env.map(|v| vec![("KEEL_LAUNCHER", v)]).unwrap_or_default();
+        let run = h
+            .run_stream("go", &["--allowedTools", "Bash"], &extra)
+            .await;
+        let result = run
+            .frames
+            .iter()
+            .find_map(|f| f["tool_use_result"]["stdout"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        assert_eq!(result.trim(), parent, "KEEL_LAUNCHER={env:?}");
+    }
+}
