@@ -365,7 +365,9 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
         .await
     );
     assert!(
-        !processes_matching(marker).is_empty(),
+        eventually(Duration::from_secs(30), || !processes_matching(marker)
+            .is_empty())
+        .await,
         "the background shell runs"
     );
     st.control("req_1", json!({"subtype": "interrupt"})).await;
@@ -571,7 +573,14 @@ async fn an_interrupt_receipt_lists_background_tasks_and_stop_task_stops_one() {
     let mut st = Stream::start(&h, &["--allowedTools", "Bash"], &[]);
     st.user("HOST start it").await;
     st.result().await;
-    assert!(!processes_matching(marker).is_empty());
+    // "Started" means the task was launched; its shell comes up moments later (the first
+    // command of a session also starts keel's launcher).
+    assert!(
+        eventually(Duration::from_secs(10), || !processes_matching(marker)
+            .is_empty())
+        .await,
+        "the background shell never ran"
+    );
     let receipt = st.ask("req_int", json!({"subtype": "interrupt"})).await;
     assert_eq!(receipt["response"]["was_running"], false);
     assert_eq!(
