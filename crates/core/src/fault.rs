@@ -18,3 +18,18 @@ pub(crate) fn inject(point: &str) {
     #[cfg(not(debug_assertions))]
     let _ = point;
 }
+
+/// Pause here for two seconds when `KEEL_TEST_FAULT` names `point` (debug builds only): a
+/// slow disk or a busy machine, made deterministic for a test of what happens meanwhile.
+pub(crate) async fn stall(point: &str) {
+    #[cfg(debug_assertions)]
+    {
+        static FAULT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let wanted = FAULT.get_or_init(|| std::env::var("KEEL_TEST_FAULT").ok());
+        if wanted.as_deref() == Some(point) {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = point;
+}

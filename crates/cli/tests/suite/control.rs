@@ -326,6 +326,22 @@ async fn interrupt_when_idle_is_a_truthful_empty_receipt() {
 }
 
 #[tokio::test]
+async fn an_interrupt_right_after_the_result_finds_nothing_running() {
+    // The transcript's last sync after the result is slow (a busy disk): a client that read
+    // the result and interrupts at once must hear that no turn was running.
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"done"}]}"#).await;
+    let mut s = Stream::start(&h, &[], &[("KEEL_TEST_FAULT", "slow_final_sync")]);
+    s.user("go").await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success");
+    let r = s.ask("i1", json!({"subtype": "interrupt"})).await;
+    assert_eq!(r["response"]["was_running"], false, "{r}");
+    assert_eq!(r["response"]["stopped"], json!([]), "{r}");
+    let run = s.finish().await;
+    assert_eq!(run.code, 0);
+}
+
+#[tokio::test]
 async fn interrupt_stops_a_running_command_and_says_what_it_stopped() {
     let marker = "keel-control-interrupt-marker";
     let h = Harness::from_json(&bash(&format!("sleep 1000; : {marker}"))).await;

@@ -147,15 +147,20 @@ impl Session {
                 model: self.model(),
                 transcript_remote,
             };
+            // Over for anyone who asks from here on: a client that read the result and then
+            // sends an interrupt must hear that nothing was running, not race the final sync.
+            self.turn_state.end();
             if let Err(e) = self.emitter.emit_final(Event::Result(report)).await {
                 tracing::error!("could not emit the result: {e}");
             }
+            crate::fault::stall("slow_final_sync").await;
             if let Err(e) = self.emitter.sync().await {
                 tracing::error!("could not make the transcript durable: {e}");
             }
+        } else {
+            self.turn_state.end();
         }
         self.results_emitted += 1;
-        self.turn_state.end();
         end
     }
 
