@@ -328,7 +328,7 @@ pub fn serve_stdin() -> ! {
             let _ = nix::unistd::dup2(null.as_raw_fd(), fd);
         }
     }
-    close_all_but(sock.as_raw_fd());
+    supervise::close_other_fds(sock.as_raw_fd());
     // Supervisors that end are reaped here (so their time is counted), woken by SIGCHLD.
     let mut chld = nix::sys::signal::SigSet::empty();
     chld.add(Signal::SIGCHLD);
@@ -392,21 +392,6 @@ fn reap() {
             Err(nix::errno::Errno::EINTR) | Ok(_) => continue,
             Err(_) => return,
         }
-    }
-}
-
-/// Close every descriptor but stdio and `keep`.
-fn close_all_but(keep: RawFd) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
-    let fds: Vec<RawFd> = dir
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2 && fd != keep)
-        .collect();
-    for fd in fds {
-        let _ = nix::unistd::close(fd);
     }
 }
 

@@ -37,7 +37,7 @@ pub(crate) struct Spawned {
 /// inherited environment. Nothing the command starts outlives keel, not even after keel is
 /// SIGKILLed.
 ///
-/// With a launcher running ([`crate::launcher::start`]) the launcher forks the supervisor;
+/// With a launcher enabled ([`crate::launcher::enable`]) the launcher forks the supervisor;
 /// otherwise this process does. Then it must be called from a tokio worker thread (or any
 /// long-lived thread), never from `spawn_blocking`: the supervisor's parent-death signal fires
 /// when the *thread* that forked it exits, and blocking-pool threads exit when idle.
@@ -61,14 +61,16 @@ pub(crate) fn spawn_shell(
     let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
     let (out_r, out_w) = nix::unistd::pipe2(cloexec)?;
     let (err_r, err_w) = nix::unistd::pipe2(cloexec)?;
-    let spawned = |pid: i32, child: Option<Child>, report: std::os::fd::OwnedFd| {
-        Ok(Spawned {
-            pid,
-            stdout: tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?,
-            stderr: tokio::net::unix::pipe::Receiver::from_owned_fd(err_r)?,
-            report,
-            child,
-        })
+    // Readers made before anything starts: a failure here must not leave a command running
+    // that nobody tracks.
+    let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?;
+    let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(err_r)?;
+    let spawned = |pid: i32, child: Option<Child>, report: std::os::fd::OwnedFd| Spawned {
+        pid,
+        stdout,
+        stderr,
+        report,
+        child,
     };
     let request = crate::launcher::Request {
         args: &args,
@@ -84,7 +86,7 @@ pub(crate) fn spawn_shell(
         let pid = started?;
         // keel's copies of the command's ends go: the reader must see the command close them.
         drop((out_w, err_w, pipe.write, devnull));
-        return spawned(pid, None, pipe.read);
+        return Ok(spawned(pid, None, pipe.read));
     }
     let exec = crate::supervise::ShellExec::from_strings(args, env);
     // The process std forks becomes the supervisor and starts the shell itself (it never execs
@@ -117,7 +119,7 @@ pub(crate) fn spawn_shell(
     let pid = child
         .id()
         .ok_or_else(|| io::Error::other("the supervisor vanished as it started"))?;
-    spawned(pid as i32, Some(child), pipe.read)
+    Ok(spawned(pid as i32, Some(child), pipe.read))
 }
 
 /// Make keel a child subreaper: a process one of keel's commands (or anything else keel

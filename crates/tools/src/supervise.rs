@@ -561,7 +561,7 @@ fn write_kv(fd: RawFd, key: &[u8], n: i64, rest: &[u8]) {
 
 /// Close every descriptor but stdio and `keep` (the fork inherited keel's, among them the pipe
 /// the spawning thread waits on until exec: it must see this process let go of it).
-fn close_other_fds(keep: RawFd) {
+pub(crate) fn close_other_fds(keep: RawFd) {
     // SAFETY: close_range only closes descriptors; keel's copies stay open in keel.
     #[allow(unsafe_code)]
     let ranged = unsafe {
