@@ -1,7 +1,8 @@
 //! The supervisor that holds each command's process tree, so that nothing a command started can
 //! outlive keel — not even when keel itself is killed with SIGKILL.
 //!
-//! `spawn_shell` forks a child that leads a new session (and so a fresh process group), becomes a
+//! `spawn_shell` has a child forked — by keel's launcher ([`crate::launcher`]) when there is
+//! one, else by keel — that leads a new session (and so a fresh process group), becomes a
 //! *child subreaper*, and starts the shell with `posix_spawn`; the child stays behind as the
 //! supervisor, never execs, and runs [`supervise`]. Because it is a subreaper, every process
 //! the command leaves behind is re-parented to it rather than to init — daemons that called
@@ -11,12 +12,13 @@
 //!   background jobs of the group run, stopping any process that escapes the group later;
 //! - on SIGTERM (keel stopping the command): stops the escaped processes (the group itself gets
 //!   keel's own signals);
-//! - when keel dies (its parent-death signal, SIGUSR1) — or keel asks it to with SIGUSR1, when
+//! - when its parent dies (keel, or the launcher, which leaves with keel: the parent-death
+//!   signal, SIGUSR1) — or keel asks it to with SIGUSR1, when
 //!   it must drop a command without waiting: SIGKILLs every process it holds and the whole
 //!   group, itself last.
 //!
-//! The supervisor is a fork of a multi-threaded process that never execs, so it may only make
-//! async-signal-safe calls: raw system calls through `nix`, fixed-size buffers, no allocation.
+//! Forked from keel, the supervisor is a fork of a multi-threaded process that never execs, so
+//! it may only make async-signal-safe calls: raw system calls through `nix`, fixed-size buffers, no allocation.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -250,9 +252,10 @@ fn spawn(shell: &ShellExec) -> std::io::Result<Pid> {
     }
 }
 
-/// The supervisor's life. Never returns. `keel` is the parent whose death ends everything.
+/// The supervisor's life. Never returns. `parent` (keel, or its launcher) is the process whose
+/// death ends everything.
 pub(crate) fn supervise(
-    keel: Pid,
+    parent: Pid,
     shell: Pid,
     report: RawFd,
     devnull: RawFd,
@@ -266,7 +269,7 @@ pub(crate) fn supervise(
     close_other_fds(report);
     let me = getpgrp();
     let ok = nix::sys::prctl::set_pdeathsig(KEEL_DIED).is_ok();
-    if !ok || getppid() != keel {
+    if !ok || getppid() != parent {
         // keel died before it could be watched: take everything down now.
         kill_all(me);
         exit(1);

@@ -59,20 +59,17 @@ async fn a_prompt_streams_and_the_scrollback_holds_each_message_once_after_a_res
         }
     }
     let all = t.history();
-    for i in 1..=50 {
-        for needle in [
-            format!("> prompt {i:02}"),
-            format!("reply {i:02} begins"),
-            format!("• point {i:02}a"),
-            format!("reply {i:02} ends"),
-        ] {
-            assert_eq!(
-                all.matches(&needle).count(),
-                1,
-                "{needle:?} should be in the scrollback exactly once:\n{all}"
-            );
-        }
-    }
+    assert_each_once(
+        &all,
+        (1..=50).flat_map(|i| {
+            [
+                format!("> prompt {i:02}"),
+                format!("reply {i:02} begins"),
+                format!("• point {i:02}a"),
+                format!("reply {i:02} ends"),
+            ]
+        }),
+    );
     // The live area is not in the scrollback: one input box, one status line.
     assert_eq!(all.matches("shift+tab mode").count(), 1, "{all}");
     assert_eq!(t.exit().await, 0);
@@ -493,19 +490,16 @@ async fn in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole() {
         };
     }
     let all = tmux.history();
-    for i in 1..=30 {
-        for needle in [
-            format!("> prompt {i:02}\n"),
-            format!("reply {i:02} begins"),
-            format!("reply {i:02} ends"),
-        ] {
-            assert_eq!(
-                all.matches(&needle).count(),
-                1,
-                "{needle:?} should be in tmux's scrollback exactly once:\n{all}"
-            );
-        }
-    }
+    assert_each_once(
+        &all,
+        (1..=30).flat_map(|i| {
+            [
+                format!("> prompt {i:02}\n"),
+                format!("reply {i:02} begins"),
+                format!("reply {i:02} ends"),
+            ]
+        }),
+    );
     assert_eq!(all.matches("shift+tab mode").count(), 1, "{all}");
     // Nothing of an earlier live area is left behind either: its two rules, once each.
     let rules = all
@@ -516,4 +510,15 @@ async fn in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole() {
         rules, 2,
         "pieces of an old live area were left behind:\n{all}"
     );
+}
+
+/// Each of `needles` appears in the scrollback `all` exactly once.
+fn assert_each_once(all: &str, needles: impl IntoIterator<Item = String>) {
+    for needle in needles {
+        assert_eq!(
+            all.matches(&needle).count(),
+            1,
+            "{needle:?} should be in the scrollback exactly once:\n{all}"
+        );
+    }
 }
