@@ -1,6 +1,7 @@
 //! The Grep tool: regex search over files, gitignore-aware, without an `rg` binary.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -82,7 +83,8 @@ struct Search {
     pattern: String,
     mode: Mode,
     matcher: RegexMatcher,
-    searcher: Searcher,
+    /// Each thread builds its own searcher (one holds buffers that are not shared).
+    searcher: SearcherBuilder,
     globs: Option<Globs>,
     types: Option<ignore::types::Types>,
     line_numbers: bool,
@@ -96,18 +98,48 @@ struct Search {
     hidden_count: usize,
 }
 
-/// What searching one file found.
-#[derive(Default)]
+/// What searching one file that matches found.
 struct Found {
     shown: String,
     lines: Vec<String>,
     count: u64,
-    matched: bool,
     mtime: Option<SystemTime>,
 }
 
-/// Files searched at a time between two merges: results are merged in path order after each
-/// batch, so the output stops at its cap after at most one batch more than needed.
+impl Found {
+    /// Bytes this file adds to the output (roughly, for a count).
+    fn weight(&self) -> usize {
+        let lines: usize = self.lines.iter().map(|l| l.len() + 1).sum();
+        lines.max(self.shown.len() + 1)
+    }
+}
+
+/// A file to search, and what searching it found once it has been searched.
+struct Entry {
+    path: PathBuf,
+    state: Searched,
+}
+
+/// Whether a file has been searched, and what it gave (boxed: most files give nothing, and
+/// the list of a large tree's files is sorted, so its entries are kept small).
+enum Searched {
+    Not,
+    NoMatch,
+    Matched(Box<Found>),
+}
+
+impl From<Option<Found>> for Searched {
+    fn from(found: Option<Found>) -> Self {
+        match found {
+            Some(f) => Searched::Matched(Box::new(f)),
+            None => Searched::NoMatch,
+        }
+    }
+}
+
+/// Files searched at a time between two merges once the walk is over: results are merged in
+/// path order after each batch, so the output stops at its cap after at most one batch more
+/// than needed.
 const BATCH: usize = 512;
 
 impl Tool for GrepTool {
@@ -220,7 +252,7 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
         pattern: inp.pattern,
         mode,
         matcher,
-        searcher: sb.build(),
+        searcher: sb,
         globs,
         types,
         line_numbers: inp.line_numbers.unwrap_or(true),
@@ -325,12 +357,14 @@ impl Search {
         };
         let mut files: Vec<(SystemTime, String)> = Vec::new();
         let mut matched_files = 0usize;
-        let paths = self.files(cancel)?;
-        'batches: for batch in paths.chunks(BATCH) {
-            for found in self.search_batch(batch, cancel)? {
-                if !found.matched {
+        let mut entries = self.gather(cancel)?;
+        'batches: for batch in entries.chunks_mut(BATCH) {
+            self.search_batch(batch, cancel)?;
+            for e in batch.iter_mut() {
+                let Searched::Matched(found) = std::mem::replace(&mut e.state, Searched::Not)
+                else {
                     continue;
-                }
+                };
                 matched_files += 1;
                 match self.mode {
                     Mode::Files => {
@@ -405,9 +439,18 @@ impl Search {
     /// The files to search, in path order: `root` itself if it is a file, else a
     /// gitignore-aware walk on `threads` threads (sorted afterwards: the order is that of a
     /// one-threaded walk that visits each directory's entries by name).
-    fn files(&mut self, cancel: &CancelToken) -> Result<Vec<PathBuf>, Cancelled> {
+    ///
+    /// The walk's threads search the files as they find them, as long as what they have found
+    /// is less than the output can show; past that, files are only listed, and the rest are
+    /// searched in path order after the walk, as far as the output goes. Either way a file's
+    /// result is the same, so the output does not depend on which thread found what, and the
+    /// memory held stays near the output's cap.
+    fn gather(&mut self, cancel: &CancelToken) -> Result<Vec<Entry>, Cancelled> {
         if !self.root.is_dir() {
-            return Ok(vec![self.root.clone()]);
+            return Ok(vec![Entry {
+                path: self.root.clone(),
+                state: Searched::Not,
+            }]);
         }
         let mut wb = ignore::WalkBuilder::new(&self.root);
         wb.hidden(true)
@@ -418,77 +461,99 @@ impl Search {
             wb.types(t);
         }
         let globs = self.globs.take();
-        let root = self.root.clone();
-        let hidden = self.hidden.clone();
-        let passed_over = std::sync::atomic::AtomicUsize::new(0);
-        let mut paths = crate::walk::collect(wb, self.threads, cancel, |e| {
-            if !e.file_type()?.is_file() {
-                return None;
-            }
-            if let Some(g) = &globs {
-                if !g.is_match(&root, e.path()) {
-                    return None;
+        let passed_over = AtomicUsize::new(0);
+        // Every matching file is listed in files mode (newest first), so all are searched.
+        let (budget, line_budget) = match self.mode {
+            Mode::Files => (usize::MAX, usize::MAX),
+            Mode::Content | Mode::Count => (self.max_bytes, self.head_limit.unwrap_or(usize::MAX)),
+        };
+        let (held, held_lines) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let this = &*self;
+        let how = this.how();
+        let parts = crate::walk::fold(
+            wb,
+            this.threads,
+            cancel,
+            || (this.searcher.build(), Vec::new()),
+            |(searcher, found): &mut (Searcher, Vec<Entry>), e| {
+                if !e.file_type().is_some_and(|t| t.is_file()) {
+                    return;
                 }
-            }
-            if hidden.as_ref().is_some_and(|h| h.hides(e.path())) {
-                passed_over.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                return None;
-            }
-            Some(e.path().to_path_buf())
-        })?;
+                if let Some(g) = &globs {
+                    if !g.is_match(&this.root, e.path()) {
+                        return;
+                    }
+                }
+                if this.hidden.as_ref().is_some_and(|h| h.hides(e.path())) {
+                    passed_over.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                let room = held.load(Ordering::Relaxed) < budget
+                    && held_lines.load(Ordering::Relaxed) < line_budget;
+                let state = if room {
+                    let f = how.search_one(searcher, e.path(), cancel);
+                    if let Some(f) = &f {
+                        held.fetch_add(f.weight(), Ordering::Relaxed);
+                        held_lines.fetch_add(f.lines.len().max(1), Ordering::Relaxed);
+                    }
+                    f.into()
+                } else {
+                    Searched::Not
+                };
+                found.push(Entry {
+                    path: e.path().to_path_buf(),
+                    state,
+                });
+            },
+        )?;
         self.hidden_count = passed_over.into_inner();
-        paths.sort_unstable();
-        Ok(paths)
+        let mut entries: Vec<Entry> = parts.into_iter().flat_map(|(_, v)| v).collect();
+        entries.sort_unstable_by(|a, b| crate::walk::path_order(&a.path, &b.path));
+        Ok(entries)
     }
 
-    /// Search `batch` on up to `threads` threads; the results come back in `batch`'s order.
-    fn search_batch(
-        &self,
-        batch: &[PathBuf],
-        cancel: &CancelToken,
-    ) -> Result<Vec<Found>, Cancelled> {
-        let threads = self.threads.min(batch.len()).max(1);
-        let mut results: Vec<Found> = Vec::with_capacity(batch.len());
+    /// Search the files of `batch` the walk left unsearched, on up to `threads` threads.
+    fn search_batch(&self, batch: &mut [Entry], cancel: &CancelToken) -> Result<(), Cancelled> {
+        let mut todo: Vec<&mut Entry> = batch
+            .iter_mut()
+            .filter(|e| matches!(e.state, Searched::Not))
+            .collect();
+        let threads = self.threads.min(todo.len());
+        if threads == 0 {
+            return Ok(());
+        }
+        let how = self.how();
         if threads == 1 {
-            let mut searcher = self.searcher.clone();
-            let how = self.how();
-            for path in batch {
+            let mut searcher = self.searcher.build();
+            for e in todo {
                 if cancel.is_cancelled() {
                     return Err(Cancelled);
                 }
-                results.push(how.search_one(&mut searcher, path, cancel));
+                e.state = how.search_one(&mut searcher, &e.path, cancel).into();
             }
-            return Ok(results);
+            return Ok(());
         }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let slots: Vec<std::sync::Mutex<Option<Found>>> =
-            batch.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        let how = self.how();
+        let next = AtomicUsize::new(0);
+        let slots: Vec<std::sync::Mutex<&mut Entry>> =
+            todo.drain(..).map(std::sync::Mutex::new).collect();
         std::thread::scope(|scope| {
             for _ in 0..threads {
-                let mut searcher = self.searcher.clone();
+                let mut searcher = self.searcher.build();
                 let (how, next, slots) = (&how, &next, &slots);
                 scope.spawn(move || loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= batch.len() || cancel.is_cancelled() {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= slots.len() || cancel.is_cancelled() {
                         break;
                     }
-                    let found = how.search_one(&mut searcher, &batch[i], cancel);
-                    *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
+                    let mut e = slots[i].lock().unwrap_or_else(|p| p.into_inner());
+                    e.state = how.search_one(&mut searcher, &e.path, cancel).into();
                 });
             }
         });
         if cancel.is_cancelled() {
             return Err(Cancelled);
         }
-        for slot in slots {
-            results.push(
-                slot.into_inner()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .unwrap_or_default(),
-            );
-        }
-        Ok(results)
+        Ok(())
     }
 
     /// What every thread needs to search a file (shareable between threads).
@@ -511,11 +576,18 @@ struct How<'a> {
 }
 
 impl How<'_> {
-    fn search_one(&self, searcher: &mut Searcher, path: &Path, cancel: &CancelToken) -> Found {
-        let shown = show(path);
+    /// Search one file: what it gave if it matches (`None` if it does not, is binary or could
+    /// not be read).
+    fn search_one(
+        &self,
+        searcher: &mut Searcher,
+        path: &Path,
+        cancel: &CancelToken,
+    ) -> Option<Found> {
         let mut sink = FileSink {
             mode: self.mode,
-            path: &shown,
+            path,
+            shown: None,
             line_numbers: self.line_numbers,
             lines: Vec::new(),
             bytes: 0,
@@ -526,7 +598,7 @@ impl How<'_> {
         };
         let searched = searcher.search_path(self.matcher, path, &mut sink);
         if searched.is_err() || sink.binary || (sink.count == 0 && sink.lines.is_empty()) {
-            return Found::default();
+            return None;
         }
         let mtime = (self.mode == Mode::Files).then(|| {
             std::fs::metadata(path)
@@ -535,20 +607,21 @@ impl How<'_> {
         });
         let count = sink.count;
         let lines = std::mem::take(&mut sink.lines);
-        Found {
-            shown,
+        Some(Found {
+            shown: sink.shown.take().unwrap_or_else(|| show(path)),
             lines,
             count,
-            matched: true,
             mtime,
-        }
+        })
     }
 }
 
 /// Collects one file's results; they are kept only if the file turns out not to be binary.
 struct FileSink<'a> {
     mode: Mode,
-    path: &'a str,
+    path: &'a Path,
+    /// `path` as shown, made at the first line (most files searched have none).
+    shown: Option<String>,
     line_numbers: bool,
     lines: Vec<String>,
     /// Bytes in `lines`; past `max_bytes` the file's search stops (the output would be cut anyway).
@@ -568,9 +641,11 @@ impl FileSink<'_> {
             Some((cut, _)) => format!("{}... [line cut]", &text[..cut]),
             None => text.into_owned(),
         };
+        let path = self.path;
+        let shown = self.shown.get_or_insert_with(|| show(path));
         let line = match (self.line_numbers, number) {
-            (true, Some(n)) => format!("{}{sep}{n}{sep}{text}", self.path),
-            _ => format!("{}{sep}{text}", self.path),
+            (true, Some(n)) => format!("{shown}{sep}{n}{sep}{text}"),
+            _ => format!("{shown}{sep}{text}"),
         };
         self.bytes += line.len() + 1;
         self.lines.push(line);
