@@ -27,15 +27,33 @@ fn main() {
     let mut runs = 5usize;
     let mut dir: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
+    let count = |flag: &str, v: Option<String>| -> usize {
+        match v.as_deref().map(str::parse::<usize>) {
+            Some(Ok(n)) if (1..=10_000_000).contains(&n) => n,
+            _ => usage(&format!("{flag} takes a number from 1 to 10000000")),
+        }
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--files" => files = args.next().and_then(|v| v.parse().ok()).expect("--files N"),
-            "--runs" => runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
-            other => dir = Some(PathBuf::from(other)),
+            "--files" => files = count("--files", args.next()),
+            "--runs" => runs = count("--runs", args.next()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return;
+            }
+            flag if flag.starts_with('-') => usage(&format!("unknown option {flag}")),
+            _ if dir.is_some() => usage(&format!("one DIR only (got a second: {a})")),
+            _ => dir = Some(PathBuf::from(a)),
         }
     }
     let tmp = tempfile::tempdir().expect("a temporary directory");
-    let root = dir.unwrap_or_else(|| tmp.path().to_path_buf());
+    let root = match dir {
+        Some(d) => {
+            std::fs::create_dir_all(&d).expect("DIR can be created");
+            d.canonicalize().expect("DIR resolves")
+        }
+        None => tmp.path().to_path_buf(),
+    };
     let tree = root.join("tree");
     let t = Instant::now();
     let bytes = generate_tree(&tree, files);
@@ -91,6 +109,17 @@ fn main() {
         report(label, &ms);
     }
     println!("peak RSS of this process: {:.1} MB", peak_rss_mb());
+}
+
+const USAGE: &str = "usage: bench_files [--files N] [--runs N] [DIR]
+  --files N  files in the generated tree (default 20000)
+  --runs N   timed runs of each measurement (default 5)
+  DIR        where to generate the tree and the 1 GB file (kept between runs; default a
+             temporary directory, removed at the end)";
+
+fn usage(problem: &str) -> ! {
+    eprintln!("bench_files: {problem}\n{USAGE}");
+    std::process::exit(2);
 }
 
 fn run(rt: &tokio::runtime::Runtime, tool: &dyn Tool, input: Value, threads: usize) {
