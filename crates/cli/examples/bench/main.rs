@@ -130,6 +130,38 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
     Ok(o)
 }
 
+/// How much of the code order the build script gives the linker this binary has: its names
+/// carry hashes that change with the compiler, and a stale list silently packs nothing (the
+/// one-turn RSS then doubles).
+fn code_order(keel: &std::path::Path) -> String {
+    let list = concat!(env!("CARGO_MANIFEST_DIR"), "/order/keel.order");
+    let Ok(listed) = std::fs::read_to_string(list) else {
+        return format!("code order: {list} is missing");
+    };
+    let out = match std::process::Command::new("nm").arg(keel).output() {
+        Ok(o) if o.status.success() => o.stdout,
+        _ => return "code order: not checked (`nm` could not read the binary)".into(),
+    };
+    let names: std::collections::HashSet<&[u8]> = out
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.rsplit(|&b| b == b' ').next())
+        .collect();
+    let listed: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    let found = listed
+        .iter()
+        .filter(|n| names.contains(n.as_bytes()))
+        .count();
+    format!(
+        "code order: {found} of the {} functions in order/keel.order are in this binary{}",
+        listed.len(),
+        if found * 10 < listed.len() * 9 {
+            " — remake the list (crates/cli/order/make.sh)"
+        } else {
+            ""
+        }
+    )
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--usage-probe") {
@@ -159,6 +191,7 @@ fn main() -> Result<()> {
             keel.display(),
             o.runs
         );
+        eprintln!("{}", code_order(&keel));
     }
 
     // Warm the page cache and the loopback path once; not counted.
