@@ -101,13 +101,17 @@ pub(crate) async fn handle(
         // The client went away or sent a broken body: nothing to answer.
         Err(_) => return Err(CutConnection),
     };
+    // Parsed once, then moved into the record: a long session's requests are large, and keel-mock
+    // runs beside the agent it serves (copies of every body showed up in the agent's timings).
     let json: Option<Value> = serde_json::from_slice(&raw).ok();
-    let body = json.clone().unwrap_or(Value::Null);
+    let is_json = json.is_some();
+    let body = json.unwrap_or(Value::Null);
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let dialect = Dialect::of_route(&route).unwrap_or(Dialect::Messages);
-    let view = openai::view(dialect, &body);
+    // The Messages API's own body is its view.
+    let view = (dialect != Dialect::Messages).then(|| openai::view(dialect, &body));
 
-    let answer = shared.recorder.record_with(|seq| {
+    let answer = shared.recorder.record_with(move |seq| {
         let request_id = format!("req_mock_{}", seq + 1);
         let (step, validation_error, answer) = if too_large {
             let msg =
@@ -120,13 +124,13 @@ pub(crate) async fn handle(
         } else {
             let r = Req {
                 body: &body,
-                view: &view,
+                view: view.as_ref().unwrap_or(&body),
                 bytes: raw.len(),
                 stream,
                 request_id,
                 dialect,
             };
-            decide(shared, &method, &route, json.is_some(), &r)
+            decide(shared, &method, &route, is_json, &r)
         };
         let status = match &answer.plan {
             Plan::Respond { status, .. } => *status,
@@ -136,15 +140,11 @@ pub(crate) async fn handle(
             seq,
             received_at_ms,
             elapsed_ms,
-            method: method.clone(),
-            path: path.clone(),
-            headers: headers.clone(),
-            body: body.clone(),
-            view: if dialect == Dialect::Messages {
-                Value::Null
-            } else {
-                view.clone()
-            },
+            method,
+            path,
+            headers,
+            body,
+            view: view.unwrap_or(Value::Null),
             dialect: dialect.name().to_string(),
             stream,
             step,
