@@ -89,13 +89,19 @@ pub fn running() -> bool {
 /// Close the launcher's socket and wait (up to a second) for it to leave, so that its CPU time
 /// and its commands' is counted to this process. Commands are forked here afterwards.
 pub fn stop() {
-    let old = std::mem::replace(
-        &mut *LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()),
-        State::Failed,
+    let_go(
+        &mut LAUNCHER.lock().unwrap_or_else(|p| p.into_inner()),
+        Duration::from_secs(1),
     );
-    if let State::Running(sock, mut child) = old {
+}
+
+/// Be done with the launcher: close its socket (it leaves when it sees that), give it `grace`
+/// to do so, then kill it, and reap it either way. What it started goes with it. Commands are
+/// forked here from then on.
+fn let_go(st: &mut State, grace: Duration) {
+    if let State::Running(sock, mut child) = std::mem::replace(st, State::Failed) {
         drop(sock);
-        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        let deadline = std::time::Instant::now() + grace;
         while std::time::Instant::now() < deadline {
             match child.try_wait() {
                 Ok(None) => std::thread::sleep(Duration::from_millis(1)),
@@ -206,7 +212,7 @@ pub(crate) fn launch(req: &Request<'_>) -> Option<io::Result<i32>> {
         tracing::warn!(
             "the command launcher is gone ({e}); keel forks each command itself from now on"
         );
-        *st = State::Failed;
+        let_go(&mut st, Duration::ZERO);
         return None;
     }
     let mut answer = [0u8; 4];
@@ -227,9 +233,9 @@ pub(crate) fn launch(req: &Request<'_>) -> Option<io::Result<i32>> {
         }
         other => {
             // The request went out but no answer came: whether the command started is not
-            // known, so it is reported as not started, and the launcher is let go (closing
-            // its socket makes it leave, and a command it did start goes with it).
-            *st = State::Failed;
+            // known, so it is reported as not started, and the launcher is killed (a command
+            // it did start goes with it).
+            let_go(&mut st, Duration::ZERO);
             let why = match other {
                 Ok(_) => "it closed its end".to_owned(),
                 Err(e) => e.to_string(),
@@ -359,6 +365,10 @@ pub fn serve_stdin() -> ! {
                 continue;
             }
         }
+        if sfd.is_err() {
+            // No SIGCHLD wake-ups: reap what has ended at every request instead.
+            reap();
+        }
         let answer = match receive(&sock) {
             Received::Request(req) => match start_one(&req) {
                 Ok(pid) => pid.as_raw(),
@@ -398,8 +408,8 @@ fn reap() {
 /// A request as the launcher received it.
 struct Incoming {
     cwd: std::ffi::CString,
-    args: Vec<std::ffi::CString>,
-    env: Vec<std::ffi::CString>,
+    /// The shell's arguments and environment, ready for `posix_spawn`.
+    exec: ShellExec,
     /// stdin, stdout, stderr, report.
     stdio: [OwnedFd; 4],
     /// With a sandbox: whether it keeps the network, its ruleset, the uid and gid maps.
@@ -489,8 +499,7 @@ fn receive(sock: &OwnedFd) -> Received {
     });
     Received::Request(Incoming {
         cwd,
-        args,
-        env,
+        exec: ShellExec::from_strings(args, env),
         stdio: [i, o, e, r],
         sandbox,
     })
@@ -518,7 +527,6 @@ fn read_strings(payload: OwnedFd) -> Option<Vec<std::ffi::CString>> {
 /// Fork the supervisor of one command. Returns its pid once it has started the shell, or why
 /// it could not.
 fn start_one(req: &Incoming) -> io::Result<Pid> {
-    let exec = ShellExec::from_strings(req.args.clone(), req.env.clone());
     let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let confine = req.sandbox.as_ref().map(|(network, rs, uid, gid)| Confine {
         network: *network,
@@ -533,7 +541,7 @@ fn start_one(req: &Incoming) -> io::Result<Pid> {
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Child => {
             drop(ready_r);
-            let errno = match child(req, &exec, confine, launcher) {
+            let errno = match child(req, confine, launcher) {
                 Ok((shell, watched)) => {
                     let _ = nix::unistd::write(&ready_w, &0i32.to_le_bytes());
                     drop(ready_w);
@@ -578,7 +586,6 @@ fn start_one(req: &Incoming) -> io::Result<Pid> {
 /// working directory, then the supervisor's start (session, sandbox, shell).
 fn child(
     req: &Incoming,
-    exec: &ShellExec,
     confine: Option<Confine<'_>>,
     launcher: Pid,
 ) -> io::Result<(Pid, nix::sys::signal::SigSet)> {
@@ -605,5 +612,5 @@ fn child(
         nix::unistd::dup2(fd.as_raw_fd(), to)?;
     }
     nix::unistd::chdir(req.cwd.as_c_str())?;
-    supervise::start(exec, confine)
+    supervise::start(&req.exec, confine)
 }

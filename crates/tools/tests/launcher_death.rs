@@ -76,6 +76,11 @@ async fn a_killed_launcher_takes_its_commands_and_keel_carries_on() {
     // The next command still runs: keel forks it itself from now on.
     assert_eq!(run(dir.path(), "echo after").await, "after");
     assert!(!keel_tools::launcher::running());
+    // And the dead launcher was reaped, not left a zombie.
+    assert!(
+        !std::path::Path::new(&format!("/proc/{launcher}")).exists(),
+        "the dead launcher {launcher} is still in the process table"
+    );
     let (parent, _, _) = chain(&run(dir.path(), CHAIN).await);
     assert_eq!(parent, std::process::id() as i32, "forked by this process");
 }
