@@ -126,7 +126,7 @@ impl Session {
                 };
             }
         }
-        if self.scope.role.is_main() {
+        let report = if self.scope.role.is_main() {
             let transcript_remote = match &self.ctx.remote {
                 Some(r) => Some(crate::event::RemoteCopy::of(
                     r.pointer_url(),
@@ -134,7 +134,7 @@ impl Session {
                 )),
                 None => None,
             };
-            let report = TurnReport {
+            Some(TurnReport {
                 end: end.clone(),
                 num_turns: stats.num_turns,
                 duration: started.elapsed(),
@@ -146,10 +146,14 @@ impl Session {
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 model: self.model(),
                 transcript_remote,
-            };
-            // Over for anyone who asks from here on: a client that read the result and then
-            // sends an interrupt must hear that nothing was running, not race the final sync.
-            self.turn_state.end();
+            })
+        } else {
+            None
+        };
+        // Over for anyone who asks from here on: a client that read the result and then sends
+        // an interrupt must hear that nothing was running, not race the final sync.
+        self.turn_state.end();
+        if let Some(report) = report {
             if let Err(e) = self.emitter.emit_final(Event::Result(report)).await {
                 tracing::error!("could not emit the result: {e}");
             }
@@ -157,8 +161,6 @@ impl Session {
             if let Err(e) = self.emitter.sync().await {
                 tracing::error!("could not make the transcript durable: {e}");
             }
-        } else {
-            self.turn_state.end();
         }
         self.results_emitted += 1;
         end
