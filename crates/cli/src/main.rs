@@ -34,10 +34,18 @@ fn main() {
     // Commands are forked from a small launcher (this binary, started with LAUNCHER_ARG when
     // the first command runs), not from keel, whose fork costs grow with its memory.
     // KEEL_LAUNCHER=off: fork each command from keel itself (to compare, or rule it out).
-    if std::env::var_os("KEEL_LAUNCHER").is_none_or(|v| v != "off") {
+    match std::env::var("KEEL_LAUNCHER").as_deref().map(str::trim) {
         // The running image itself, even if an upgrade replaced the file since keel started
         // (a newer keel might not speak this one's protocol).
-        keel_core::os::enable_launcher("/proc/self/exe".into());
+        Err(std::env::VarError::NotPresent) | Ok("" | "on") => {
+            keel_core::os::enable_launcher("/proc/self/exe".into())
+        }
+        Ok("off") => {}
+        Ok(v) => usage_exit(&format!(
+            "Error: KEEL_LAUNCHER must be `on` (commands are started by a small launcher \
+             process, the default) or `off` (keel forks each command itself), got {v:?}"
+        )),
+        Err(_) => usage_exit("Error: KEEL_LAUNCHER is not valid UTF-8; set it to `on` or `off`"),
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -147,6 +155,12 @@ fn quiet_panics() {
             .unwrap_or_default();
         tracing::debug!("a panic{at}: {what}");
     }));
+}
+
+/// A bad setting found before anything ran: say what and where, exit 2 (as for a bad flag).
+fn usage_exit(msg: &str) -> ! {
+    eprintln!("{msg}");
+    std::process::exit(2)
 }
 
 fn init_tracing() {

@@ -210,4 +210,11 @@ async fn commands_run_under_the_launcher_which_refuses_to_run_by_hand() {
             .unwrap_or_default();
         assert_eq!(result.trim(), parent, "KEEL_LAUNCHER={env:?}");
     }
+
+    // Any other value is an error, before anything runs.
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"done"}]}"#).await;
+    let run = h.run_stream("go", &[], &[("KEEL_LAUNCHER", "0")]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("KEEL_LAUNCHER"), "{}", run.stderr);
+    assert!(h.requests().is_empty());
 }
