@@ -11,24 +11,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 
-/// Serve on loopback; returns the base URL. The server lives as long as the runtime.
+/// Serve on loopback; returns the base URL and the server's task (abort it when done).
 pub(crate) fn start_lean(
     rt: &tokio::runtime::Runtime,
     turns: usize,
     tool: TurnTool,
-) -> Result<String> {
+) -> Result<(String, tokio::task::JoinHandle<()>)> {
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let url = format!("http://{}", listener.local_addr()?);
     let count = Arc::new(AtomicUsize::new(0));
-    rt.spawn(async move {
+    let server = rt.spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
         while let Ok((conn, _)) = listener.accept().await {
             let count = count.clone();
-            tokio::spawn(async move {
+            conns.spawn(async move {
                 let _ = serve(conn, turns, tool, &count).await;
             });
         }
     });
-    Ok(url)
+    Ok((url, server))
 }
 
 async fn serve(

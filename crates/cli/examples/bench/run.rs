@@ -270,11 +270,13 @@ impl Bench<'_> {
     /// wall time from launch to exit (ms).
     pub(crate) fn lean(&self, case: &Case, tool: TurnTool) -> Result<(Vec<(usize, f64)>, f64)> {
         let dirs = Dirs::new()?;
-        let url = crate::lean::start_lean(self.rt, case.turns, tool)?;
+        let (url, server) = crate::lean::start_lean(self.rt, case.turns, tool)?;
         let launch = Instant::now();
         let mut child = self.command(&[], case, &url, &dirs).spawn()?;
         let (out, marks) = read_marking(&mut child, crate::report::block_size(case.turns))?;
         let wall = launch.elapsed().as_secs_f64() * 1000.0;
+        // The listener and its connections (a JoinSet: aborted with the task) go.
+        server.abort();
         check_run(case, &out)?;
         Ok((marks, wall))
     }
