@@ -275,6 +275,11 @@ async fn copy_to<B: AsRef<[u8]>>(
     file.flush()
         .await
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    // On disk before it is renamed into place: a power loss must not leave an empty transcript
+    // under the real name.
+    file.sync_all()
+        .await
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(n)
 }
 
