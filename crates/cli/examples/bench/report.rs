@@ -65,18 +65,8 @@ pub(crate) fn block_size(turns: usize) -> usize {
     }
 }
 
-/// keel's CPU per turn over the turns `range`, median over runs, from each run's marks
-/// (tool turns done, CPU ms so far); NaN when no run has marks for it.
-fn block_cpu(runs: &[&[(usize, f64)]], range: std::ops::Range<usize>) -> f64 {
-    let cpu = block_cpu_each(runs, range);
-    if cpu.is_empty() {
-        f64::NAN
-    } else {
-        median(&cpu)
-    }
-}
-
-/// [`block_cpu`] for each run that has marks for the block.
+/// keel's CPU per turn over the turns `range`, from each run's marks (tool turns done, CPU ms
+/// so far), for each run that has marks for the block.
 fn block_cpu_each(runs: &[&[(usize, f64)]], range: std::ops::Range<usize>) -> Vec<f64> {
     let size = range.len() as f64;
     runs.iter()
@@ -160,7 +150,8 @@ impl Report {
                 // keel's CPU over the block, from the marks taken as results streamed out.
                 let marks: Vec<&[(usize, f64)]> =
                     t2.iter().map(|t| t.cpu_marks.as_slice()).collect();
-                let cpu = block_cpu(&marks, range.clone());
+                // (NaN when no run has marks for the block.)
+                let cpu = median(&block_cpu_each(&marks, range.clone()));
                 (
                     range.start + 1,
                     range.end,
