@@ -3,10 +3,12 @@
 //! 1. Generates a tree (default 20,000 files, ~300 MB, nested, with a `.gitignore`) and runs a
 //!    full-tree Grep (content mode, a pattern that matches rarely) and a Glob on 1 thread and
 //!    on every core, next to `rg` with the same thread counts when `rg` is installed.
-//! 2. Generates a 1 GB text file and Reads lines 1–1000 and lines 1,000,000–1,001,000.
+//! 2. Generates a 50 MB and a 1 GB text file and Reads 1,000 lines at their start, middle and
+//!    end: cold (a new agent, whose line index is empty) and warm (the same agent again).
 //!
 //! Prints the median of `--runs` runs (default 5) with the range, and the peak RSS of this
-//! process. `cargo run --release -p keel-tools --example bench_files [-- --files N --runs N DIR]`
+//! process. `cargo run --release -p keel-tools --example bench_files [-- --files N --runs N
+//! --reads-only DIR]` (`--reads-only`: skip the tree, only the Reads)
 //! (DIR: where to generate, default a temporary directory; the tree is kept between runs of the
 //! benchmark when DIR is given).
 
@@ -26,6 +28,7 @@ fn main() {
     let mut files = 20_000usize;
     let mut runs = 5usize;
     let mut dir: Option<PathBuf> = None;
+    let mut reads_only = false;
     let mut args = std::env::args().skip(1);
     let count = |flag: &str, v: Option<String>| -> usize {
         match v.as_deref().map(str::parse::<usize>) {
@@ -37,6 +40,7 @@ fn main() {
         match a.as_str() {
             "--files" => files = count("--files", args.next()),
             "--runs" => runs = count("--runs", args.next()),
+            "--reads-only" => reads_only = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return;
@@ -54,6 +58,20 @@ fn main() {
         }
         None => tmp.path().to_path_buf(),
     };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    if !reads_only {
+        searches(&rt, &root, files, runs);
+    }
+    reads(&rt, &root, runs);
+    println!("peak RSS of this process: {:.1} MB", peak_rss_mb());
+}
+
+/// Grep and Glob over a generated tree, next to `rg`.
+fn searches(rt: &tokio::runtime::Runtime, root: &Path, files: usize, runs: usize) {
     let tree = root.join("tree");
     let t = Instant::now();
     let bytes = generate_tree(&tree, files);
@@ -62,11 +80,6 @@ fn main() {
         bytes / 1_000_000,
         t.elapsed().as_secs_f64()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
     let cores = keel_tools::walk::default_threads();
     let rg = which("rg");
     println!(
@@ -75,7 +88,7 @@ fn main() {
     );
     for threads in [1, cores] {
         let grep = json!({"pattern": "needle_[0-9]+_rare", "output_mode": "content", "path": tree});
-        let ms = time(runs, || run(&rt, &GrepTool, grep.clone(), threads));
+        let ms = time(runs, || run(rt, &GrepTool, grep.clone(), threads));
         report(&format!("Grep, full tree, {threads} thread(s)"), &ms);
         if let Some(rg) = &rg {
             let ms = time(runs, || {
@@ -89,33 +102,55 @@ fn main() {
             report(&format!("rg, full tree, -j{threads}"), &ms);
         }
         let glob = json!({"pattern": "**/*.rs", "path": tree});
-        let ms = time(runs, || run(&rt, &GlobTool, glob.clone(), threads));
+        let ms = time(runs, || run(rt, &GlobTool, glob.clone(), threads));
         report(&format!("Glob **/*.rs, {threads} thread(s)"), &ms);
     }
     if rg.is_none() {
         println!("(rg is not installed: no side-by-side figures)");
     }
-
-    let big = root.join("big.log");
-    let t = Instant::now();
-    generate_big(&big, 1_000_000_000);
-    eprintln!("1 GB file generated in {:.1} s", t.elapsed().as_secs_f64());
-    for (offset, label) in [
-        (1, "Read lines 1-1000 of 1 GB"),
-        (1_000_000, "Read lines 1,000,000-1,001,000 of 1 GB"),
-    ] {
-        let input = json!({"file_path": big, "offset": offset, "limit": 1000});
-        let ms = time(runs, || run(&rt, &ReadTool, input.clone(), 1));
-        report(label, &ms);
-    }
-    println!("peak RSS of this process: {:.1} MB", peak_rss_mb());
 }
 
-const USAGE: &str = "usage: bench_files [--files N] [--runs N] [DIR]
-  --files N  files in the generated tree (default 20000)
-  --runs N   timed runs of each measurement (default 5)
-  DIR        where to generate the tree and the 1 GB file (kept between runs; default a
-             temporary directory, removed at the end)";
+/// Reads of 1,000 lines at the start, middle and end of a 50 MB and a 1 GB file: cold (a new
+/// agent each time, so its line index is empty) and warm (one agent that read the file before).
+fn reads(rt: &tokio::runtime::Runtime, root: &Path, runs: usize) {
+    println!(
+        "{:<44} {:>12} {:>22}",
+        "measurement", "median ms", "range ms"
+    );
+    for (size, name) in [(50_000_000u64, "50 MB"), (1_000_000_000, "1 GB")] {
+        let big = root.join(format!("big-{}.log", size / 1_000_000));
+        let t = Instant::now();
+        let lines = generate_big(&big, size);
+        eprintln!(
+            "{name} file generated in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+        for (offset, at) in [(1, "start"), (lines / 2, "middle"), (lines - 999, "end")] {
+            let input = json!({"file_path": big, "offset": offset, "limit": 1000});
+            let ms = time(runs, || run(rt, &ReadTool, input.clone(), 1));
+            report(&format!("Read 1000 lines, {at} of {name}, cold"), &ms);
+            let agent = ToolContext::new("/", CancelToken::new());
+            read_in(rt, &agent, input.clone());
+            let ms = time(runs, || read_in(rt, &agent, input.clone()));
+            report(&format!("Read 1000 lines, {at} of {name}, warm"), &ms);
+        }
+    }
+}
+
+/// One Read by the agent `cx` (its line index kept between calls).
+fn read_in(rt: &tokio::runtime::Runtime, cx: &ToolContext, input: Value) {
+    match rt.block_on(ReadTool.call(input, cx.clone())) {
+        ToolOutcome::Ok { .. } => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+const USAGE: &str = "usage: bench_files [--files N] [--runs N] [--reads-only] [DIR]
+  --files N     files in the generated tree (default 20000)
+  --runs N      timed runs of each measurement (default 5)
+  --reads-only  skip the tree (Grep, Glob): only the Reads of big files
+  DIR           where to generate the tree and the big files (kept between runs; default a
+                temporary directory, removed at the end)";
 
 fn usage(problem: &str) -> ! {
     eprintln!("bench_files: {problem}\n{USAGE}");
@@ -190,22 +225,30 @@ fn generate_tree(root: &Path, files: usize) -> u64 {
     total
 }
 
-fn generate_big(path: &Path, size: u64) {
-    if std::fs::metadata(path).is_ok_and(|m| m.len() >= size) {
-        return;
+/// A file of at least `size` bytes of equal lines; returns its number of lines.
+fn generate_big(path: &Path, size: u64) -> usize {
+    let line_len = big_line(0).len() as u64;
+    if let Ok(m) = std::fs::metadata(path) {
+        if m.len() >= size && m.len() % line_len == 0 {
+            return (m.len() / line_len) as usize;
+        }
     }
     let mut f =
         std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("big file"));
     let mut written = 0u64;
     let mut n = 0u64;
     while written < size {
-        let line =
-            format!("{n:>10} the quick brown fox jumps over the lazy dog, again and again\n");
+        let line = big_line(n);
         f.write_all(line.as_bytes()).expect("writing the big file");
         written += line.len() as u64;
         n += 1;
     }
     f.flush().expect("flushing the big file");
+    n as usize
+}
+
+fn big_line(n: u64) -> String {
+    format!("{n:>10} the quick brown fox jumps over the lazy dog, again and again\n")
 }
 
 fn which(name: &str) -> Option<PathBuf> {

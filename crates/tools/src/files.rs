@@ -57,6 +57,7 @@ pub enum Freshness {
 #[derive(Debug, Default)]
 pub struct ReadLedger {
     seen: Mutex<Seen>,
+    lines: crate::lineindex::LineIndexes,
 }
 
 /// Each file's stamp and when it was recorded (a counter), plus the counter.
@@ -89,6 +90,11 @@ impl ReadLedger {
                 map.remove(&oldest);
             }
         }
+    }
+
+    /// Where lines start in the files this agent read (for Reads at an offset).
+    pub fn lines(&self) -> &crate::lineindex::LineIndexes {
+        &self.lines
     }
 
     /// Whether `path`, which looks like `current` now, was read and is unchanged since.

@@ -13,6 +13,7 @@ pub mod grep;
 pub mod image;
 mod input;
 pub mod launcher;
+pub mod lineindex;
 pub mod output;
 pub mod process;
 pub mod read;

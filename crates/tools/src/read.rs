@@ -12,6 +12,7 @@ use crate::fsutil::{
     human_size, job_failed, looks_binary, numbered, run_blocking, Cancelled, SNIFF_BYTES,
 };
 use crate::input::{input_schema, parse_input, InputError};
+use crate::lineindex::{self, Found};
 use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
 
 /// Reads a text file with line numbers.
@@ -149,14 +150,82 @@ fn read_file(
         ));
     }
     let encoding = sample_encoding(&sample);
-    let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
-    match number_lines(reader, start, limit, encoding, cancel, meta.len()) {
+    let stamp = FileStamp::of(&meta);
+    let window = if start == 1 {
+        // From the top: what was sniffed is the start of the window (this also serves
+        // pseudo-files, which cannot be read at an offset).
+        let reader = BufReader::with_capacity(64 * 1024, io::Cursor::new(sample).chain(file));
+        let from = Resume {
+            line: 1,
+            byte: 0,
+            total: reads.lines().total(stamp),
+        };
+        number_lines(reader, from, start, limit, encoding, cancel, meta.len())
+    } else {
+        let file = Opened {
+            file,
+            stamp,
+            size: meta.len(),
+            encoding,
+        };
+        window_at(file, start, limit, cancel, reads)
+    };
+    match window {
         Ok(w) => {
-            reads.record(path, FileStamp::of(&meta));
+            if w.total_known {
+                reads.lines().record(stamp, &[], Some(w.total as u64));
+            }
+            reads.record(path, stamp);
             Ok(render(path, start, w))
         }
         Err(_) if cancel.is_cancelled() => Err(Cancelled),
         Err(e) => job_failed(format!("Cannot read {shown}: {e}")),
+    }
+}
+
+/// A text file opened for a Read, and what is known of it.
+struct Opened {
+    file: std::fs::File,
+    stamp: FileStamp,
+    size: u64,
+    encoding: Encoding,
+}
+
+/// The window from line `start` (> 1): found from the nearest line start the agent's index
+/// knows for this version of the file, noting new line starts on the way.
+fn window_at(
+    f: Opened,
+    start: usize,
+    limit: usize,
+    cancel: &CancelToken,
+    reads: &ReadLedger,
+) -> io::Result<Window> {
+    use std::io::{Seek, SeekFrom};
+    let Opened {
+        mut file,
+        stamp,
+        size,
+        encoding,
+    } = f;
+    let from = reads.lines().nearest(stamp, start as u64);
+    let mut marks = Vec::new();
+    let found = lineindex::scan_to(&file, from, start as u64, cancel, &mut marks)?;
+    match found {
+        Found::End(total) => {
+            reads.lines().record(stamp, &marks, Some(total));
+            Ok(Window::past_end(total as usize, encoding, size))
+        }
+        Found::At(byte) => {
+            reads.lines().record(stamp, &marks, None);
+            file.seek(SeekFrom::Start(byte))?;
+            let reader = BufReader::with_capacity(64 * 1024, file);
+            let from = Resume {
+                line: start,
+                byte,
+                total: reads.lines().total(stamp),
+            };
+            number_lines(reader, from, start, limit, encoding, cancel, size)
+        }
     }
 }
 
@@ -248,8 +317,34 @@ struct Window {
     size: u64,
 }
 
+impl Window {
+    /// No line at the offset asked for: the file has `total` lines.
+    fn past_end(total: usize, encoding: Encoding, size: u64) -> Self {
+        Window {
+            text: String::new(),
+            last: 0,
+            total,
+            cut_by_size: false,
+            encoding,
+            lossy_lines: 0,
+            total_known: true,
+            size,
+        }
+    }
+}
+
+/// Where the reader given to [`number_lines`] stands: at the start of line `line`, byte `byte`
+/// of the file; and the file's line count if it is known already.
+struct Resume {
+    line: usize,
+    byte: u64,
+    total: Option<u64>,
+}
+
+/// The window of `limit` lines from line `start` (at or after the line the reader stands at).
 fn number_lines(
     mut reader: impl BufRead,
+    from: Resume,
     start: usize,
     limit: usize,
     encoding: Encoding,
@@ -257,19 +352,10 @@ fn number_lines(
     size: u64,
 ) -> io::Result<Window> {
     let end = start.saturating_add(limit); // exclusive
-    let mut w = Window {
-        text: String::new(),
-        last: 0,
-        total: 0,
-        cut_by_size: false,
-        encoding,
-        lossy_lines: 0,
-        total_known: true,
-        size,
-    };
+    let mut w = Window::past_end(from.line.saturating_sub(1), encoding, size);
     let mut buf = Vec::new();
     let keep = MAX_LINE_CHARS * 4;
-    let mut consumed = 0u64;
+    let mut consumed = from.byte;
     while let Some(len) = read_line_bounded(&mut reader, &mut buf, keep)? {
         w.total += 1;
         consumed += len as u64 + 1;
@@ -277,7 +363,11 @@ fn number_lines(
             return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
         }
         if w.last > 0 && (w.total >= end || w.cut_by_size) {
-            // The window is done: count the rest only when that is cheap.
+            // The window is done: the count is known, or taken only when that is cheap.
+            if let Some(total) = from.total.and_then(|t| usize::try_from(t).ok()) {
+                w.total = total.max(w.total);
+                return Ok(w);
+            }
             if size.saturating_sub(consumed) > COUNT_REST_BYTES {
                 w.total_known = false;
                 return Ok(w);
@@ -483,9 +573,16 @@ mod tests {
         );
     }
 
+    const TOP: Resume = Resume {
+        line: 1,
+        byte: 0,
+        total: None,
+    };
+
     fn lines(text: &str, start: usize, limit: usize) -> Window {
         number_lines(
             io::Cursor::new(text.as_bytes().to_vec()),
+            TOP,
             start,
             limit,
             Encoding::Utf8,
@@ -501,6 +598,7 @@ mod tests {
         let text = "a\nb\nc\nd\n".repeat(10);
         let w = number_lines(
             io::Cursor::new(text.as_bytes().to_vec()),
+            TOP,
             2,
             2,
             Encoding::Utf8,

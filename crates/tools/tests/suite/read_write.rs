@@ -205,3 +205,77 @@ fn read_only_flags() {
     assert!(ReadTool.is_read_only(&json!({})));
     assert!(!WriteTool.is_read_only(&json!({})));
 }
+
+/// Reads at offsets share the agent's line index: each one finds the same lines a scan from
+/// the top would, in any order, and the line count once it is known.
+#[tokio::test]
+async fn reads_at_offsets_agree_with_the_file_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 3 MB of lines of varied length: many index marks.
+    let text: String = (1..=200_000)
+        .map(|i| format!("{i} {}\n", "y".repeat(i % 23)))
+        .collect();
+    let p = put(dir.path(), "long.txt", &text);
+    let shared = cx(dir.path());
+    for offset in [150_000usize, 3, 199_990, 64_001, 150_010, 1, 99_999] {
+        let out = ReadTool
+            .call(
+                json!({"file_path": p, "offset": offset, "limit": 5}),
+                shared.clone(),
+            )
+            .await;
+        let ToolOutcome::Ok { content, .. } = &out else {
+            panic!("{out:?}")
+        };
+        let first = content.lines().next().unwrap();
+        let want = format!("{offset:>6}\t{offset} {}", "y".repeat(offset % 23));
+        assert_eq!(first, want, "offset {offset}");
+    }
+    // Past the end, from the index: the exact count.
+    let out = ReadTool
+        .call(json!({"file_path": p, "offset": 200_001}), shared.clone())
+        .await;
+    assert!(
+        out.text()
+            .contains("has 200000 lines; offset 200001 is past the end"),
+        "{out:?}"
+    );
+}
+
+/// A file that changed between two Reads (its size, its modification time, or a new file
+/// under the same name) is indexed anew: never a line from the old version.
+#[tokio::test]
+async fn a_changed_file_is_never_read_through_a_stale_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = cx(dir.path());
+    let old: String = (1..=100_000).map(|i| format!("old {i}\n")).collect();
+    let p = put(dir.path(), "f.txt", &old);
+    let at = |n: usize| json!({"file_path": p, "offset": n, "limit": 1});
+    let out = ReadTool.call(at(90_000), shared.clone()).await;
+    assert!(out.text().starts_with(" 90000\told 90000"), "{out:?}");
+
+    // Same size, new content, new modification time: lines of other lengths.
+    let same_size: String = {
+        let mut s: String = (1..=100_000).map(|i| format!("new {i}\n")).collect();
+        s.truncate(old.len());
+        s
+    };
+    assert_eq!(same_size.len(), old.len());
+    std::fs::write(&p, &same_size).unwrap();
+    super::common::set_mtime(&p, 1_000_000);
+    let out = ReadTool.call(at(90_000), shared.clone()).await;
+    assert!(out.text().starts_with(" 90000\tnew 90000"), "{out:?}");
+
+    // Another size: shorter lines, so the old marks would land mid-line.
+    let shorter: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(&p, &shorter).unwrap();
+    let out = ReadTool.call(at(90_000), shared.clone()).await;
+    assert!(out.text().starts_with(" 90000\t90000"), "{out:?}");
+
+    // A new file (another inode) renamed over it, same size and time as before.
+    let replacement: String = (1..=100_000).map(|i| format!("{}\n", i % 7)).collect();
+    let tmp = put(dir.path(), "f.new", &replacement);
+    std::fs::rename(&tmp, &p).unwrap();
+    let out = ReadTool.call(at(90_000), shared.clone()).await;
+    assert_eq!(out.text().lines().next(), Some(" 90000\t1"), "{out:?}");
+}
