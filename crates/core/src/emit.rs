@@ -12,10 +12,68 @@ use tokio::sync::mpsc;
 
 use crate::event::{Emitted, Envelope, Event};
 
-/// A transcript could not be written.
+/// What keel was doing with a transcript when writing it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersistOp {
+    /// Turning a record into JSON.
+    Encode,
+    /// Creating the file or its directory.
+    Create,
+    /// Taking the one-writer lock on it.
+    Lock,
+    /// Appending a record.
+    Write,
+    /// Making what was appended durable (fsync).
+    Sync,
+    /// Reading a transcript back to continue it.
+    Read,
+    /// Replacing a subagent's transcript after a resume.
+    Replace,
+    /// The blocking task that writes it ended without an answer (a panic).
+    Lost,
+}
+
+/// A transcript could not be written: what keel was doing, the file, and the kind of error the
+/// OS gave (a full disk and a permission error are told apart by `io`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PersistError(pub String);
+#[error("{message}")]
+pub struct PersistError {
+    /// What was being done.
+    pub op: PersistOp,
+    /// The OS's kind of error, when the OS refused.
+    pub io: Option<std::io::ErrorKind>,
+    /// The transcript (or its directory), when one is concerned.
+    pub path: Option<std::path::PathBuf>,
+    message: String,
+}
+
+impl PersistError {
+    /// A failure that is not the OS's (`message` says what and where).
+    pub fn new(op: PersistOp, message: impl Into<String>) -> Self {
+        Self {
+            op,
+            io: None,
+            path: None,
+            message: message.into(),
+        }
+    }
+
+    /// The OS refused `op` on `path`; `message` says what and where (it ends with the OS's
+    /// own words).
+    pub fn io(
+        op: PersistOp,
+        path: &std::path::Path,
+        e: &std::io::Error,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            op,
+            io: Some(e.kind()),
+            path: Some(path.to_path_buf()),
+            message: message.into(),
+        }
+    }
+}
 
 /// Where events are made durable before anyone sees them (the transcript writer).
 pub trait Persist: Send + Sync {
@@ -25,21 +83,18 @@ pub trait Persist: Send + Sync {
     fn sync(&self) -> Result<(), PersistError>;
 }
 
-/// Emitting failed: the output channel is gone or persisting failed.
+/// Emitting failed: the output channel is gone, persisting failed, or the history refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EmitError {
     /// Nobody reads the events any more (the front end exited).
     #[error("the output stream was closed")]
     Closed,
     /// The transcript could not be written.
-    #[error("{0}")]
-    Persist(String),
-}
-
-impl From<PersistError> for EmitError {
-    fn from(e: PersistError) -> Self {
-        EmitError::Persist(e.0)
-    }
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    /// The history refused a message (a keel bug: it would break the pairing invariant).
+    #[error("internal: {0}")]
+    History(#[from] crate::history::HistoryError),
 }
 
 /// Sends the events of one session (or one subagent of it).
@@ -123,8 +178,9 @@ impl Emitter {
         // A panicking writer is an error like any other: the event must come back.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.append(&e)))
             .unwrap_or_else(|_| {
-                Err(PersistError(
-                    "the transcript writer crashed (a keel bug)".into(),
+                Err(PersistError::new(
+                    PersistOp::Lost,
+                    "the transcript writer crashed (a keel bug)",
                 ))
             });
         Ok((e, r.map_err(EmitError::from)))
@@ -157,8 +213,9 @@ impl Emitter {
         };
         match tokio::task::spawn_blocking(move || p.sync()).await {
             Ok(r) => r.map_err(EmitError::from),
-            Err(join) => Err(EmitError::Persist(format!(
-                "the transcript writer stopped: {join}"
+            Err(join) => Err(EmitError::Persist(PersistError::new(
+                PersistOp::Lost,
+                format!("the transcript writer stopped: {join}"),
             ))),
         }
     }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::emit::{Persist, PersistError};
+use crate::emit::{Persist, PersistError, PersistOp};
 use crate::event::{Emitted, Envelope};
 use crate::history::History;
 use crate::transcript::{read_file, rebuild, FsyncMode, SessionHeader, TranscriptWriter};
@@ -34,10 +34,11 @@ impl Persist for AgentPersist {
             .take();
         if let Some((tmp, fin)) = pending {
             std::fs::rename(&tmp, &fin).map_err(|e| {
-                PersistError(format!(
+                let message = format!(
                     "could not replace the agent transcript {}: {e}",
                     fin.display()
-                ))
+                );
+                PersistError::io(PersistOp::Replace, &fin, &e, message)
             })?;
         }
         Ok(())
@@ -57,8 +58,10 @@ pub fn open(
     model: &str,
 ) -> Result<(Arc<dyn Persist>, Option<History>), PersistError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| PersistError(format!("could not create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| {
+            let message = format!("could not create {}: {e}", dir.display());
+            PersistError::io(PersistOp::Create, dir, &e, message)
+        })?;
     }
     let header = SessionHeader::new(session_id, cwd, model);
     if !path.exists() {
@@ -72,10 +75,11 @@ pub fn open(
         ));
     }
     let loaded = read_file(path).map_err(|e| {
-        PersistError(format!(
+        let message = format!(
             "could not read the agent transcript {}: {e}",
             path.display()
-        ))
+        );
+        PersistError::io(PersistOp::Read, path, &e, message)
     })?;
     let rebuilt = rebuild(loaded.records, session_id);
     let tmp = path.with_extension("jsonl.resuming");

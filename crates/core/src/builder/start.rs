@@ -120,7 +120,7 @@ pub(crate) fn open(
             writer: Some(Arc::new(TranscriptWriter::broken(
                 PathBuf::new(),
                 id.clone(),
-                message,
+                crate::emit::PersistError::new(crate::emit::PersistOp::Create, message),
             ))),
             session_id: id,
             history: History::new(),

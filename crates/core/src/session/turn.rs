@@ -639,7 +639,7 @@ impl Session {
         }
         self.history
             .push_assistant(message.content)
-            .map_err(|e| EmitError::Persist(format!("internal: {e}")))
+            .map_err(EmitError::History)
     }
 
     /// Close an obligation whose calls will not run, telling the model why (and the front end).
@@ -688,7 +688,7 @@ impl TellError {
     fn into_emit(self) -> EmitError {
         match self {
             TellError::Emit(e) => e,
-            TellError::History(e) => EmitError::Persist(format!("internal: {e}")),
+            TellError::History(e) => EmitError::History(e),
         }
     }
 }

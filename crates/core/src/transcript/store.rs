@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use keel_protocol::Frame;
+
+use crate::emit::{PersistError, PersistOp};
 use serde_json::json;
 
 use super::notices::{notices, repair_notices, Disposition};
@@ -213,7 +215,7 @@ impl Store {
         let history: Vec<Frame> = history.iter().map(|f| with_session(f, &id)).collect();
         super::checkpoint::touched(&path, &id);
         let writer = TranscriptWriter::create_lazily(path.clone(), &header, &history, req.fsync)
-            .unwrap_or_else(|m| TranscriptWriter::broken(path, id.clone(), m.0));
+            .unwrap_or_else(|m| TranscriptWriter::broken(path, id.clone(), m));
         Ok(Opened {
             session_id: id,
             writer: Arc::new(writer),
@@ -265,6 +267,7 @@ impl Store {
                     "could not open the transcript {} for writing: {e}",
                     path.display()
                 );
+                let message = PersistError::io(PersistOp::Create, &path, &e, message);
                 return Ok(Opened {
                     notices: notices(&loaded, &rebuilt, Disposition::ReadOnly),
                     history: rebuilt.history,
@@ -293,17 +296,18 @@ impl Store {
         let mut cut = Ok(());
         if len < loaded.file_len {
             cut = file.set_len(len).map_err(|e| {
-                format!(
+                let message = format!(
                     "could not cut the incomplete last record off the transcript {}: {e}",
                     path.display()
-                )
+                );
+                PersistError::io(PersistOp::Write, &path, &e, message)
             });
         }
         if cut.is_ok() && loaded.needs_newline {
-            cut = (&*file)
-                .write_all(b"\n")
-                .map(|_| len += 1)
-                .map_err(|e| format!("could not write the transcript {}: {e}", path.display()));
+            cut = (&*file).write_all(b"\n").map(|_| len += 1).map_err(|e| {
+                let message = format!("could not write the transcript {}: {e}", path.display());
+                PersistError::io(PersistOp::Write, &path, &e, message)
+            });
         }
         if cut.is_ok() && len == 0 {
             // Nothing readable was left, not even the header: start the file again with one.
@@ -313,7 +317,10 @@ impl Store {
             cut = (&*file)
                 .write_all(&line)
                 .map(|_| len = line.len() as u64)
-                .map_err(|e| format!("could not write the transcript {}: {e}", path.display()));
+                .map_err(|e| {
+                    let message = format!("could not write the transcript {}: {e}", path.display());
+                    PersistError::io(PersistOp::Write, &path, &e, message)
+                });
         }
         let writer = match cut {
             Ok(()) => TranscriptWriter::continuing(
@@ -335,12 +342,12 @@ impl Store {
             .filter(|r| r.cause == RepairCause::SessionEnded)
         {
             if let Err(m) = writer.append_frame(&r.frame) {
-                writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m.0));
+                writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m));
                 break;
             }
         }
         if let Err(m) = writer.sync_now() {
-            writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m.0));
+            writer = Arc::new(TranscriptWriter::broken(path.clone(), id.clone(), m));
         }
         if !writer.is_created() {
             // Broken: the notices said "recorded"; say what really happened.

@@ -573,9 +573,39 @@ fn an_unwritable_location_fails_every_append_naming_the_file_and_the_os_error() 
     let path = blocker.join("projects").join("s.jsonl");
     let w = writer(&path);
     let e = w.append_frame(&init()).unwrap_err();
-    assert!(e.0.contains(&path.display().to_string()), "{e}");
-    assert!(e.0.contains("Not a directory"), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    assert!(e.to_string().contains("Not a directory"), "{e}");
+    // The kind survives, for a caller that must tell a full disk from a permission error.
+    assert_eq!(e.op, crate::emit::PersistOp::Create);
+    assert_eq!(e.io, Some(std::io::ErrorKind::NotADirectory));
+    assert_eq!(e.path.as_deref(), Some(path.parent().unwrap()));
     assert!(w.append_frame(&result_frame()).is_err());
+}
+
+#[test]
+fn a_full_disk_and_a_refused_directory_are_told_apart() {
+    // /dev/full accepts the open and refuses every write with ENOSPC.
+    let full = std::path::Path::new("/dev/full");
+    let e = std::io::Write::write_all(
+        &mut std::fs::OpenOptions::new().write(true).open(full).unwrap(),
+        b"x",
+    )
+    .unwrap_err();
+    let disk = crate::emit::PersistError::io(crate::emit::PersistOp::Write, full, &e, "full");
+    assert_eq!(disk.io, Some(std::io::ErrorKind::StorageFull));
+    // A directory the writer may not enter (as root nothing is refused: skip that half).
+    let dir = tempfile::tempdir().unwrap();
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o500)).unwrap();
+    let w = writer(&locked.join("sub").join("s.jsonl"));
+    match w.append_frame(&init()) {
+        Err(e) => assert_eq!(e.io, Some(std::io::ErrorKind::PermissionDenied), "{e}"),
+        Ok(()) => assert!(
+            nix::unistd::geteuid().is_root(),
+            "only root may write there"
+        ),
+    }
 }
 
 #[test]

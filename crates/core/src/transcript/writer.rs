@@ -18,7 +18,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use super::{FsyncMode, SessionHeader};
-use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError};
+use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
 
 /// Where the records go.
@@ -32,8 +32,8 @@ enum Target {
         len: u64,
         dirty: bool,
     },
-    /// The file cannot be written at all: every append fails with this message.
-    Broken(String),
+    /// The file cannot be written at all: every append fails with this error.
+    Broken(PersistError),
 }
 
 struct State {
@@ -103,9 +103,7 @@ impl TranscriptWriter {
         history: &[Frame],
         mode: FsyncMode,
     ) -> Result<Self, PersistError> {
-        let bad = |e: serde_json::Error| {
-            PersistError(format!("could not encode a transcript record: {e}"))
-        };
+        let bad = |e: serde_json::Error| encode_error(&e);
         let mut prefix = serde_json::to_vec(header).map_err(bad)?;
         prefix.push(b'\n');
         let mut last: Option<String> = None;
@@ -151,15 +149,15 @@ impl TranscriptWriter {
         }
     }
 
-    /// A writer for a transcript that cannot be written: every append fails with `message`,
+    /// A writer for a transcript that cannot be written: every append fails with `error`,
     /// so the run ends with an error result that says so.
-    pub fn broken(path: PathBuf, session_id: String, message: String) -> Self {
+    pub fn broken(path: PathBuf, session_id: String, error: PersistError) -> Self {
         Self {
             path,
             session_id,
             mode: FsyncMode::Turn,
             state: Mutex::new(State {
-                target: Target::Broken(message),
+                target: Target::Broken(error),
                 last_uuid: None,
                 new_file: false,
             }),
@@ -192,27 +190,28 @@ impl TranscriptWriter {
 
     /// Append one frame as a record (`stream_event` frames are partial and are not kept).
     pub fn append_frame(&self, frame: &Frame) -> Result<(), PersistError> {
-        self.append_record(frame).map_err(PersistError)
+        self.append_record(frame)
     }
 
-    fn append_record(&self, frame: &Frame) -> Result<(), String> {
+    fn append_record(&self, frame: &Frame) -> Result<(), PersistError> {
         if matches!(frame, Frame::StreamEvent(_)) {
             return Ok(());
         }
         let mut st = self.lock();
         self.ensure_open(&mut st)?;
         let (uuid, line) = record_line(frame, &self.session_id, st.last_uuid.as_deref())
-            .map_err(|e| format!("could not encode a transcript record: {e}"))?;
+            .map_err(|e| encode_error(&e))?;
         let Target::Open { file, len, dirty } = &mut st.target else {
             unreachable!("ensure_open leaves the file open");
         };
         if let Err(e) = (&**file).write_all(&line) {
             // Cut a partly written line back off, so the file holds only whole records.
             let _ = file.set_len(*len);
-            return Err(format!(
+            let message = format!(
                 "could not write the transcript {}: {e}",
                 self.path.display()
-            ));
+            );
+            return Err(PersistError::io(PersistOp::Write, &self.path, &e, message));
         }
         *len += line.len() as u64;
         *dirty = true;
@@ -226,10 +225,10 @@ impl TranscriptWriter {
 
     /// fsync what was appended since the last sync.
     pub fn sync_now(&self) -> Result<(), PersistError> {
-        self.sync_records().map_err(PersistError)
+        self.sync_records()
     }
 
-    fn sync_records(&self) -> Result<(), String> {
+    fn sync_records(&self) -> Result<(), PersistError> {
         let mut st = self.lock();
         let new_file = std::mem::take(&mut st.new_file);
         match &mut st.target {
@@ -252,14 +251,15 @@ impl TranscriptWriter {
         }
     }
 
-    fn sync_error(&self, e: std::io::Error) -> String {
-        format!(
+    fn sync_error(&self, e: std::io::Error) -> PersistError {
+        let message = format!(
             "could not flush the transcript {} to disk: {e}",
             self.path.display()
-        )
+        );
+        PersistError::io(PersistOp::Sync, &self.path, &e, message)
     }
 
-    fn ensure_open(&self, st: &mut State) -> Result<(), String> {
+    fn ensure_open(&self, st: &mut State) -> Result<(), PersistError> {
         let prefix = match &st.target {
             Target::Open { .. } => return Ok(()),
             Target::Broken(m) => return Err(m.clone()),
@@ -280,7 +280,7 @@ impl TranscriptWriter {
 
 /// Create the file (and its directories), lock it, and write `prefix` (flushed to the OS; the
 /// caller makes it durable at its next sync).
-fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), String> {
+fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), PersistError> {
     let shown = path.display();
     let dir = path.parent().unwrap_or(Path::new("."));
     DirBuilder::new()
@@ -288,10 +288,11 @@ fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), String> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| {
-            format!(
+            let message = format!(
                 "could not create the transcript directory {} (for {shown}): {e}",
                 dir.display()
-            )
+            );
+            PersistError::io(PersistOp::Create, dir, &e, message)
         })?;
     let file = OpenOptions::new()
         .read(true)
@@ -299,15 +300,29 @@ fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), String> {
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("could not create the transcript {shown}: {e}"))?;
-    let file =
-        lock_exclusive(file).map_err(|e| format!("could not lock the transcript {shown}: {e}"))?;
+        .map_err(|e| {
+            let message = format!("could not create the transcript {shown}: {e}");
+            PersistError::io(PersistOp::Create, path, &e, message)
+        })?;
+    let file = lock_exclusive(file).map_err(|e| {
+        let message = format!("could not lock the transcript {shown}: {e}");
+        PersistError::io(PersistOp::Lock, path, &e, message)
+    })?;
     let written = (&*file).write_all(prefix);
     if let Err(e) = written {
         let _ = file.set_len(0);
-        return Err(format!("could not write the transcript {shown}: {e}"));
+        let message = format!("could not write the transcript {shown}: {e}");
+        return Err(PersistError::io(PersistOp::Write, path, &e, message));
     }
     Ok((file, prefix.len() as u64))
+}
+
+/// A record that could not be turned into JSON (a keel bug: records are keel's own types).
+fn encode_error(e: &serde_json::Error) -> PersistError {
+    PersistError::new(
+        PersistOp::Encode,
+        format!("could not encode a transcript record: {e}"),
+    )
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
