@@ -16,6 +16,7 @@ pub mod launcher;
 pub mod output;
 pub mod process;
 pub mod read;
+pub mod repofile;
 pub mod sandbox;
 pub mod shell;
 mod supervise;

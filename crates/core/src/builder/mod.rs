@@ -380,6 +380,11 @@ impl SessionBuilder {
             limits.tools = Arc::new(tools);
         }
         let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
+        // Memory files skipped or cut are said once, at start (keel's own prompt only).
+        let memory_warnings = match system_prompt {
+            None => crate::prompt::read_memory(&self.cwd, home.as_deref()).warnings,
+            Some(_) => Vec::new(),
+        };
         for d in extra_agents {
             registry.insert(d);
         }
@@ -444,7 +449,7 @@ impl SessionBuilder {
         };
         let mut session = Session::new(ctx, scope, tools, emitter, started.history);
         let mut notices = Vec::new();
-        for w in agent_warnings {
+        for w in agent_warnings.into_iter().chain(memory_warnings) {
             notices.push(format!("keel: {w}"));
             session.queue_warning(w, Extra::new());
         }
