@@ -32,6 +32,7 @@ pub fn options(cli: &Cli) -> SessionOptions {
         max_budget_usd: cli.max_budget_usd,
         permission_mode: cli.permission_mode.clone(),
         skip_permissions: cli.dangerously_skip_permissions,
+        allow_skip_permissions: cli.compat.allow_dangerously_skip_permissions,
         allowed_tools: cli.allowed_tools.clone(),
         disallowed_tools: cli.disallowed_tools.clone(),
         system_prompt: cli.system_prompt.clone(),

@@ -205,7 +205,10 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     // subagents included, asks the host at its next decision.
     ctx.set_hooks(Some(Arc::new(HostHooks::new(bridge.clone()))));
     if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
-        ctx.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
+        ctx.set_approver(Some(Arc::new(HostApprover::new(
+            bridge.clone(),
+            ctx.bypass_gate(),
+        ))));
     }
     // MCP servers the host runs (`type: sdk`) are reached through it.
     ctx.mcp()

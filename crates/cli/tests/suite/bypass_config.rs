@@ -5,9 +5,9 @@
 
 use std::os::unix::fs::symlink;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::common::Harness;
+use super::common::{Harness, Stream};
 
 const TEXT: &str = r#"{"steps": [{"kind": "text", "text": "ok"}]}"#;
 
@@ -85,4 +85,136 @@ async fn control_memory_files_inside_the_project_are_read() {
     assert!(system.contains("MARKER-NOTES-55aa"), "{system}");
     assert!(system.contains("MARKER-PLAIN-66bb"), "{system}");
     assert_eq!(warnings(&run.frames), "");
+}
+
+const TOUCH_MARKER: &str = r#"{"steps": [
+    {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "touch bypass-marker.txt"}}]},
+    {"kind": "text", "text": "done"}
+]}"#;
+
+/// `set_permission_mode` to bypassPermissions under `flags`: the response, and whether the
+/// marker command then ran (headless: outside bypass it is denied).
+async fn switch_to_bypass(flags: &[&str]) -> (Value, bool) {
+    let h = Harness::from_json(TOUCH_MARKER).await;
+    let mut s = Stream::start(&h, flags, &[]);
+    let answer = s
+        .ask(
+            "m1",
+            json!({"subtype": "set_permission_mode", "mode": "bypassPermissions"}),
+        )
+        .await;
+    s.user("make the marker").await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success", "{result}");
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (answer, h.cwd().join("bypass-marker.txt").exists())
+}
+
+#[tokio::test]
+async fn bypass_at_run_time_needs_the_launch_flag() {
+    let (answer, ran) = switch_to_bypass(&[]).await;
+    assert_eq!(answer["subtype"], "error", "{answer}");
+    let why = answer["error"].as_str().unwrap();
+    assert!(
+        why.contains("--allow-dangerously-skip-permissions"),
+        "the refusal names the flag: {why}"
+    );
+    assert!(!ran, "the mode stayed default: the command was denied");
+}
+
+/// Positive control: launched with bypass allowed, the same switch works and the marker is
+/// made — so the refusal above is what stopped it.
+#[tokio::test]
+async fn control_bypass_at_run_time_with_the_allow_flag() {
+    for flags in [
+        &["--allow-dangerously-skip-permissions"][..],
+        &["--permission-mode", "bypassPermissions"][..],
+    ] {
+        let (answer, ran) = switch_to_bypass(flags).await;
+        assert_eq!(answer["subtype"], "success", "{flags:?}: {answer}");
+        assert!(ran, "{flags:?}: the command ran in bypass");
+    }
+}
+
+#[tokio::test]
+async fn dangerously_skip_permissions_starts_in_bypass() {
+    let h = Harness::from_json(TOUCH_MARKER).await;
+    let run = h
+        .run_stream("make the marker", &["--dangerously-skip-permissions"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.of("system")[0]["permissionMode"], "bypassPermissions");
+    assert!(h.cwd().join("bypass-marker.txt").exists());
+}
+
+/// A host's `can_use_tool` answer carrying `setMode: bypassPermissions` goes through the
+/// same gate: without the launch flag the next call is asked again, and the user is told.
+async fn set_mode_in_an_approval(flags: &[&str]) -> (usize, bool, String) {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "touch first.txt"}}]},
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "touch second.txt"}}]},
+            {"kind": "text", "text": "done"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut args = vec!["--permission-prompt-tool", "stdio"];
+    args.extend_from_slice(flags);
+    let mut s = Stream::start(&h, &args, &[]);
+    s.user("make files").await;
+    let req = s.keel_request("can_use_tool").await;
+    s.answer(
+        req["request_id"].as_str().unwrap(),
+        json!({"behavior": "allow", "updatedPermissions": [
+            {"type": "setMode", "mode": "bypassPermissions", "destination": "session"}]}),
+    )
+    .await;
+    let next = s
+        .wait(|f| {
+            f["type"] == "result"
+                || (f["type"] == "control_request" && f["request"]["subtype"] == "can_use_tool")
+        })
+        .await;
+    if next["type"] == "control_request" {
+        s.answer(
+            next["request_id"].as_str().unwrap(),
+            json!({"behavior": "deny", "message": "no"}),
+        )
+        .await;
+        s.result().await;
+    }
+    let run = s.finish().await;
+    let asked = run
+        .frames
+        .iter()
+        .filter(|f| f["type"] == "control_request" && f["request"]["subtype"] == "can_use_tool")
+        .count();
+    (
+        asked,
+        h.cwd().join("second.txt").exists(),
+        warnings(&run.frames),
+    )
+}
+
+#[tokio::test]
+async fn set_mode_bypass_in_an_approval_needs_the_launch_flag() {
+    let (asked, second, warned) = set_mode_in_an_approval(&[]).await;
+    assert_eq!(asked, 2, "the second call was asked again");
+    assert!(!second, "and, denied, did not run");
+    assert!(
+        warned.contains("bypassPermissions"),
+        "the user is told: {warned}"
+    );
+}
+
+/// Positive control: with the allow flag the approval's mode applies and the second call runs
+/// unasked.
+#[tokio::test]
+async fn control_set_mode_bypass_in_an_approval_with_the_allow_flag() {
+    let (asked, second, _) =
+        set_mode_in_an_approval(&["--allow-dangerously-skip-permissions"]).await;
+    assert_eq!(asked, 1);
+    assert!(second);
 }

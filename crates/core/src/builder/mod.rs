@@ -57,8 +57,11 @@ pub struct SessionOptions {
     pub max_budget_usd: Option<f64>,
     /// `--permission-mode` (validated here).
     pub permission_mode: Option<String>,
-    /// `--dangerously-skip-permissions`.
+    /// `--dangerously-skip-permissions`: start in bypassPermissions.
     pub skip_permissions: bool,
+    /// `--allow-dangerously-skip-permissions`: start in the mode asked for, but a host may
+    /// switch to bypassPermissions later.
+    pub allow_skip_permissions: bool,
     /// `--allowedTools` values (each may hold several rules).
     pub allowed_tools: Vec<String>,
     /// `--disallowedTools` values.
@@ -311,6 +314,12 @@ impl SessionBuilder {
         let user_settings = settings.user_file.clone();
         let providers = provider_choice(o, settings.provider.take(), env)?;
         let permissions = self.permissions(settings, env, home.as_deref())?;
+        let bypass = crate::context::BypassGate {
+            launched_allowed: o.skip_permissions
+                || o.allow_skip_permissions
+                || permissions.mode == PermissionMode::BypassPermissions,
+            root_refused: bypass_refused(env),
+        };
         let (system_prompt, append) = self.system_prompt()?;
         let named = o
             .model
@@ -439,6 +448,7 @@ impl SessionBuilder {
             settings_hooks,
             mcp,
             remote,
+            bypass,
         });
         let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         let scope = AgentScope {
