@@ -218,3 +218,135 @@ async fn control_set_mode_bypass_in_an_approval_with_the_allow_flag() {
     assert_eq!(asked, 1);
     assert!(second);
 }
+
+fn mkfifo(path: &std::path::Path) {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+}
+
+/// A settings file that is a link to /dev/zero or a FIFO stops the run at once, naming the
+/// file (before: read until memory ran out, or waited forever for a writer).
+#[tokio::test]
+async fn a_settings_file_that_is_a_device_or_a_fifo_stops_the_run() {
+    for (name, make) in [("settings.json", "zero"), ("settings.local.json", "fifo")] {
+        let h = Harness::from_json(TEXT).await;
+        std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+        let p = h.cwd().join(".claude").join(name);
+        match make {
+            "zero" => symlink("/dev/zero", &p).unwrap(),
+            _ => mkfifo(&p),
+        }
+        let run = h.run_stream("hi", &[], &[]).await;
+        assert_eq!(run.code, 2, "{name}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(name) && run.stderr.contains("not a regular file"),
+            "{name}: {}",
+            run.stderr
+        );
+        assert!(h.requests().is_empty(), "no request was made");
+    }
+    // The same for a --settings file.
+    let h = Harness::from_json(TEXT).await;
+    let fifo = h.cwd().join("flag-settings.json");
+    mkfifo(&fifo);
+    let run = h
+        .run_stream("hi", &["--settings", fifo.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("flag-settings.json"), "{}", run.stderr);
+}
+
+/// An agent file linked to /dev/zero is skipped with a warning naming it; the others load.
+#[tokio::test]
+async fn an_agent_file_that_is_a_device_is_skipped_with_a_warning() {
+    let h = Harness::from_json(TEXT).await;
+    let agents = h.cwd().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    symlink("/dev/zero", agents.join("zero.md")).unwrap();
+    mkfifo(&agents.join("fifo.md"));
+    std::fs::write(
+        agents.join("reviewer.md"),
+        "---\nname: reviewer\ndescription: reviews\n---\nReview the change.\n",
+    )
+    .unwrap();
+    let run = h.run_stream("hi", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let w = warnings(&run.frames);
+    assert!(
+        w.contains("zero.md") && w.contains("character device"),
+        "{w}"
+    );
+    assert!(w.contains("fifo.md") && w.contains("FIFO"), "{w}");
+    // Positive control: the regular file next to them is an agent type.
+    let init = run.of("system")[0];
+    assert!(
+        init["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "reviewer"),
+        "{init}"
+    );
+}
+
+/// A settings document that is not an object (its deny rules would be dropped) stops the run,
+/// naming the file, before anything runs.
+#[tokio::test]
+async fn a_settings_document_that_is_not_an_object_stops_the_run() {
+    let deny = json!({"permissions": {"deny": ["Bash(touch:*)"]}});
+    for (doc, found) in [
+        (json!([deny.clone()]), "a list"),
+        (Value::Null, "null"),
+        (json!(42), "a number"),
+    ] {
+        let h = Harness::from_json(TOUCH_MARKER).await;
+        std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+        std::fs::write(h.cwd().join(".claude/settings.json"), doc.to_string()).unwrap();
+        let run = h
+            .run_stream("go", &["--permission-mode", "bypassPermissions"], &[])
+            .await;
+        assert_eq!(run.code, 2, "{doc}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("settings.json") && run.stderr.contains(found),
+            "{doc}: {}",
+            run.stderr
+        );
+        assert!(!h.cwd().join("bypass-marker.txt").exists(), "{doc}");
+        // And as a --settings file.
+        let flag = h.cwd().join("flag.json");
+        std::fs::write(&flag, doc.to_string()).unwrap();
+        std::fs::remove_file(h.cwd().join(".claude/settings.json")).unwrap();
+        let run = h
+            .run_stream("go", &["--settings", flag.to_str().unwrap()], &[])
+            .await;
+        assert_eq!(run.code, 2, "{doc}: {}", run.stderr);
+        assert!(run.stderr.contains("flag.json"), "{}", run.stderr);
+    }
+}
+
+/// Positive control: the same deny rule in an object holds, and without it the marker is made.
+#[tokio::test]
+async fn control_a_settings_object_applies_its_deny_rules() {
+    for (deny, made) in [(true, false), (false, true)] {
+        let h = Harness::from_json(TOUCH_MARKER).await;
+        std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+        let rules = if deny {
+            json!(["Bash(touch:*)"])
+        } else {
+            json!([])
+        };
+        std::fs::write(
+            h.cwd().join(".claude/settings.json"),
+            json!({"permissions": {"deny": rules}}).to_string(),
+        )
+        .unwrap();
+        let run = h
+            .run_stream("go", &["--permission-mode", "bypassPermissions"], &[])
+            .await;
+        run.assert_end("success", false, "completed", 0);
+        assert_eq!(
+            h.cwd().join("bypass-marker.txt").exists(),
+            made,
+            "deny: {deny}"
+        );
+    }
+}

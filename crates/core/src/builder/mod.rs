@@ -725,7 +725,8 @@ impl SessionBuilder {
         let sources = keel_mcp::Sources {
             user_state,
             settings,
-            project_file: project.is_file().then_some(project),
+            // Any entry, links included: one that is not a readable file is an error, not skipped.
+            project_file: project.symlink_metadata().is_ok().then_some(project),
             flags: o.mcp_config.clone(),
             strict: o.strict_mcp_config,
         };
