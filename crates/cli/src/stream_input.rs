@@ -409,7 +409,14 @@ async fn accept(n: usize, text: &str, controller: &Arc<Controller>, queue: &Queu
             } else {
                 ": "
             };
-            eprintln!("keel: stdin line {n}{sep}{}; skipped", e.message);
+            let message = format!("stdin line {n}{sep}{}; skipped", e.message);
+            if e.request_id.is_none() {
+                // A frame as well as stderr: a host whose message was refused learns why
+                // (and that no result will come for it) on the stream it reads.
+                controller.bridge.warn(message, "input").await;
+            } else {
+                eprintln!("keel: {message}");
+            }
             if let Some(id) = e.request_id {
                 let why = e
                     .message

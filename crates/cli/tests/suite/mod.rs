@@ -11,6 +11,7 @@ mod control;
 mod demo;
 mod failures;
 mod fleet;
+mod hardening;
 mod hooks;
 mod interactive;
 mod live_context;
