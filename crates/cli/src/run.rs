@@ -123,8 +123,10 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     ));
     let signals = spawn_signal_handler(session.handle());
     let end = session.run_turn(vec![ContentBlock::text(prompt)]).await;
+    // Listen before the turn's handler goes, so no signal falls between the two.
+    let stops = crate::signals::Stops::install();
     signals.abort();
-    let killed = session.shutdown().await;
+    let killed = crate::signals::shutdown(&session, stops).await;
     if killed > 0 {
         tracing::info!("stopped {killed} leftover process group(s) at exit");
     }

@@ -258,11 +258,13 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
             Next::Done => break,
         }
     }
+    // Listen before the turn's handler goes, so no signal falls between the two.
+    let stops = crate::signals::Stops::install();
     signals.abort();
     reader.abort();
     let _ = reader.await;
     bridge.close();
-    let killed = session.shutdown().await;
+    let killed = crate::signals::shutdown(&session, stops).await;
     if killed > 0 {
         tracing::info!("stopped {killed} leftover process group(s) at exit");
     }

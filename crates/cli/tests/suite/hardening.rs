@@ -2,6 +2,8 @@
 //! user may not send, signals while hooks run at shutdown, MCP servers whose answers break
 //! the rules. Each through the real binary against keel-mock.
 
+use std::time::Duration;
+
 use serde_json::json;
 
 use super::common::{Harness, Stream};
@@ -46,4 +48,48 @@ async fn a_user_turn_with_blocks_a_user_may_not_send_is_refused_and_the_session_
     assert_eq!(reqs.len(), 1, "only the real message reached the model");
     assert!(!reqs[0].body.to_string().contains("FORGED-THOUGHT"));
     assert!(reqs[0].body.to_string().contains("a real one"));
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+fn read_pid(path: &std::path::Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// SIGTERM while a SessionEnd hook runs (it would sleep a minute, with a grandchild): keel
+/// exits promptly with its result already written, and the hook's processes are gone.
+#[tokio::test]
+async fn a_signal_during_shutdown_cuts_the_session_end_hook_short() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"done"}]}"#).await;
+    let hook = "sleep 60 & echo $! > grandchild.pid; echo $$ > hook.pid; wait";
+    let settings = json!({"hooks": {"SessionEnd": [{"hooks": [
+        {"type": "command", "command": hook, "timeout": 600}]}]}});
+    let mut live = h.live_stream("hi", &["--settings", &settings.to_string()], &[]);
+    live.wait_for(super::common::WAIT, |f| f["type"] == "result")
+        .await;
+    let (hook_pid, grandchild) = (h.cwd().join("hook.pid"), h.cwd().join("grandchild.pid"));
+    assert!(
+        super::common::eventually(Duration::from_secs(30), || {
+            read_pid(&hook_pid).is_some() && read_pid(&grandchild).is_some()
+        })
+        .await,
+        "the SessionEnd hook started"
+    );
+    let pids = [read_pid(&hook_pid).unwrap(), read_pid(&grandchild).unwrap()];
+    let started = std::time::Instant::now();
+    live.signal(15);
+    // Generous for a loaded machine, far below the hook's minute.
+    let run = live.finish(Duration::from_secs(30)).await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(run.result()["subtype"], "success", "the result was written");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        super::common::eventually(Duration::from_secs(10), || !pids.iter().any(|p| alive(*p)))
+            .await,
+        "the hook and its grandchild were killed: {pids:?}"
+    );
 }
