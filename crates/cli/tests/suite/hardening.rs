@@ -93,3 +93,82 @@ async fn a_signal_during_shutdown_cuts_the_session_end_hook_short() {
         "the hook and its grandchild were killed: {pids:?}"
     );
 }
+
+fn mcp_config(mode: &str) -> String {
+    json!({"mcpServers": {"t": {
+        "command": super::common::mcp_test_server().display().to_string(),
+        "args": ["--mode", mode]
+    }}})
+    .to_string()
+}
+
+/// An answer over the transport's 16 MiB line limit fails the call at once, saying why
+/// (before: dropped with a trace line, and the call waited out MCP_TOOL_TIMEOUT, 600 s).
+#[tokio::test]
+async fn an_mcp_answer_over_the_line_limit_fails_the_call_at_once() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "mcp__t__echo", "input": {"text": "hi"}}]},
+            {"kind": "tool_use", "calls": [{"name": "mcp__t__add", "input": {"a": 2, "b": 3}}]},
+            {"kind": "text", "text": "done"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let run = h
+        .run_stream(
+            "go",
+            &[
+                "--mcp-config",
+                &mcp_config("huge-answer"),
+                "--allowedTools",
+                "mcp__t",
+            ],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(100),
+        "no 600 s wait"
+    );
+    let results = run.tool_results();
+    let first = results[0].to_string();
+    assert!(
+        first.contains("\"is_error\":true") && first.contains("MiB") && first.contains("dropped"),
+        "{first}"
+    );
+    // The connection goes on: the next call to the same server is answered.
+    assert!(results[1].to_string().contains('5'), "{}", results[1]);
+}
+
+/// A tool whose inputSchema is not an object schema is never offered to the model (the API
+/// would refuse every request) and is named in a warning and in mcp_status.
+#[tokio::test]
+async fn an_mcp_tool_whose_schema_is_not_an_object_is_left_out_and_reported() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"ok"}]}"#).await;
+    let mut s = Stream::start(&h, &["--mcp-config", &mcp_config("bad-schemas")], &[]);
+    let status = s.ask("s1", json!({"subtype": "mcp_status"})).await;
+    let server = &status["response"]["mcpServers"][0];
+    assert_eq!(server["status"], "connected", "{status}");
+    let warned = server["warnings"].to_string();
+    assert!(
+        warned.contains("stringly") && warned.contains("MCP server t:"),
+        "{status}"
+    );
+    s.user("hello").await;
+    s.result().await;
+    let run = s.finish().await;
+    let tools = h.requests()[0].body["tools"].to_string();
+    assert!(!tools.contains("mcp__t__stringly"), "{tools}");
+    // Positive control: the server's good tools are offered.
+    assert!(tools.contains("mcp__t__echo"), "{tools}");
+    let frames: Vec<String> = run
+        .frames
+        .iter()
+        .filter(|f| f["subtype"] == "warning")
+        .map(|f| f.to_string())
+        .collect();
+    assert!(frames.iter().any(|f| f.contains("stringly")), "{frames:?}");
+}
