@@ -482,3 +482,30 @@ impl SessionContext {
         }
     }
 }
+
+#[cfg(test)]
+mod gate_tests {
+    use super::*;
+
+    #[test]
+    fn bypass_needs_the_launch_and_never_passes_the_root_rule() {
+        let bypass = PermissionMode::BypassPermissions;
+        let closed = BypassGate::default();
+        assert_eq!(closed.check(bypass), Err(ModeRefused::NotLaunched));
+        assert_eq!(closed.check(PermissionMode::AcceptEdits), Ok(()));
+        let open = BypassGate {
+            launched_allowed: true,
+            root_refused: false,
+        };
+        assert_eq!(open.check(bypass), Ok(()));
+        let root = BypassGate {
+            launched_allowed: true,
+            root_refused: true,
+        };
+        assert_eq!(root.check(bypass), Err(ModeRefused::Root));
+        assert_eq!(root.check(PermissionMode::Plan), Ok(()));
+        assert!(ModeRefused::NotLaunched
+            .to_string()
+            .contains("--allow-dangerously-skip-permissions"));
+    }
+}
