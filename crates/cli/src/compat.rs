@@ -115,7 +115,7 @@ pub struct CompatArgs {
     #[arg(long = "debug-to-stderr", hide = true)]
     pub debug_to_stderr: bool,
 
-    /// Allow choosing bypassPermissions (keel always allows it, except as root).
+    /// Allow a host to switch to bypassPermissions later (never as root without IS_SANDBOX).
     #[arg(long = "allow-dangerously-skip-permissions", hide = true)]
     pub allow_dangerously_skip_permissions: bool,
 

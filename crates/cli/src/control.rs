@@ -372,15 +372,10 @@ impl Controller {
             };
             return Err((error, "invalid_mode"));
         };
-        if mode == PermissionMode::BypassPermissions
-            && keel_core::builder::bypass_refused(&|k: &str| std::env::var(k).ok())
-        {
-            return Err((
-                "Cannot set permission mode: bypassPermissions cannot be used as root, where a command could change anything on the machine (set IS_SANDBOX=1 in a disposable sandbox)".into(),
-                "invalid_mode",
-            ));
+        // One gate for every route: the launch flags and the root rule.
+        if let Err(why) = self.handle.context().set_permission_mode(mode) {
+            return Err((format!("Cannot set permission mode: {why}"), "invalid_mode"));
         }
-        self.handle.context().set_permission_mode(mode);
         let mut reply = Reply::new(json!({ "mode": mode.as_str() }));
         // The status frame follows the response, as in the reference.
         reply

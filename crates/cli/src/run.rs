@@ -32,6 +32,7 @@ pub fn options(cli: &Cli) -> SessionOptions {
         max_budget_usd: cli.max_budget_usd,
         permission_mode: cli.permission_mode.clone(),
         skip_permissions: cli.dangerously_skip_permissions,
+        allow_skip_permissions: cli.compat.allow_dangerously_skip_permissions,
         allowed_tools: cli.allowed_tools.clone(),
         disallowed_tools: cli.disallowed_tools.clone(),
         system_prompt: cli.system_prompt.clone(),
@@ -122,8 +123,10 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     ));
     let signals = spawn_signal_handler(session.handle());
     let end = session.run_turn(vec![ContentBlock::text(prompt)]).await;
+    // Listen before the turn's handler goes, so no signal falls between the two.
+    let stops = crate::signals::Stops::install();
     signals.abort();
-    let killed = session.shutdown().await;
+    let killed = crate::signals::shutdown(&session, stops).await;
     if killed > 0 {
         tracing::info!("stopped {killed} leftover process group(s) at exit");
     }

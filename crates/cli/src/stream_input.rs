@@ -205,7 +205,10 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     // subagents included, asks the host at its next decision.
     ctx.set_hooks(Some(Arc::new(HostHooks::new(bridge.clone()))));
     if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
-        ctx.set_approver(Some(Arc::new(HostApprover::new(bridge.clone()))));
+        ctx.set_approver(Some(Arc::new(HostApprover::new(
+            bridge.clone(),
+            ctx.bypass_gate(),
+        ))));
     }
     // MCP servers the host runs (`type: sdk`) are reached through it.
     ctx.mcp()
@@ -255,11 +258,13 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
             Next::Done => break,
         }
     }
+    // Listen before the turn's handler goes, so no signal falls between the two.
+    let stops = crate::signals::Stops::install();
     signals.abort();
     reader.abort();
     let _ = reader.await;
     bridge.close();
-    let killed = session.shutdown().await;
+    let killed = crate::signals::shutdown(&session, stops).await;
     if killed > 0 {
         tracing::info!("stopped {killed} leftover process group(s) at exit");
     }
@@ -406,7 +411,14 @@ async fn accept(n: usize, text: &str, controller: &Arc<Controller>, queue: &Queu
             } else {
                 ": "
             };
-            eprintln!("keel: stdin line {n}{sep}{}; skipped", e.message);
+            let message = format!("stdin line {n}{sep}{}; skipped", e.message);
+            if e.request_id.is_none() {
+                // A frame as well as stderr: a host whose message was refused learns why
+                // (and that no result will come for it) on the stream it reads.
+                controller.bridge.warn(message, "input").await;
+            } else {
+                eprintln!("keel: {message}");
+            }
             if let Some(id) = e.request_id {
                 let why = e
                     .message

@@ -116,6 +116,44 @@ impl Drop for SubagentSlot {
     }
 }
 
+/// Who may enter bypassPermissions while a session runs: decided once, at launch, and
+/// consulted by every route that changes the mode (a host's `set_permission_mode`, a
+/// `setMode` in an approval answer, the interactive UI).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BypassGate {
+    /// Launched in bypassPermissions, or with `--allow-dangerously-skip-permissions`.
+    pub launched_allowed: bool,
+    /// Running as root without `IS_SANDBOX`: bypass is refused whatever the flags say.
+    pub root_refused: bool,
+}
+
+/// Why a mode change was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ModeRefused {
+    /// The session was not launched with bypass allowed.
+    #[error("bypassPermissions is only available when keel is launched with --dangerously-skip-permissions, --allow-dangerously-skip-permissions or --permission-mode bypassPermissions")]
+    NotLaunched,
+    /// Root without `IS_SANDBOX`.
+    #[error("bypassPermissions cannot be used as root, where a command could change anything on the machine (set IS_SANDBOX=1 in a disposable sandbox)")]
+    Root,
+}
+
+impl BypassGate {
+    /// Whether the session may switch to `mode` now.
+    pub fn check(&self, mode: PermissionMode) -> Result<(), ModeRefused> {
+        if mode != PermissionMode::BypassPermissions {
+            return Ok(());
+        }
+        if self.root_refused {
+            return Err(ModeRefused::Root);
+        }
+        if !self.launched_allowed {
+            return Err(ModeRefused::NotLaunched);
+        }
+        Ok(())
+    }
+}
+
 /// The live, shared state of one session.
 pub struct SessionContext {
     pub(crate) session_id: String,
@@ -142,6 +180,7 @@ pub struct SessionContext {
     settings_hooks: Option<Arc<dyn Hooks>>,
     approver: RwLock<Option<Arc<dyn Approver>>>,
     cost: Mutex<CostTracker>,
+    bypass: BypassGate,
 }
 
 impl std::fmt::Debug for SessionContext {
@@ -171,6 +210,7 @@ pub(crate) struct ContextParts {
     pub settings_hooks: Option<Arc<dyn Hooks>>,
     pub mcp: Arc<crate::mcp::McpHub>,
     pub remote: Option<Arc<crate::remote::Uploader>>,
+    pub bypass: BypassGate,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -232,6 +272,7 @@ impl SessionContext {
             settings_hooks: p.settings_hooks,
             approver: RwLock::new(None),
             cost: Mutex::new(CostTracker::default()),
+            bypass: p.bypass,
         })
     }
 
@@ -280,13 +321,28 @@ impl SessionContext {
         read(&self.live).permissions.mode
     }
 
-    /// Use `mode` from every agent's next decision on.
-    pub fn set_permission_mode(&self, mode: PermissionMode) {
+    /// Use `mode` from every agent's next decision on, if the launch allows it (see
+    /// [`BypassGate`]); a refused change leaves the mode as it was.
+    pub fn set_permission_mode(&self, mode: PermissionMode) -> Result<(), ModeRefused> {
+        self.bypass.check(mode)?;
         write(&self.live).permissions.mode = mode;
+        Ok(())
     }
 
-    /// Apply updates (session rules, a mode) from every agent's next decision on.
-    pub fn apply_permission_updates(&self, updates: &[PermissionUpdate]) {
+    /// The session's bypass gate, fixed at launch.
+    pub fn bypass_gate(&self) -> BypassGate {
+        self.bypass
+    }
+
+    /// Whether the session may switch to `mode` (the same gate as [`Self::set_permission_mode`]).
+    pub fn may_enter(&self, mode: PermissionMode) -> Result<(), ModeRefused> {
+        self.bypass.check(mode)
+    }
+
+    /// Apply updates (session rules, a mode) from every agent's next decision on. A mode the
+    /// launch does not allow is not applied; the refusals are returned.
+    pub fn apply_permission_updates(&self, updates: &[PermissionUpdate]) -> Vec<ModeRefused> {
+        let mut refused = Vec::new();
         let mut live = write(&self.live);
         for u in updates {
             match u {
@@ -298,14 +354,22 @@ impl SessionContext {
                     };
                     list.extend(rules.iter().cloned());
                 }
-                PermissionUpdate::SetMode(m) => live.permissions.mode = *m,
+                PermissionUpdate::SetMode(m) => match self.bypass.check(*m) {
+                    Ok(()) => live.permissions.mode = *m,
+                    Err(e) => {
+                        tracing::warn!("a permission update was not applied: {e}");
+                        refused.push(e);
+                    }
+                },
             }
         }
+        refused
     }
 
     /// Add deny rules (an SDK host's `disallowedTools`).
     pub fn deny(&self, rules: Vec<Rule>) {
-        self.apply_permission_updates(&[PermissionUpdate::AddRules {
+        // Rules only: nothing here can be refused.
+        let _ = self.apply_permission_updates(&[PermissionUpdate::AddRules {
             behavior: RuleBehavior::Deny,
             rules,
         }]);
@@ -416,5 +480,32 @@ impl SessionContext {
             model_usage: c.model_usage_json(),
             unpriced_models: c.unknown_models().to_vec(),
         }
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::*;
+
+    #[test]
+    fn bypass_needs_the_launch_and_never_passes_the_root_rule() {
+        let bypass = PermissionMode::BypassPermissions;
+        let closed = BypassGate::default();
+        assert_eq!(closed.check(bypass), Err(ModeRefused::NotLaunched));
+        assert_eq!(closed.check(PermissionMode::AcceptEdits), Ok(()));
+        let open = BypassGate {
+            launched_allowed: true,
+            root_refused: false,
+        };
+        assert_eq!(open.check(bypass), Ok(()));
+        let root = BypassGate {
+            launched_allowed: true,
+            root_refused: true,
+        };
+        assert_eq!(root.check(bypass), Err(ModeRefused::Root));
+        assert_eq!(root.check(PermissionMode::Plan), Ok(()));
+        assert!(ModeRefused::NotLaunched
+            .to_string()
+            .contains("--allow-dangerously-skip-permissions"));
     }
 }

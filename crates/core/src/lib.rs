@@ -49,6 +49,8 @@ pub use context::SessionContext;
 pub use emit::Emitter;
 pub use end::TurnEnd;
 pub use event::{Emitted, Event};
+/// The bounded, type-checked reader of repository files (settings, agents, memory, commands).
+pub use keel_tools::repofile;
 pub use session::{AgentScope, InterruptReceipt, Session, SessionHandle, SessionRole};
 
 /// The protocol version keel speaks, reported as `claude_code_version` in `system/init` (the

@@ -49,6 +49,8 @@ pub struct ServerStatus {
     pub error: Option<String>,
     /// The tools it offers, by the names the model sees.
     pub tools: Vec<String>,
+    /// What keel worked around (tools left out, and why).
+    pub warnings: Vec<String>,
 }
 
 impl ServerStatus {
@@ -57,6 +59,9 @@ impl ServerStatus {
         let mut v = json!({ "name": self.name, "status": self.status });
         if let Some(e) = &self.error {
             v["error"] = json!(e);
+        }
+        if !self.warnings.is_empty() {
+            v["warnings"] = json!(self.warnings);
         }
         v
     }
@@ -151,6 +156,7 @@ impl State {
 struct Offer {
     tools: Vec<ServerTool>,
     resources: bool,
+    left_out: Vec<String>,
 }
 
 impl Offer {
@@ -158,6 +164,7 @@ impl Offer {
         Self {
             tools: server.tools().to_vec(),
             resources: server.has_resources(),
+            left_out: server.left_out().to_vec(),
         }
     }
 }
@@ -176,6 +183,8 @@ struct Slot {
     restarts: u32,
     /// It offers resources.
     resources: bool,
+    /// Tools of its listing left out, and why.
+    left_out: Vec<String>,
 }
 
 impl Slot {
@@ -189,6 +198,7 @@ impl Slot {
             conn: Arc::new(tokio::sync::Mutex::new(None)),
             offered: Vec::new(),
             names: Vec::new(),
+            left_out: Vec::new(),
             restarts: 0,
             resources: false,
         }
@@ -200,6 +210,7 @@ impl Slot {
         self.error = None;
         self.offered = offer.tools;
         self.resources = offer.resources;
+        self.left_out = offer.left_out;
     }
 
     /// Not connected (failed or disabled), offering nothing.
@@ -208,6 +219,7 @@ impl Slot {
         self.error = why;
         self.offered.clear();
         self.resources = false;
+        self.left_out.clear();
     }
 
     fn is_up(&self) -> bool {
@@ -328,6 +340,7 @@ impl McpHub {
                 Some(Ok(server)) => {
                     slot.up(Offer::of(&server));
                     notices.extend(server.noise_report());
+                    notices.extend(server.left_out().iter().cloned());
                     slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
                 }
                 Some(Err(why)) => {
@@ -401,7 +414,11 @@ impl McpHub {
         let outcome = match r {
             Ok(server) => {
                 let offer = Offer::of(&server);
-                let noise = server.noise_report();
+                let noise: Vec<String> = server
+                    .noise_report()
+                    .into_iter()
+                    .chain(server.left_out().iter().cloned())
+                    .collect();
                 *conn.lock().await = Some(server);
                 Ok((offer, noise))
             }
@@ -438,6 +455,7 @@ impl McpHub {
                 status: s.status.as_str(),
                 error: s.error.clone(),
                 tools: s.names.clone(),
+                warnings: s.left_out.clone(),
             })
             .collect()
     }

@@ -389,12 +389,17 @@ pub fn load(
         }
         if let Some(path) = &sources.project_file {
             let origin = Origin::File(path.clone());
-            let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-                origin: origin.clone(),
-                server: None,
-                field: None,
-                message: format!("could not be read: {e}"),
-            })?;
+            // A repository's file: a regular file of bounded size, never a FIFO or a device.
+            let how =
+                keel_tools::repofile::RepoRead::bounded(keel_tools::repofile::REPO_FILE_LIMIT);
+            let text = keel_tools::repofile::read_repo_file(path, &how)
+                .map_err(|e| ConfigError {
+                    origin: origin.clone(),
+                    server: None,
+                    field: None,
+                    message: format!("could not be used: {e}"),
+                })?
+                .text;
             add(parse_document(&text, &origin, env)?);
         }
         if let Some((dir, servers)) = state.and_then(|s| s.local.as_ref()) {

@@ -16,6 +16,7 @@ pub mod http;
 pub mod names;
 pub mod sdk;
 pub mod server;
+mod stdout;
 
 pub use config::{
     expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,

@@ -21,10 +21,11 @@ use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
 
 use crate::config::StdioSpec;
+use crate::stdout::{filter_stdout, Noise};
 
 /// The most of a server's stderr kept (its end), for messages.
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
@@ -133,90 +134,6 @@ impl ClientHandler for Watcher {
     }
 }
 
-/// Lines a server wrote to stdout that are not MCP messages.
-#[derive(Debug, Default)]
-struct Noise {
-    lines: u64,
-    /// The start of the first one.
-    first: String,
-    reported: bool,
-}
-
-/// The most of a stray line kept for the report.
-const NOISE_SAMPLE: usize = 120;
-
-impl Noise {
-    fn record(noise: &Mutex<Noise>, sample: &[u8]) {
-        let mut n = noise.lock().unwrap_or_else(|p| p.into_inner());
-        if n.lines == 0 {
-            n.first = String::from_utf8_lossy(sample).into_owned();
-        }
-        n.lines += 1;
-    }
-}
-
-/// Pass on from a server's stdout only the lines that may be JSON-RPC (the first byte that is
-/// not blank is `{` or `[`); other lines are dropped as they stream by — counted, the start of
-/// the first kept for the report — so a chatty or broken server costs no memory.
-async fn filter_stdout(
-    mut from: ChildStdout,
-    mut to: tokio::io::DuplexStream,
-    noise: Arc<Mutex<Noise>>,
-) {
-    #[derive(PartialEq)]
-    enum Line {
-        Start,
-        Pass,
-        Drop,
-    }
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut out = Vec::with_capacity(buf.len());
-    let mut line = Line::Start;
-    let mut sample = Vec::new();
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        out.clear();
-        for &b in &buf[..n] {
-            match line {
-                Line::Start if b.is_ascii_whitespace() => out.push(b),
-                Line::Start if b == b'{' || b == b'[' => {
-                    line = Line::Pass;
-                    out.push(b);
-                }
-                Line::Start => {
-                    line = Line::Drop;
-                    sample.clear();
-                    sample.push(b);
-                }
-                Line::Pass => {
-                    out.push(b);
-                    if b == b'\n' {
-                        line = Line::Start;
-                    }
-                }
-                Line::Drop if b == b'\n' => {
-                    Noise::record(&noise, &sample);
-                    line = Line::Start;
-                }
-                Line::Drop => {
-                    if sample.len() < NOISE_SAMPLE {
-                        sample.push(b);
-                    }
-                }
-            }
-        }
-        if !out.is_empty() && to.write_all(&out).await.is_err() {
-            break;
-        }
-    }
-    if line == Line::Drop {
-        Noise::record(&noise, &sample);
-    }
-}
-
 /// The process behind a stdio server.
 struct Process {
     child: Child,
@@ -234,6 +151,8 @@ pub struct Server {
     watcher: Watcher,
     process: Option<Process>,
     tools: Vec<ServerTool>,
+    /// Why tools of its listing were left out (see [`server_tools`]).
+    left_out: Vec<String>,
 }
 
 impl std::fmt::Debug for Server {
@@ -246,16 +165,27 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// The tools of a listing, as keel keeps them.
-fn server_tools(tools: Vec<rmcp::model::Tool>) -> Vec<ServerTool> {
-    tools
-        .into_iter()
-        .map(|t| ServerTool {
-            name: t.name.into_owned(),
-            description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
-            input_schema: Value::Object((*t.input_schema).clone()),
-        })
-        .collect()
+/// The tools of a listing, as keel keeps them, and a warning for each tool left out: one
+/// whose `inputSchema` says `type` is anything but `object` would make the model API refuse
+/// every request of the session (and of every resume), so it is never offered.
+fn server_tools(server: &str, tools: Vec<rmcp::model::Tool>) -> (Vec<ServerTool>, Vec<String>) {
+    let mut kept = Vec::new();
+    let mut left_out = Vec::new();
+    for t in tools {
+        let schema = Value::Object((*t.input_schema).clone());
+        let name = t.name.into_owned();
+        match schema.get("type") {
+            Some(kind) if kind != "object" => left_out.push(format!(
+                "MCP server {server}: tool {name:?} is not offered to the model: its inputSchema must describe a JSON object (\"type\": \"object\"), found \"type\": {kind}"
+            )),
+            _ => kept.push(ServerTool {
+                name,
+                description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
+                input_schema: schema,
+            }),
+        }
+    }
+    (kept, left_out)
 }
 
 impl Server {
@@ -325,13 +255,17 @@ impl Server {
         })
         .await;
         match started {
-            Ok(Ok((service, tools))) => Ok(Server {
-                name: name.to_owned(),
-                service,
-                watcher,
-                process: None,
-                tools: server_tools(tools),
-            }),
+            Ok(Ok((service, tools))) => {
+                let (tools, left_out) = server_tools(name, tools);
+                Ok(Server {
+                    name: name.to_owned(),
+                    service,
+                    watcher,
+                    process: None,
+                    tools,
+                    left_out,
+                })
+            }
             Ok(Err(reason)) => Err(StartError {
                 reason,
                 stderr_tail: String::new(),
@@ -433,19 +367,23 @@ impl Server {
         .await;
         let tail = |s: &Arc<Mutex<Tail>>| s.lock().unwrap_or_else(|p| p.into_inner()).text();
         match started {
-            Ok(Ok((service, tools))) => Ok(Server {
-                name: name.to_owned(),
-                service,
-                watcher,
-                process: Some(Process {
-                    child,
-                    pgid,
-                    noise,
-                    stderr,
-                    stderr_reader,
-                }),
-                tools: server_tools(tools),
-            }),
+            Ok(Ok((service, tools))) => {
+                let (tools, left_out) = server_tools(name, tools);
+                Ok(Server {
+                    name: name.to_owned(),
+                    service,
+                    watcher,
+                    process: Some(Process {
+                        child,
+                        pgid,
+                        noise,
+                        stderr,
+                        stderr_reader,
+                    }),
+                    tools,
+                    left_out,
+                })
+            }
             Ok(Err(e)) => {
                 // It may have exited: say how, after its last words reached the tail.
                 let exited = wait_exit(&mut child, Duration::from_millis(500)).await;
@@ -511,6 +449,11 @@ impl Server {
         ))
     }
 
+    /// Why tools of its last listing were left out (one sentence each, naming server and tool).
+    pub fn left_out(&self) -> &[String] {
+        &self.left_out
+    }
+
     /// Whether the server offers resources (its `resources` capability).
     pub fn has_resources(&self) -> bool {
         self.service
@@ -554,7 +497,7 @@ impl Server {
     pub async fn relist(&mut self, deadline: Duration) -> Result<&[ServerTool], String> {
         self.watcher.tools_changed.store(false, Ordering::SeqCst);
         let tools = within(deadline, "listing its tools", self.service.list_all_tools()).await?;
-        self.tools = server_tools(tools);
+        (self.tools, self.left_out) = server_tools(&self.name, tools);
         Ok(&self.tools)
     }
 

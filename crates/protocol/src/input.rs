@@ -105,16 +105,43 @@ fn user_turn(v: Value) -> Result<(Option<String>, Vec<ContentBlock>), String> {
     if blocks.is_empty() {
         return Err("the user message is empty".into());
     }
-    if let Some(b) = blocks
-        .iter()
-        .find(|b| matches!(b, ContentBlock::ToolResult(_) | ContentBlock::ToolUse(_)))
-    {
-        return Err(format!(
-            "a user message may not carry {} blocks (keel pairs tool calls and results itself)",
-            b.kind()
-        ));
+    for (i, b) in blocks.iter().enumerate() {
+        user_block_allowed(b)
+            .map_err(|why| format!("block {} of the user message {why}", i + 1))?;
     }
     Ok((frame.uuid, blocks))
+}
+
+/// Block types a user turn may carry besides text and images: what the Messages API accepts
+/// from a user (documents and search results). Everything else is the model's or keel's own.
+pub const USER_BLOCK_TYPES: &[&str] = &["text", "image", "document", "search_result"];
+
+/// Whether a host may put `b` into a user turn. Tool calls and results are paired by keel;
+/// thinking, server tool blocks and unknown types belong to the model's turns, and forwarded
+/// they would be refused by the API (or replayed into every later request and every resume).
+fn user_block_allowed(b: &ContentBlock) -> Result<(), String> {
+    match b {
+        ContentBlock::Text(_) | ContentBlock::Image(_) => Ok(()),
+        ContentBlock::ToolUse(_) | ContentBlock::ToolResult(_) => Err(format!(
+            "is a {} block, which a host may not send (keel pairs tool calls and results itself)",
+            b.kind()
+        )),
+        ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_) => Err(format!(
+            "is a {} block, which only the model's own turns hold",
+            b.kind()
+        )),
+        ContentBlock::Other(v) => {
+            let kind = v.get("type").and_then(Value::as_str);
+            match kind {
+                Some(k) if USER_BLOCK_TYPES.contains(&k) => Ok(()),
+                Some(k) => Err(format!(
+                    "is a {k:?} block, which a user turn may not hold (it may hold {})",
+                    USER_BLOCK_TYPES.join(", ")
+                )),
+                None => Err("has no \"type\"".into()),
+            }
+        }
+    }
 }
 
 /// The start of a long line, for messages.
@@ -159,6 +186,43 @@ mod tests {
         );
         assert!(user(r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"y"}]}}"#).unwrap_err().contains("tool_result"));
         assert!(user(r#"{"type":"user"}"#).is_err());
+    }
+
+    #[test]
+    fn a_user_turn_holds_only_what_a_user_may_send() {
+        let line = |block: &str| {
+            format!(
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"text","text":"a"}},{block}]}}}}"#
+            )
+        };
+        for (block, says) in [
+            (
+                r#"{"type":"thinking","thinking":"x","signature":"s"}"#,
+                "thinking",
+            ),
+            (
+                r#"{"type":"redacted_thinking","data":"x"}"#,
+                "redacted_thinking",
+            ),
+            (
+                r#"{"type":"server_tool_use","id":"s","name":"web_search","input":{}}"#,
+                "server_tool_use",
+            ),
+            (r#"{"type":"no_such_block"}"#, "no_such_block"),
+            (
+                r#"{"type":"tool_use","id":"t","name":"Bash","input":{}}"#,
+                "tool_use",
+            ),
+        ] {
+            let e = user(&line(block)).unwrap_err();
+            assert!(e.contains("block 2") && e.contains(says), "{block}: {e}");
+        }
+        for ok in [
+            r#"{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}"#,
+            r#"{"type":"document","source":{"type":"text","media_type":"text/plain","data":"d"}}"#,
+        ] {
+            assert_eq!(user(&line(ok)), Ok((None, 2)), "{ok}");
+        }
     }
 
     #[test]

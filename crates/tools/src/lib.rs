@@ -17,6 +17,7 @@ pub mod lineindex;
 pub mod output;
 pub mod process;
 pub mod read;
+pub mod repofile;
 pub mod sandbox;
 pub mod shell;
 mod supervise;

@@ -2,6 +2,13 @@
 //! directory, the added directories and the temp directory (it may read everywhere), and a
 //! network namespace of its own cuts it off the network unless the network is allowed.
 //!
+//! A network namespace does not cover Unix sockets bound to a path (`/var/run/docker.sock`,
+//! an ssh-agent, a database): with the network off, a seccomp filter also refuses
+//! `socket(AF_UNIX, …)` (and `io_uring_setup`, which could create one around the filter) with
+//! `EACCES`. `socketpair` stays allowed: it connects to nothing outside. Abstract sockets are
+//! per network namespace already. The filter is built for x86_64 and aarch64; elsewhere, or
+//! on a kernel without seccomp filters, a sandbox with the network off is refused at start.
+//!
 //! The Landlock ruleset is built once, in keel, when the session starts; each command's
 //! supervisor (a forked child that may only make async-signal-safe calls) enters the sandbox
 //! with raw system calls on what was prepared, before it starts the shell, so the shell and
@@ -103,6 +110,9 @@ impl Sandbox {
         let fd: Option<OwnedFd> = rs.into();
         let ruleset =
             fd.ok_or_else(|| "could not set up the sandbox: Landlock gave no ruleset".to_owned())?;
+        if !policy.network {
+            unix_sockets::available()?;
+        }
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
         Ok(Self {
@@ -169,7 +179,98 @@ impl Confine<'_> {
                 return Err(std::io::Error::last_os_error());
             }
         }
+        if !self.network {
+            unix_sockets::refuse()?;
+        }
         Ok(())
+    }
+}
+
+/// The seccomp filter that closes Unix sockets to a sandboxed command with the network off.
+mod unix_sockets {
+    use nix::libc;
+
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+    // Classic BPF opcodes (linux/filter.h).
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    /// x32 system calls carry this bit; they get no second table to slip through.
+    const X32_BIT: u32 = 0x4000_0000;
+
+    const fn insn(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+        libc::sock_filter { code, jt, jf, k }
+    }
+
+    const DENY: u32 = libc::SECCOMP_RET_ERRNO | (libc::EACCES as u32 & libc::SECCOMP_RET_DATA);
+
+    /// seccomp_data: nr at 0, arch at 4, args from 16 (the low half of args[0] on a
+    /// little-endian machine).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    static FILTER: [libc::sock_filter; 12] = [
+        /* 0 */ insn(LD_W_ABS, 0, 0, 4),
+        /* 1 */ insn(JEQ_K, 1, 0, AUDIT_ARCH),
+        /* 2 */ insn(RET_K, 0, 0, DENY),
+        /* 3 */ insn(LD_W_ABS, 0, 0, 0),
+        /* 4 */ insn(JGE_K, 6, 0, X32_BIT),
+        /* 5 */ insn(JEQ_K, 2, 0, libc::SYS_socket as u32),
+        /* 6 */ insn(JEQ_K, 4, 0, libc::SYS_io_uring_setup as u32),
+        /* 7 */ insn(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+        /* 8 */ insn(LD_W_ABS, 0, 0, 16),
+        /* 9 */ insn(JEQ_K, 1, 0, libc::AF_UNIX as u32),
+        /* 10 */ insn(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+        /* 11 */ insn(RET_K, 0, 0, DENY),
+    ];
+
+    /// Whether this machine can have the filter; said at start, not at the first command.
+    pub(super) fn available() -> Result<(), String> {
+        if cfg!(not(any(target_arch = "x86_64", target_arch = "aarch64"))) {
+            return Err("the sandbox with the network off closes Unix sockets with a seccomp filter keel has for x86_64 and aarch64 only; allow the network (--sandbox-network) or run without the sandbox".into());
+        }
+        // SAFETY: PR_GET_SECCOMP only reads this process's seccomp mode.
+        #[allow(unsafe_code)]
+        let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+        if mode < 0 {
+            return Err(format!(
+                "the sandbox with the network off needs seccomp filters, which this kernel does not offer ({})",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Install the filter on this process (and so on all it starts). Async-signal-safe: one
+    /// system call on a static program.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    pub(super) fn refuse() -> std::io::Result<()> {
+        let prog = libc::sock_fprog {
+            len: FILTER.len() as u16,
+            filter: FILTER.as_ptr().cast_mut(),
+        };
+        // SAFETY: the program is static and well-formed; no_new_privs is already set, as an
+        // unprivileged filter requires. The kernel copies the program.
+        #[allow(unsafe_code)]
+        let r = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    pub(super) fn refuse() -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
     }
 }
 

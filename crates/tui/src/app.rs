@@ -1125,7 +1125,12 @@ fn custom_command(cwd: &std::path::Path, name: &str) -> Option<String> {
         dirs.push(PathBuf::from(home).join(".claude/commands"));
     }
     dirs.into_iter()
-        .find_map(|d| std::fs::read_to_string(d.join(&file)).ok())
+        .find_map(|d| {
+            // A repository's command file: bounded, regular files only.
+            let how = keel_core::repofile::RepoRead::bounded(keel_core::repofile::REPO_FILE_LIMIT);
+            keel_core::repofile::read_repo_file(&d.join(&file), &how).ok()
+        })
+        .map(|f| f.text)
         .map(|s| strip_front_matter(&s).trim().to_owned())
 }
 

@@ -271,8 +271,10 @@ pub async fn run(launch: Launch) -> i32 {
                     }
                 }
                 Action::SetMode(m) => {
-                    live.ctx.set_permission_mode(m);
-                    app.notice = Some(format!("permission mode: {}", m.as_str()));
+                    app.notice = Some(match live.ctx.set_permission_mode(m) {
+                        Ok(()) => format!("permission mode: {}", m.as_str()),
+                        Err(why) => format!("permission mode unchanged: {why}"),
+                    });
                 }
                 Action::SetModel(m) => live.ctx.set_model(m),
                 Action::Show(what) => {

@@ -229,3 +229,40 @@ async fn an_unprivileged_user_gets_the_same_sandbox() {
         "no connection reached the listener"
     );
 }
+
+/// With the network off, a sandboxed command cannot reach a Unix socket bound to a path
+/// outside the sandbox (a docker.sock, an ssh-agent): `socket(AF_UNIX)` is refused, while
+/// `socketpair` still works. Positive control: with the network allowed it connects.
+#[tokio::test]
+#[ignore = "needs Landlock and perl"]
+async fn unix_path_sockets_are_closed_when_the_network_is_off() {
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = outside.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let cmd = format!(
+        "perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Peer => shift) or die \"connect: $!\\n\"; print \"CONNECTED\\n\"' {p}; \
+         perl -MSocket -e 'socketpair(my $a, my $b, AF_UNIX, SOCK_STREAM, 0) or die \"socketpair: $!\\n\"; print \"PAIR-OK\\n\"'",
+        p = path.display()
+    );
+    for (flags, connects) in [
+        (vec!["--sandbox", "--allowedTools", "Bash"], false),
+        (
+            vec!["--sandbox", "--sandbox-network", "--allowedTools", "Bash"],
+            true,
+        ),
+    ] {
+        let h = Harness::from_json(&one_command(&cmd)).await;
+        let run = h.run_stream("go", &flags, &[]).await;
+        run.assert_end("success", false, "completed", 0);
+        let result = run.tool_results()[0].to_string();
+        assert_eq!(
+            result.contains("CONNECTED"),
+            connects,
+            "{flags:?}: {result}"
+        );
+        assert!(result.contains("PAIR-OK"), "{flags:?}: {result}");
+        if !connects {
+            assert!(result.contains("Permission denied"), "{result}");
+        }
+    }
+}

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use keel_tools::repofile::{read_repo_file, RepoFileError, RepoRead, REPO_FILE_LIMIT};
 use serde_json::Value;
 
 /// Where an agent type was defined.
@@ -247,12 +248,20 @@ fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), String> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let text = match std::fs::read(path) {
-        Ok(b) => match String::from_utf8(b) {
-            Ok(t) => t,
-            Err(_) => return Err(format!("agent file {shown} is not UTF-8 text; skipped")),
-        },
-        Err(e) => {
+    // A repository's agent file is hostile input: a link to /dev/zero or a FIFO is skipped,
+    // not read until memory runs out or a writer appears.
+    let text = match read_repo_file(path, &RepoRead::bounded(REPO_FILE_LIMIT)) {
+        Ok(f) => f.text,
+        Err(RepoFileError::NotText { .. }) => {
+            return Err(format!("agent file {shown} is not UTF-8 text; skipped"))
+        }
+        Err(
+            e @ (RepoFileError::NotRegular { .. }
+            | RepoFileError::Pseudo { .. }
+            | RepoFileError::TooLarge { .. }
+            | RepoFileError::Outside { .. }),
+        ) => return Err(format!("agent file skipped: {e}")),
+        Err(e @ (RepoFileError::Missing { .. } | RepoFileError::Io { .. })) => {
             // The name is known from the file name: keep the agent with the default prompt.
             let def = file_def(
                 stem,

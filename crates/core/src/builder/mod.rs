@@ -57,8 +57,11 @@ pub struct SessionOptions {
     pub max_budget_usd: Option<f64>,
     /// `--permission-mode` (validated here).
     pub permission_mode: Option<String>,
-    /// `--dangerously-skip-permissions`.
+    /// `--dangerously-skip-permissions`: start in bypassPermissions.
     pub skip_permissions: bool,
+    /// `--allow-dangerously-skip-permissions`: start in the mode asked for, but a host may
+    /// switch to bypassPermissions later.
+    pub allow_skip_permissions: bool,
     /// `--allowedTools` values (each may hold several rules).
     pub allowed_tools: Vec<String>,
     /// `--disallowedTools` values.
@@ -311,6 +314,12 @@ impl SessionBuilder {
         let user_settings = settings.user_file.clone();
         let providers = provider_choice(o, settings.provider.take(), env)?;
         let permissions = self.permissions(settings, env, home.as_deref())?;
+        let bypass = crate::context::BypassGate {
+            launched_allowed: o.skip_permissions
+                || o.allow_skip_permissions
+                || permissions.mode == PermissionMode::BypassPermissions,
+            root_refused: bypass_refused(env),
+        };
         let (system_prompt, append) = self.system_prompt()?;
         let named = o
             .model
@@ -380,6 +389,11 @@ impl SessionBuilder {
             limits.tools = Arc::new(tools);
         }
         let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
+        // Memory files skipped or cut are said once, at start (keel's own prompt only).
+        let memory_warnings = match system_prompt {
+            None => crate::prompt::read_memory(&self.cwd, home.as_deref()).warnings,
+            Some(_) => Vec::new(),
+        };
         for d in extra_agents {
             registry.insert(d);
         }
@@ -434,6 +448,7 @@ impl SessionBuilder {
             settings_hooks,
             mcp,
             remote,
+            bypass,
         });
         let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         let scope = AgentScope {
@@ -444,7 +459,7 @@ impl SessionBuilder {
         };
         let mut session = Session::new(ctx, scope, tools, emitter, started.history);
         let mut notices = Vec::new();
-        for w in agent_warnings {
+        for w in agent_warnings.into_iter().chain(memory_warnings) {
             notices.push(format!("keel: {w}"));
             session.queue_warning(w, Extra::new());
         }
@@ -710,7 +725,8 @@ impl SessionBuilder {
         let sources = keel_mcp::Sources {
             user_state,
             settings,
-            project_file: project.is_file().then_some(project),
+            // Any entry, links included: one that is not a readable file is an error, not skipped.
+            project_file: project.symlink_metadata().is_ok().then_some(project),
             flags: o.mcp_config.clone(),
             strict: o.strict_mcp_config,
         };

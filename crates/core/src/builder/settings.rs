@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use keel_tools::repofile::{read_repo_file, RepoFileError, RepoRead, REPO_FILE_LIMIT};
 use serde_json::Value;
 
 use super::BuildError;
@@ -170,13 +171,12 @@ pub fn load(
     let mut out = SettingsRules::default();
     let user_file = home.map(|h| h.join(".claude/settings.json"));
     for path in files(sources, cwd, home)? {
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+        let text = match read_repo_file(&path, &RepoRead::bounded(REPO_FILE_LIMIT)) {
+            Ok(f) => f.text,
+            Err(RepoFileError::Missing { .. }) => continue,
             Err(e) => {
                 return Err(BuildError::Usage(format!(
-                    "Error: cannot read settings file {}: {e}",
-                    path.display()
+                    "Error: cannot use settings file: {e}"
                 )))
             }
         };
@@ -186,6 +186,7 @@ pub fn load(
                 "Error: settings file {where_} is not valid JSON ({e})"
             ))
         })?;
+        must_be_object(&v, &format!("settings file {where_}"))?;
         apply(&mut out, &v, &where_, RuleSource::Settings(where_.clone()))?;
         if let Some(servers) = v.get("mcpServers") {
             out.mcp_servers.push((path.clone(), servers.clone()));
@@ -207,9 +208,9 @@ pub fn load(
             })?;
             (v, "--settings".to_owned())
         } else {
-            let text = std::fs::read_to_string(flag).map_err(|e| {
-                BuildError::Usage(format!("Error: cannot read --settings file {flag}: {e}"))
-            })?;
+            let text = read_repo_file(Path::new(flag), &RepoRead::bounded(REPO_FILE_LIMIT))
+                .map_err(|e| BuildError::Usage(format!("Error: cannot use --settings file: {e}")))?
+                .text;
             let v = serde_json::from_str(&text).map_err(|e| {
                 BuildError::Usage(format!(
                     "Error: --settings file {flag} is not valid JSON ({e})"
@@ -217,6 +218,12 @@ pub fn load(
             })?;
             (v, flag.to_owned())
         };
+        let what = if where_ == "--settings" {
+            "--settings".to_owned()
+        } else {
+            format!("--settings file {where_}")
+        };
+        must_be_object(&v, &what)?;
         let source = if where_ == "--settings" {
             RuleSource::Flag
         } else {
@@ -227,6 +234,22 @@ pub fn load(
         read_provider(&mut out, &v, &where_)?;
     }
     Ok(out)
+}
+
+/// A settings document is a JSON object; anything else (`null`, a list, a number) would be
+/// read as "no settings" and silently drop the deny rules its author meant, so it is an error.
+fn must_be_object(v: &Value, what: &str) -> Result<(), BuildError> {
+    let found = match v {
+        Value::Object(_) => return Ok(()),
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+    };
+    Err(BuildError::Usage(format!(
+        "Error: {what} must hold a JSON object of settings, found {found}"
+    )))
 }
 
 /// `provider`: only from the user's own settings and `--settings` — a repository does not get
@@ -508,6 +531,39 @@ mod tests {
         assert!(
             err.contains("settings.local.json") && err.contains("`permissions` must be an object"),
             "{err}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod document_tests {
+    use super::*;
+
+    #[test]
+    fn a_settings_document_must_be_an_object() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
+        for (doc, found) in [("null", "null"), ("[]", "a list"), ("7", "a number")] {
+            std::fs::write(dir.path().join(".claude/settings.json"), doc).unwrap();
+            let e = load(None, None, dir.path(), None).unwrap_err().to_string();
+            assert!(
+                e.contains("settings.json") && e.contains(found),
+                "{doc}: {e}"
+            );
+        }
+        std::fs::write(dir.path().join(".claude/settings.json"), "{}").unwrap();
+        assert!(load(None, None, dir.path(), None).is_ok());
+    }
+
+    #[test]
+    fn a_settings_file_linked_to_dev_zero_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join(".claude/settings.json")).unwrap();
+        let e = load(None, None, dir.path(), None).unwrap_err().to_string();
+        assert!(
+            e.contains("settings.json") && e.contains("character device"),
+            "{e}"
         );
     }
 }

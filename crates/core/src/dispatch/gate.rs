@@ -211,7 +211,14 @@ async fn ask(
             updated_input,
             updates,
         } => {
-            cx.ctx.apply_permission_updates(&updates);
+            for refused in cx.ctx.apply_permission_updates(&updates) {
+                cx.emitter
+                    .emit(crate::event::Event::Warning {
+                        message: format!("the approval's mode change was not applied: {refused}"),
+                        fields: keel_protocol::Extra::new(),
+                    })
+                    .await?;
+            }
             if let Some(input) = updated_input.filter(Value::is_object) {
                 call.input = input;
                 // A changed input is a new call as far as deny rules go.

@@ -299,10 +299,19 @@ impl Session {
     /// agent's only: they belong to the session), and every process group still alive.
     /// Returns how many process groups were stopped.
     pub async fn shutdown(&self) -> usize {
+        self.shutdown_until(std::future::pending::<()>()).await
+    }
+
+    /// [`Self::shutdown`], cut short by `stop` (a signal): the SessionEnd hooks still running
+    /// when it finishes are dropped, which kills their process groups, and shutdown goes on.
+    pub async fn shutdown_until(&self, stop: impl std::future::Future<Output = ()>) -> usize {
         self.turn_state
             .cancel_running(keel_protocol::CancelReason::Shutdown);
         if self.scope.role.is_main() {
-            self.session_end_hooks().await;
+            tokio::select! {
+                () = self.session_end_hooks() => {}
+                () = stop => {}
+            }
         }
         if self.scope.role.is_main() {
             for (id, status) in self.ctx.tasks.shutdown().await {

@@ -15,12 +15,14 @@ use super::Bridge;
 #[derive(Debug)]
 pub struct HostApprover {
     bridge: Arc<Bridge>,
+    /// The session's bypass gate: a `setMode` it refuses gets no status frame.
+    gate: keel_core::context::BypassGate,
 }
 
 impl HostApprover {
-    /// An approver asking through `bridge`.
-    pub fn new(bridge: Arc<Bridge>) -> Self {
-        Self { bridge }
+    /// An approver asking through `bridge`, for a session whose bypass gate is `gate`.
+    pub fn new(bridge: Arc<Bridge>, gate: keel_core::context::BypassGate) -> Self {
+        Self { bridge, gate }
     }
 }
 
@@ -119,7 +121,10 @@ impl HostApprover {
                 }
                 for u in &updates {
                     if let PermissionUpdate::SetMode(m) = u {
-                        self.bridge.mode_status(m.as_str()).await;
+                        // A refused mode is reported by the session as a warning, not here.
+                        if self.gate.check(*m).is_ok() {
+                            self.bridge.mode_status(m.as_str()).await;
+                        }
                     }
                 }
                 Approval::Allow {

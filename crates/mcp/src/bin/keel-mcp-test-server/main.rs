@@ -19,7 +19,9 @@
 //! - `garbage-stdout`: writes lines that are not MCP (and one of 20 MiB) to stdout before it
 //!   starts, then answers normally;
 //! - `change-tools`: a call to `echo` makes it add a tool `late` and say its list changed;
-//! - `rich`: `echo` answers with 200 KB of text and an image.
+//! - `rich`: `echo` answers with 200 KB of text and an image;
+//! - `huge-answer`: `echo` answers with 17 MiB of text on one line, over the transport's limit;
+//! - `bad-schemas`: also lists a tool `stringly` whose `inputSchema` has `"type": "string"`.
 //!
 //! Every mode offers one resource, `keel://notes/hello`. `--linger`: keep running after stdin
 //! closes, as a server whose other threads hold it up would.
@@ -145,6 +147,13 @@ impl ServerHandler for TestServer {
                            "b": {"type": "number"}}, "required": ["a", "b"]}),
             ),
         ];
+        if self.mode == "bad-schemas" {
+            tools.push(tool(
+                "stringly",
+                "Its input is not an object.",
+                json!({"type": "string"}),
+            ));
+        }
         if self.grown.load(Ordering::SeqCst) {
             tools.push(tool(
                 "late",
@@ -196,6 +205,11 @@ impl ServerHandler for TestServer {
                     ContentBlock::image(PIXEL_PNG, "image/png"),
                 ])
                 .into());
+            }
+            "huge-answer" if request.name.as_ref() == "echo" => {
+                return Ok(
+                    CallToolResult::success(vec![ContentBlock::text("h".repeat(17 << 20))]).into(),
+                );
             }
             "crash-on-call" => {
                 eprintln!("test server: crashing in the middle of a call");
