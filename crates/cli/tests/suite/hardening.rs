@@ -129,8 +129,9 @@ async fn an_mcp_answer_over_the_line_limit_fails_the_call_at_once() {
         )
         .await;
     run.assert_end("success", false, "completed", 0);
+    // Far under the 600 s wait it replaced, with room for a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(100),
+        started.elapsed() < Duration::from_secs(400),
         "no 600 s wait"
     );
     let results = run.tool_results();
