@@ -19,3 +19,4 @@ mod providers;
 pub mod pty;
 mod sandbox;
 mod sessions;
+mod protocol;
