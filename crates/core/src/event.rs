@@ -318,6 +318,8 @@ pub struct TurnReport {
     pub provider: String,
     /// The transcript's copy in object storage, when one is kept.
     pub transcript_remote: Option<RemoteCopy>,
+    /// The `origin` the host put on the user message that started the turn, echoed back.
+    pub origin: Option<Value>,
 }
 
 /// Where the transcript's remote copy is, and whether it is current.

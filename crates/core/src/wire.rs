@@ -284,6 +284,10 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
         }
     }
     extra.insert("model".into(), json!(r.model));
+    // Only when the prompt carried one, as the reference CLI does (SDKs read it as null then).
+    if let Some(o) = &r.origin {
+        extra.insert("origin".into(), o.clone());
+    }
     ResultFrame {
         subtype: end.subtype(),
         is_error: end.is_error(),

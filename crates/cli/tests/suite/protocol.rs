@@ -2,7 +2,9 @@
 //! tools, subagent text, structured output, `/clear`, output styles, the stdin contract and
 //! the capability account — through the binary against keel-mock.
 
-use super::common::Harness;
+use serde_json::{json, Value};
+
+use super::common::{Harness, Stream};
 
 const TEXT: &str = r#"{"steps":[{"kind":"text","text":"unused"}]}"#;
 
@@ -18,7 +20,196 @@ async fn dash_v_and_version_print_the_protocol_version_then_keels() {
         let parts: Vec<u32> = proto.split('.').map(|p| p.parse().unwrap()).collect();
         assert_eq!(parts.len(), 3, "{line}");
         assert_eq!(proto, keel_core::PROTOCOL_VERSION, "{line}");
-        assert_eq!(rest, format!("(keel {})", env!("CARGO_PKG_VERSION")), "{line}");
+        assert_eq!(
+            rest,
+            format!("(keel {})", env!("CARGO_PKG_VERSION")),
+            "{line}"
+        );
     }
-    assert!(h.requests().is_empty(), "printing the version calls no model");
+    assert!(
+        h.requests().is_empty(),
+        "printing the version calls no model"
+    );
+}
+
+const TWO_TEXTS: &str = r#"{"steps":[{"kind":"text","text":"one"},{"kind":"text","text":"two"}]}"#;
+
+#[tokio::test]
+async fn a_user_lines_origin_is_echoed_on_that_turns_result_only() {
+    let h = Harness::from_json(TWO_TEXTS).await;
+    let mut s = Stream::start(&h, &[], &[]);
+    s.send(
+        json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
+                  "origin": {"kind": "human"},
+                  "message": {"role": "user", "content": "Reply with exactly: one"}}),
+    )
+    .await;
+    let first = s.result().await;
+    assert_eq!(first["result"], "one");
+    assert_eq!(first["origin"], json!({"kind": "human"}), "{first}");
+    s.user("Reply with exactly: two").await;
+    let second = s.result().await;
+    assert_eq!(second["result"], "two");
+    // A prompt without one: no origin (SDKs read it as null), not the previous turn's.
+    assert!(second.get("origin").is_none(), "{second}");
+    // An origin that is not an object is refused on stderr, and no turn runs for it.
+    s.send(json!({"type": "user", "origin": "human",
+                  "message": {"role": "user", "content": "three"}}))
+        .await;
+    let run = s.finish().await;
+    assert!(
+        run.stderr.contains("\"origin\" that is not an object"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(h.requests().len(), 2);
+}
+
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn mcp_server(name: &str, tag: &str) -> (String, Value) {
+    (
+        name.to_owned(),
+        json!({"command": super::common::mcp_test_server().display().to_string(),
+               "args": ["--mode", "normal", "--tag", tag]}),
+    )
+}
+
+#[tokio::test]
+async fn a_tool_denied_by_name_or_by_mcp_server_is_not_offered_but_a_pattern_rule_keeps_it() {
+    let h = Harness::from_json(TEXT).await;
+    let tag = format!("keel-test-{}-withheld", std::process::id());
+    let servers: serde_json::Map<String, Value> =
+        [mcp_server("gone", &tag), mcp_server("kept", &tag)]
+            .into_iter()
+            .collect();
+    let cfg = json!({"mcpServers": servers}).to_string();
+    let run = h
+        .run_stream(
+            "hi",
+            &[
+                "--mcp-config",
+                &cfg,
+                "--disallowedTools",
+                "Write,Bash(rm:*)",
+                "--disallowedTools",
+                "mcp__gone",
+            ],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let offered = tool_names(&h.requests()[0].body);
+    assert!(!offered.iter().any(|t| t == "Write"), "{offered:?}");
+    assert!(
+        !offered.iter().any(|t| t.starts_with("mcp__gone__")),
+        "{offered:?}"
+    );
+    // A rule with a pattern denies some calls only: the tool is still offered.
+    assert!(offered.iter().any(|t| t == "Bash"), "{offered:?}");
+    assert!(offered.iter().any(|t| t == "Edit"), "{offered:?}");
+    assert!(
+        offered.iter().any(|t| t.starts_with("mcp__kept__")),
+        "{offered:?}"
+    );
+    // system/init lists what the model is offered.
+    let init = run.of("system/init")[0];
+    let listed: Vec<&str> = init["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        !listed.contains(&"Write") && listed.contains(&"Bash"),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.iter().any(|t| t.starts_with("mcp__gone__")),
+        "{listed:?}"
+    );
+}
+
+const SUBAGENT_TEXT: &str = r#"{"steps":[
+  {"match":{"first_user_contains":"MAIN"},"kind":"tool_use","calls":[{"name":"Task","id":"toolu_task","input":{"description":"greet","prompt":"SUB: say hi","subagent_type":"general-purpose"}}]},
+  {"match":{"first_user_contains":"SUB"},"kind":"tool_use","text":"SUB-THINKS-ALOUD","calls":[{"name":"Bash","id":"toolu_sub","input":{"command":"echo sub-ran"}}]},
+  {"match":{"first_user_contains":"SUB"},"kind":"text","text":"SUB-REPORT"},
+  {"match":{"first_user_contains":"MAIN"},"kind":"text","text":"main done"}
+]}"#;
+
+/// Run the subagent scenario; `forward` is initialize's forwardSubagentText (None: absent).
+async fn subagent_frames(forward: Option<bool>) -> Vec<Value> {
+    let h = Harness::from_json(SUBAGENT_TEXT).await;
+    let mut s = Stream::start(&h, &["--permission-mode", "bypassPermissions"], &[]);
+    let mut init = json!({"subtype": "initialize", "hooks": null});
+    if let Some(f) = forward {
+        init["forwardSubagentText"] = json!(f);
+    }
+    let r = s.ask("init", init).await;
+    assert_eq!(r["subtype"], "success", "{r}");
+    s.user("MAIN").await;
+    let result = s.result().await;
+    assert_eq!(result["result"], "main done", "{result}");
+    let run = s.finish().await;
+    run.frames
+}
+
+fn child_assistant_blocks(frames: &[Value]) -> Vec<(String, String)> {
+    frames
+        .iter()
+        .filter(|f| f["type"] == "assistant" && f["parent_tool_use_id"] == "toolu_task")
+        .flat_map(|f| {
+            f["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|b| {
+            let kind = b["type"].as_str().unwrap_or("").to_owned();
+            let what = b["text"]
+                .as_str()
+                .or(b["name"].as_str())
+                .unwrap_or("")
+                .to_owned();
+            (kind, what)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_subagents_text_stays_out_of_the_stream_unless_the_host_asks_for_it() {
+    for forward in [None, Some(false)] {
+        let frames = subagent_frames(forward).await;
+        // The child's tool call and its result reach the parent stream; its text does not.
+        assert_eq!(
+            child_assistant_blocks(&frames),
+            [("tool_use".to_owned(), "Bash".to_owned())],
+            "forward={forward:?}"
+        );
+        assert!(frames.iter().any(|f| f["type"] == "user"
+            && f["parent_tool_use_id"] == "toolu_task"
+            && f.to_string().contains("sub-ran")));
+        // The parent's Task result still carries the child's report.
+        assert!(frames.iter().any(|f| f["type"] == "user"
+            && f["parent_tool_use_id"].is_null()
+            && f.to_string().contains("SUB-REPORT")));
+    }
+    let frames = subagent_frames(Some(true)).await;
+    assert_eq!(
+        child_assistant_blocks(&frames),
+        [
+            ("text".to_owned(), "SUB-THINKS-ALOUD".to_owned()),
+            ("tool_use".to_owned(), "Bash".to_owned()),
+            ("text".to_owned(), "SUB-REPORT".to_owned())
+        ]
+    );
 }

@@ -95,8 +95,13 @@ pub struct Session {
     /// The tools as last offered, the agent-type generation they were made for, and their
     /// size in bytes of JSON.
     specs: Option<(u64, Arc<Vec<ToolSpec>>, usize)>,
+    /// The deny rules (as written) the cached specs were filtered with: a host may add some
+    /// between turns (`initialize.disallowedTools`).
+    specs_deny: Vec<String>,
     /// The history's length right after the last compaction.
     pub(crate) compacted_len: Option<usize>,
+    /// The host's `origin` of the next turn's prompt, echoed on that turn's result.
+    pub(crate) origin: Option<Value>,
 }
 
 impl Session {
@@ -125,7 +130,9 @@ impl Session {
             system: Vec::new(),
             warnings: Vec::new(),
             specs: None,
+            specs_deny: Vec::new(),
             compacted_len: None,
+            origin: None,
         };
         s.sync_mcp_tools();
         s.system = s.build_system();
@@ -212,10 +219,34 @@ impl Session {
         self.system = self.build_system();
     }
 
-    /// The tools as offered to the model.
-    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+    /// The `origin` of the next turn's prompt (a stream-json user line's), echoed on that
+    /// turn's `result`.
+    pub fn set_turn_origin(&mut self, origin: Option<Value>) {
+        self.origin = origin;
+    }
+
+    /// Whether subagents' text reaches the front end (`initialize.forwardSubagentText`); off
+    /// by default. Their tool calls and results always do; the transcript keeps everything.
+    pub fn set_forward_subagent_text(&self, on: bool) {
+        self.emitter.set_forward_subagent_text(on);
+    }
+
+    /// The names of the tools offered to the model: all but those a deny rule removes wholly.
+    pub fn offered_tool_names(&self) -> Vec<String> {
+        let rules = self.ctx.permission_rules();
         self.tools
             .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|n| !rules.withholds(n))
+            .collect()
+    }
+
+    /// The tools as offered to the model (a tool a deny rule removes wholly is left out).
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let rules = self.ctx.permission_rules();
+        self.tools
+            .iter()
+            .filter(|t| !rules.withholds(t.name()))
             .map(|t| ToolSpec {
                 name: t.name().to_owned(),
                 description: t.description().to_owned(),
@@ -232,6 +263,17 @@ impl Session {
             .agents
             .generation
             .load(std::sync::atomic::Ordering::SeqCst);
+        let deny: Vec<String> = self
+            .ctx
+            .permission_rules()
+            .deny
+            .iter()
+            .map(|r| r.text())
+            .collect();
+        if deny != self.specs_deny {
+            self.specs = None;
+            self.specs_deny = deny;
+        }
         match &self.specs {
             Some((g, specs, _)) if *g == generation => specs.clone(),
             _ => {

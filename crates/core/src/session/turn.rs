@@ -146,6 +146,7 @@ impl Session {
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 model: self.model(),
                 transcript_remote,
+                origin: self.origin.take(),
             })
         } else {
             None
@@ -229,7 +230,7 @@ impl Session {
             self.sync_mcp_tools();
             let init = InitInfo {
                 cwd: self.ctx.cwd.clone(),
-                tools: self.tools.iter().map(|t| t.name().to_owned()).collect(),
+                tools: self.offered_tool_names(),
                 model: self.model(),
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 permission_mode: self.ctx.permission_mode().as_str().to_owned(),
