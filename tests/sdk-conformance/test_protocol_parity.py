@@ -41,3 +41,76 @@ def test_the_sdks_version_check_reads_dash_v_and_init(start, caplog):
     assert line.startswith(init.data["claude_code_version"] + " "), (line, init.data)
     assert not [r for r in caplog.records if "version" in r.getMessage()], caplog.records
     assert isinstance(messages[-1], ResultMessage) and messages[-1].subtype == "success"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "file_count": {"type": "number"},
+        "kind": {"enum": ["python", "rust"]},
+        "detail": {"type": "object", "properties": {"has_tests": {"type": "boolean"}}, "required": ["has_tests"]},
+    },
+    "required": ["file_count", "kind"],
+}
+
+
+def structured_run(env, extra_env=None):
+    seen = []
+
+    async def main():
+        opts = env.options(
+            allowed_tools=["Bash"],
+            output_format={"type": "json_schema", "schema": SCHEMA},
+        )
+        if extra_env:
+            opts.env.update(extra_env)
+        async for m in query(prompt="Count the files.", options=opts):
+            seen.append(m)
+
+    return seen, main
+
+
+def test_structured_output_after_a_tool_call(start):
+    env = start("structured")
+    seen, main = structured_run(env)
+    run(main)
+    assert_keel_ran(env, seen)
+    result = seen[-1]
+    assert isinstance(result, ResultMessage)
+    assert (result.subtype, result.is_error) == ("success", False)
+    want = {"file_count": 3, "kind": "python", "detail": {"has_tests": True}}
+    assert result.structured_output == want
+    assert json.loads(result.result) == want
+    assert len(env.mock.requests()) == 2, "no request after the accepted call"
+
+
+def test_structured_output_refused_twice_is_a_typed_error(start):
+    from claude_agent_sdk import ClaudeSDKError
+
+    env = start("structured_invalid")
+    seen, main = structured_run(env, {"MAX_STRUCTURED_OUTPUT_RETRIES": "2"})
+    try:
+        run(main)
+    except ClaudeSDKError:
+        pass  # the SDK raises on an error result after yielding it
+    result = seen[-1]
+    assert isinstance(result, ResultMessage)
+    assert (result.subtype, result.is_error) == ("error_max_structured_output_retries", True)
+    assert result.structured_output is None
+    assert len(env.mock.requests()) == 2
+
+
+def test_a_text_answer_is_never_a_structured_success(start):
+    from claude_agent_sdk import ClaudeSDKError
+
+    env = start("structured_text")
+    seen, main = structured_run(env)
+    try:
+        run(main)
+    except ClaudeSDKError:
+        pass
+    result = seen[-1]
+    assert isinstance(result, ResultMessage)
+    assert result.is_error and result.subtype != "success"
+    assert result.structured_output is None
+    assert "--json-schema" in (result.result or "")

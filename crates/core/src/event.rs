@@ -320,6 +320,8 @@ pub struct TurnReport {
     pub transcript_remote: Option<RemoteCopy>,
     /// The `origin` the host put on the user message that started the turn, echoed back.
     pub origin: Option<Value>,
+    /// The structured output the turn ended with (`--json-schema`).
+    pub structured_output: Option<Value>,
 }
 
 /// Where the transcript's remote copy is, and whether it is current.

@@ -31,6 +31,7 @@ pub mod remote;
 mod reply;
 pub mod retry;
 pub mod session;
+pub mod structured;
 pub mod tasks;
 pub mod transcript;
 pub mod wire;

@@ -37,6 +37,9 @@ pub enum SchemaError {
     /// The schema is too large.
     #[error("--json-schema is {0} bytes; keel takes schemas of at most {MAX_SCHEMA_BYTES} bytes")]
     TooLarge(usize),
+    /// `MAX_STRUCTURED_OUTPUT_RETRIES` is not a count keel takes.
+    #[error("MAX_STRUCTURED_OUTPUT_RETRIES must be a whole number from 1 to {MAX_RETRIES_LIMIT} (invalid structured-output calls allowed in a turn), got {0:?}")]
+    BadRetries(String),
     /// The object is not a valid JSON Schema (or names a draft or reference keel cannot use).
     #[error("--json-schema is not a valid JSON Schema: {0}")]
     Invalid(String),
@@ -102,6 +105,26 @@ impl Structured {
             max_retries,
             state: Arc::default(),
         })
+    }
+
+    /// The schema of `--json-schema`, with `MAX_STRUCTURED_OUTPUT_RETRIES` from `env`.
+    pub fn from_options(
+        json_schema: Option<&str>,
+        env: &crate::Env,
+    ) -> Result<Option<Self>, SchemaError> {
+        let Some(text) = json_schema else {
+            return Ok(None);
+        };
+        let max = match env("MAX_STRUCTURED_OUTPUT_RETRIES") {
+            None => DEFAULT_MAX_RETRIES,
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=MAX_RETRIES_LIMIT).contains(n))
+                .ok_or(SchemaError::BadRetries(v))?,
+        };
+        Self::parse(text, max).map(Some)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -288,6 +288,9 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
     if let Some(o) = &r.origin {
         extra.insert("origin".into(), o.clone());
     }
+    if let Some(v) = &r.structured_output {
+        extra.insert("structured_output".into(), v.clone());
+    }
     ResultFrame {
         subtype: end.subtype(),
         is_error: end.is_error(),

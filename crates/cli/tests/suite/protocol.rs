@@ -213,3 +213,155 @@ async fn a_subagents_text_stays_out_of_the_stream_unless_the_host_asks_for_it() 
         ]
     );
 }
+
+const COUNT_SCHEMA: &str = r#"{"type":"object","properties":{"file_count":{"type":"number"},"has_tests":{"type":"boolean"},"test_file_count":{"type":"number"}},"required":["file_count","has_tests"]}"#;
+
+fn structured_call(id: &str, input: Value) -> Value {
+    json!({"kind": "tool_use", "calls": [{"name": "StructuredOutput", "id": id, "input": input}]})
+}
+
+fn tool_results_in(body: &Value) -> Vec<(String, bool)> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (text, b["is_error"] == true)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_matching_structured_output_call_is_the_answer_and_ends_the_turn() {
+    // After a tool call, as the SDKs' tests do; a nested object and an enum in the schema.
+    let schema = r#"{"type":"object","properties":{"count":{"type":"integer"},"colour":{"enum":["red","blue"]},"owner":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}},"required":["count","colour","owner"]}"#;
+    let answer = json!({"count": 2, "colour": "blue", "owner": {"name": "ada"}});
+    let steps = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash", "id": "toolu_ls", "input": {"command": "echo two files"}}]},
+        structured_call("toolu_so", answer.clone()),
+        {"kind": "text", "text": "never asked for"}
+    ]});
+    let h = Harness::from_json(&steps.to_string()).await;
+    let run = h
+        .run_stream(
+            "count",
+            &["--json-schema", schema, "--allowedTools", "Bash"],
+            &[],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let result = run.result();
+    assert_eq!(result["structured_output"], answer, "{result}");
+    assert_eq!(result["result"], answer.to_string(), "compact JSON");
+    assert_eq!(result["num_turns"], 2);
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2, "no request after the accepted call");
+    // The tool was offered with the caller's schema as its input schema.
+    let so = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "StructuredOutput")
+        .cloned()
+        .expect("StructuredOutput offered");
+    assert_eq!(
+        so["input_schema"],
+        serde_json::from_str::<Value>(schema).unwrap()
+    );
+    assert!(run.of("system/init")[0]["tools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("StructuredOutput")));
+    // The call was answered (a tool_result the stream shows).
+    assert!(run.tool_results().iter().any(|r| r.to_string().contains("toolu_so")));
+}
+
+#[tokio::test]
+async fn refused_structured_output_calls_are_retried_then_end_with_a_typed_error() {
+    let bad1 = json!({"file_count": "many", "has_tests": false});
+    let bad2 = json!({"file_count": 3});
+    let steps = json!({"steps": [
+        structured_call("toolu_1", bad1),
+        structured_call("toolu_2", bad2),
+        structured_call("toolu_3", json!({"file_count": 3, "has_tests": true}))
+    ]});
+    let h = Harness::from_json(&steps.to_string()).await;
+    let run = h
+        .run_stream(
+            "count",
+            &["--json-schema", COUNT_SCHEMA],
+            &[("MAX_STRUCTURED_OUTPUT_RETRIES", "2")],
+        )
+        .await;
+    run.assert_end(
+        "error_max_structured_output_retries",
+        true,
+        "structured_output_retry_exhausted",
+        1,
+    );
+    let result = run.result();
+    assert!(result.get("structured_output").is_none(), "{result}");
+    let text = result["result"].as_str().unwrap();
+    assert!(text.contains("--json-schema") && text.contains("has_tests"), "{text}");
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2, "the third step was never asked for");
+    // The model was told what was wrong with its first call.
+    let told = tool_results_in(&reqs[1].body);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].1 && told[0].0.contains("/file_count"), "{told:?}");
+
+    // With the default bound, the same model recovers on its third call.
+    let h = Harness::from_json(&steps.to_string()).await;
+    let run = h
+        .run_stream("count", &["--json-schema", COUNT_SCHEMA], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        run.result()["structured_output"],
+        json!({"file_count": 3, "has_tests": true})
+    );
+}
+
+#[tokio::test]
+async fn a_text_answer_is_never_a_structured_success() {
+    let steps = r#"{"steps":[{"kind":"text","text":"about 3"},{"kind":"text","text":"still 3"}]}"#;
+    let h = Harness::from_json(steps).await;
+    let run = h
+        .run_stream("count", &["--json-schema", COUNT_SCHEMA], &[])
+        .await;
+    run.assert_end("error_during_execution", true, "structured_output_missing", 1);
+    assert!(run.result()["result"]
+        .as_str()
+        .unwrap()
+        .contains("--json-schema"));
+    // One reminder, then the end.
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(reqs[1].body.to_string().contains("StructuredOutput tool now"));
+}
+
+#[tokio::test]
+async fn a_schema_keel_cannot_use_is_a_usage_error_before_any_request() {
+    let h = Harness::from_json(TEXT).await;
+    let cases: [(&str, &[(&str, &str)], &str); 5] = [
+        ("{not json", &[], "not JSON"),
+        ("[1,2]", &[], "must be a JSON object"),
+        (r#"{"type": 5}"#, &[], "not a valid JSON Schema"),
+        (COUNT_SCHEMA, &[("MAX_STRUCTURED_OUTPUT_RETRIES", "0")], "MAX_STRUCTURED_OUTPUT_RETRIES"),
+        (COUNT_SCHEMA, &[("MAX_STRUCTURED_OUTPUT_RETRIES", "lots")], "MAX_STRUCTURED_OUTPUT_RETRIES"),
+    ];
+    for (schema, env, needle) in cases {
+        let run = h.run_stream("hi", &["--json-schema", schema], env).await;
+        assert_eq!(run.code, 2, "{schema}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{schema}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{}", run.stdout);
+    }
+    assert!(h.requests().is_empty());
+}

@@ -103,6 +103,8 @@ pub struct SessionOptions {
     pub strict_mcp_config: bool,
     /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
     pub thinking: Option<String>,
+    /// `--json-schema`: the answer must be an object matching this JSON Schema.
+    pub json_schema: Option<String>,
 }
 
 /// Prompt caching, thinking and compaction, from the options and the environment.
@@ -294,6 +296,9 @@ impl SessionBuilder {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
+        // A schema keel cannot use stops the run before anything starts.
+        let structured = crate::structured::Structured::from_options(o.json_schema.as_deref(), env)
+            .map_err(|e| BuildError::Usage(format!("Error: {e}")))?;
         for note in &settings.hook_notes {
             tracing::warn!("{note}");
         }
@@ -443,6 +448,9 @@ impl SessionBuilder {
             ..AgentScope::default()
         };
         let mut session = Session::new(ctx, scope, tools, emitter, started.history);
+        if let Some(s) = structured {
+            session.enable_structured_output(s);
+        }
         let mut notices = Vec::new();
         for w in agent_warnings {
             notices.push(format!("keel: {w}"));

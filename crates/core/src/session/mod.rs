@@ -102,6 +102,8 @@ pub struct Session {
     pub(crate) compacted_len: Option<usize>,
     /// The host's `origin` of the next turn's prompt, echoed on that turn's result.
     pub(crate) origin: Option<Value>,
+    /// Structured output (`--json-schema`): the schema and the turn's calls.
+    pub(crate) structured: Option<crate::structured::Structured>,
 }
 
 impl Session {
@@ -133,6 +135,7 @@ impl Session {
             specs_deny: Vec::new(),
             compacted_len: None,
             origin: None,
+            structured: None,
         };
         s.sync_mcp_tools();
         s.system = s.build_system();
@@ -217,6 +220,16 @@ impl Session {
         self.scope.system_prompt = prompt;
         self.scope.append_system_prompt = append;
         self.system = self.build_system();
+    }
+
+    /// Ask every turn of this (main) agent for a structured answer: the `StructuredOutput`
+    /// tool is offered, and a turn succeeds only with a call that matches the schema.
+    pub fn enable_structured_output(&mut self, s: crate::structured::Structured) {
+        let tool = s.tool();
+        self.base_tools.push(tool.clone());
+        self.tools.push(tool);
+        self.specs = None;
+        self.structured = Some(s);
     }
 
     /// The `origin` of the next turn's prompt (a stream-json user line's), echoed on that
