@@ -114,3 +114,32 @@ def test_a_text_answer_is_never_a_structured_success(start):
     assert result.is_error and result.subtype != "success"
     assert result.structured_output is None
     assert "--json-schema" in (result.result or "")
+
+
+def test_output_style_from_the_settings_files(start):
+    env = start("style")
+    claude = env.cwd / ".claude"
+    (claude / "output-styles").mkdir(parents=True)
+    (claude / "output-styles" / "t.md").write_text(
+        "---\nname: local-test-style\ndescription: terse\n---\nKEEP-IT-TERSE\n"
+    )
+    (claude / "settings.local.json").write_text(json.dumps({"outputStyle": "local-test-style"}))
+    user = env.home / ".claude"
+    user.mkdir()
+    (user / "settings.json").write_text(json.dumps({"outputStyle": "Learning"}))
+
+    def init_style(**kw):
+        async def main():
+            return [m async for m in query(prompt="What is 2 + 2?", options=env.options(**kw))]
+
+        messages = run(main)
+        assert_keel_ran(env, messages)
+        init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+        return init.data["output_style"]
+
+    assert init_style() == "local-test-style"
+    system = json.dumps(env.mock.requests()[-1]["body"].get("system"))
+    assert "KEEP-IT-TERSE" in system, system
+    # setting_sources leaves the local file out: the user's style applies.
+    assert init_style(setting_sources=["user", "project"]) == "Learning"
+    assert init_style(setting_sources=["project"]) == "default"

@@ -155,6 +155,8 @@ pub struct InitInfo {
     pub additional_directories: Vec<PathBuf>,
     /// The MCP servers, as `init` lists them (`{name, status}`).
     pub mcp_servers: Vec<serde_json::Value>,
+    /// The output style's name.
+    pub output_style: String,
 }
 
 /// Why a call did not run (or did not finish).

@@ -25,6 +25,7 @@ pub mod fuzzing;
 pub mod history;
 pub mod hooks;
 pub mod mcp;
+pub mod output_style;
 pub mod permissions;
 pub mod prompt;
 pub mod remote;

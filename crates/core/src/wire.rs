@@ -47,7 +47,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
                 slash_commands: Vec::new(),
                 api_key_source: i.api_key_source.clone(),
                 claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
-                output_style: "default".to_owned(),
+                output_style: i.output_style.clone(),
                 agents: i.agents.clone(),
                 skills: Vec::new(),
                 plugins: Vec::new(),

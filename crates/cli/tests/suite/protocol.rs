@@ -280,7 +280,10 @@ async fn a_matching_structured_output_call_is_the_answer_and_ends_the_turn() {
         .unwrap()
         .contains(&json!("StructuredOutput")));
     // The call was answered (a tool_result the stream shows).
-    assert!(run.tool_results().iter().any(|r| r.to_string().contains("toolu_so")));
+    assert!(run
+        .tool_results()
+        .iter()
+        .any(|r| r.to_string().contains("toolu_so")));
 }
 
 #[tokio::test]
@@ -309,7 +312,10 @@ async fn refused_structured_output_calls_are_retried_then_end_with_a_typed_error
     let result = run.result();
     assert!(result.get("structured_output").is_none(), "{result}");
     let text = result["result"].as_str().unwrap();
-    assert!(text.contains("--json-schema") && text.contains("has_tests"), "{text}");
+    assert!(
+        text.contains("--json-schema") && text.contains("has_tests"),
+        "{text}"
+    );
     let reqs = h.requests();
     assert_eq!(reqs.len(), 2, "the third step was never asked for");
     // The model was told what was wrong with its first call.
@@ -336,7 +342,12 @@ async fn a_text_answer_is_never_a_structured_success() {
     let run = h
         .run_stream("count", &["--json-schema", COUNT_SCHEMA], &[])
         .await;
-    run.assert_end("error_during_execution", true, "structured_output_missing", 1);
+    run.assert_end(
+        "error_during_execution",
+        true,
+        "structured_output_missing",
+        1,
+    );
     assert!(run.result()["result"]
         .as_str()
         .unwrap()
@@ -344,7 +355,10 @@ async fn a_text_answer_is_never_a_structured_success() {
     // One reminder, then the end.
     let reqs = h.requests();
     assert_eq!(reqs.len(), 2);
-    assert!(reqs[1].body.to_string().contains("StructuredOutput tool now"));
+    assert!(reqs[1]
+        .body
+        .to_string()
+        .contains("StructuredOutput tool now"));
 }
 
 #[tokio::test]
@@ -354,8 +368,16 @@ async fn a_schema_keel_cannot_use_is_a_usage_error_before_any_request() {
         ("{not json", &[], "not JSON"),
         ("[1,2]", &[], "must be a JSON object"),
         (r#"{"type": 5}"#, &[], "not a valid JSON Schema"),
-        (COUNT_SCHEMA, &[("MAX_STRUCTURED_OUTPUT_RETRIES", "0")], "MAX_STRUCTURED_OUTPUT_RETRIES"),
-        (COUNT_SCHEMA, &[("MAX_STRUCTURED_OUTPUT_RETRIES", "lots")], "MAX_STRUCTURED_OUTPUT_RETRIES"),
+        (
+            COUNT_SCHEMA,
+            &[("MAX_STRUCTURED_OUTPUT_RETRIES", "0")],
+            "MAX_STRUCTURED_OUTPUT_RETRIES",
+        ),
+        (
+            COUNT_SCHEMA,
+            &[("MAX_STRUCTURED_OUTPUT_RETRIES", "lots")],
+            "MAX_STRUCTURED_OUTPUT_RETRIES",
+        ),
     ];
     for (schema, env, needle) in cases {
         let run = h.run_stream("hi", &["--json-schema", schema], env).await;
@@ -364,4 +386,84 @@ async fn a_schema_keel_cannot_use_is_a_usage_error_before_any_request() {
         assert!(run.stdout.is_empty(), "{}", run.stdout);
     }
     assert!(h.requests().is_empty());
+}
+
+fn system_text(body: &Value) -> String {
+    match &body["system"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+#[tokio::test]
+async fn the_output_style_setting_is_reported_in_init_and_asked_of_the_model() {
+    let h = Harness::from_json(
+        r#"{"steps":[{"kind":"text","text":"4"},{"kind":"text","text":"4"},{"kind":"text","text":"4"},{"kind":"text","text":"4"}]}"#,
+    )
+    .await;
+    let claude = h.cwd().join(".claude");
+    std::fs::create_dir_all(claude.join("output-styles")).unwrap();
+    std::fs::write(
+        claude.join("output-styles/terse.md"),
+        "---\nname: local-test-style\ndescription: one line\n---\nANSWER-IN-ONE-LINE-PLEASE\n",
+    )
+    .unwrap();
+    std::fs::write(
+        claude.join("settings.local.json"),
+        r#"{"outputStyle":"local-test-style"}"#,
+    )
+    .unwrap();
+    let user = h.home.path().join(".claude");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("settings.json"),
+        r#"{"outputStyle":"Explanatory"}"#,
+    )
+    .unwrap();
+
+    // The SDKs pass --system-prompt "": the style is still asked for.
+    let run = h.run_stream("2+2?", &["--system-prompt", ""], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.of("system/init")[0]["output_style"], "local-test-style");
+    let sys = system_text(&h.requests()[0].body);
+    assert!(sys.contains("ANSWER-IN-ONE-LINE-PLEASE"), "{sys}");
+
+    // Without the local source, the user's built-in style applies.
+    let run = h
+        .run_stream("2+2?", &["--setting-sources", "user,project"], &[])
+        .await;
+    assert_eq!(run.of("system/init")[0]["output_style"], "Explanatory");
+    assert!(system_text(&h.requests()[1].body).contains("Output style: Explanatory"));
+
+    // Only the project: none set there, so the default (nothing added).
+    let run = h
+        .run_stream(
+            "2+2?",
+            &["--setting-sources", "project", "--system-prompt", ""],
+            &[],
+        )
+        .await;
+    assert_eq!(run.of("system/init")[0]["output_style"], "default");
+    assert_eq!(system_text(&h.requests()[2].body), "");
+
+    // An unknown name: a warning frame, and the default style.
+    std::fs::write(
+        claude.join("settings.json"),
+        r#"{"outputStyle":"no-such-style"}"#,
+    )
+    .unwrap();
+    let run = h
+        .run_stream("2+2?", &["--setting-sources", "project"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.of("system/init")[0]["output_style"], "default");
+    assert!(run
+        .of("system/warning")
+        .iter()
+        .any(|w| w["message"].as_str().unwrap().contains("no-such-style")));
 }

@@ -452,6 +452,17 @@ impl SessionBuilder {
             session.enable_structured_output(s);
         }
         let mut notices = Vec::new();
+        let (style, style_warnings) = crate::output_style::resolve(&crate::output_style::Places {
+            cwd: &self.cwd,
+            home: session.ctx.home.as_deref(),
+            sources: o.setting_sources.as_deref(),
+            flag_settings: o.settings.as_deref(),
+        });
+        session.set_output_style(style);
+        for w in style_warnings {
+            notices.push(format!("keel: warning: {w}"));
+            session.queue_warning(w, Extra::new());
+        }
         for w in agent_warnings {
             notices.push(format!("keel: {w}"));
             session.queue_warning(w, Extra::new());

@@ -104,6 +104,8 @@ pub struct Session {
     pub(crate) origin: Option<Value>,
     /// Structured output (`--json-schema`): the schema and the turn's calls.
     pub(crate) structured: Option<crate::structured::Structured>,
+    /// How the model is asked to answer (the `outputStyle` setting).
+    pub(crate) output_style: crate::output_style::OutputStyle,
 }
 
 impl Session {
@@ -136,6 +138,7 @@ impl Session {
             compacted_len: None,
             origin: None,
             structured: None,
+            output_style: Default::default(),
         };
         s.sync_mcp_tools();
         s.system = s.build_system();
@@ -232,6 +235,13 @@ impl Session {
         self.structured = Some(s);
     }
 
+    /// Use `style` for later requests: its text goes at the end of the system prompt, and
+    /// `system/init` names it.
+    pub fn set_output_style(&mut self, style: crate::output_style::OutputStyle) {
+        self.output_style = style;
+        self.system = self.build_system();
+    }
+
     /// The `origin` of the next turn's prompt (a stream-json user line's), echoed on that
     /// turn's `result`.
     pub fn set_turn_origin(&mut self, origin: Option<Value>) {
@@ -320,7 +330,8 @@ impl Session {
                 })
             }
         };
-        if let Some(a) = &self.scope.append_system_prompt {
+        let style = self.output_style.prompt.as_ref();
+        for a in self.scope.append_system_prompt.iter().chain(style) {
             if !text.is_empty() {
                 text.push_str("\n\n");
             }

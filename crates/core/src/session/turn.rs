@@ -242,6 +242,7 @@ impl Session {
             let init = InitInfo {
                 cwd: self.ctx.cwd.clone(),
                 tools: self.offered_tool_names(),
+                output_style: self.output_style.name.clone(),
                 model: self.model(),
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 permission_mode: self.ctx.permission_mode().as_str().to_owned(),
