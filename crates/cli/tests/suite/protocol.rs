@@ -2,6 +2,8 @@
 //! tools, subagent text, structured output, `/clear`, output styles, the stdin contract and
 //! the capability account — through the binary against keel-mock.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
 use super::common::{Harness, Stream};
@@ -466,4 +468,122 @@ async fn the_output_style_setting_is_reported_in_init_and_asked_of_the_model() {
         .of("system/warning")
         .iter()
         .any(|w| w["message"].as_str().unwrap().contains("no-such-style")));
+}
+
+#[tokio::test]
+async fn with_print_the_prompt_may_come_on_stdin_as_harnesses_pipe_it() {
+    use tokio::io::AsyncWriteExt;
+    let h = Harness::from_json(TEXT).await;
+    let mut cmd = h.command(
+        &["--verbose", "--output-format=stream-json", "--print"],
+        &[],
+    );
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("keel starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"PIPED-PROMPT: say hi\n").await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("keel finished")
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = h.requests()[0].body.to_string();
+    assert!(body.contains("PIPED-PROMPT: say hi"), "{body}");
+}
+
+#[tokio::test]
+async fn with_a_prompt_argument_an_open_stdin_is_not_waited_for() {
+    let h = Harness::from_json(TEXT).await;
+    let mut cmd = h.command(
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+        &[],
+    );
+    // stdin stays open (nobody writes or closes it) for the whole run.
+    cmd.stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("keel starts");
+    let _stdin = child.stdin.take();
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("keel exited although stdin stayed open")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn after_the_last_result_keel_exits_promptly_and_leaves_no_process_behind() {
+    let tag = format!("keel-test-{}-exit-bound", std::process::id());
+    let sleeper = format!("sleep 3{}", std::process::id() % 1000);
+    let steps = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash", "id": "toolu_bg",
+            "input": {"command": sleeper, "run_in_background": true}}]},
+        {"kind": "text", "text": "left it running"}
+    ]});
+    let h = Harness::from_json(&steps.to_string()).await;
+    let cfg = json!({"mcpServers": {"t": {
+        "command": super::common::mcp_test_server().display().to_string(),
+        "args": ["--mode", "normal", "--tag", tag]}}})
+    .to_string();
+    // stream-json input with stdin held open: after its result keel waits for the next
+    // message, with the background shell and the MCP server still running.
+    let mut s = Stream::start(&h, &["--mcp-config", &cfg, "--allowedTools", "Bash"], &[]);
+    s.user("start it").await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success", "{result}");
+    let both_running = super::common::eventually(Duration::from_secs(10), || {
+        !super::common::processes_matching(&tag).is_empty()
+            && !super::common::processes_matching(&sleeper).is_empty()
+    })
+    .await;
+    assert!(
+        both_running,
+        "the MCP server and the background shell were running"
+    );
+    // Closing stdin is the end of the session: a generous bound catches a hang on a loaded
+    // machine; the time taken is printed.
+    let closed = std::time::Instant::now();
+    let run = s.finish().await;
+    let took = closed.elapsed();
+    eprintln!("keel exited {} ms after stdin closed", took.as_millis());
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let gone = super::common::eventually(Duration::from_secs(10), || {
+        super::common::processes_matching(&tag).is_empty()
+            && super::common::processes_matching(&sleeper).is_empty()
+    })
+    .await;
+    assert!(gone, "a child of keel outlived it");
+
+    // With -p: keel exits on its own after the result, the same children gone.
+    let h = Harness::from_json(&steps.to_string()).await;
+    let mut live = h.live_stream(
+        "start it",
+        &["--mcp-config", &cfg, "--allowedTools", "Bash"],
+        &[],
+    );
+    live.wait_for(Duration::from_secs(60), |f| f["type"] == "result")
+        .await;
+    let at_result = std::time::Instant::now();
+    let run = live.finish(Duration::from_secs(10)).await;
+    eprintln!(
+        "keel -p exited {} ms after its result",
+        at_result.elapsed().as_millis()
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.tool_results().iter().all(|r| r["is_error"] != true),
+        "{:?}",
+        run.tool_results()
+    );
+    let gone = super::common::eventually(Duration::from_secs(10), || {
+        super::common::processes_matching(&tag).is_empty()
+            && super::common::processes_matching(&sleeper).is_empty()
+    })
+    .await;
+    assert!(gone, "a child of keel outlived it");
 }
