@@ -89,6 +89,12 @@ pub enum TurnEnd {
         /// The last refused call's violations.
         errors: Vec<String>,
     },
+    /// A capability the run required is missing (a `--strict-mcp-config` server that did
+    /// not start); the model was not called.
+    CapabilityMissing {
+        /// What is missing, naming the capability.
+        what: String,
+    },
     /// Structured output was asked for and the model ended its turn without giving it, even
     /// after being reminded.
     StructuredMissing {
@@ -112,7 +118,8 @@ impl TurnEnd {
             | TurnEnd::CutOff { .. }
             | TurnEnd::PromptTooLong { .. }
             | TurnEnd::Internal { .. }
-            | TurnEnd::StructuredMissing { .. } => ResultSubtype::ErrorDuringExecution,
+            | TurnEnd::StructuredMissing { .. }
+            | TurnEnd::CapabilityMissing { .. } => ResultSubtype::ErrorDuringExecution,
         }
     }
 
@@ -143,6 +150,7 @@ impl TurnEnd {
             TurnEnd::Internal { .. } => TerminalReason::ModelError,
             TurnEnd::StructuredRetries { .. } => TerminalReason::StructuredOutputRetryExhausted,
             TurnEnd::StructuredMissing { .. } => TerminalReason::StructuredOutputMissing,
+            TurnEnd::CapabilityMissing { .. } => TerminalReason::CapabilityMissing,
         }
     }
 
@@ -160,7 +168,9 @@ impl TurnEnd {
             TurnEnd::Refused { .. } => 5,
             TurnEnd::CutOff { .. } | TurnEnd::PromptTooLong { .. } => 1,
             TurnEnd::Internal { .. } => 1,
-            TurnEnd::StructuredRetries { .. } | TurnEnd::StructuredMissing { .. } => 1,
+            TurnEnd::StructuredRetries { .. }
+            | TurnEnd::StructuredMissing { .. }
+            | TurnEnd::CapabilityMissing { .. } => 1,
         }
     }
 
@@ -240,6 +250,9 @@ impl TurnEnd {
             TurnEnd::StructuredRetries { attempts, errors } => format!(
                 "Structured output (--json-schema) was not met: the model's {attempts} StructuredOutput calls all failed the schema; the last one: {}",
                 errors.join("; ")
+            ),
+            TurnEnd::CapabilityMissing { what } => format!(
+                "Stopped before calling the model: a capability this run requires is missing: {what}"
             ),
             TurnEnd::StructuredMissing { text } => format!(
                 "Structured output (--json-schema) was not met: the model ended its turn without calling StructuredOutput, even after a reminder. Its reply: {text}"

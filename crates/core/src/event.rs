@@ -157,6 +157,8 @@ pub struct InitInfo {
     pub mcp_servers: Vec<serde_json::Value>,
     /// The output style's name.
     pub output_style: String,
+    /// The capability account (`keel_capabilities`).
+    pub account: serde_json::Value,
 }
 
 /// Why a call did not run (or did not finish).
@@ -324,6 +326,8 @@ pub struct TurnReport {
     pub origin: Option<Value>,
     /// The structured output the turn ended with (`--json-schema`).
     pub structured_output: Option<Value>,
+    /// The capability account (`keel_capabilities`).
+    pub account: Value,
 }
 
 /// Where the transcript's remote copy is, and whether it is current.

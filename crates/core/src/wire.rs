@@ -37,6 +37,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             extra.insert("additional_directories".into(), json!(dirs));
             extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
             extra.insert("provider".into(), json!(i.provider));
+            extra.insert("keel_capabilities".into(), i.account.clone());
             Frame::System(SystemFrame::Init(InitFrame {
                 cwd: i.cwd.display().to_string(),
                 session_id: sid,
@@ -291,6 +292,7 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
     if let Some(v) = &r.structured_output {
         extra.insert("structured_output".into(), v.clone());
     }
+    extra.insert("keel_capabilities".into(), r.account.clone());
     ResultFrame {
         subtype: end.subtype(),
         is_error: end.is_error(),

@@ -100,6 +100,8 @@ string_enum!(
         /// `--json-schema`: the model ended its turn without giving the structured output
         /// (keel's own).
         StructuredOutputMissing => "structured_output_missing",
+        /// A capability the run required is missing (keel's own).
+        CapabilityMissing => "capability_missing",
     }
 );
 

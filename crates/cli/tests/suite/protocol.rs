@@ -587,3 +587,60 @@ async fn after_the_last_result_keel_exits_promptly_and_leaves_no_process_behind(
     .await;
     assert!(gone, "a child of keel outlived it");
 }
+
+fn missing_server() -> String {
+    json!({"mcpServers": {"gone": {"command": "/nonexistent/keel-no-such-mcp-server"}}}).to_string()
+}
+
+#[tokio::test]
+async fn a_failed_optional_mcp_server_is_accounted_for_and_the_run_still_succeeds() {
+    let h = Harness::from_json(TEXT).await;
+    let run = h
+        .run_stream("hi", &["--mcp-config", &missing_server()], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    for frame in [run.of("system/init")[0], run.result()] {
+        let account = &frame["keel_capabilities"];
+        assert_eq!(account["mcp_servers"][0]["name"], "gone", "{account}");
+        assert_eq!(account["mcp_servers"][0]["status"], "failed", "{account}");
+        assert_eq!(account["sandbox"]["enabled"], false, "{account}");
+        assert_eq!(account["output_style"], "default", "{account}");
+        assert_eq!(
+            account["structured_output"]["requested"], false,
+            "{account}"
+        );
+    }
+    assert_eq!(h.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_required_capability_that_is_missing_is_never_a_success() {
+    // A --strict-mcp-config server that did not start: no model call, an error naming it.
+    let h = Harness::from_json(TEXT).await;
+    let run = h
+        .run_stream(
+            "hi",
+            &["--mcp-config", &missing_server(), "--strict-mcp-config"],
+            &[],
+        )
+        .await;
+    run.assert_end("error_during_execution", true, "capability_missing", 1);
+    let text = run.result()["result"].as_str().unwrap();
+    assert!(
+        text.contains("--strict-mcp-config") && text.contains("gone"),
+        "{text}"
+    );
+    assert!(h.requests().is_empty(), "the model was not called");
+
+    // Structured output asked for and given: the account says it was met.
+    let steps = json!({"steps": [structured_call("toolu_so", json!({"file_count": 1, "has_tests": false}))]});
+    let h = Harness::from_json(&steps.to_string()).await;
+    let run = h
+        .run_stream("count", &["--json-schema", COUNT_SCHEMA], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        run.result()["keel_capabilities"]["structured_output"],
+        json!({"requested": true, "met": true})
+    );
+}

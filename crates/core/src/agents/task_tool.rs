@@ -484,7 +484,8 @@ fn end_state(end: &TurnEnd, token: &CancelToken, last_text: String) -> (TaskStat
         | TurnEnd::CutOff { .. }
         | TurnEnd::PromptTooLong { .. }
         | TurnEnd::StructuredRetries { .. }
-        | TurnEnd::StructuredMissing { .. } => TaskStatus::Failed(end.result_text()),
+        | TurnEnd::StructuredMissing { .. }
+        | TurnEnd::CapabilityMissing { .. } => TaskStatus::Failed(end.result_text()),
     };
     let text = match end {
         TurnEnd::Completed { text } => text.clone(),

@@ -302,6 +302,16 @@ impl SessionBuilder {
         for note in &settings.hook_notes {
             tracing::warn!("{note}");
         }
+        let mut requested = crate::session::Requested {
+            strict_mcp: o.strict_mcp_config,
+            ..Default::default()
+        };
+        for h in &settings.hooks {
+            *requested
+                .hooks
+                .entry(h.event.as_str().to_owned())
+                .or_default() += 1;
+        }
         let settings_hooks: Option<Arc<dyn crate::hooks::Hooks>> = if settings.hooks.is_empty() {
             None
         } else {
@@ -459,6 +469,7 @@ impl SessionBuilder {
             flag_settings: o.settings.as_deref(),
         });
         session.set_output_style(style);
+        session.set_requested(requested);
         for w in style_warnings {
             notices.push(format!("keel: warning: {w}"));
             session.queue_warning(w, Extra::new());

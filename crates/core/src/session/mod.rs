@@ -6,12 +6,14 @@
 //! history. Sessions are made by [`SessionBuilder`](crate::SessionBuilder) (the main agent)
 //! and by the Task tool (subagents).
 
+mod account;
 mod boundary;
 mod compact;
 mod handle;
 mod hook_points;
 mod turn;
 
+pub use account::Requested;
 pub(crate) use handle::TurnState;
 pub use handle::{Failer, InterruptReceipt, SessionHandle};
 
@@ -106,6 +108,8 @@ pub struct Session {
     pub(crate) structured: Option<crate::structured::Structured>,
     /// How the model is asked to answer (the `outputStyle` setting).
     pub(crate) output_style: crate::output_style::OutputStyle,
+    /// What the run asked for, for the capability account.
+    pub(crate) requested: Requested,
 }
 
 impl Session {
@@ -139,6 +143,7 @@ impl Session {
             origin: None,
             structured: None,
             output_style: Default::default(),
+            requested: Requested::default(),
         };
         s.sync_mcp_tools();
         s.system = s.build_system();

@@ -154,6 +154,11 @@ impl Session {
                 model: self.model(),
                 transcript_remote,
                 origin: self.origin.take(),
+                account: self.capability_account(
+                    self.structured
+                        .as_ref()
+                        .map(|_| stats.structured_output.is_some()),
+                ),
                 structured_output: stats.structured_output.take(),
             })
         } else {
@@ -243,6 +248,7 @@ impl Session {
                 cwd: self.ctx.cwd.clone(),
                 tools: self.offered_tool_names(),
                 output_style: self.output_style.name.clone(),
+                account: self.capability_account(None),
                 model: self.model(),
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 permission_mode: self.ctx.permission_mode().as_str().to_owned(),
@@ -259,6 +265,9 @@ impl Session {
             // Sent even when it cannot be persisted, like the result: a run whose transcript
             // cannot be written still starts and ends visibly, with an error result.
             self.emitter.emit_final(Event::Init(init)).await?;
+            if let Some(what) = self.missing_capability() {
+                return Ok(Some(TurnEnd::CapabilityMissing { what }));
+            }
         }
         for (message, fields) in std::mem::take(&mut self.warnings) {
             self.emitter
