@@ -347,9 +347,7 @@ impl Controller {
             Some(_) => true,
         };
         let mut notes = Vec::new();
-        if nonempty("jsonSchema") {
-            notes.push("jsonSchema (structured output is not produced)");
-        }
+        // `jsonSchema` needs no note: both SDKs also pass it as --json-schema, which keel honours.
         if nonempty("mcpServers") {
             notes.push("MCP servers given in initialize (keel starts only those of --mcp-config and the settings files)");
         }

@@ -366,7 +366,8 @@ async fn a_text_answer_is_never_a_structured_success() {
 #[tokio::test]
 async fn a_schema_keel_cannot_use_is_a_usage_error_before_any_request() {
     let h = Harness::from_json(TEXT).await;
-    let cases: [(&str, &[(&str, &str)], &str); 5] = [
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
         ("{not json", &[], "not JSON"),
         ("[1,2]", &[], "must be a JSON object"),
         (r#"{"type": 5}"#, &[], "not a valid JSON Schema"),
