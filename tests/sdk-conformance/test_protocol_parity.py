@@ -9,6 +9,8 @@ import json
 import logging
 import subprocess
 
+import pytest
+
 from claude_agent_sdk import ResultMessage, SystemMessage, query
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
@@ -143,3 +145,61 @@ def test_output_style_from_the_settings_files(start):
     # setting_sources leaves the local file out: the user's style applies.
     assert init_style(setting_sources=["user", "project"]) == "Learning"
     assert init_style(setting_sources=["project"]) == "default"
+
+
+def test_origin_round_trip(start):
+    env = start("two_turns")
+
+    async def prompts():
+        yield {"type": "user", "message": {"role": "user", "content": "first question"},
+               "parent_tool_use_id": None, "session_id": "", "origin": {"kind": "human"}}
+        yield {"type": "user", "message": {"role": "user", "content": "second question"},
+               "parent_tool_use_id": None, "session_id": ""}
+
+    async def main():
+        return [m async for m in query(prompt=prompts(), options=env.options())]
+
+    messages = run(main)
+    assert_keel_ran(env, messages)
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert [r.result for r in results] == ["First answer.", "Second answer."]
+    assert results[0].origin == {"kind": "human"}
+    assert results[1].origin is None
+
+
+def subagent_assistant_blocks(forward):
+    from claude_agent_sdk import AssistantMessage, TextBlock, ToolUseBlock
+
+    def go(env):
+        async def main():
+            opts = env.options(permission_mode="bypassPermissions")
+            if forward is not None:
+                opts.forward_subagent_text = forward
+            return [m async for m in query(prompt="MAIN", options=opts)]
+
+        messages = run(main)
+        assert_keel_ran(env, messages)
+        assert messages[-1].result == "main done"
+        out = []
+        for m in messages:
+            if isinstance(m, AssistantMessage) and m.parent_tool_use_id == "toolu_task":
+                for b in m.content:
+                    if isinstance(b, TextBlock):
+                        out.append(("text", b.text))
+                    elif isinstance(b, ToolUseBlock):
+                        out.append(("tool_use", b.name))
+        return out
+
+    return go
+
+
+@pytest.mark.parametrize(
+    "forward,want",
+    [
+        (None, [("tool_use", "Bash")]),
+        (False, [("tool_use", "Bash")]),
+        (True, [("text", "SUB-THINKS-ALOUD"), ("tool_use", "Bash"), ("text", "SUB-REPORT")]),
+    ],
+)
+def test_subagent_text_is_forwarded_only_when_asked(start, forward, want):
+    assert subagent_assistant_blocks(forward)(start("subagent_text")) == want
