@@ -364,6 +364,22 @@ async fn a_text_answer_is_never_a_structured_success() {
 }
 
 #[tokio::test]
+async fn a_turn_that_ends_without_calling_the_model_is_not_a_structured_success_either() {
+    // `/compact` on an empty conversation ends the turn at once, with no model call.
+    let h = Harness::from_json(TEXT).await;
+    let run = h
+        .run_stream("/compact", &["--json-schema", COUNT_SCHEMA], &[])
+        .await;
+    run.assert_end(
+        "error_during_execution",
+        true,
+        "structured_output_missing",
+        1,
+    );
+    assert!(h.requests().is_empty());
+}
+
+#[tokio::test]
 async fn a_schema_keel_cannot_use_is_a_usage_error_before_any_request() {
     let h = Harness::from_json(TEXT).await;
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);

@@ -119,6 +119,16 @@ impl Session {
         if let Some(why) = self.turn_state.failure() {
             end = TurnEnd::Internal { message: why };
         }
+        // The invariant, whatever path ended the turn (a `/compact` prompt, say): with
+        // --json-schema, a turn without the structured answer is never a success.
+        if self.structured.is_some()
+            && matches!(end, TurnEnd::Completed { .. })
+            && stats.structured_output.is_none()
+        {
+            end = TurnEnd::StructuredMissing {
+                text: end.result_text(),
+            };
+        }
         debug_assert!(
             self.history.open_calls().is_empty(),
             "a turn ended with open tool calls"
