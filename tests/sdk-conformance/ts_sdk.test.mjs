@@ -298,3 +298,49 @@ test("an in-process tool that never answers hits the deadline", { timeout: 90_00
   assert.match(JSON.stringify(results[0].content), /MCP_TOOL_TIMEOUT/);
   assert.equal(messages.at(-1).subtype, "success");
 });
+
+test("structured output (outputFormat json_schema) after a tool call", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "structured");
+  const schema = {
+    type: "object",
+    properties: {
+      file_count: { type: "number" },
+      kind: { enum: ["python", "rust"] },
+      detail: { type: "object", properties: { has_tests: { type: "boolean" } }, required: ["has_tests"] },
+    },
+    required: ["file_count", "kind"],
+  };
+  const messages = await collect(
+    query({
+      prompt: "Count the files.",
+      options: env.options({ allowedTools: ["Bash"], outputFormat: { type: "json_schema", schema } }),
+    }),
+  );
+  assertKeelRan(env, messages);
+  const result = messages.at(-1);
+  assert.equal(result.type, "result");
+  assert.equal(result.subtype, "success");
+  const want = { file_count: 3, kind: "python", detail: { has_tests: true } };
+  assert.deepEqual(result.structured_output, want);
+  assert.deepEqual(JSON.parse(result.result), want);
+  assert.equal(env.requests().length, 2, "no request after the accepted call");
+  assert.ok(!env.stderr.join("").includes("not supported"), env.stderr.join(""));
+});
+
+test("a structured output that keeps failing the schema is a typed error", { timeout: 90_000 }, async (t) => {
+  const env = await start(t, "structured_invalid");
+  const schema = { type: "object", properties: { file_count: { type: "number" }, kind: { enum: ["python", "rust"] } }, required: ["file_count", "kind"] };
+  const seen = [];
+  const opts = env.options({ outputFormat: { type: "json_schema", schema } });
+  opts.env = { ...opts.env, MAX_STRUCTURED_OUTPUT_RETRIES: "2" };
+  try {
+    for await (const m of query({ prompt: "Count the files.", options: opts })) seen.push(m);
+  } catch {
+    // the SDK may raise after an error result; the result is what matters
+  }
+  const result = seen.find((m) => m.type === "result");
+  assert.ok(result, "a result arrived");
+  assert.equal(result.subtype, "error_max_structured_output_retries");
+  assert.equal(result.is_error, true);
+  assert.equal(result.structured_output, undefined);
+});

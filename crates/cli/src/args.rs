@@ -28,7 +28,7 @@ pub enum InputFormat {
 #[derive(Debug, Parser)]
 #[command(
     name = "keel",
-    version,
+    disable_version_flag = true,
     about = "keel — a coding-agent runtime. Runs a prompt against a model, lets the model use tools in the working directory, and reports exactly how the run ended.",
     after_help = "Without -p, on a terminal, keel is interactive: `keel [PROMPT]` (Esc stops a turn, /help lists keys and commands).\n\nSubcommands:\n  keel demo        run a complete session offline against a scripted model (no API key needed)\n  keel sessions    list this directory's sessions (--all for every directory)\n\nExit codes: 0 success, 1 error, 2 bad usage, 3 a limit was reached, 4 the API stayed unavailable, 130 interrupted.\nEnvironment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, KEEL_MAX_RETRIES, KEEL_RETRY_BUDGET_MS, KEEL_STREAM_IDLE_TIMEOUT_MS, KEEL_HOME, KEEL_FSYNC."
 )]
@@ -124,6 +124,10 @@ pub struct Cli {
     /// The id (a UUID) of the new session; an error if a session with this id exists.
     #[arg(long = "session-id", value_name = "UUID")]
     pub session_id: Option<String>,
+
+    /// Print the protocol version keel is compatible with and keel's own version, then exit.
+    #[arg(short = 'v', long = "version", short_alias = 'V')]
+    pub version: bool,
 
     /// Flags the official SDKs pass: honoured, or accepted with a notice (see compat.rs).
     #[command(flatten)]

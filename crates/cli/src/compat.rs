@@ -91,8 +91,9 @@ pub struct CompatArgs {
     #[arg(long = "agent", hide = true, value_name = "NAME")]
     pub agent: Option<String>,
 
-    /// JSON Schema for structured output. Accepted; not supported yet.
-    #[arg(long = "json-schema", hide = true, value_name = "JSON")]
+    /// Structured output: the answer must be a JSON object matching this JSON Schema (the
+    /// model gives it through a `StructuredOutput` tool; the result carries it).
+    #[arg(long = "json-schema", value_name = "JSON")]
     pub json_schema: Option<String>,
 
     /// Plugin directories. Accepted; keel has no plugins yet.
@@ -194,12 +195,6 @@ impl CompatArgs {
             note(
                 "--agent",
                 "the main agent is always keel's own; use --agents to define subagent types",
-            );
-        }
-        if self.json_schema.is_some() {
-            note(
-                "--json-schema",
-                "structured output is not produced; the result is plain text",
             );
         }
         if !self.plugin_dir.is_empty() || !self.plugin_dir_no_mcp.is_empty() {

@@ -226,6 +226,18 @@ impl Controller {
                 })?;
             self.handle.context().mcp().add_sdk_servers(&names);
         }
+        // Off unless the host asks: a foreground subagent's text stays out of the stream.
+        match r.extra.get("forwardSubagentText") {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(on)) => self.queue.push_edit(Edit::ForwardSubagentText(*on)),
+            Some(other) => {
+                self.initialized.store(false, Ordering::SeqCst);
+                return Err((
+                    format!("initialize: forwardSubagentText must be true or false, got {other}"),
+                    "invalid_request",
+                ));
+            }
+        }
         self.bridge.set_hooks(hooks);
         self.system_prompt_fields(&r);
         self.initialize_notices(&r.extra);
@@ -335,9 +347,7 @@ impl Controller {
             Some(_) => true,
         };
         let mut notes = Vec::new();
-        if nonempty("jsonSchema") {
-            notes.push("jsonSchema (structured output is not produced)");
-        }
+        // `jsonSchema` needs no note: both SDKs also pass it as --json-schema, which keel honours.
         if nonempty("mcpServers") {
             notes.push("MCP servers given in initialize (keel starts only those of --mcp-config and the settings files)");
         }

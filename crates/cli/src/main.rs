@@ -102,6 +102,10 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if cli.version {
+        println!("{}", version_line());
+        return 0;
+    }
     let cwd = match working_dir() {
         Ok(d) => d,
         Err(code) => return code,
@@ -127,6 +131,16 @@ async fn dispatch(argv: Vec<String>) -> i32 {
             2
         }
     }
+}
+
+/// What `-v`/`--version` prints: the Claude Code protocol version keel is compatible with
+/// first (SDKs and scripts parse the leading `X.Y.Z`), then keel's own version.
+fn version_line() -> String {
+    format!(
+        "{} (keel {})",
+        keel_core::PROTOCOL_VERSION,
+        keel_core::KEEL_VERSION
+    )
 }
 
 /// Without `-p`, and with neither format set to stream-json or json (what SDKs and scripts

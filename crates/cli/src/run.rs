@@ -55,6 +55,7 @@ pub fn options(cli: &Cli) -> SessionOptions {
         sandbox_network: cli.compat.sandbox_network,
         max_thinking_tokens: cli.compat.max_thinking_tokens.clone(),
         thinking: cli.compat.thinking.clone(),
+        json_schema: cli.compat.json_schema.clone(),
     }
 }
 

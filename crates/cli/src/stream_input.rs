@@ -42,12 +42,15 @@ pub enum Edit {
         /// Appended to the prompt.
         append: Option<String>,
     },
+    /// Whether subagents' text reaches the stream (`initialize.forwardSubagentText`).
+    ForwardSubagentText(bool),
 }
 
 enum Item {
     Turn {
         uuid: Option<String>,
         blocks: Vec<ContentBlock>,
+        origin: Option<serde_json::Value>,
     },
     Edit(Edit),
 }
@@ -71,7 +74,7 @@ pub struct Queue {
 }
 
 enum Next {
-    Turn(Vec<ContentBlock>),
+    Turn(Vec<ContentBlock>, Option<serde_json::Value>),
     Edit(Edit),
     Done,
 }
@@ -153,9 +156,9 @@ impl Queue {
                     return Next::Done;
                 }
                 match s.items.pop_front() {
-                    Some(Item::Turn { blocks, .. }) => {
+                    Some(Item::Turn { blocks, origin, .. }) => {
                         s.active = true;
-                        return Next::Turn(blocks);
+                        return Next::Turn(blocks, origin);
                     }
                     Some(Item::Edit(e)) => return Next::Edit(e),
                     None if s.eof => return Next::Done,
@@ -242,8 +245,9 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let mut last: Option<TurnEnd> = None;
     loop {
         match queue.next().await {
-            Next::Turn(blocks) => {
+            Next::Turn(blocks, origin) => {
                 bridge.state("running").await;
+                session.set_turn_origin(origin);
                 let end = session.run_turn(blocks).await;
                 queue.turn_done();
                 bridge.state("idle").await;
@@ -255,6 +259,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
                 let append = append.or_else(|| old_append.map(str::to_owned));
                 session.set_system_prompt(prompt, append);
             }
+            Next::Edit(Edit::ForwardSubagentText(on)) => session.set_forward_subagent_text(on),
             Next::Done => break,
         }
     }
@@ -390,8 +395,16 @@ async fn read_input<R: AsyncRead + Unpin>(
 
 async fn accept(n: usize, text: &str, controller: &Arc<Controller>, queue: &Queue) {
     match parse_input_line(text) {
-        Ok(InputLine::User { uuid, blocks }) => {
-            if let Err(e) = queue.push(Item::Turn { uuid, blocks }) {
+        Ok(InputLine::User {
+            uuid,
+            blocks,
+            origin,
+        }) => {
+            if let Err(e) = queue.push(Item::Turn {
+                uuid,
+                blocks,
+                origin,
+            }) {
                 eprintln!("keel: stdin line {n}: {e}; this message was dropped");
             }
         }
@@ -470,16 +483,18 @@ mod tests {
         q.push(Item::Turn {
             uuid: Some("a".into()),
             blocks: vec![ContentBlock::text("x")],
+            origin: None,
         })
         .unwrap();
         q.push(Item::Turn {
             uuid: None,
             blocks: vec![ContentBlock::text("y")],
+            origin: None,
         })
         .unwrap();
         assert_eq!(q.interrupt_snapshot(false), (vec!["a".to_owned()], vec![]));
         q.set_eof();
-        assert!(matches!(q.next().await, Next::Turn(_)));
+        assert!(matches!(q.next().await, Next::Turn(..)));
         assert!(q.is_starting());
         q.turn_done();
         assert_eq!(q.interrupt_snapshot(true), (vec![], vec![]));

@@ -104,6 +104,9 @@ pub struct Emitter {
     tx: mpsc::Sender<Emitted>,
     persist: Option<Arc<dyn Persist>>,
     parent_tool_use_id: Option<Arc<str>>,
+    /// Whether subagents' text and thinking reach the front end (shared by the session's
+    /// emitters; off by default, as `initialize.forwardSubagentText` defaults).
+    forward_subagent_text: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Emitter {
@@ -122,7 +125,34 @@ impl Emitter {
             tx,
             persist: None,
             parent_tool_use_id: None,
+            forward_subagent_text: Arc::default(),
         }
+    }
+
+    /// Let subagents' text and thinking reach the front end, or keep it in the transcript only.
+    pub(crate) fn set_forward_subagent_text(&self, on: bool) {
+        self.forward_subagent_text
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A subagent's text or thinking block while forwarding is off: recorded, not sent (the
+    /// parent's stream shows the subagent's tool calls and results, and the Task result).
+    fn withheld(&self, event: &Event) -> bool {
+        self.parent_tool_use_id.is_some()
+            && !self
+                .forward_subagent_text
+                .load(std::sync::atomic::Ordering::SeqCst)
+            && match event {
+                Event::Assistant { message, .. } => message.content.iter().all(|b| {
+                    matches!(
+                        b,
+                        keel_protocol::ContentBlock::Text(_)
+                            | keel_protocol::ContentBlock::Thinking(_)
+                            | keel_protocol::ContentBlock::RedactedThinking(_)
+                    )
+                }),
+                _ => false,
+            }
     }
 
     /// Persist every event to `persist` before sending it.
@@ -139,6 +169,7 @@ impl Emitter {
             tx: self.tx.clone(),
             persist: None,
             parent_tool_use_id: Some(tool_use_id.into()),
+            forward_subagent_text: self.forward_subagent_text.clone(),
         }
     }
 
@@ -188,6 +219,9 @@ impl Emitter {
 
     /// Persist, then send.
     pub async fn emit(&self, event: Event) -> Result<(), EmitError> {
+        if self.withheld(&event) {
+            return self.record(event).await;
+        }
         let (e, persisted) = self.persist(self.stamp(event)).await?;
         persisted?;
         self.tx.send(e).await.map_err(|_| EmitError::Closed)

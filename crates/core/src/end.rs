@@ -82,6 +82,25 @@ pub enum TurnEnd {
         /// What failed, for people.
         message: String,
     },
+    /// Structured output was asked for and every allowed call failed the schema.
+    StructuredRetries {
+        /// Refused calls.
+        attempts: u32,
+        /// The last refused call's violations.
+        errors: Vec<String>,
+    },
+    /// A capability the run required is missing (a `--strict-mcp-config` server that did
+    /// not start); the model was not called.
+    CapabilityMissing {
+        /// What is missing, naming the capability.
+        what: String,
+    },
+    /// Structured output was asked for and the model ended its turn without giving it, even
+    /// after being reminded.
+    StructuredMissing {
+        /// What the model wrote instead.
+        text: String,
+    },
 }
 
 impl TurnEnd {
@@ -90,6 +109,7 @@ impl TurnEnd {
         match self {
             TurnEnd::Completed { .. } => ResultSubtype::Success,
             TurnEnd::MaxTurns { .. } => ResultSubtype::ErrorMaxTurns,
+            TurnEnd::StructuredRetries { .. } => ResultSubtype::ErrorMaxStructuredOutputRetries,
             TurnEnd::Budget { .. } => ResultSubtype::ErrorMaxBudgetUsd,
             TurnEnd::ApiFailed { .. }
             | TurnEnd::Interrupted { .. }
@@ -97,7 +117,9 @@ impl TurnEnd {
             | TurnEnd::Refused { .. }
             | TurnEnd::CutOff { .. }
             | TurnEnd::PromptTooLong { .. }
-            | TurnEnd::Internal { .. } => ResultSubtype::ErrorDuringExecution,
+            | TurnEnd::Internal { .. }
+            | TurnEnd::StructuredMissing { .. }
+            | TurnEnd::CapabilityMissing { .. } => ResultSubtype::ErrorDuringExecution,
         }
     }
 
@@ -126,6 +148,9 @@ impl TurnEnd {
             TurnEnd::CutOff { .. } => TerminalReason::MalformedToolUseExhausted,
             TurnEnd::PromptTooLong { .. } => TerminalReason::PromptTooLong,
             TurnEnd::Internal { .. } => TerminalReason::ModelError,
+            TurnEnd::StructuredRetries { .. } => TerminalReason::StructuredOutputRetryExhausted,
+            TurnEnd::StructuredMissing { .. } => TerminalReason::StructuredOutputMissing,
+            TurnEnd::CapabilityMissing { .. } => TerminalReason::CapabilityMissing,
         }
     }
 
@@ -143,6 +168,9 @@ impl TurnEnd {
             TurnEnd::Refused { .. } => 5,
             TurnEnd::CutOff { .. } | TurnEnd::PromptTooLong { .. } => 1,
             TurnEnd::Internal { .. } => 1,
+            TurnEnd::StructuredRetries { .. }
+            | TurnEnd::StructuredMissing { .. }
+            | TurnEnd::CapabilityMissing { .. } => 1,
         }
     }
 
@@ -219,6 +247,16 @@ impl TurnEnd {
                 "Stopped: the conversation does not fit the model's context window even after compacting it ({detail}). Start a new session, or resume this one with a shorter prompt."
             ),
             TurnEnd::Internal { message } => format!("keel failed: {message}"),
+            TurnEnd::StructuredRetries { attempts, errors } => format!(
+                "Structured output (--json-schema) was not met: the model's {attempts} StructuredOutput calls all failed the schema; the last one: {}",
+                errors.join("; ")
+            ),
+            TurnEnd::CapabilityMissing { what } => format!(
+                "Stopped before calling the model: a capability this run requires is missing: {what}"
+            ),
+            TurnEnd::StructuredMissing { text } => format!(
+                "Structured output (--json-schema) was not met: the model ended its turn without calling StructuredOutput, even after a reminder. Its reply: {text}"
+            ),
         }
     }
 }

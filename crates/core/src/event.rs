@@ -155,6 +155,10 @@ pub struct InitInfo {
     pub additional_directories: Vec<PathBuf>,
     /// The MCP servers, as `init` lists them (`{name, status}`).
     pub mcp_servers: Vec<serde_json::Value>,
+    /// The output style's name.
+    pub output_style: String,
+    /// The capability account (`keel_capabilities`).
+    pub account: serde_json::Value,
 }
 
 /// Why a call did not run (or did not finish).
@@ -318,6 +322,12 @@ pub struct TurnReport {
     pub provider: String,
     /// The transcript's copy in object storage, when one is kept.
     pub transcript_remote: Option<RemoteCopy>,
+    /// The `origin` the host put on the user message that started the turn, echoed back.
+    pub origin: Option<Value>,
+    /// The structured output the turn ended with (`--json-schema`).
+    pub structured_output: Option<Value>,
+    /// The capability account (`keel_capabilities`).
+    pub account: Value,
 }
 
 /// Where the transcript's remote copy is, and whether it is current.

@@ -25,12 +25,14 @@ pub mod fuzzing;
 pub mod history;
 pub mod hooks;
 pub mod mcp;
+pub mod output_style;
 pub mod permissions;
 pub mod prompt;
 pub mod remote;
 mod reply;
 pub mod retry;
 pub mod session;
+pub mod structured;
 pub mod tasks;
 pub mod transcript;
 pub mod wire;
@@ -55,6 +57,6 @@ pub use session::{AgentScope, InterruptReceipt, Session, SessionHandle, SessionR
 
 /// The protocol version keel speaks, reported as `claude_code_version` in `system/init` (the
 /// official SDKs read that field to check compatibility).
-pub const PROTOCOL_VERSION: &str = "2.1.330";
+pub const PROTOCOL_VERSION: &str = "2.1.332";
 /// keel's own version.
 pub const KEEL_VERSION: &str = env!("CARGO_PKG_VERSION");

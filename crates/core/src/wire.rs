@@ -37,6 +37,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             extra.insert("additional_directories".into(), json!(dirs));
             extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
             extra.insert("provider".into(), json!(i.provider));
+            extra.insert("keel_capabilities".into(), i.account.clone());
             Frame::System(SystemFrame::Init(InitFrame {
                 cwd: i.cwd.display().to_string(),
                 session_id: sid,
@@ -47,7 +48,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
                 slash_commands: Vec::new(),
                 api_key_source: i.api_key_source.clone(),
                 claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
-                output_style: "default".to_owned(),
+                output_style: i.output_style.clone(),
                 agents: i.agents.clone(),
                 skills: Vec::new(),
                 plugins: Vec::new(),
@@ -284,6 +285,14 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
         }
     }
     extra.insert("model".into(), json!(r.model));
+    // Only when the prompt carried one, as the reference CLI does (SDKs read it as null then).
+    if let Some(o) = &r.origin {
+        extra.insert("origin".into(), o.clone());
+    }
+    if let Some(v) = &r.structured_output {
+        extra.insert("structured_output".into(), v.clone());
+    }
+    extra.insert("keel_capabilities".into(), r.account.clone());
     ResultFrame {
         subtype: end.subtype(),
         is_error: end.is_error(),

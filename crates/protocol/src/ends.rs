@@ -63,6 +63,8 @@ string_enum!(
         ErrorMaxTurns => "error_max_turns",
         /// `--max-budget-usd` was reached.
         ErrorMaxBudgetUsd => "error_max_budget_usd",
+        /// `--json-schema`: the model's structured output kept failing the schema.
+        ErrorMaxStructuredOutputRetries => "error_max_structured_output_retries",
     }
 );
 
@@ -93,6 +95,13 @@ string_enum!(
         PromptTooLong => "prompt_too_long",
         /// The turn could not be set up (bad input, a transcript that cannot be written).
         TurnSetupFailed => "turn_setup_failed",
+        /// `--json-schema`: every allowed structured-output call failed the schema.
+        StructuredOutputRetryExhausted => "structured_output_retry_exhausted",
+        /// `--json-schema`: the model ended its turn without giving the structured output
+        /// (keel's own).
+        StructuredOutputMissing => "structured_output_missing",
+        /// A capability the run required is missing (keel's own).
+        CapabilityMissing => "capability_missing",
     }
 );
 

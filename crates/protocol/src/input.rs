@@ -19,6 +19,8 @@ pub enum InputLine {
         uuid: Option<String>,
         /// The prompt.
         blocks: Vec<ContentBlock>,
+        /// The host's `origin` of the message (an object), echoed on the turn's result.
+        origin: Option<Value>,
     },
     /// A control request from the host.
     ControlRequest(ControlRequestFrame),
@@ -61,8 +63,21 @@ pub fn parse_input_line(text: &str) -> Result<InputLine, InputError> {
         .to_owned();
     match kind.as_str() {
         "user" => {
+            let origin = match v.get("origin") {
+                None | Some(Value::Null) => None,
+                Some(o @ Value::Object(_)) => Some(o.clone()),
+                Some(_) => {
+                    return Err(InputError::new(
+                        "has an \"origin\" that is not an object".into(),
+                    ))
+                }
+            };
             let (uuid, blocks) = user_turn(v).map_err(InputError::new)?;
-            Ok(InputLine::User { uuid, blocks })
+            Ok(InputLine::User {
+                uuid,
+                blocks,
+                origin,
+            })
         }
         "control_request" => {
             let id = v
@@ -159,7 +174,7 @@ mod tests {
 
     fn user(line: &str) -> Result<(Option<String>, usize), String> {
         match parse_input_line(line) {
-            Ok(InputLine::User { uuid, blocks }) => Ok((uuid, blocks.len())),
+            Ok(InputLine::User { uuid, blocks, .. }) => Ok((uuid, blocks.len())),
             Ok(other) => Err(format!("not a user line: {other:?}")),
             Err(e) => Err(e.message),
         }

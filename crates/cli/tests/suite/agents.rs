@@ -140,7 +140,10 @@ async fn a_foreground_subagent_runs_bash_and_its_answer_reaches_the_parent(p: Pr
         .into_iter()
         .filter(|f| f["parent_tool_use_id"] == "toolu_task")
         .collect();
-    assert_eq!(child.len(), 2, "the child's tool_use and its answer");
+    // Its tool call only: a subagent's text stays out of the stream unless the host asks
+    // for it (`initialize.forwardSubagentText`); its answer reaches the parent's Task result.
+    assert_eq!(child.len(), 1, "the child's tool_use");
+    assert_eq!(child[0]["message"]["content"][0]["type"], "tool_use");
     assert_eq!(run.of("system/task_started").len(), 1);
     let done = run.of("system/task_notification");
     assert_eq!(

@@ -17,6 +17,7 @@ mod interactive;
 mod live_context;
 mod mcp;
 mod ownership;
+mod protocol;
 mod providers;
 pub mod pty;
 mod sandbox;

@@ -482,7 +482,10 @@ fn end_state(end: &TurnEnd, token: &CancelToken, last_text: String) -> (TaskStat
         | TurnEnd::HookStopped { .. }
         | TurnEnd::Refused { .. }
         | TurnEnd::CutOff { .. }
-        | TurnEnd::PromptTooLong { .. } => TaskStatus::Failed(end.result_text()),
+        | TurnEnd::PromptTooLong { .. }
+        | TurnEnd::StructuredRetries { .. }
+        | TurnEnd::StructuredMissing { .. }
+        | TurnEnd::CapabilityMissing { .. } => TaskStatus::Failed(end.result_text()),
     };
     let text = match end {
         TurnEnd::Completed { text } => text.clone(),

@@ -106,6 +106,8 @@ pub struct SessionOptions {
     pub strict_mcp_config: bool,
     /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
     pub thinking: Option<String>,
+    /// `--json-schema`: the answer must be an object matching this JSON Schema.
+    pub json_schema: Option<String>,
 }
 
 /// Prompt caching, thinking and compaction, from the options and the environment.
@@ -297,8 +299,21 @@ impl SessionBuilder {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
+        // A schema keel cannot use stops the run before anything starts.
+        let structured = crate::structured::Structured::from_options(o.json_schema.as_deref(), env)
+            .map_err(|e| BuildError::Usage(format!("Error: {e}")))?;
         for note in &settings.hook_notes {
             tracing::warn!("{note}");
+        }
+        let mut requested = crate::session::Requested {
+            strict_mcp: o.strict_mcp_config,
+            ..Default::default()
+        };
+        for h in &settings.hooks {
+            *requested
+                .hooks
+                .entry(h.event.as_str().to_owned())
+                .or_default() += 1;
         }
         let settings_hooks: Option<Arc<dyn crate::hooks::Hooks>> = if settings.hooks.is_empty() {
             None
@@ -458,7 +473,22 @@ impl SessionBuilder {
             ..AgentScope::default()
         };
         let mut session = Session::new(ctx, scope, tools, emitter, started.history);
+        if let Some(s) = structured {
+            session.enable_structured_output(s);
+        }
         let mut notices = Vec::new();
+        let (style, style_warnings) = crate::output_style::resolve(&crate::output_style::Places {
+            cwd: &self.cwd,
+            home: session.ctx.home.as_deref(),
+            sources: o.setting_sources.as_deref(),
+            flag_settings: o.settings.as_deref(),
+        });
+        session.set_output_style(style);
+        session.set_requested(requested);
+        for w in style_warnings {
+            notices.push(format!("keel: warning: {w}"));
+            session.queue_warning(w, Extra::new());
+        }
         for w in agent_warnings.into_iter().chain(memory_warnings) {
             notices.push(format!("keel: {w}"));
             session.queue_warning(w, Extra::new());

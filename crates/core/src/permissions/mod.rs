@@ -372,6 +372,15 @@ fn path_family(kind: ToolKind) -> &'static [&'static str] {
 }
 
 impl PermissionConfig {
+    /// Whether a deny rule without a pattern removes `tool` wholly (`Bash`, `mcp__server`,
+    /// `mcp__server__*`): such a tool is not offered to the model at all. A rule with a
+    /// pattern (`Bash(rm:*)`) denies some calls only, so the tool stays offered.
+    pub fn withholds(&self, tool: &str) -> bool {
+        self.deny
+            .iter()
+            .any(|r| r.pattern.is_none() && (r.tool == tool || mcp_rule_restricts(&r.tool, tool)))
+    }
+
     /// A configuration for `mode` with no rules, rooted at `cwd`.
     pub fn new(mode: PermissionMode, cwd: &Path) -> Self {
         PermissionConfig {

@@ -6,12 +6,14 @@
 //! history. Sessions are made by [`SessionBuilder`](crate::SessionBuilder) (the main agent)
 //! and by the Task tool (subagents).
 
+mod account;
 mod boundary;
 mod compact;
 mod handle;
 mod hook_points;
 mod turn;
 
+pub use account::Requested;
 pub(crate) use handle::TurnState;
 pub use handle::{Failer, InterruptReceipt, SessionHandle};
 
@@ -95,8 +97,19 @@ pub struct Session {
     /// The tools as last offered, the agent-type generation they were made for, and their
     /// size in bytes of JSON.
     specs: Option<(u64, Arc<Vec<ToolSpec>>, usize)>,
+    /// The deny rules (as written) the cached specs were filtered with: a host may add some
+    /// between turns (`initialize.disallowedTools`).
+    specs_deny: Vec<String>,
     /// The history's length right after the last compaction.
     pub(crate) compacted_len: Option<usize>,
+    /// The host's `origin` of the next turn's prompt, echoed on that turn's result.
+    pub(crate) origin: Option<Value>,
+    /// Structured output (`--json-schema`): the schema and the turn's calls.
+    pub(crate) structured: Option<crate::structured::Structured>,
+    /// How the model is asked to answer (the `outputStyle` setting).
+    pub(crate) output_style: crate::output_style::OutputStyle,
+    /// What the run asked for, for the capability account.
+    pub(crate) requested: Requested,
 }
 
 impl Session {
@@ -125,7 +138,12 @@ impl Session {
             system: Vec::new(),
             warnings: Vec::new(),
             specs: None,
+            specs_deny: Vec::new(),
             compacted_len: None,
+            origin: None,
+            structured: None,
+            output_style: Default::default(),
+            requested: Requested::default(),
         };
         s.sync_mcp_tools();
         s.system = s.build_system();
@@ -212,10 +230,51 @@ impl Session {
         self.system = self.build_system();
     }
 
-    /// The tools as offered to the model.
-    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+    /// Ask every turn of this (main) agent for a structured answer: the `StructuredOutput`
+    /// tool is offered, and a turn succeeds only with a call that matches the schema.
+    pub fn enable_structured_output(&mut self, s: crate::structured::Structured) {
+        let tool = s.tool();
+        self.base_tools.push(tool.clone());
+        self.tools.push(tool);
+        self.specs = None;
+        self.structured = Some(s);
+    }
+
+    /// Use `style` for later requests: its text goes at the end of the system prompt, and
+    /// `system/init` names it.
+    pub fn set_output_style(&mut self, style: crate::output_style::OutputStyle) {
+        self.output_style = style;
+        self.system = self.build_system();
+    }
+
+    /// The `origin` of the next turn's prompt (a stream-json user line's), echoed on that
+    /// turn's `result`.
+    pub fn set_turn_origin(&mut self, origin: Option<Value>) {
+        self.origin = origin;
+    }
+
+    /// Whether subagents' text reaches the front end (`initialize.forwardSubagentText`); off
+    /// by default. Their tool calls and results always do; the transcript keeps everything.
+    pub fn set_forward_subagent_text(&self, on: bool) {
+        self.emitter.set_forward_subagent_text(on);
+    }
+
+    /// The names of the tools offered to the model: all but those a deny rule removes wholly.
+    pub fn offered_tool_names(&self) -> Vec<String> {
+        let rules = self.ctx.permission_rules();
         self.tools
             .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|n| !rules.withholds(n))
+            .collect()
+    }
+
+    /// The tools as offered to the model (a tool a deny rule removes wholly is left out).
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let rules = self.ctx.permission_rules();
+        self.tools
+            .iter()
+            .filter(|t| !rules.withholds(t.name()))
             .map(|t| ToolSpec {
                 name: t.name().to_owned(),
                 description: t.description().to_owned(),
@@ -232,6 +291,17 @@ impl Session {
             .agents
             .generation
             .load(std::sync::atomic::Ordering::SeqCst);
+        let deny: Vec<String> = self
+            .ctx
+            .permission_rules()
+            .deny
+            .iter()
+            .map(|r| r.text())
+            .collect();
+        if deny != self.specs_deny {
+            self.specs = None;
+            self.specs_deny = deny;
+        }
         match &self.specs {
             Some((g, specs, _)) if *g == generation => specs.clone(),
             _ => {
@@ -265,7 +335,8 @@ impl Session {
                 })
             }
         };
-        if let Some(a) = &self.scope.append_system_prompt {
+        let style = self.output_style.prompt.as_ref();
+        for a in self.scope.append_system_prompt.iter().chain(style) {
             if !text.is_empty() {
                 text.push_str("\n\n");
             }

@@ -37,6 +37,10 @@ pub(super) struct TurnStats {
     too_long_recovered: bool,
     /// Compact before the next call (the model said the context window was full).
     compact_next: bool,
+    /// The model was reminded to give its structured output.
+    structured_nudged: bool,
+    /// The structured output the turn ends with.
+    structured_output: Option<serde_json::Value>,
 }
 
 /// Whether the API refused the request for not fitting the context window.
@@ -101,6 +105,9 @@ impl Session {
         let started = Instant::now();
         let turn = parent.map(|p| p.child()).unwrap_or_default();
         self.turn_state.start(turn.clone());
+        if let Some(s) = &self.structured {
+            s.start_turn();
+        }
         let mut stats = TurnStats::default();
         let mut end = match self.turn_state.failure() {
             // The session already failed: no model call, no tool.
@@ -111,6 +118,16 @@ impl Session {
         };
         if let Some(why) = self.turn_state.failure() {
             end = TurnEnd::Internal { message: why };
+        }
+        // The invariant, whatever path ended the turn (a `/compact` prompt, say): with
+        // --json-schema, a turn without the structured answer is never a success.
+        if self.structured.is_some()
+            && matches!(end, TurnEnd::Completed { .. })
+            && stats.structured_output.is_none()
+        {
+            end = TurnEnd::StructuredMissing {
+                text: end.result_text(),
+            };
         }
         debug_assert!(
             self.history.open_calls().is_empty(),
@@ -146,6 +163,13 @@ impl Session {
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 model: self.model(),
                 transcript_remote,
+                origin: self.origin.take(),
+                account: self.capability_account(
+                    self.structured
+                        .as_ref()
+                        .map(|_| stats.structured_output.is_some()),
+                ),
+                structured_output: stats.structured_output.take(),
             })
         } else {
             None
@@ -210,6 +234,9 @@ impl Session {
             if let Some(end) = self.run_tools(pending, turn, stats).await? {
                 return Ok(end);
             }
+            if let Some(end) = self.structured_end(stats) {
+                return Ok(end);
+            }
         }
     }
 
@@ -229,7 +256,9 @@ impl Session {
             self.sync_mcp_tools();
             let init = InitInfo {
                 cwd: self.ctx.cwd.clone(),
-                tools: self.tools.iter().map(|t| t.name().to_owned()).collect(),
+                tools: self.offered_tool_names(),
+                output_style: self.output_style.name.clone(),
+                account: self.capability_account(None),
                 model: self.model(),
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 permission_mode: self.ctx.permission_mode().as_str().to_owned(),
@@ -246,6 +275,9 @@ impl Session {
             // Sent even when it cannot be persisted, like the result: a run whose transcript
             // cannot be written still starts and ends visibly, with an error result.
             self.emitter.emit_final(Event::Init(init)).await?;
+            if let Some(what) = self.missing_capability() {
+                return Ok(Some(TurnEnd::CapabilityMissing { what }));
+            }
         }
         for (message, fields) in std::mem::take(&mut self.warnings) {
             self.emitter
@@ -562,6 +594,16 @@ impl Session {
             }
             _ => stats.cut_offs = 0,
         }
+        if pending.is_none() && self.structured.is_some() {
+            // The answer must come as a StructuredOutput call: remind the model once.
+            if !std::mem::replace(&mut stats.structured_nudged, true) {
+                self.tell_model(vec![ContentBlock::text(crate::structured::NUDGE)])
+                    .await
+                    .map_err(TellError::into_emit)?;
+                return Ok(Taken::Again);
+            }
+            return Ok(Taken::End(TurnEnd::StructuredMissing { text: final_text }));
+        }
         match pending {
             Some(p) => Ok(Taken::Calls(p)),
             None if self
@@ -614,6 +656,20 @@ impl Session {
                 event: event.as_str().to_owned(),
                 reason,
             }))
+    }
+
+    /// After a batch of tool calls: a StructuredOutput call that matched the schema ends the
+    /// turn with its input as the answer (no further request); too many refused ones end it
+    /// with an error.
+    fn structured_end(&self, stats: &mut TurnStats) -> Option<TurnEnd> {
+        let s = self.structured.as_ref()?;
+        if let Some(v) = s.accepted() {
+            let text = v.to_string();
+            stats.structured_output = Some(v);
+            return Some(TurnEnd::Completed { text });
+        }
+        let (attempts, errors) = s.invalid();
+        (attempts >= s.max_retries).then_some(TurnEnd::StructuredRetries { attempts, errors })
     }
 
     /// Emit one `assistant` event per content block and append the reply to the history.
