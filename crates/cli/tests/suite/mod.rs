@@ -5,6 +5,7 @@ mod basic;
 mod boundary;
 mod bypass;
 mod cancel;
+mod cloud;
 mod context;
 mod control;
 mod demo;
