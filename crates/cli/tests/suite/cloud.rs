@@ -91,3 +91,118 @@ async fn foundry_without_resource_or_key_stops_before_any_request() {
         .await;
     assert_config_error(&h, &run, "CLAUDE_CODE_USE_VERTEX");
 }
+
+/// The variables of a Vertex run against `h`'s mock without Google credentials.
+fn vertex_env(h: &Harness) -> Vec<(&'static str, String)> {
+    vec![
+        ("CLAUDE_CODE_USE_VERTEX", "1".into()),
+        ("ANTHROPIC_VERTEX_PROJECT_ID", "my-project".into()),
+        (
+            "ANTHROPIC_VERTEX_BASE_URL",
+            format!("{}/v1", h.mock.base_url()),
+        ),
+        ("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1".into()),
+        ("ANTHROPIC_API_KEY", String::new()),
+    ]
+}
+
+fn pairs<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    v.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[tokio::test]
+async fn vertex_posts_to_the_model_url_of_project_and_region() {
+    let h = Harness::from_json(TEXT).await;
+    let env = vertex_env(&h);
+    let run = h.run_stream("hi", &[], &pairs(&env)).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.of("system/init")[0]["provider"], "vertex");
+    assert_eq!(
+        run.of("system/init")[0]["model"],
+        "claude-sonnet-4-5@20250929"
+    );
+    assert_eq!(run.result()["provider"], "vertex");
+    assert!(run.stdout.contains("hello from the cloud"));
+    let r = &h.mock.requests()[0];
+    assert_eq!(
+        r.path,
+        "/v1/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict"
+    );
+    assert_eq!(r.dialect, "vertex");
+    assert_eq!(r.validation_error, None);
+    assert!(
+        !r.headers.contains_key("authorization"),
+        "skip-auth sends none"
+    );
+    // A region and a model of the user's own go where they say.
+    let mut env = vertex_env(&h);
+    env.push(("CLOUD_ML_REGION", "europe-west1".into()));
+    env.push(("ANTHROPIC_MODEL", "claude-opus-4-5@20251101".into()));
+    let h2 = Harness::from_json(TEXT).await;
+    let env: Vec<_> = env
+        .into_iter()
+        .map(|(k, v)| match k {
+            "ANTHROPIC_VERTEX_BASE_URL" => (k, format!("{}/v1", h2.mock.base_url())),
+            _ => (k, v),
+        })
+        .collect();
+    let run = h2.run_stream("hi", &[], &pairs(&env)).await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(h2.mock.requests()[0]
+        .path
+        .ends_with("/locations/europe-west1/publishers/anthropic/models/claude-opus-4-5@20251101:streamRawPredict"));
+}
+
+#[tokio::test]
+async fn vertex_without_project_or_credentials_stops_before_any_request() {
+    let h = Harness::from_json(TEXT).await;
+    let base = format!("{}/v1", h.mock.base_url());
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[
+                ("CLAUDE_CODE_USE_VERTEX", "1"),
+                ("ANTHROPIC_VERTEX_BASE_URL", &base),
+                ("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1"),
+            ],
+        )
+        .await;
+    assert_config_error(&h, &run, "ANTHROPIC_VERTEX_PROJECT_ID");
+    // No credentials anywhere (HOME is a fresh directory).
+    let run = h
+        .run_stream(
+            "hi",
+            &["--provider", "vertex"],
+            &[
+                ("ANTHROPIC_VERTEX_PROJECT_ID", "p"),
+                ("ANTHROPIC_VERTEX_BASE_URL", &base),
+            ],
+        )
+        .await;
+    assert_config_error(&h, &run, "GOOGLE_APPLICATION_CREDENTIALS");
+    let missing = h.cwd().join("no-such-key.json");
+    let run = h
+        .run_stream(
+            "hi",
+            &["--provider", "vertex"],
+            &[
+                ("ANTHROPIC_VERTEX_PROJECT_ID", "p"),
+                ("GOOGLE_APPLICATION_CREDENTIALS", missing.to_str().unwrap()),
+            ],
+        )
+        .await;
+    assert_config_error(&h, &run, "GOOGLE_APPLICATION_CREDENTIALS");
+    let run = h
+        .run_stream(
+            "hi",
+            &["--provider", "vertex"],
+            &[
+                ("ANTHROPIC_VERTEX_PROJECT_ID", "p"),
+                ("CLOUD_ML_REGION", "us east"),
+                ("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1"),
+            ],
+        )
+        .await;
+    assert_config_error(&h, &run, "region");
+}
