@@ -215,8 +215,9 @@ pub(crate) fn vertex_error_body(status: u16, error_type: &str, message: &str) ->
 
 /// Bedrock's `x-amzn-errortype` for a scenario's Messages API error type (an AWS name given
 /// in the scenario is kept).
-pub fn bedrock_error_type(error_type: &str) -> String {
+pub fn bedrock_error_type(status: u16, error_type: &str) -> String {
     match error_type {
+        "api_error" if status == 503 => "ServiceUnavailableException",
         "invalid_request_error" | "request_too_large" | "context_length_exceeded" => {
             "ValidationException"
         }
@@ -254,7 +255,7 @@ pub(crate) fn exception_frame(error_type: &str, message: &str) -> Bytes {
             )
         }
         other => {
-            let aws = bedrock_error_type(other);
+            let aws = bedrock_error_type(0, other);
             let mut name = aws.clone();
             if let Some(first) = name.get_mut(0..1) {
                 first.make_ascii_lowercase();

@@ -539,7 +539,7 @@ fn error_answer(
     if let (Dialect::Bedrock, Plan::Respond { headers, .. }) = (d, &mut a.plan) {
         headers.push((
             "x-amzn-errortype".into(),
-            crate::cloud::bedrock_error_type(error_type),
+            crate::cloud::bedrock_error_type(status, error_type),
         ));
     }
     a

@@ -336,36 +336,41 @@ where
         if ev.data.is_empty() {
             continue;
         }
-        let raw: Value = serde_json::from_str(&ev.data).map_err(|e| {
-            ApiError::new(
-                ApiErrorKind::Protocol,
-                format!(
-                    "the stream sent an event that is not JSON ({e}): {}",
-                    truncate(&ev.data, 200)
-                ),
-            )
-        })?;
-        let event: StreamEvent = serde_json::from_value(raw.clone()).map_err(|e| {
-            ApiError::new(
-                ApiErrorKind::Protocol,
-                format!(
-                    "the stream sent an event keel cannot read ({e}): {}",
-                    truncate(&ev.data, 200)
-                ),
-            )
-        })?;
-        if let StreamEvent::Error(ErrorEvent { error }) = &event {
-            return Err(ApiError {
-                kind: ApiErrorKind::StreamError,
-                status: None,
-                error_type: Some(error.kind.clone()),
-                message: error.message.clone(),
-                retry_after: None,
-                request_id: request_id.clone(),
-            });
-        }
-        return Ok(SseEvent { event, raw });
+        return event_of(&ev.data, request_id);
     }
+}
+
+/// The typed event of one event's JSON `data`; an `error` event is the error it reports.
+pub(crate) fn event_of(data: &str, request_id: &Option<String>) -> Result<SseEvent, ApiError> {
+    let raw: Value = serde_json::from_str(data).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Protocol,
+            format!(
+                "the stream sent an event that is not JSON ({e}): {}",
+                truncate(data, 200)
+            ),
+        )
+    })?;
+    let event: StreamEvent = serde_json::from_value(raw.clone()).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Protocol,
+            format!(
+                "the stream sent an event keel cannot read ({e}): {}",
+                truncate(data, 200)
+            ),
+        )
+    })?;
+    if let StreamEvent::Error(ErrorEvent { error }) = &event {
+        return Err(ApiError {
+            kind: ApiErrorKind::StreamError,
+            status: None,
+            error_type: Some(error.kind.clone()),
+            message: error.message.clone(),
+            retry_after: None,
+            request_id: request_id.clone(),
+        });
+    }
+    Ok(SseEvent { event, raw })
 }
 
 pub(crate) fn truncate(s: &str, n: usize) -> &str {

@@ -22,7 +22,7 @@ use keel_protocol::StreamEvent;
 use serde_json::Value;
 
 pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL, MAX_RETRY_AFTER};
-pub use cloud::{VertexClient, VertexConfig};
+pub use cloud::{BedrockAuth, BedrockClient, BedrockConfig, VertexClient, VertexConfig};
 pub use error::{ApiError, ApiErrorKind, ErrorClass};
 pub use openai::{OpenAiApi, OpenAiClient, OpenAiOptions, OPENAI_DEFAULT_BASE_URL};
 pub use provider::{Provider, ProviderChoice, Router};

@@ -206,3 +206,147 @@ async fn vertex_without_project_or_credentials_stops_before_any_request() {
         .await;
     assert_config_error(&h, &run, "region");
 }
+
+#[tokio::test]
+async fn bedrock_signs_with_the_environment_credentials_and_streams_event_frames() {
+    let h = Harness::from_json(TEXT).await;
+    let base = h.mock.base_url();
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[
+                ("CLAUDE_CODE_USE_BEDROCK", "1"),
+                ("ANTHROPIC_BEDROCK_BASE_URL", &base),
+                ("AWS_REGION", "eu-west-1"),
+                ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+                ("AWS_SECRET_ACCESS_KEY", "secret"),
+                ("AWS_SESSION_TOKEN", "session"),
+            ],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(run.stdout.contains("hello from the cloud"));
+    let init = run.of("system/init")[0];
+    assert_eq!(init["provider"], "bedrock");
+    assert_eq!(
+        init["model"],
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    );
+    assert_eq!(run.result()["provider"], "bedrock");
+    // Priced as the Claude model it names, not at the unknown-model rate.
+    assert!(run.result()["total_cost_usd"].as_f64().unwrap() > 0.0);
+    let r = &h.mock.requests()[0];
+    assert_eq!(r.validation_error, None);
+    assert_eq!(
+        r.path,
+        "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream"
+    );
+    let auth = &r.headers["authorization"];
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+            && auth.contains("/eu-west-1/bedrock/aws4_request")
+            && auth.contains("x-amz-security-token"),
+        "{auth}"
+    );
+}
+
+#[tokio::test]
+async fn bedrock_api_keys_and_profiles_and_no_credentials() {
+    let h = Harness::from_json(r#"{"on_exhausted":"loop","steps":[{"kind":"text","text":"ok"}]}"#)
+        .await;
+    let base = h.mock.base_url();
+    // A Bedrock API key wins over everything else.
+    let run = h
+        .run_stream(
+            "hi",
+            &[
+                "--provider",
+                "bedrock",
+                "--model",
+                "anthropic.claude-haiku-4-5-20251001-v1:0",
+            ],
+            &[
+                ("ANTHROPIC_BEDROCK_BASE_URL", &base),
+                ("AWS_BEARER_TOKEN_BEDROCK", "bedrock-key"),
+                ("AWS_ACCESS_KEY_ID", "AKIDTEST"),
+                ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        run.of("system/init")[0]["apiKeySource"],
+        "AWS_BEARER_TOKEN_BEDROCK"
+    );
+    assert_eq!(
+        h.mock.requests()[0].headers["authorization"],
+        "Bearer bedrock-key"
+    );
+    // A profile of the shared credentials file.
+    let aws = h.home.path().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        "[work]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = s\n",
+    )
+    .unwrap();
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[
+                ("CLAUDE_CODE_USE_BEDROCK", "1"),
+                ("ANTHROPIC_BEDROCK_BASE_URL", &base),
+                ("AWS_PROFILE", "work"),
+            ],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(h.mock.requests()[1].headers["authorization"].contains("Credential=AKIDPROFILE/"));
+    assert!(h.mock.requests()[1].path.contains("/model/us.anthropic."));
+    // No credentials at all: nothing is sent.
+    let h = Harness::from_json(TEXT).await;
+    let base = h.mock.base_url();
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[
+                ("CLAUDE_CODE_USE_BEDROCK", "1"),
+                ("ANTHROPIC_BEDROCK_BASE_URL", &base),
+            ],
+        )
+        .await;
+    assert_config_error(&h, &run, "AWS credentials could not be loaded");
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[
+                ("CLAUDE_CODE_USE_BEDROCK", "1"),
+                ("AWS_REGION", "us east 1"),
+                ("CLAUDE_CODE_SKIP_BEDROCK_AUTH", "1"),
+            ],
+        )
+        .await;
+    assert_config_error(&h, &run, "AWS_REGION");
+    let run = h
+        .run_stream("hi", &[], &[("CLAUDE_CODE_USE_BEDROCK", "maybe")])
+        .await;
+    assert_config_error(&h, &run, "CLAUDE_CODE_USE_BEDROCK");
+    // Skipping auth (a gateway signs) sends no authorization at all.
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &[
+                ("CLAUDE_CODE_USE_BEDROCK", "1"),
+                ("ANTHROPIC_BEDROCK_BASE_URL", &base),
+                ("CLAUDE_CODE_SKIP_BEDROCK_AUTH", "1"),
+            ],
+        )
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    assert!(!h.mock.requests()[0].headers.contains_key("authorization"));
+}

@@ -5,8 +5,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_model::cloud::aws::{from_env_or_profile, ProfileSource};
 use keel_model::cloud::gcp::{gcloud_adc_path, TokenSource};
-use keel_model::{AnthropicClient, ClientConfig, Provider, VertexClient, VertexConfig};
+use keel_model::{
+    AnthropicClient, BedrockAuth, BedrockClient, BedrockConfig, ClientConfig, Provider,
+    VertexClient, VertexConfig,
+};
 
 use super::knobs::{Env, Knobs};
 use super::{timeouts, BuildError};
@@ -166,4 +170,60 @@ fn google_credentials(env: &Env) -> Result<TokenSource, BuildError> {
             "Error: keel found no Google application-default credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run `gcloud auth application-default login`, or set CLAUDE_CODE_SKIP_VERTEX_AUTH=1 behind a gateway that authenticates for you".into(),
         )),
     }
+}
+
+/// Amazon Bedrock: `AWS_REGION` (else `AWS_DEFAULT_REGION`, else `us-east-1`), an optional
+/// `ANTHROPIC_BEDROCK_BASE_URL`, and in order `AWS_BEARER_TOKEN_BEDROCK`, SigV4 credentials
+/// from the environment or the shared files, or nothing with `CLAUDE_CODE_SKIP_BEDROCK_AUTH`.
+pub(super) fn bedrock(env: &Env, k: &Knobs<'_>) -> Result<BedrockClient, BuildError> {
+    let region = set(env, "AWS_REGION")
+        .or_else(|| set(env, "AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let home = set(env, "HOME").map(PathBuf::from);
+    let file = |var: &str, name: &str| {
+        set(env, var)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+    };
+    let profiles = ProfileSource {
+        credentials_file: file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+        config_file: file("AWS_CONFIG_FILE", "config"),
+        profile: set(env, "AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
+    };
+    let auth = if let Some(t) = set(env, "AWS_BEARER_TOKEN_BEDROCK") {
+        BedrockAuth::Bearer(t)
+    } else if flag(env, "CLAUDE_CODE_SKIP_BEDROCK_AUTH")? {
+        BedrockAuth::None
+    } else {
+        let from_env = set(env, "AWS_ACCESS_KEY_ID").is_some();
+        match from_env_or_profile(env, &profiles) {
+            Ok(Some(creds)) => BedrockAuth::SigV4 {
+                creds,
+                reload: (!from_env).then_some(profiles),
+            },
+            Ok(None) => return Err(BuildError::Usage(
+                "Error: the AWS credentials could not be loaded for Amazon Bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), choose a profile of ~/.aws/credentials with AWS_PROFILE, or set AWS_BEARER_TOKEN_BEDROCK to a Bedrock API key".into(),
+            )),
+            Err(e) => return Err(BuildError::Usage(format!(
+                "Error: the AWS credentials could not be loaded for Amazon Bedrock: {}",
+                e.message
+            ))),
+        }
+    };
+    let mut client = ClientConfig {
+        base_url: set(env, "ANTHROPIC_BEDROCK_BASE_URL").unwrap_or_default(),
+        ..ClientConfig::default()
+    };
+    timeouts(&mut client, k)?;
+    let var = if client.base_url.is_empty() {
+        "AWS_REGION"
+    } else {
+        "ANTHROPIC_BEDROCK_BASE_URL"
+    };
+    BedrockClient::new(BedrockConfig {
+        client,
+        region,
+        auth,
+    })
+    .map_err(|e| usage(var, e))
 }

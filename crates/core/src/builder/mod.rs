@@ -395,6 +395,9 @@ impl SessionBuilder {
             Provider::OpenAi | Provider::OpenAiChat if env("OPENAI_API_KEY").is_some() => {
                 "OPENAI_API_KEY"
             }
+            Provider::Bedrock if env("AWS_BEARER_TOKEN_BEDROCK").is_some() => {
+                "AWS_BEARER_TOKEN_BEDROCK"
+            }
             Provider::Foundry if env("ANTHROPIC_FOUNDRY_API_KEY").is_some() => {
                 "ANTHROPIC_FOUNDRY_API_KEY"
             }
@@ -875,11 +878,7 @@ fn clients(
             Provider::OpenAiChat => Arc::new(openai_from_env(env, k, OpenAiApi::Chat)?),
             Provider::Foundry => Arc::new(cloud::foundry(env, k)?),
             Provider::Vertex => Arc::new(cloud::vertex(env, k)?),
-            Provider::Bedrock => {
-                return Err(BuildError::Usage(
-                    "Error: the bedrock provider is not built yet".into(),
-                ))
-            }
+            Provider::Bedrock => Arc::new(cloud::bedrock(env, k)?),
         };
         router = router.with(p, client);
     }

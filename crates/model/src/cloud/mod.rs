@@ -3,7 +3,12 @@
 //! and give back the Messages API's events, so the engine drives them like any provider.
 //! (Microsoft Foundry is the Messages API itself at an Azure URL: an [`crate::AnthropicClient`].)
 
+pub mod aws;
+pub mod bedrock;
+mod crc32;
+pub mod eventstream;
 pub mod gcp;
+pub mod sigv4;
 pub mod vertex;
 
 use std::sync::Arc;
@@ -14,6 +19,7 @@ use serde_json::Value;
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::{ModelRequest, RequestMessage, ToolSpec};
 
+pub use bedrock::{BedrockAuth, BedrockClient, BedrockConfig};
 pub use vertex::{VertexClient, VertexConfig};
 
 /// The longest model id keel sends in a URL.
