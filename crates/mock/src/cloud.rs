@@ -206,7 +206,7 @@ fn google_status(status: u16) -> &'static str {
 
 /// A Vertex error body: Google's envelope, except for an overload (529), which Vertex passes
 /// on from the model in the Messages API's shape.
-pub(crate) fn vertex_error_body(status: u16, error_type: &str, message: &str) -> Value {
+pub fn vertex_error_body(status: u16, error_type: &str, message: &str) -> Value {
     if status == 529 {
         return crate::reply::error_body(error_type, message, None);
     }
@@ -233,7 +233,7 @@ pub fn bedrock_error_type(status: u16, error_type: &str) -> String {
 }
 
 /// A Bedrock error body.
-pub(crate) fn bedrock_error_body(message: &str) -> Value {
+pub fn bedrock_error_body(message: &str) -> Value {
     json!({"message": message})
 }
 
