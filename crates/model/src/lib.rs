@@ -79,6 +79,21 @@ pub mod fuzzing {
         )
     }
 
+    /// The events keel reads from a Bedrock event-stream body `data`, delivered in two chunks
+    /// split at `split`.
+    pub fn bedrock_events(data: &[u8], split: usize) -> crate::EventStream {
+        let split = split.min(data.len());
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok(bytes::Bytes::copy_from_slice(&data[..split])),
+            Ok(bytes::Bytes::copy_from_slice(&data[split..])),
+        ];
+        crate::cloud::bedrock::event_stream(
+            futures_util::stream::iter(chunks),
+            Duration::from_secs(5),
+            None,
+        )
+    }
+
     /// The Messages API events keel makes of an OpenAI API's SSE body `data` (split in two
     /// chunks at `split`), for a request to `model`.
     pub fn openai_events(
