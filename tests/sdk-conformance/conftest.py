@@ -45,7 +45,8 @@ class Mock:
             if line.strip():
                 r = json.loads(line)
                 path = r["path"]
-                model_call = path.startswith(("/v1/messages", "/v1/responses", "/v1/chat/completions"))
+                model_call = path.startswith(("/v1/messages", "/v1/responses", "/v1/chat/completions")) \
+                    or r.get("dialect") in ("bedrock", "vertex")
                 if model_call and "count_tokens" not in path:
                     out.append(r)
         return out
@@ -61,9 +62,12 @@ class Mock:
 class Env:
     """A scratch working directory and home, and options that point the SDK at keel."""
 
-    def __init__(self, tmp: Path, mock: Mock, openai: bool = False):
+    def __init__(self, tmp: Path, mock: Mock, openai: bool = False, cloud: str | None = None):
         self.tmp = tmp
         self.mock = mock
+        # With `cloud` ("bedrock" or "vertex"), keel is switched to that cloud the way Claude
+        # Code's users switch it, and pointed at keel-mock's route for it.
+        self.cloud = cloud
         # With `openai`, keel's OpenAI providers are pointed at keel-mock (the test picks the
         # API with the model string, e.g. "openai/gpt-5" or "openai-chat/gpt-5").
         self.openai = openai
@@ -83,6 +87,21 @@ class Env:
         }
         if self.openai:
             env.update({"OPENAI_BASE_URL": self.mock.url + "/v1", "OPENAI_API_KEY": "sk-test-keel"})
+        if self.cloud == "bedrock":
+            env.update({
+                "CLAUDE_CODE_USE_BEDROCK": "1",
+                "ANTHROPIC_BEDROCK_BASE_URL": self.mock.url,
+                "AWS_REGION": "us-west-2",
+                "AWS_ACCESS_KEY_ID": "AKIDTEST",
+                "AWS_SECRET_ACCESS_KEY": "secret-test-key",
+            })
+        elif self.cloud == "vertex":
+            env.update({
+                "CLAUDE_CODE_USE_VERTEX": "1",
+                "ANTHROPIC_VERTEX_BASE_URL": self.mock.url + "/v1",
+                "ANTHROPIC_VERTEX_PROJECT_ID": "keel-test",
+                "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1",
+            })
         return env
 
     def options(self, **kw):
@@ -104,10 +123,10 @@ def start(tmp_path: Path):
         pytest.fail(f"build keel and keel-mock first: {KEEL}, {KEEL_MOCK}")
     mocks: list[Mock] = []
 
-    def _start(scenario: str, openai: bool = False) -> Env:
+    def _start(scenario: str, openai: bool = False, cloud: str | None = None) -> Env:
         m = Mock(scenario, tmp_path)
         mocks.append(m)
-        return Env(tmp_path, m, openai)
+        return Env(tmp_path, m, openai, cloud)
 
     yield _start
     for m in mocks:

@@ -521,6 +521,49 @@ def test_an_openai_model_does_a_tool_round_trip(start, model):
     assert "hi" in json.dumps(reqs[1]["view"])
 
 
+CLOUD_MODELS = {
+    "bedrock": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "vertex": "claude-sonnet-4-5@20250929",
+}
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUD_MODELS))
+def test_a_cloud_model_does_a_tool_round_trip(start, cloud):
+    env = start("bash_echo", cloud=cloud)
+
+    async def main():
+        opts = env.options(allowed_tools=["Bash"], max_turns=5)
+        return [m async for m in query(prompt="Run echo hi, then tell me what it printed.", options=opts)]
+
+    messages = run(main)
+    assert_keel_ran(env, messages)
+    init = next(m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert (init.data["model"], init.data["provider"]) == (CLOUD_MODELS[cloud], cloud)
+    results = tool_results(messages)
+    assert len(results) == 1 and result_text(results[0]).strip() == "hi" and not results[0].is_error
+    assert texts(messages) == ["I'll run it.", "The command printed: hi"]
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and result.subtype == "success" and result.num_turns == 2
+    reqs = env.mock.requests()
+    assert [r["dialect"] for r in reqs] == [cloud, cloud]
+    # The model is named in the URL, not the body; keel-mock checked the cloud's own fields
+    # (and, for Bedrock, the shape of the SigV4 signature) and accepted both requests.
+    assert all("model" not in r["body"] for r in reqs)
+    assert CLOUD_MODELS[cloud] in reqs[1]["path"]
+    assert reqs[1]["status"] == 200 and reqs[1]["validation_error"] is None
+    assert "hi" in json.dumps(reqs[1]["body"]["messages"])
+    if cloud == "bedrock":
+        assert reqs[0]["headers"]["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDTEST/")
+
+
+@pytest.mark.parametrize("cloud", sorted(CLOUD_MODELS))
+def test_a_cloud_model_is_interrupted_truthfully(start, cloud):
+    env = start("long_bash", cloud=cloud)
+    messages, state = interrupt_the_long_command(env)
+    assert_interrupted_truthfully(env, messages, state)
+    assert {r["dialect"] for r in env.mock.requests()} == {cloud}
+
+
 @pytest.mark.parametrize("model", OPENAI_MODELS)
 def test_an_openai_model_is_interrupted_truthfully(start, model):
     env = start("long_bash", openai=True)

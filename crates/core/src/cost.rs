@@ -78,6 +78,13 @@ pub const UNKNOWN_MODEL_PRICE: Price = Price {
 pub fn price_of(model: &str) -> (Price, bool) {
     // `openai/gpt-5` and a gateway's `openai/gpt-4o` are priced as the model after the slash.
     let model = model.rsplit('/').next().unwrap_or(model);
+    // Bedrock's ids (`us.anthropic.claude-sonnet-4-5-20250929-v1:0`, also the last part of an
+    // inference-profile ARN) are priced as the Claude model they name; Vertex's
+    // (`claude-sonnet-4-5@20250929`) already start with it.
+    let model = match model.split_once("anthropic.") {
+        Some((geo, rest)) if geo.len() <= 8 && !geo.contains(':') => rest,
+        _ => model,
+    };
     PRICES
         .iter()
         .find(|(prefix, _)| model.starts_with(prefix))
@@ -182,6 +189,24 @@ mod tests {
         // The reference CLI charged 5238 in + 59 out on claude-opus-5-5 at $0.022132.
         let c = cost_of("claude-opus-5-5", &usage(5238, 59));
         assert!((c - 0.022132).abs() < 1e-9, "{c}");
+    }
+
+    #[test]
+    fn cloud_model_ids_are_priced_as_their_claude_model() {
+        let sonnet = price_of("claude-sonnet-4-5").0;
+        for id in [
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "claude-sonnet-4-5@20250929",
+        ] {
+            assert_eq!(price_of(id), (sonnet, true), "{id}");
+        }
+        assert_eq!(
+            price_of("eu.anthropic.claude-opus-4-5-20251101-v1:0").0,
+            price_of("claude-opus-4-5").0
+        );
     }
 
     #[test]

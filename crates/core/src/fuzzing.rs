@@ -59,6 +59,14 @@ pub fn openai_sse(data: &[u8]) {
     assemble(keel_model::fuzzing::openai_events(api, "fuzz", body, split));
 }
 
+/// A Bedrock event-stream body (the first byte is where it is split across reads), decoded
+/// and assembled into a reply as a streamed one is.
+pub fn bedrock_eventstream(data: &[u8]) {
+    let split = data.first().map(|b| *b as usize).unwrap_or(0);
+    let body = data.get(1..).unwrap_or_default();
+    assemble(keel_model::fuzzing::bedrock_events(body, split));
+}
+
 /// A transcript file: parsed line by line, then rebuilt into a history as resume does.
 pub fn transcript(data: &[u8]) {
     let loaded = crate::transcript::parse(Path::new("fuzz.jsonl"), data);

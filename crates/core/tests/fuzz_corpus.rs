@@ -132,6 +132,15 @@ fn openai_sse_corpus() {
 }
 
 #[test]
+fn bedrock_eventstream_corpus() {
+    replay(
+        "bedrock_eventstream",
+        keel_core::fuzzing::bedrock_eventstream,
+        4000,
+    );
+}
+
+#[test]
 fn stream_json_corpus() {
     fn run(data: &[u8]) {
         for line in String::from_utf8_lossy(data).lines() {

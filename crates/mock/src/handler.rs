@@ -64,6 +64,7 @@ struct Req<'a> {
     stream: bool,
     request_id: String,
     dialect: Dialect,
+    headers: &'a BTreeMap<String, String>,
 }
 
 /// Handle one request; `Err` makes hyper drop the connection without a response.
@@ -106,10 +107,19 @@ pub(crate) async fn handle(
     let json: Option<Value> = serde_json::from_slice(&raw).ok();
     let is_json = json.is_some();
     let body = json.unwrap_or(Value::Null);
-    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let cloud = crate::cloud::route(&route);
+    let stream = match &cloud {
+        // Bedrock's path says whether it streams.
+        Some((_, _, Some(s))) => *s,
+        _ => body.get("stream").and_then(Value::as_bool) == Some(true),
+    };
     let dialect = Dialect::of_route(&route).unwrap_or(Dialect::Messages);
-    // The Messages API's own body is its view.
-    let view = (dialect != Dialect::Messages).then(|| openai::view(dialect, &body));
+    // The Messages API's own body is its view; the clouds' is it with the path's model.
+    let view = match (&cloud, dialect) {
+        (_, Dialect::Messages) => None,
+        (Some((_, model, _)), _) => Some(crate::cloud::view(model, &body, stream)),
+        (None, d) => Some(openai::view(d, &body)),
+    };
 
     let answer = shared.recorder.record_with(move |seq| {
         let request_id = format!("req_mock_{}", seq + 1);
@@ -129,6 +139,7 @@ pub(crate) async fn handle(
                 stream,
                 request_id,
                 dialect,
+                headers: &headers,
             };
             decide(shared, &method, &route, is_json, &r)
         };
@@ -189,7 +200,9 @@ fn decide(
     if !known || method != "POST" {
         let msg = format!(
             "keel-mock: nothing is served at {method} {route}; it answers POST /v1/messages, \
-             POST /v1/messages/count_tokens, POST /v1/responses and POST /v1/chat/completions"
+             POST /v1/messages/count_tokens, POST /v1/responses, POST /v1/chat/completions, \
+             Vertex AI's …/publishers/anthropic/models/{{model}}:streamRawPredict and \
+             Bedrock's /model/{{id}}/invoke-with-response-stream"
         );
         return (
             None,
@@ -206,10 +219,17 @@ fn decide(
         let body = json!({"input_tokens": (r.bytes as u64 + 2) / 4});
         return (None, None, json_answer(d, 200, &body, &r.request_id));
     }
+    if let Err(msg) = crate::cloud::check_auth(d, r.headers) {
+        let a = error_answer(d, 403, "permission_error", &msg, &r.request_id);
+        return (None, Some(msg), a);
+    }
     let valid = match d {
         Dialect::Messages => validate_request(r.body),
         Dialect::Responses => openai::validate_responses(r.body),
         Dialect::Chat => openai::validate_chat(r.body),
+        Dialect::Vertex | Dialect::Bedrock => {
+            crate::cloud::validate(d, route, r.body).and_then(|()| validate_request(r.view))
+        }
     };
     if let Err(msg) = valid {
         let a = error_answer(d, 400, "invalid_request_error", &msg, &r.request_id);
@@ -244,7 +264,7 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
     let model = scenario
         .model
         .clone()
-        .or_else(|| r.body["model"].as_str().map(str::to_string))
+        .or_else(|| r.view["model"].as_str().map(str::to_string))
         .unwrap_or_else(|| "keel-mock".to_string());
     let cache = matches!(step.kind, StepKind::Text { .. } | StepKind::ToolUse { .. })
         .then(|| shared.cache.bill(r.view, (r.bytes as u64 + 2) / 4));
@@ -284,7 +304,13 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
             if r.stream {
                 let mut pieces: Vec<Piece> = events
                     .iter()
-                    .map(|e| Piece::Data(reply::raw_event(e, r.dialect == Dialect::Chat)))
+                    .map(|e| {
+                        let sse = reply::raw_event(e, r.dialect == Dialect::Chat);
+                        Piece::Data(match r.dialect {
+                            Dialect::Bedrock => crate::cloud::chunk_of_sse(&sse),
+                            _ => sse,
+                        })
+                    })
                     .collect();
                 if *end == RawEnd::Hang {
                     pieces.push(Piece::Hang);
@@ -316,7 +342,8 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
                     .map(Piece::Data)
                     .collect();
                 let err = match r.dialect {
-                    Dialect::Messages => {
+                    Dialect::Bedrock => crate::cloud::exception_frame(error_type, message),
+                    Dialect::Messages | Dialect::Vertex => {
                         let err = reply::error_body(error_type, message, None);
                         reply::sse_event("error", &err)
                     }
@@ -421,7 +448,12 @@ fn complete(reply: reply::Reply, r: &Req<'_>) -> Plan {
 /// The streamed events of a reply, in the request's dialect.
 fn events_of(reply: &reply::Reply, r: &Req<'_>) -> Vec<Bytes> {
     match r.dialect {
-        Dialect::Messages => reply.sse_events(),
+        Dialect::Messages | Dialect::Vertex => reply.sse_events(),
+        Dialect::Bedrock => reply
+            .sse_events()
+            .iter()
+            .map(|e| crate::cloud::chunk_of_sse(e))
+            .collect(),
         Dialect::Responses => openai::responses_events(reply),
         Dialect::Chat => {
             let usage = r.body["stream_options"]["include_usage"].as_bool() == Some(true);
@@ -433,7 +465,7 @@ fn events_of(reply: &reply::Reply, r: &Req<'_>) -> Vec<Bytes> {
 /// A whole reply, in the request's dialect.
 fn json_of(reply: &reply::Reply, r: &Req<'_>) -> Value {
     match r.dialect {
-        Dialect::Messages => reply.message_json(),
+        Dialect::Messages | Dialect::Vertex | Dialect::Bedrock => reply.message_json(),
         Dialect::Responses => openai::responses_json(reply),
         Dialect::Chat => openai::chat_json(reply),
     }
@@ -442,8 +474,9 @@ fn json_of(reply: &reply::Reply, r: &Req<'_>) -> Value {
 /// The header that carries the request id: `request-id` (Messages API), `x-request-id` (OpenAI).
 fn request_id_header(d: Dialect) -> &'static str {
     match d {
-        Dialect::Messages => "request-id",
-        _ => "x-request-id",
+        Dialect::Messages | Dialect::Vertex => "request-id",
+        Dialect::Bedrock => "x-amzn-requestid",
+        Dialect::Responses | Dialect::Chat => "x-request-id",
     }
 }
 
@@ -456,11 +489,12 @@ fn sse(pieces: Vec<Piece>, r: &Req<'_>) -> Plan {
 }
 
 fn sse_headers(r: &Req<'_>) -> Vec<(String, String)> {
+    let content_type = match r.dialect {
+        Dialect::Bedrock => "application/vnd.amazon.eventstream",
+        _ => "text/event-stream; charset=utf-8",
+    };
     vec![
-        (
-            "content-type".into(),
-            "text/event-stream; charset=utf-8".into(),
-        ),
+        ("content-type".into(), content_type.into()),
         ("cache-control".into(), "no-cache".into()),
         (request_id_header(r.dialect).into(), r.request_id.clone()),
     ]
@@ -497,7 +531,16 @@ fn error_answer(
 ) -> Answer {
     let body = match d {
         Dialect::Messages => reply::error_body(error_type, message, Some(request_id)),
-        _ => openai::error_body(error_type, message),
+        Dialect::Vertex => crate::cloud::vertex_error_body(status, error_type, message),
+        Dialect::Bedrock => crate::cloud::bedrock_error_body(message),
+        Dialect::Responses | Dialect::Chat => openai::error_body(error_type, message),
     };
-    json_answer(d, status, &body, request_id)
+    let mut a = json_answer(d, status, &body, request_id);
+    if let (Dialect::Bedrock, Plan::Respond { headers, .. }) = (d, &mut a.plan) {
+        headers.push((
+            "x-amzn-errortype".into(),
+            crate::cloud::bedrock_error_type(status, error_type),
+        ));
+    }
+    a
 }

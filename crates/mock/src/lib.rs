@@ -17,6 +17,7 @@
 
 mod body;
 pub mod cache;
+pub mod cloud;
 mod handler;
 pub mod openai;
 mod record;

@@ -22,6 +22,10 @@ pub enum Dialect {
     Responses,
     /// `POST /v1/chat/completions`.
     Chat,
+    /// Google Vertex AI: `POST …/projects/{p}/locations/{r}/publishers/anthropic/models/{m}:streamRawPredict`.
+    Vertex,
+    /// Amazon Bedrock: `POST /model/{id}/invoke-with-response-stream` (or `/invoke`).
+    Bedrock,
 }
 
 impl Dialect {
@@ -31,7 +35,7 @@ impl Dialect {
             "/v1/messages" => Some(Dialect::Messages),
             "/v1/responses" => Some(Dialect::Responses),
             "/v1/chat/completions" => Some(Dialect::Chat),
-            _ => None,
+            _ => crate::cloud::route(route).map(|(d, _, _)| d),
         }
     }
 
@@ -41,6 +45,8 @@ impl Dialect {
             Dialect::Messages => "messages",
             Dialect::Responses => "responses",
             Dialect::Chat => "chat",
+            Dialect::Vertex => "vertex",
+            Dialect::Bedrock => "bedrock",
         }
     }
 }
@@ -659,7 +665,7 @@ pub fn view(d: Dialect, body: &Value) -> Value {
         }
     };
     let tools: Vec<Value> = match d {
-        Dialect::Messages => return body.clone(),
+        Dialect::Messages | Dialect::Vertex | Dialect::Bedrock => return body.clone(),
         Dialect::Chat => {
             for m in body["messages"].as_array().into_iter().flatten() {
                 match m["role"].as_str().unwrap_or("") {

@@ -215,22 +215,28 @@ pub(crate) async fn post(
     let send = http
         .post(url)
         .header("content-type", "application/json")
-        .body(json)
-        .send();
-    let resp = match tokio::time::timeout(idle, send).await {
-        Err(_) => {
-            return Err(ApiError::new(
-                ApiErrorKind::StreamIdle,
-                format!("no response headers within {} ms", idle.as_millis()),
-            ))
-        }
-        Ok(Err(e)) => return Err(transport_error(&e)),
-        Ok(Ok(r)) => r,
-    };
+        .body(json);
+    let resp = send_bounded(send, idle).await?;
     if resp.status().is_success() {
         return Ok(resp);
     }
     Err(http_error(resp).await)
+}
+
+/// Send a request, waiting for its response headers no longer than `idle`; any status is
+/// returned (the caller reads its own error shape).
+pub(crate) async fn send_bounded(
+    req: reqwest::RequestBuilder,
+    idle: Duration,
+) -> Result<reqwest::Response, ApiError> {
+    match tokio::time::timeout(idle, req.send()).await {
+        Err(_) => Err(ApiError::new(
+            ApiErrorKind::StreamIdle,
+            format!("no response headers within {} ms", idle.as_millis()),
+        )),
+        Ok(Err(e)) => Err(transport_error(&e)),
+        Ok(Ok(r)) => Ok(r),
+    }
 }
 
 /// A whole request bounded by `limit` (the non-streaming fallback).
@@ -255,7 +261,11 @@ pub(crate) fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
 ///
 /// A plain unfold over the response: nothing runs ahead of the consumer, so memory is bounded
 /// by one event, and dropping the stream drops (and so closes) the response.
-fn sse_stream(resp: reqwest::Response, idle: Duration, request_id: Option<String>) -> EventStream {
+pub(crate) fn sse_stream(
+    resp: reqwest::Response,
+    idle: Duration,
+    request_id: Option<String>,
+) -> EventStream {
     sse_events(resp.bytes_stream(), idle, request_id)
 }
 
@@ -326,36 +336,41 @@ where
         if ev.data.is_empty() {
             continue;
         }
-        let raw: Value = serde_json::from_str(&ev.data).map_err(|e| {
-            ApiError::new(
-                ApiErrorKind::Protocol,
-                format!(
-                    "the stream sent an event that is not JSON ({e}): {}",
-                    truncate(&ev.data, 200)
-                ),
-            )
-        })?;
-        let event: StreamEvent = serde_json::from_value(raw.clone()).map_err(|e| {
-            ApiError::new(
-                ApiErrorKind::Protocol,
-                format!(
-                    "the stream sent an event keel cannot read ({e}): {}",
-                    truncate(&ev.data, 200)
-                ),
-            )
-        })?;
-        if let StreamEvent::Error(ErrorEvent { error }) = &event {
-            return Err(ApiError {
-                kind: ApiErrorKind::StreamError,
-                status: None,
-                error_type: Some(error.kind.clone()),
-                message: error.message.clone(),
-                retry_after: None,
-                request_id: request_id.clone(),
-            });
-        }
-        return Ok(SseEvent { event, raw });
+        return event_of(&ev.data, request_id);
     }
+}
+
+/// The typed event of one event's JSON `data`; an `error` event is the error it reports.
+pub(crate) fn event_of(data: &str, request_id: &Option<String>) -> Result<SseEvent, ApiError> {
+    let raw: Value = serde_json::from_str(data).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Protocol,
+            format!(
+                "the stream sent an event that is not JSON ({e}): {}",
+                truncate(data, 200)
+            ),
+        )
+    })?;
+    let event: StreamEvent = serde_json::from_value(raw.clone()).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Protocol,
+            format!(
+                "the stream sent an event keel cannot read ({e}): {}",
+                truncate(data, 200)
+            ),
+        )
+    })?;
+    if let StreamEvent::Error(ErrorEvent { error }) = &event {
+        return Err(ApiError {
+            kind: ApiErrorKind::StreamError,
+            status: None,
+            error_type: Some(error.kind.clone()),
+            message: error.message.clone(),
+            retry_after: None,
+            request_id: request_id.clone(),
+        });
+    }
+    Ok(SseEvent { event, raw })
 }
 
 pub(crate) fn truncate(s: &str, n: usize) -> &str {
@@ -401,10 +416,14 @@ pub(crate) fn error_fields(body: &[u8]) -> Option<(Option<String>, String)> {
 }
 
 pub(crate) async fn http_error(resp: reqwest::Response) -> ApiError {
+    let (status, headers, body) = error_parts(resp).await;
+    error_from_parts(status, &headers, &body)
+}
+
+/// The status, headers and (bounded) body of an error response.
+pub(crate) async fn error_parts(resp: reqwest::Response) -> (u16, HeaderMap, Vec<u8>) {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let request_id = request_id(&headers);
-    let retry_after = retry_after(&headers);
     let mut body = Vec::new();
     let mut stream = resp.bytes_stream();
     while let Some(Ok(chunk)) = stream.next().await {
@@ -413,28 +432,33 @@ pub(crate) async fn http_error(resp: reqwest::Response) -> ApiError {
             break;
         }
     }
-    let (error_type, message) = match error_fields(&body) {
+    (status, headers, body)
+}
+
+/// The error an error response says, read as the Messages API (or OpenAI) writes it.
+pub(crate) fn error_from_parts(status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+    let (error_type, message) = match error_fields(body) {
         Some(fields) => fields,
-        None => {
-            let text = String::from_utf8_lossy(&body);
-            let text = truncate(text.trim(), 300).to_owned();
-            (
-                None,
-                if text.is_empty() {
-                    reason_phrase(status).to_owned()
-                } else {
-                    text
-                },
-            )
-        }
+        None => (None, body_text(status, body)),
     };
     ApiError {
         kind: ApiErrorKind::Http,
         status: Some(status),
         error_type,
         message,
-        retry_after,
-        request_id,
+        retry_after: retry_after(headers),
+        request_id: request_id(headers),
+    }
+}
+
+/// An error body that is not JSON, trimmed for a message (or the status's reason phrase).
+pub(crate) fn body_text(status: u16, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = truncate(text.trim(), 300).to_owned();
+    if text.is_empty() {
+        reason_phrase(status).to_owned()
+    } else {
+        text
     }
 }
 

@@ -89,7 +89,13 @@ impl ApiError {
                     // OpenAI's names for the same troubles.
                     | "server_error"
                     | "server_is_overloaded"
-                    | "rate_limit_exceeded",
+                    | "rate_limit_exceeded"
+                    // Bedrock's exception frames for passing trouble.
+                    | "throttlingException"
+                    | "modelStreamErrorException"
+                    | "internalServerException"
+                    | "serviceUnavailableException"
+                    | "modelTimeoutException",
                 )
                 | None => Transient,
                 Some(_) => Permanent,
@@ -113,7 +119,10 @@ impl ApiError {
         match (self.status, self.error_type.as_deref()) {
             (Some(529), _) | (_, Some("overloaded_error" | "server_is_overloaded")) => "overloaded",
             (_, Some("insufficient_quota")) => "billing_error",
-            (Some(429), _) | (_, Some("rate_limit_error" | "rate_limit_exceeded")) => "rate_limit",
+            (Some(429), _)
+            | (_, Some("rate_limit_error" | "rate_limit_exceeded" | "throttlingException")) => {
+                "rate_limit"
+            }
             (Some(401), _) | (_, Some("authentication_error" | "invalid_api_key")) => {
                 "authentication_failed"
             }
@@ -191,6 +200,11 @@ mod tests {
         assert!(sse("server_error").retryable());
         assert!(sse("rate_limit_exceeded").retryable());
         assert!(!sse("context_length_exceeded").retryable());
+        // Bedrock's exception frames: throttling and the model's stream errors are passing,
+        // a validation error is not.
+        assert!(sse("throttlingException").retryable());
+        assert!(sse("modelStreamErrorException").retryable());
+        assert!(!sse("validationException").retryable());
     }
 
     #[test]

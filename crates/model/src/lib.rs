@@ -8,6 +8,7 @@
 //! [`ApiError`] that knows whether it is worth retrying.
 
 mod anthropic;
+pub mod cloud;
 mod error;
 pub mod openai;
 mod provider;
@@ -21,6 +22,7 @@ use keel_protocol::StreamEvent;
 use serde_json::Value;
 
 pub use anthropic::{AnthropicClient, ClientConfig, DEFAULT_BASE_URL, MAX_RETRY_AFTER};
+pub use cloud::{BedrockAuth, BedrockClient, BedrockConfig, VertexClient, VertexConfig};
 pub use error::{ApiError, ApiErrorKind, ErrorClass};
 pub use openai::{OpenAiApi, OpenAiClient, OpenAiOptions, OPENAI_DEFAULT_BASE_URL};
 pub use provider::{Provider, ProviderChoice, Router};
@@ -71,6 +73,21 @@ pub mod fuzzing {
             Ok(bytes::Bytes::copy_from_slice(&data[split..])),
         ];
         crate::anthropic::sse_events(
+            futures_util::stream::iter(chunks),
+            Duration::from_secs(5),
+            None,
+        )
+    }
+
+    /// The events keel reads from a Bedrock event-stream body `data`, delivered in two chunks
+    /// split at `split`.
+    pub fn bedrock_events(data: &[u8], split: usize) -> crate::EventStream {
+        let split = split.min(data.len());
+        let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = vec![
+            Ok(bytes::Bytes::copy_from_slice(&data[..split])),
+            Ok(bytes::Bytes::copy_from_slice(&data[split..])),
+        ];
+        crate::cloud::bedrock::event_stream(
             futures_util::stream::iter(chunks),
             Duration::from_secs(5),
             None,

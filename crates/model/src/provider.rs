@@ -20,11 +20,24 @@ pub enum Provider {
     OpenAi,
     /// OpenAI's Chat Completions API (and the many servers compatible with it).
     OpenAiChat,
+    /// Claude on Amazon Bedrock (SigV4 or a Bedrock API key, AWS event-stream framing).
+    Bedrock,
+    /// Claude on Google Vertex AI (an OAuth token from application-default credentials).
+    Vertex,
+    /// Claude on Microsoft Foundry (the Messages API at an Azure resource, `x-api-key`).
+    Foundry,
 }
 
 impl Provider {
     /// Every provider, in the order they are listed to users.
-    pub const ALL: [Provider; 3] = [Provider::Anthropic, Provider::OpenAi, Provider::OpenAiChat];
+    pub const ALL: [Provider; 6] = [
+        Provider::Anthropic,
+        Provider::OpenAi,
+        Provider::OpenAiChat,
+        Provider::Bedrock,
+        Provider::Vertex,
+        Provider::Foundry,
+    ];
 
     /// The name used in flags, settings, model prefixes and frames.
     pub fn name(self) -> &'static str {
@@ -32,6 +45,18 @@ impl Provider {
             Provider::Anthropic => "anthropic",
             Provider::OpenAi => "openai",
             Provider::OpenAiChat => "openai-chat",
+            Provider::Bedrock => "bedrock",
+            Provider::Vertex => "vertex",
+            Provider::Foundry => "foundry",
+        }
+    }
+
+    /// Whether the provider serves Claude through the Messages API's body and events (so
+    /// `ANTHROPIC_MODEL` may name its model and the history needs no translation).
+    pub fn speaks_messages(self) -> bool {
+        match self {
+            Provider::Anthropic | Provider::Bedrock | Provider::Vertex | Provider::Foundry => true,
+            Provider::OpenAi | Provider::OpenAiChat => false,
         }
     }
 
@@ -124,7 +149,7 @@ impl Router {
             })?;
         // Only a session that also uses the Responses API can hold its reasoning items; the
         // others never pay for the look.
-        let foreign = p == Provider::Anthropic
+        let foreign = p.speaks_messages()
             && self.clients.iter().any(|(q, _)| *q == Provider::OpenAi)
             && carries_reasoning_items(req);
         if wire == req.model && !foreign {

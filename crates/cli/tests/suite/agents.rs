@@ -45,7 +45,7 @@ fn result_for(h: &Harness, id: &str) -> Value {
         for m in r.messages_view()["messages"].as_array().unwrap() {
             for mut b in m["content"].as_array().cloned().unwrap_or_default() {
                 if b["tool_use_id"] == id {
-                    if r.dialect != "messages" {
+                    if matches!(r.dialect.as_str(), "responses" | "chat") {
                         let failed = b["content"]
                             .as_str()
                             .and_then(|t| t.strip_prefix(FAILED_CALL_MARK))

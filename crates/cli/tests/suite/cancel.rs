@@ -162,7 +162,7 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads(p: 
     // The OpenAI APIs have no is_error: keel's text says the call failed.
     let failed = |r: &Value| {
         r["is_error"] == true
-            || (p != Provider::Anthropic
+            || (!p.speaks_messages()
                 && r["content"]
                     .as_str()
                     .is_some_and(|t| t.starts_with(FAILED_CALL_MARK)))
@@ -196,7 +196,8 @@ async fn interrupt_while_tool_calls_stream_rejects_them_all(p: Provider) {
     // is (its arguments may go on until the finish), so there the interrupt comes after 9
     // chunks and no call is kept: nothing ran, and nothing is paired with a result.
     let (after_events, kept) = match p {
-        Provider::Anthropic => (12, 2),
+        // Bedrock sends each Messages API event in a frame of its own; Vertex the events.
+        Provider::Anthropic | Provider::Bedrock | Provider::Vertex => (12, 2),
         Provider::OpenAi => (14, 2),
         Provider::OpenAiChat => (9, 0),
     };

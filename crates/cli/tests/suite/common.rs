@@ -59,6 +59,10 @@ pub enum Provider {
     OpenAi,
     /// OpenAI's Chat Completions API.
     OpenAiChat,
+    /// Claude on Amazon Bedrock (SigV4-signed, event-stream frames).
+    Bedrock,
+    /// Claude on Google Vertex AI.
+    Vertex,
 }
 
 impl Provider {
@@ -68,6 +72,26 @@ impl Provider {
             Provider::Anthropic => "anthropic",
             Provider::OpenAi => "openai",
             Provider::OpenAiChat => "openai-chat",
+            Provider::Bedrock => "bedrock",
+            Provider::Vertex => "vertex",
+        }
+    }
+
+    /// Whether this provider serves Claude through the Messages API (Anthropic and the clouds).
+    pub fn speaks_messages(self) -> bool {
+        matches!(
+            self,
+            Provider::Anthropic | Provider::Bedrock | Provider::Vertex
+        )
+    }
+
+    /// The model id the runs send.
+    pub fn model(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "claude-sonnet-4-5",
+            Provider::OpenAi | Provider::OpenAiChat => "gpt-5",
+            Provider::Bedrock => "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            Provider::Vertex => "claude-sonnet-4-5@20250929",
         }
     }
 
@@ -75,6 +99,8 @@ impl Provider {
     pub fn base_url_var(self) -> &'static str {
         match self {
             Provider::Anthropic => "ANTHROPIC_BASE_URL",
+            Provider::Bedrock => "ANTHROPIC_BEDROCK_BASE_URL",
+            Provider::Vertex => "ANTHROPIC_VERTEX_BASE_URL",
             _ => "OPENAI_BASE_URL",
         }
     }
@@ -82,7 +108,7 @@ impl Provider {
     /// The base URL of a server at `origin` (OpenAI's include the version).
     pub fn base_url(self, origin: &str) -> String {
         match self {
-            Provider::Anthropic => origin.to_owned(),
+            Provider::Anthropic | Provider::Bedrock => origin.to_owned(),
             _ => format!("{origin}/v1"),
         }
     }
@@ -90,8 +116,22 @@ impl Provider {
     /// The error type keel reports for a scenario's Messages API error type (OpenAI's bodies
     /// carry their own codes).
     pub fn error_type(self, messages_api_type: &str) -> String {
-        if self == Provider::Anthropic {
-            return messages_api_type.to_owned();
+        let status = keel_mock::status_for_error_type(messages_api_type);
+        match self {
+            Provider::Anthropic => return messages_api_type.to_owned(),
+            Provider::Bedrock => {
+                return keel_mock::cloud::bedrock_error_type(status, messages_api_type)
+            }
+            Provider::Vertex => {
+                let body = keel_mock::cloud::vertex_error_body(status, messages_api_type, "x");
+                let e = &body["error"];
+                return e["status"]
+                    .as_str()
+                    .or(e["type"].as_str())
+                    .unwrap_or_default()
+                    .to_owned();
+            }
+            Provider::OpenAi | Provider::OpenAiChat => {}
         }
         let body = keel_mock::openai::error_body(messages_api_type, "x");
         let e = &body["error"];
@@ -119,6 +159,14 @@ macro_rules! per_provider {
             #[tokio::test]
             async fn openai_chat() {
                 super::$name(Provider::OpenAiChat).await
+            }
+            #[tokio::test]
+            async fn bedrock() {
+                super::$name(Provider::Bedrock).await
+            }
+            #[tokio::test]
+            async fn vertex() {
+                super::$name(Provider::Vertex).await
             }
         }
     )*};
@@ -161,6 +209,7 @@ impl Harness {
         match r.dialect.as_str() {
             "responses" => keel_mock::openai::validate_responses(&r.body),
             "chat" => keel_mock::openai::validate_chat(&r.body),
+            "bedrock" | "vertex" => keel_mock::validate_request(r.messages_view()),
             _ => keel_mock::validate_request(&r.body),
         }
     }
@@ -191,7 +240,28 @@ impl Harness {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if self.provider != Provider::Anthropic {
+        match self.provider {
+            Provider::Bedrock => {
+                c.env("KEEL_PROVIDER", "bedrock")
+                    .env("KEEL_MODEL", self.provider.model())
+                    .env("ANTHROPIC_BEDROCK_BASE_URL", self.mock.base_url())
+                    .env("AWS_REGION", "us-west-2")
+                    .env("AWS_ACCESS_KEY_ID", "AKIDTEST")
+                    .env("AWS_SECRET_ACCESS_KEY", "secret-test-key");
+            }
+            Provider::Vertex => {
+                c.env("KEEL_PROVIDER", "vertex")
+                    .env("KEEL_MODEL", self.provider.model())
+                    .env(
+                        "ANTHROPIC_VERTEX_BASE_URL",
+                        format!("{}/v1", self.mock.base_url()),
+                    )
+                    .env("ANTHROPIC_VERTEX_PROJECT_ID", "keel-test")
+                    .env("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1");
+            }
+            _ => {}
+        }
+        if !self.provider.speaks_messages() {
             c.env("KEEL_PROVIDER", self.provider.name())
                 .env("KEEL_MODEL", "gpt-5")
                 .env(
@@ -242,7 +312,9 @@ impl Harness {
             .filter(|r| {
                 (r.path.starts_with("/v1/messages")
                     || r.path.starts_with("/v1/responses")
-                    || r.path.starts_with("/v1/chat/completions"))
+                    || r.path.starts_with("/v1/chat/completions")
+                    || r.dialect == "bedrock"
+                    || r.dialect == "vertex")
                     && !r.path.contains("count_tokens")
             })
             .collect()

@@ -338,7 +338,7 @@ async fn thinking_blocks_go_back_signed_and_unchanged() {
 /// The 400 each API answers for a conversation past the context window (their own words).
 fn too_long_error(p: Provider, times: u32) -> String {
     let (error_type, message) = match p {
-        Provider::Anthropic => (
+        Provider::Anthropic | Provider::Bedrock | Provider::Vertex => (
             "invalid_request_error",
             "prompt is too long: 210000 tokens > 200000 maximum",
         ),

@@ -6,6 +6,7 @@ mod boundary;
 mod bypass;
 mod bypass_config;
 mod cancel;
+mod cloud;
 mod context;
 mod control;
 mod demo;

@@ -7,6 +7,7 @@
 //! `keel demo` and the interactive UI all start here, so none of them assembles a session by
 //! hand.
 
+mod cloud;
 mod knobs;
 pub(crate) mod settings;
 mod start;
@@ -342,14 +343,18 @@ impl SessionBuilder {
             .or_else(|| env("KEEL_MODEL"))
             .is_some_and(|m| !m.trim().is_empty());
         let model = match (named, env("ANTHROPIC_MODEL"), providers.explicit) {
+            // A cloud serving Claude has a model of its own when none is named.
+            (false, None, true) if cloud::default_model(providers.default).is_some() => {
+                cloud::default_model(providers.default).unwrap_or(DEFAULT_MODEL).to_owned()
+            }
             // The Anthropic model variable names no model of another provider.
-            (false, Some(_), true) if providers.default != Provider::Anthropic => {
+            (false, Some(_), true) if !providers.default.speaks_messages() => {
                 return Err(BuildError::Usage(format!(
                     "Error: the {} provider needs a model: pass --model or set KEEL_MODEL (ANTHROPIC_MODEL names an Anthropic model)",
                     providers.default
                 )))
             }
-            (false, None, true) if providers.default != Provider::Anthropic => {
+            (false, None, true) if !providers.default.speaks_messages() => {
                 return Err(BuildError::Usage(format!(
                     "Error: the {} provider needs a model: pass --model or set KEEL_MODEL",
                     providers.default
@@ -418,6 +423,12 @@ impl SessionBuilder {
             Provider::Anthropic if env("ANTHROPIC_API_KEY").is_some() => "ANTHROPIC_API_KEY",
             Provider::OpenAi | Provider::OpenAiChat if env("OPENAI_API_KEY").is_some() => {
                 "OPENAI_API_KEY"
+            }
+            Provider::Bedrock if env("AWS_BEARER_TOKEN_BEDROCK").is_some() => {
+                "AWS_BEARER_TOKEN_BEDROCK"
+            }
+            Provider::Foundry if env("ANTHROPIC_FOUNDRY_API_KEY").is_some() => {
+                "ANTHROPIC_FOUNDRY_API_KEY"
             }
             _ => "none",
         }
@@ -868,7 +879,13 @@ fn provider_choice(
         (None, None, None) => None,
     };
     let Some((name, from)) = named.filter(|(n, _)| !n.trim().is_empty()) else {
-        return Ok(ProviderChoice::default());
+        return Ok(match cloud::switched(env)? {
+            Some(default) => ProviderChoice {
+                default,
+                explicit: true,
+            },
+            None => ProviderChoice::default(),
+        });
     };
     let default = Provider::parse(&name).ok_or_else(|| {
         let all: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
@@ -905,6 +922,9 @@ fn clients(
             Provider::Anthropic => Arc::new(client_from_env(env, k)?),
             Provider::OpenAi => Arc::new(openai_from_env(env, k, OpenAiApi::Responses)?),
             Provider::OpenAiChat => Arc::new(openai_from_env(env, k, OpenAiApi::Chat)?),
+            Provider::Foundry => Arc::new(cloud::foundry(env, k)?),
+            Provider::Vertex => Arc::new(cloud::vertex(env, k)?),
+            Provider::Bedrock => Arc::new(cloud::bedrock(env, k)?),
         };
         router = router.with(p, client);
     }

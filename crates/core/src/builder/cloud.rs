@@ -1,0 +1,229 @@
+//! The cloud providers' configuration from the variables Claude Code's users already have:
+//! `CLAUDE_CODE_USE_BEDROCK` / `_VERTEX` / `_FOUNDRY` and each cloud's own. Every missing or
+//! malformed value is an exit-2 error naming the variable, found before any request.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use keel_model::cloud::aws::{from_env_or_profile, ProfileSource};
+use keel_model::cloud::gcp::{gcloud_adc_path, TokenSource};
+use keel_model::{
+    AnthropicClient, BedrockAuth, BedrockClient, BedrockConfig, ClientConfig, Provider,
+    VertexClient, VertexConfig,
+};
+
+use super::knobs::{Env, Knobs};
+use super::{timeouts, BuildError};
+
+/// The switches, in the order they win when several are on.
+const SWITCHES: [(&str, Provider); 3] = [
+    ("CLAUDE_CODE_USE_BEDROCK", Provider::Bedrock),
+    ("CLAUDE_CODE_USE_VERTEX", Provider::Vertex),
+    ("CLAUDE_CODE_USE_FOUNDRY", Provider::Foundry),
+];
+
+/// Whether a boolean variable is on: `1`/`true`/`yes`/`on` (any case) on, `0`/`false`/`no`/
+/// `off`/empty off, anything else an error naming it.
+pub(super) fn flag(env: &Env, var: &str) -> Result<bool, BuildError> {
+    let Some(v) = env(var) else {
+        return Ok(false);
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(BuildError::Usage(format!(
+            "Error: {var}={v:?} is not valid: expected 1 or 0"
+        ))),
+    }
+}
+
+/// The cloud a `CLAUDE_CODE_USE_*` switch picks, if one is on (two on at once is an error:
+/// which company receives the code must not be a guess).
+pub(super) fn switched(env: &Env) -> Result<Option<Provider>, BuildError> {
+    let mut on = Vec::new();
+    for (var, p) in SWITCHES {
+        if flag(env, var)? {
+            on.push((var, p));
+        }
+    }
+    match on.as_slice() {
+        [] => Ok(None),
+        [(_, p)] => Ok(Some(*p)),
+        [(a, _), (b, _), ..] => Err(BuildError::Usage(format!(
+            "Error: both {a} and {b} are set; turn one off to say which cloud keel should use"
+        ))),
+    }
+}
+
+/// The model a cloud gets when none is named.
+pub(super) fn default_model(p: Provider) -> Option<&'static str> {
+    match p {
+        Provider::Bedrock => Some("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+        Provider::Vertex => Some("claude-sonnet-4-5@20250929"),
+        Provider::Foundry => Some("claude-sonnet-4-5"),
+        Provider::Anthropic | Provider::OpenAi | Provider::OpenAiChat => None,
+    }
+}
+
+fn set(env: &Env, var: &str) -> Option<String> {
+    env(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// A configuration error of a client, told with the variable that holds the value.
+fn usage(var: &str, e: impl std::fmt::Display) -> BuildError {
+    BuildError::Usage(format!("Error: {var}: {e}"))
+}
+
+/// Microsoft Foundry: the Messages API at `ANTHROPIC_FOUNDRY_BASE_URL`, or at the Azure
+/// resource `ANTHROPIC_FOUNDRY_RESOURCE`, with `ANTHROPIC_FOUNDRY_API_KEY`.
+pub(super) fn foundry(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, BuildError> {
+    let (base_url, var) = match (
+        set(env, "ANTHROPIC_FOUNDRY_BASE_URL"),
+        set(env, "ANTHROPIC_FOUNDRY_RESOURCE"),
+    ) {
+        (Some(url), _) => (url, "ANTHROPIC_FOUNDRY_BASE_URL"),
+        (None, Some(r)) => {
+            let ok = r.len() <= 64 && r.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            if !ok {
+                return Err(usage(
+                    "ANTHROPIC_FOUNDRY_RESOURCE",
+                    format!("{r:?} is not an Azure resource name (letters, digits and -)"),
+                ));
+            }
+            (
+                format!("https://{r}.services.ai.azure.com/anthropic"),
+                "ANTHROPIC_FOUNDRY_RESOURCE",
+            )
+        }
+        (None, None) => {
+            return Err(BuildError::Usage(
+                "Error: Microsoft Foundry needs its resource: set ANTHROPIC_FOUNDRY_RESOURCE to the Azure resource name (or ANTHROPIC_FOUNDRY_BASE_URL to the full endpoint)".into(),
+            ))
+        }
+    };
+    let api_key = set(env, "ANTHROPIC_FOUNDRY_API_KEY");
+    if api_key.is_none() && !flag(env, "CLAUDE_CODE_SKIP_FOUNDRY_AUTH")? {
+        return Err(BuildError::Usage(
+            "Error: Microsoft Foundry needs a key: set ANTHROPIC_FOUNDRY_API_KEY (keel does not read Microsoft Entra ID credentials yet; CLAUDE_CODE_SKIP_FOUNDRY_AUTH=1 sends none, for gateways)".into(),
+        ));
+    }
+    let mut cfg = ClientConfig {
+        base_url,
+        api_key,
+        ..ClientConfig::default()
+    };
+    timeouts(&mut cfg, k)?;
+    AnthropicClient::new(cfg).map_err(|e| usage(var, e))
+}
+
+/// Google Vertex AI: `ANTHROPIC_VERTEX_PROJECT_ID`, `CLOUD_ML_REGION`, an optional
+/// `ANTHROPIC_VERTEX_BASE_URL`, and application-default credentials unless
+/// `CLAUDE_CODE_SKIP_VERTEX_AUTH` is on.
+pub(super) fn vertex(env: &Env, k: &Knobs<'_>) -> Result<VertexClient, BuildError> {
+    let project = set(env, "ANTHROPIC_VERTEX_PROJECT_ID").ok_or_else(|| {
+        BuildError::Usage(
+            "Error: Google Vertex AI needs a project: set ANTHROPIC_VERTEX_PROJECT_ID to the Google Cloud project that has Claude enabled".into(),
+        )
+    })?;
+    let region = set(env, "CLOUD_ML_REGION").unwrap_or_else(|| "us-east5".to_owned());
+    let auth = if flag(env, "CLAUDE_CODE_SKIP_VERTEX_AUTH")? {
+        None
+    } else {
+        Some(Arc::new(google_credentials(env)?))
+    };
+    let mut client = ClientConfig {
+        base_url: set(env, "ANTHROPIC_VERTEX_BASE_URL").unwrap_or_default(),
+        ..ClientConfig::default()
+    };
+    timeouts(&mut client, k)?;
+    let var = if client.base_url.is_empty() {
+        "ANTHROPIC_VERTEX_PROJECT_ID / CLOUD_ML_REGION"
+    } else {
+        "ANTHROPIC_VERTEX_BASE_URL"
+    };
+    VertexClient::new(VertexConfig {
+        client,
+        project,
+        region,
+        auth,
+    })
+    .map_err(|e| usage(var, e))
+}
+
+/// Application-default credentials: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's file.
+fn google_credentials(env: &Env) -> Result<TokenSource, BuildError> {
+    let token_url = set(env, "KEEL_GOOGLE_TOKEN_URL");
+    if let Some(path) = set(env, "GOOGLE_APPLICATION_CREDENTIALS") {
+        return TokenSource::from_file(&PathBuf::from(path), token_url)
+            .map_err(|e| usage("GOOGLE_APPLICATION_CREDENTIALS", e));
+    }
+    let gcloud = match (set(env, "CLOUDSDK_CONFIG"), set(env, "HOME")) {
+        (Some(dir), _) => Some(PathBuf::from(dir).join("application_default_credentials.json")),
+        (None, Some(home)) => Some(gcloud_adc_path(&PathBuf::from(home))),
+        (None, None) => None,
+    };
+    match gcloud.filter(|p| p.exists()) {
+        Some(p) => TokenSource::from_file(&p, token_url).map_err(|e| BuildError::Usage(format!("Error: {e}"))),
+        None => Err(BuildError::Usage(
+            "Error: keel found no Google application-default credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run `gcloud auth application-default login`, or set CLAUDE_CODE_SKIP_VERTEX_AUTH=1 behind a gateway that authenticates for you".into(),
+        )),
+    }
+}
+
+/// Amazon Bedrock: `AWS_REGION` (else `AWS_DEFAULT_REGION`, else `us-east-1`), an optional
+/// `ANTHROPIC_BEDROCK_BASE_URL`, and in order `AWS_BEARER_TOKEN_BEDROCK`, SigV4 credentials
+/// from the environment or the shared files, or nothing with `CLAUDE_CODE_SKIP_BEDROCK_AUTH`.
+pub(super) fn bedrock(env: &Env, k: &Knobs<'_>) -> Result<BedrockClient, BuildError> {
+    let region = set(env, "AWS_REGION")
+        .or_else(|| set(env, "AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let home = set(env, "HOME").map(PathBuf::from);
+    let file = |var: &str, name: &str| {
+        set(env, var)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+    };
+    let profiles = ProfileSource {
+        credentials_file: file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+        config_file: file("AWS_CONFIG_FILE", "config"),
+        profile: set(env, "AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
+    };
+    let auth = if let Some(t) = set(env, "AWS_BEARER_TOKEN_BEDROCK") {
+        BedrockAuth::Bearer(t)
+    } else if flag(env, "CLAUDE_CODE_SKIP_BEDROCK_AUTH")? {
+        BedrockAuth::None
+    } else {
+        let from_env = set(env, "AWS_ACCESS_KEY_ID").is_some();
+        match from_env_or_profile(env, &profiles) {
+            Ok(Some(creds)) => BedrockAuth::SigV4 {
+                creds,
+                reload: (!from_env).then_some(profiles),
+            },
+            Ok(None) => return Err(BuildError::Usage(
+                "Error: the AWS credentials could not be loaded for Amazon Bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), choose a profile of ~/.aws/credentials with AWS_PROFILE, or set AWS_BEARER_TOKEN_BEDROCK to a Bedrock API key".into(),
+            )),
+            Err(e) => return Err(BuildError::Usage(format!(
+                "Error: the AWS credentials could not be loaded for Amazon Bedrock: {}",
+                e.message
+            ))),
+        }
+    };
+    let mut client = ClientConfig {
+        base_url: set(env, "ANTHROPIC_BEDROCK_BASE_URL").unwrap_or_default(),
+        ..ClientConfig::default()
+    };
+    timeouts(&mut client, k)?;
+    let var = if client.base_url.is_empty() {
+        "AWS_REGION"
+    } else {
+        "ANTHROPIC_BEDROCK_BASE_URL"
+    };
+    BedrockClient::new(BedrockConfig {
+        client,
+        region,
+        auth,
+    })
+    .map_err(|e| usage(var, e))
+}

@@ -1,0 +1,356 @@
+//! Google application-default credentials: an OAuth access token for Vertex AI from a
+//! service-account key (a JWT signed with RS256, exchanged at the token endpoint) or from the
+//! gcloud user file (a refresh token exchanged there), cached until shortly before it expires.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use ring::signature::RsaKeyPair;
+use serde_json::Value;
+
+use crate::anthropic::{body_text, error_parts, send_bounded};
+use crate::error::{ApiError, ApiErrorKind};
+
+/// Google's token endpoint, for credentials that do not name their own.
+pub const GOOGLE_TOKEN_URL: &str = "https://oauth2.googleapis.com/token";
+/// The scope Vertex AI needs.
+const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+/// A credentials file larger than this is not one.
+const MAX_CREDENTIALS_FILE: u64 = 64 * 1024;
+/// A token endpoint's answer larger than this is not one.
+const MAX_TOKEN_BODY: usize = 64 * 1024;
+/// A token is refreshed this long before it expires (a request must not carry one that dies
+/// on the way).
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// The longest token lifetime believed (Google's are an hour).
+const MAX_TOKEN_LIFETIME: u64 = 24 * 3600;
+/// How long the token endpoint may take.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the credentials came from and how to trade them for a token.
+enum Grant {
+    /// The gcloud user file: a refresh token.
+    User {
+        client_id: String,
+        client_secret: String,
+        refresh_token: String,
+    },
+    /// A service-account key: sign a JWT assertion.
+    ServiceAccount { email: String, key: Arc<RsaKeyPair> },
+}
+
+/// Application-default credentials that hand out access tokens.
+pub struct TokenSource {
+    grant: Grant,
+    token_url: String,
+    path: PathBuf,
+    http: reqwest::Client,
+    cached: tokio::sync::Mutex<Option<(String, Instant)>>,
+}
+
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.grant {
+            Grant::User { .. } => "authorized_user",
+            Grant::ServiceAccount { .. } => "service_account",
+        };
+        write!(f, "TokenSource({kind} from {})", self.path.display())
+    }
+}
+
+fn config_error(path: &Path, what: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        ApiErrorKind::Config,
+        format!("the Google credentials in {}: {what}", path.display()),
+    )
+}
+
+/// The gcloud application-default credentials file under `home`.
+pub fn gcloud_adc_path(home: &Path) -> PathBuf {
+    home.join(".config/gcloud/application_default_credentials.json")
+}
+
+impl TokenSource {
+    /// Credentials from a JSON file (`authorized_user` or `service_account`). `token_url`
+    /// overrides the endpoint of `authorized_user` files (service-account keys carry theirs
+    /// in `token_uri`).
+    pub fn from_file(path: &Path, token_url: Option<String>) -> Result<Self, ApiError> {
+        let meta = std::fs::metadata(path).map_err(|e| config_error(path, e))?;
+        if !meta.is_file() || meta.len() > MAX_CREDENTIALS_FILE {
+            return Err(config_error(
+                path,
+                format!("not a regular file of at most {MAX_CREDENTIALS_FILE} bytes"),
+            ));
+        }
+        let text = std::fs::read(path).map_err(|e| config_error(path, e))?;
+        let v: Value = serde_json::from_slice(&text)
+            .map_err(|e| config_error(path, format!("not JSON ({e})")))?;
+        let field = |k: &str| -> Result<String, ApiError> {
+            v.get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| config_error(path, format!("`{k}` is missing")))
+        };
+        let kind = field("type")?;
+        let (grant, own_url) = match kind.as_str() {
+            "authorized_user" => (
+                Grant::User {
+                    client_id: field("client_id")?,
+                    client_secret: field("client_secret")?,
+                    refresh_token: field("refresh_token")?,
+                },
+                None,
+            ),
+            "service_account" => {
+                let key = parse_private_key(&field("private_key")?)
+                    .map_err(|e| config_error(path, e))?;
+                (
+                    Grant::ServiceAccount {
+                        email: field("client_email")?,
+                        key: Arc::new(key),
+                    },
+                    field("token_uri").ok(),
+                )
+            }
+            other => {
+                return Err(config_error(
+                    path,
+                    format!("credentials of type {other:?} are not supported (keel reads authorized_user and service_account)"),
+                ))
+            }
+        };
+        let token_url = own_url
+            .or(token_url)
+            .unwrap_or_else(|| GOOGLE_TOKEN_URL.to_owned());
+        match reqwest::Url::parse(&token_url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            _ => {
+                return Err(config_error(
+                    path,
+                    format!("the token endpoint {token_url:?} is not an http(s) URL"),
+                ))
+            }
+        }
+        let http = reqwest::Client::builder()
+            .tls_built_in_native_certs(false)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| config_error(path, format!("could not start the HTTP client: {e}")))?;
+        Ok(Self {
+            grant,
+            token_url,
+            path: path.to_owned(),
+            http,
+            cached: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// A valid access token: the cached one, or a fresh one from the token endpoint.
+    pub async fn token(&self) -> Result<String, ApiError> {
+        let mut cached = self.cached.lock().await;
+        if let Some((tok, until)) = cached.as_ref() {
+            if Instant::now() + REFRESH_MARGIN < *until {
+                return Ok(tok.clone());
+            }
+        }
+        let (tok, lifetime) = self.fetch().await?;
+        *cached = Some((tok.clone(), Instant::now() + lifetime));
+        Ok(tok)
+    }
+
+    /// Forget `stale` (the API refused it) so the next [`TokenSource::token`] fetches anew;
+    /// a token another request already replaced is left alone.
+    pub async fn invalidate(&self, stale: &str) {
+        let mut cached = self.cached.lock().await;
+        if cached.as_ref().is_some_and(|(t, _)| t == stale) {
+            *cached = None;
+        }
+    }
+
+    async fn fetch(&self) -> Result<(String, Duration), ApiError> {
+        let form = match &self.grant {
+            Grant::User {
+                client_id,
+                client_secret,
+                refresh_token,
+            } => form(&[
+                ("grant_type", "refresh_token"),
+                ("client_id", client_id),
+                ("client_secret", client_secret),
+                ("refresh_token", refresh_token),
+            ]),
+            Grant::ServiceAccount { email, key } => {
+                let jwt = assertion(email, key, &self.token_url)?;
+                form(&[
+                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+                    ("assertion", &jwt),
+                ])
+            }
+        };
+        let req = self
+            .http
+            .post(&self.token_url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form);
+        let resp = send_bounded(req, TOKEN_TIMEOUT).await.map_err(|e| {
+            ApiError::new(
+                e.kind,
+                format!(
+                    "could not reach the Google token endpoint {}: {e}",
+                    self.token_url
+                ),
+            )
+        })?;
+        let (status, _, body) = error_parts(resp).await;
+        if !(200..300).contains(&status) {
+            let kind = if status >= 500 || status == 429 {
+                ApiErrorKind::Http
+            } else {
+                ApiErrorKind::Config
+            };
+            return Err(ApiError {
+                status: (kind == ApiErrorKind::Http).then_some(status),
+                ..ApiError::new(
+                    kind,
+                    format!(
+                        "the Google token endpoint refused the credentials in {} (HTTP {status}: {}); run `gcloud auth application-default login` or fix GOOGLE_APPLICATION_CREDENTIALS",
+                        self.path.display(),
+                        body_text(status, &body)
+                    ),
+                )
+            });
+        }
+        parse_token(&body[..body.len().min(MAX_TOKEN_BODY)])
+    }
+}
+
+/// The access token and its lifetime from a token endpoint's JSON answer.
+fn parse_token(body: &[u8]) -> Result<(String, Duration), ApiError> {
+    let bad = |what: &str| {
+        ApiError::new(
+            ApiErrorKind::Decode,
+            format!("the Google token endpoint's answer {what}"),
+        )
+    };
+    let v: Value = serde_json::from_slice(body).map_err(|_| bad("is not JSON"))?;
+    let tok = v
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty() && t.len() <= 8192 && t.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| bad("has no usable access_token"))?;
+    let secs = v
+        .get("expires_in")
+        .and_then(Value::as_u64)
+        .unwrap_or(3600)
+        .min(MAX_TOKEN_LIFETIME);
+    Ok((tok.to_owned(), Duration::from_secs(secs)))
+}
+
+/// A signed JWT asking for a Vertex token for the service account `email`.
+fn assertion(email: &str, key: &RsaKeyPair, aud: &str) -> Result<String, ApiError> {
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let header = b64.encode(br#"{"alg":"RS256","typ":"JWT"}"#);
+    let claims = serde_json::json!({
+        "iss": email, "scope": SCOPE, "aud": aud, "iat": now, "exp": now + 3600,
+    });
+    let signing_input = format!("{header}.{}", b64.encode(claims.to_string()));
+    let mut sig = vec![0u8; key.public().modulus_len()];
+    key.sign(
+        &ring::signature::RSA_PKCS1_SHA256,
+        &ring::rand::SystemRandom::new(),
+        signing_input.as_bytes(),
+        &mut sig,
+    )
+    .map_err(|_| {
+        ApiError::new(
+            ApiErrorKind::Config,
+            "could not sign the service-account assertion",
+        )
+    })?;
+    Ok(format!("{signing_input}.{}", b64.encode(sig)))
+}
+
+/// An RSA key from PEM: PKCS#8 (`BEGIN PRIVATE KEY`, what Google issues) or PKCS#1.
+fn parse_private_key(pem: &str) -> Result<RsaKeyPair, String> {
+    let pkcs1 = pem.contains("BEGIN RSA PRIVATE KEY");
+    let b64: String = pem
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(b64.as_bytes())
+        .map_err(|_| "`private_key` is not PEM".to_owned())?;
+    let key = if pkcs1 {
+        RsaKeyPair::from_der(&der)
+    } else {
+        RsaKeyPair::from_pkcs8(&der)
+    };
+    key.map_err(|e| format!("`private_key` is not a usable RSA key ({e})"))
+}
+
+/// `application/x-www-form-urlencoded` of `pairs`.
+fn form(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", form_escape(k), form_escape(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn form_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_answers_are_range_checked() {
+        let (t, d) = parse_token(br#"{"access_token":"ya29.x","expires_in":3599}"#).unwrap();
+        assert_eq!((t.as_str(), d.as_secs()), ("ya29.x", 3599));
+        let (_, d) = parse_token(br#"{"access_token":"a","expires_in":1e99}"#).unwrap();
+        assert_eq!(
+            d.as_secs(),
+            3600,
+            "a lifetime that is not an integer is ignored"
+        );
+        let (_, d) = parse_token(br#"{"access_token":"a","expires_in":99999999}"#).unwrap();
+        assert_eq!(d.as_secs(), MAX_TOKEN_LIFETIME);
+        for bad in [
+            &b"{}"[..],
+            br#"{"access_token":""}"#,
+            br#"{"access_token":"a\nb"}"#,
+            b"<html>",
+        ] {
+            assert!(
+                parse_token(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn form_values_are_escaped() {
+        assert_eq!(
+            form(&[("a", "x y&z=1/"), ("b", "ok")]),
+            "a=x%20y%26z%3D1%2F&b=ok"
+        );
+    }
+}
