@@ -387,6 +387,14 @@ impl PermissionConfig {
                 v.extend(cmd.argv.iter().cloned());
                 candidates.push(v);
             }
+            // A deny rule that spells git's global options (`Bash(git -C /x push:*)`) sees
+            // them in place too.
+            if !cmd.git_global_words.is_empty() {
+                let mut v: Vec<Arg> = cmd.argv.iter().take(1).cloned().collect();
+                v.extend(cmd.git_global_words.iter().cloned());
+                v.extend(cmd.argv.iter().skip(1).cloned());
+                candidates.push(v);
+            }
             for rule in rules.iter().filter(|r| r.tool == tool || r.tool == "Bash") {
                 let hit = match rule.pattern.as_deref() {
                     None => true,

@@ -140,3 +140,16 @@ fn run_time_words_that_may_be_options_are_asked_in_every_mode_but_bypass() {
         assert!(allowed(&c, "sort ./* f"), "{mode:?}");
     }
 }
+
+#[test]
+fn a_deny_rule_that_spells_git_globals_sees_them() {
+    let mut c = cfg(PermissionMode::BypassPermissions, &[]);
+    c.deny
+        .push(Rule::parse("Bash(git -C /x push:*)", RuleSource::Flag).unwrap());
+    c.deny
+        .push(Rule::parse("Bash(git commit:*)", RuleSource::Flag).unwrap());
+    let denied = |cmd: &str| matches!(c.judge_bash("Bash", cmd).0, BashVerdict::Denied(..));
+    assert!(denied("git -C /x push origin"));
+    assert!(denied("git -C /elsewhere commit -m x"), "peeled, as before");
+    assert!(!denied("git -C /y push origin"));
+}
