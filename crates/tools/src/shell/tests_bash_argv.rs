@@ -96,7 +96,7 @@ fn line(rng: &mut Rng) -> String {
     let n = 1 + rng.next() % 4;
     for _ in 0..n {
         s.push(' ');
-        if rng.next() % 2 == 0 {
+        if rng.next().is_multiple_of(2) {
             s.push_str(rng.pick(words));
         } else {
             s.push_str(rng.pick(DYNAMIC));
