@@ -264,12 +264,21 @@ mod tests {
             &json!({"command": "touch x"}),
         );
         assert_eq!(s[0]["rules"][0]["ruleContent"], "touch x");
-        // A glob is approved as written, never as a pattern.
+        // A glob (like any word only known at run time) gets no reusable rule: the approval
+        // is for this call only.
         let s = suggestions(
             &perms,
             "Bash",
             ToolKind::Bash,
             &json!({"command": "rm -rf build/*"}),
+        );
+        assert!(s.is_empty(), "{s:?}");
+        // A `*` inside quotes is literal, and is approved as written.
+        let s = suggestions(
+            &perms,
+            "Bash",
+            ToolKind::Bash,
+            &json!({"command": "rm -rf 'build/*'"}),
         );
         assert_eq!(s[0]["rules"][0]["ruleContent"], "rm -rf 'build/*'");
         // Compound lines: one exact rule per command that needs approval.

@@ -374,6 +374,12 @@ fn setup(dir: &Path, outside: &Path, home: &Path) {
 
 /// Run one case; `Err` says how it got through.
 async fn run_case(case: &Case) -> Result<(), String> {
+    run_case_with(case, |_, _| {}).await
+}
+
+/// Run one case in a scratch project that `extra` adds to (given the project and the
+/// directory outside it, which inputs name as `OUT/`).
+async fn run_case_with(case: &Case, extra: fn(&Path, &Path)) -> Result<(), String> {
     let outside = tempfile::tempdir().unwrap();
     let input: Value = if case.tool == "Bash" {
         json!({ "command": case.input })
@@ -384,9 +390,11 @@ async fn run_case(case: &Case) -> Result<(), String> {
     let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"unused"}]}"#).await;
     let dir = h.cwd().to_path_buf();
     setup(&dir, outside.path(), h.home.path());
+    extra(&dir, outside.path());
     let text = serde_json::to_string(&input)
         .unwrap()
         .replace("ABS/", &format!("{}/", dir.display()))
+        .replace("OUT/", &format!("{}/", outside.path().display()))
         .replace("HOME/", &format!("{}/", h.home.path().display()));
     let input: Value = serde_json::from_str(&text).unwrap();
     let scenario = json!({"steps": [
@@ -553,10 +561,11 @@ async fn an_approved_suggestion_never_allows_more_than_what_was_approved() {
     let req = s.keel_request("can_use_tool").await;
     assert_eq!(req["request"]["input"]["command"], "rm -rf build/*");
     let suggestions = req["request"]["permission_suggestions"].clone();
+    // A glob is only known when it runs: no rule could say what was approved, so the
+    // approval is for this call alone.
     assert!(
-        suggestions.to_string().contains("rm -rf 'build/*'")
-            || suggestions.to_string().contains("rm -rf build/\\*"),
-        "the suggestion quotes the `*` so it matches only itself: {suggestions}"
+        !suggestions.to_string().contains("addRules"),
+        "a line with a glob gets no reusable rule: {suggestions}"
     );
     s.answer(
         req["request_id"].as_str().unwrap(),
@@ -686,5 +695,223 @@ async fn searches_skip_protected_files() {
     assert!(
         text.contains("[2 files were not searched: the permission rules deny reading them]"),
         "{text}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 29, defects 1, 4 and 5: words bash expands at run time, git's global options, and
+// suggested rules built from such words.
+// ---------------------------------------------------------------------------------------------
+
+const GIT_LOG_ONLY: &[&str] = &["--allowedTools", "Bash(git log:*)"];
+const STORED_DOLLAR_RULE: &[&str] = &["--allowedTools", "Bash(rm '$F')"];
+const ALLOW_ALL_BASH: &[&str] = &["--allowedTools", "Bash"];
+
+/// What the expansion families need besides the common project: a file whose name is an
+/// option (a glob passes it to the program), an `ls` in a directory a variable may put first
+/// on `PATH`, a tar archive, and a repository outside the project whose history holds a
+/// secret.
+fn hostile_files(dir: &Path, outside: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(dir.join("-oPWNED"), "x\n").unwrap();
+    // With PATH changed, only the shell's own redirection is sure to work.
+    let ls = dir.join("sub/ls");
+    std::fs::write(&ls, "#!/bin/sh\n: > \"${0%/*}/PWNED\"\n").unwrap();
+    std::fs::set_permissions(&ls, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ok = std::process::Command::new("tar")
+        .args(["-cf", "a.tar", "big.txt"])
+        .current_dir(dir)
+        .status()
+        .expect("tar runs");
+    assert!(ok.success());
+    let repo = outside.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("notes.txt"), "TOPSECRET-5\n").unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &["add", "notes.txt"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "x",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", outside)
+            .status()
+            .expect("git runs");
+        assert!(ok.success(), "git {args:?}");
+    }
+}
+
+/// Commands whose words bash expands into options or other words the read-only check never
+/// saw; each leaves a mark when it runs.
+const EXPANDS_TO_OPTIONS: &[&str] = &[
+    "X='-exec touch PWNED ;'; find . $X",
+    "X=-oPWNED; sort $X big.txt",
+    "X=-oPWNED; sort \"$X\" big.txt",
+    "X='--no-index --output=PWNED big.txt victim.txt'; git diff $X",
+    "sort *PWNED big.txt",
+    "sort ?oPWNED big.txt",
+    "sort {-oPWNED,big.txt}",
+    "find . -name big.txt {-exec,./evil.sh,\\;}",
+    "OLDPWD=-oPWNED; sort ~- big.txt",
+    "X='1 -oPWNED'; sort -k $X big.txt",
+    "X='a.tar --checkpoint=1 --checkpoint-action=exec=./evil.sh'; tar -tf $X",
+    "X='5 ./evil.sh'; timeout $X ls",
+    "X='1 ./evil.sh'; env A=$X ls",
+    "printf -v PATH %s ./sub; ls",
+    "X='-v PATH ./sub'; printf $X; ls",
+];
+
+/// `git` pointed at another repository with only `Bash(git log:*)` allowed: its history (and
+/// the secret in it) is printed when it runs.
+const GIT_ELSEWHERE: &[&str] = &[
+    "git --git-dir=OUT/repo/.git log -p",
+    "git -C OUT/repo log -p",
+    "git --work-tree=OUT/repo --git-dir=OUT/repo/.git log -p",
+    "git --namespace=x --git-dir=OUT/repo/.git log -p",
+];
+
+fn expansion_corpus() -> Vec<Case> {
+    let mut v = Vec::new();
+    for cmd in EXPANDS_TO_OPTIONS {
+        v.push(bash("expands to an option", DEFAULT, cmd));
+        v.push(bash("expands to an option", PLAN, cmd));
+    }
+    v.push(bash(
+        "expands to an option",
+        DEFAULT,
+        "X='--pre=./evil.sh'; rg line $X big.txt",
+    ));
+    for cmd in GIT_ELSEWHERE {
+        v.push(bash("git globals", GIT_LOG_ONLY, cmd));
+    }
+    v.push(bash("git globals", PLAN, "git -C OUT/repo log -p"));
+    // A rule stored from an earlier suggestion that kept a variable's raw text.
+    v.push(bash(
+        "exact rule with a variable",
+        STORED_DOLLAR_RULE,
+        "F=victim.txt; rm $F",
+    ));
+    v.push(bash(
+        "exact rule with a variable",
+        STORED_DOLLAR_RULE,
+        "F=victim.txt; rm \"$F\"",
+    ));
+    v
+}
+
+#[tokio::test]
+async fn words_bash_expands_and_git_globals_are_asked_and_leave_no_mark() {
+    let cases = expansion_corpus();
+    let mut failures = Vec::new();
+    for chunk in cases.chunks(6) {
+        let outcomes =
+            futures_util::future::join_all(chunk.iter().map(|c| run_case_with(c, hostile_files)))
+                .await;
+        for (case, outcome) in chunk.iter().zip(outcomes) {
+            if let Err(e) = outcome {
+                failures.push(format!(
+                    "[{}] {:?} under {:?}: {e}",
+                    case.family, case.input, case.args
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases got through:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+/// The marks are real: allowed, each of those commands does leave its mark (or print the
+/// other repository's secret), so the denials above are what stops them.
+#[tokio::test]
+async fn expansion_marks_are_real_when_bash_is_allowed() {
+    let cases: Vec<Case> = EXPANDS_TO_OPTIONS
+        .iter()
+        .chain(GIT_ELSEWHERE)
+        .map(|c| bash("control", ALLOW_ALL_BASH, c))
+        .collect();
+    let mut quiet = Vec::new();
+    for chunk in cases.chunks(6) {
+        let outcomes =
+            futures_util::future::join_all(chunk.iter().map(|c| run_case_with(c, hostile_files)))
+                .await;
+        for (case, outcome) in chunk.iter().zip(outcomes) {
+            match outcome {
+                Err(e) if e.contains("PWNED exists") || e.contains("TOPSECRET-5") => {}
+                other => quiet.push(format!("{:?}: {other:?}", case.input)),
+            }
+        }
+    }
+    assert!(
+        quiet.is_empty(),
+        "these left no mark when allowed, so their denial proves nothing:\n{}",
+        quiet.join("\n")
+    );
+}
+
+/// A host approves `F=build.o; rm $F` with keel's own suggestions. Those hold no reusable
+/// rule (a rule could only keep `$F` as text), so the same command with another value is
+/// asked about again, and, denied, removes nothing.
+#[tokio::test]
+async fn approving_a_line_with_a_variable_covers_that_call_only() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "F=build.o; rm $F"}}]},
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "F=victim.txt; rm $F"}}]},
+            {"kind": "text", "text": "done"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let outside = tempfile::tempdir().unwrap();
+    setup(h.cwd(), outside.path(), h.home.path());
+    std::fs::write(h.cwd().join("build.o"), "x").unwrap();
+    let mut s = Stream::start(&h, &["--permission-prompt-tool", "stdio"], &[]);
+    s.user("clean").await;
+    let req = s.keel_request("can_use_tool").await;
+    assert_eq!(req["request"]["input"]["command"], "F=build.o; rm $F");
+    let suggestions = req["request"]["permission_suggestions"].clone();
+    assert!(
+        !suggestions.to_string().contains("addRules"),
+        "a line with a variable gets no reusable rule: {suggestions}"
+    );
+    s.answer(
+        req["request_id"].as_str().unwrap(),
+        json!({"behavior": "allow", "updatedInput": req["request"]["input"],
+               "updatedPermissions": suggestions}),
+    )
+    .await;
+    let second = s.keel_request("can_use_tool").await;
+    assert_eq!(
+        second["request"]["input"]["command"], "F=victim.txt; rm $F",
+        "the approval did not cover the same line with another value"
+    );
+    s.answer(
+        second["request_id"].as_str().unwrap(),
+        json!({"behavior": "deny", "message": "no"}),
+    )
+    .await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success");
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(!h.cwd().join("build.o").exists(), "the approved call ran");
+    assert!(
+        h.cwd().join("victim.txt").exists(),
+        "the second call did not"
     );
 }

@@ -120,6 +120,10 @@ fn text(a: &Arg) -> &str {
     a.text()
 }
 
+/// Stands for a word only known at run time when a wildcard rule is matched.
+const RUN_TIME: char = '\u{0}';
+const RUN_TIME_STR: &str = "\u{0}";
+
 /// Whether an allow rule's pattern allows one lowered command (wrappers included).
 fn allow_matches(pat: &BashPattern, cmd: &LoweredCommand) -> bool {
     // Configuration that makes git run other programs is never covered by a rule.
@@ -133,7 +137,8 @@ fn allow_matches(pat: &BashPattern, cmd: &LoweredCommand) -> bool {
     if cmd.assigns.iter().any(|v| shell::dangerous_var(v)) {
         return false;
     }
-    let full: Vec<&Arg> = cmd.full_argv();
+    // git's global options stay in place: `git log:*` must not allow `git -C /elsewhere log`.
+    let full: Vec<&Arg> = cmd.rule_argv();
     let Some(first) = full.first().and_then(|a| a.lit()) else {
         return false;
     };
@@ -159,13 +164,25 @@ fn allow_matches(pat: &BashPattern, cmd: &LoweredCommand) -> bool {
             let Some((p0, pw)) = w.split_first() else {
                 return false;
             };
-            *p0 == prog && pw.len() == rest.len() && pw.iter().zip(&rest).all(|(r, a)| r == a)
+            // Every word must be known: a word only known at run time is never the text it
+            // was written as (`rm '$F'` must not allow `rm $F`).
+            *p0 == prog
+                && pw.len() == rest.len()
+                && pw
+                    .iter()
+                    .zip(&full[1..])
+                    .all(|(r, a)| a.lit() == Some(r.as_str()))
         }
         BashPattern::Wildcard(p) => {
+            if p.contains(RUN_TIME) {
+                return false;
+            }
+            // A word only known at run time stands as a character no rule text holds, so
+            // only a `*` can cover it — and a `*` covers whatever it expands to.
             let mut joined = prog;
-            for r in &rest {
+            for a in &full[1..] {
                 joined.push(' ');
-                joined.push_str(r);
+                joined.push_str(a.lit().unwrap_or(RUN_TIME_STR));
             }
             super::wildcard_escaped(p, &joined)
         }
@@ -368,6 +385,14 @@ impl PermissionConfig {
             for w in &cmd.wrappers {
                 let mut v = w.clone();
                 v.extend(cmd.argv.iter().cloned());
+                candidates.push(v);
+            }
+            // A deny rule that spells git's global options (`Bash(git -C /x push:*)`) sees
+            // them in place too.
+            if !cmd.git_global_words.is_empty() {
+                let mut v: Vec<Arg> = cmd.argv.iter().take(1).cloned().collect();
+                v.extend(cmd.git_global_words.iter().cloned());
+                v.extend(cmd.argv.iter().skip(1).cloned());
                 candidates.push(v);
             }
             for rule in rules.iter().filter(|r| r.tool == tool || r.tool == "Bash") {
@@ -608,8 +633,20 @@ impl PermissionConfig {
                 None => true,
                 Some(p) => allow_matches(&p, cmd),
             });
-            if ro.is_err() && !allowed && !cmd.more_args {
-                let full = cmd.full_argv();
+            let needs_rule = ro.is_err() && !allowed;
+            // A word only known at run time makes any rule built from it either a wildcard
+            // (its text matched as written) or wrong: a line with such a command gets no
+            // reusable rule at all, and the approval is for this call only.
+            if needs_rule && cmd.rule_argv().iter().any(|a| a.lit().is_none())
+                || cmd
+                    .redirects
+                    .iter()
+                    .any(|r| r.write && !r.is_harmless() && r.target.lit().is_none())
+            {
+                return Vec::new();
+            }
+            if needs_rule && !cmd.more_args {
+                let full = cmd.rule_argv();
                 let prog = full
                     .first()
                     .and_then(|a| a.lit())
@@ -639,3 +676,7 @@ impl PermissionConfig {
         out
     }
 }
+
+#[cfg(test)]
+#[path = "bash_tests.rs"]
+mod tests;

@@ -42,6 +42,15 @@ impl Redirect {
     }
 }
 
+/// `git` global options that change neither which repository it acts on nor what it runs.
+pub const HARMLESS_GIT_GLOBALS: &[&str] = &[
+    "--no-pager",
+    "-P",
+    "--no-optional-locks",
+    "--literal-pathspecs",
+    "--no-advice",
+];
+
 /// One simple command the line would run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoweredCommand {
@@ -62,6 +71,9 @@ pub struct LoweredCommand {
     pub more_args: bool,
     /// For `git`: global options that were removed to find the subcommand (`-C`, `-c`, …).
     pub git_globals: Vec<String>,
+    /// For `git`: the global options' words as written (`-C`, `/elsewhere`), which an allow
+    /// rule must spell to match: they change which repository the subcommand acts on.
+    pub git_global_words: Vec<Arg>,
 }
 
 impl LoweredCommand {
@@ -74,6 +86,23 @@ impl LoweredCommand {
     /// name a wrapper.
     pub fn full_argv(&self) -> Vec<&Arg> {
         self.wrappers.iter().flatten().chain(&self.argv).collect()
+    }
+
+    /// The words as written, wrappers included, with `git`'s global options back in their
+    /// place: what an allow rule (and a suggested rule) is matched against.
+    pub fn rule_argv(&self) -> Vec<&Arg> {
+        let mut out: Vec<&Arg> = self.wrappers.iter().flatten().collect();
+        let mut rest = self.argv.iter();
+        if let Some(p) = rest.next() {
+            out.push(p);
+        }
+        out.extend(
+            self.git_global_words
+                .iter()
+                .filter(|a| !a.lit().is_some_and(|w| HARMLESS_GIT_GLOBALS.contains(&w))),
+        );
+        out.extend(rest);
+        out
     }
 
     /// The command as one line (words joined by spaces).
@@ -345,6 +374,7 @@ impl Walker<'_> {
             cwd: self.cwd.clone(),
             more_args: false,
             git_globals: Vec::new(),
+            git_global_words: Vec::new(),
         });
     }
 
@@ -648,6 +678,7 @@ impl Walker<'_> {
             cwd: self.cwd.clone(),
             more_args: false,
             git_globals: Vec::new(),
+            git_global_words: Vec::new(),
         };
         self.unwrap(cmd, place);
     }

@@ -13,8 +13,8 @@ mod wrappers;
 
 use std::path::Path;
 
-pub use lower::{lower, Lowered, LoweredCommand, Redirect};
-pub use words::{Arg, ShellEnv};
+pub use lower::{lower, Lowered, LoweredCommand, Redirect, HARMLESS_GIT_GLOBALS};
+pub use words::{Arg, Expansion, ShellEnv};
 pub use wrappers::dangerous_var;
 
 /// Whether `command` clearly cannot change anything: it was fully understood, and every
@@ -32,3 +32,7 @@ pub fn is_read_only_command(command: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bash_argv;
+#[cfg(test)]
+mod tests_table;

@@ -3,7 +3,7 @@
 //! anything else (an unknown flag, a flag that writes or runs a program) needs permission.
 
 use super::lower::LoweredCommand;
-use super::words::Arg;
+use super::words::{Arg, Expansion};
 use super::wrappers::dangerous_var;
 
 /// How a program's positional arguments are read.
@@ -513,7 +513,7 @@ static SPECS: &[Spec] = &[
     },
     Spec {
         long: &["number-nonblank"],
-        ..spec("nl", "bp", "svwi", Pos::Paths)
+        ..spec("nl", "p", "bdfhilnsvw", Pos::Paths)
     },
     spec("md5sum", "bctwz", "", Pos::Paths),
     spec("sha256sum", "bctwz", "", Pos::Paths),
@@ -521,6 +521,15 @@ static SPECS: &[Spec] = &[
     spec("cd", "LPe", "", Pos::Paths),
     spec(":", "", "", Pos::Text),
 ];
+
+/// Every program the read-only list knows (the table, and those with their own checker),
+/// so that the table tests can show each one is covered.
+#[cfg(test)]
+pub(super) fn programs() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = SPECS.iter().map(|s| s.program).collect();
+    v.extend(["find", "sed", "tar", "git"]);
+    v
+}
 
 /// The verdict on one lowered command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -564,6 +573,7 @@ pub fn judge(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
         "find" => find(args)?,
         "sed" => sed(args)?,
         "tar" => tar(args)?,
+        "printf" => printf(args)?,
         _ => {
             let s = SPECS
                 .iter()
@@ -597,12 +607,7 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
     while i < args.len() {
         let a = &args[i];
         let Some(w) = a.lit() else {
-            if a.text().starts_with('-') && !end_of_flags {
-                return Err(format!(
-                    "`{}` has a flag only known when it runs",
-                    s.program
-                ));
-            }
+            dynamic_operand(s, a, end_of_flags, pattern_given, positionals.is_empty())?;
             positionals.push(a.clone());
             i += 1;
             continue;
@@ -643,9 +648,11 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
                     Some(v) => Arg::Lit(v.to_owned()),
                     None => {
                         i += 1;
-                        args.get(i).cloned().ok_or_else(|| {
+                        let v = args.get(i).cloned().ok_or_else(|| {
                             format!("`{} --{key}` is missing its value", s.program)
-                        })?
+                        })?;
+                        one_word(s.program, &v)?;
+                        v
                     }
                 };
                 if matches!(key, "regexp" | "file") {
@@ -688,9 +695,12 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
                     Arg::Lit(chars[j + 1..].iter().collect())
                 } else {
                     took_next = true;
-                    args.get(i + 1)
+                    let v = args
+                        .get(i + 1)
                         .cloned()
-                        .ok_or_else(|| format!("`{} -{c}` is missing its value", s.program))?
+                        .ok_or_else(|| format!("`{} -{c}` is missing its value", s.program))?;
+                    one_word(s.program, &v)?;
+                    v
                 };
                 if c == 'e' || c == 'f' {
                     pattern_given = true;
@@ -736,9 +746,131 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
 /// flags is just text (`echo --anything`).
 const TEXTUAL: &[&str] = &["echo", "printf", "test", "[", "true", "false", ":"];
 
+/// Programs (bash builtins) for which every option there is only changes what is printed or
+/// tested: a word only known at run time may become any of them harmlessly.
+const ANY_OPTION_HARMLESS: &[&str] = &["echo", "test", "[", "true", "false", ":", "cd"];
+
+/// A word only known at run time, met where `s` takes operands: refused where bash may turn
+/// it into an option the program would read (GNU programs read options after operands too,
+/// so only `--` ends them), or into several words where their number matters.
+fn dynamic_operand(
+    s: &Spec,
+    a: &Arg,
+    end_of_flags: bool,
+    pattern_given: bool,
+    first_positional: bool,
+) -> Result<(), String> {
+    let e = a.expansion().unwrap_or(Expansion::UNKNOWN);
+    let shown = super::words::short(a.text());
+    if e.any_dash && !end_of_flags && !ANY_OPTION_HARMLESS.contains(&s.program) {
+        return Err(format!(
+            "`{}` is given `{shown}`, which bash may expand to an option keel has not seen",
+            s.program
+        ));
+    }
+    if e.splits {
+        let counted = match s.pos {
+            Pos::AtMostPaths(_) | Pos::Zero => true,
+            // The pattern's place: a split would make a word keel takes for the pattern a
+            // file it reads.
+            Pos::PatternThenPaths => !pattern_given && first_positional,
+            Pos::Text | Pos::Paths => false,
+        };
+        if counted {
+            return Err(format!(
+                "`{}` is given `{shown}`, which bash may expand to several words",
+                s.program
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An option's value taken from the next word: a word bash may split would shift every word
+/// after it (`-n $N` with N=`5 --output=x`).
+fn one_word(prog: &str, v: &Arg) -> Result<(), String> {
+    if v.may_split() {
+        return Err(format!(
+            "`{prog}` is given `{}` as an option's value, which bash may expand to several words",
+            super::words::short(v.text())
+        ));
+    }
+    Ok(())
+}
+
+/// `printf`: bash's builtin reads options only before its format, and `-v NAME` assigns a
+/// variable (`printf -v PATH …` changes what every later command runs), so the first word
+/// must be known not to be an option.
+fn printf(args: &[Arg]) -> Result<ReadOnly, String> {
+    let first = args.first();
+    let refuse = match first {
+        None => false,
+        Some(Arg::Lit(w)) => w.starts_with('-') && w != "--" && w != "-",
+        Some(a) => a.expansion().is_none_or(|e| e.first_dash),
+    };
+    if refuse {
+        return Err(format!(
+            "`printf {}` may be given an option (`-v` sets a variable)",
+            super::words::short(first.map(Arg::text).unwrap_or(""))
+        ));
+    }
+    Ok(ReadOnly {
+        reads: Vec::new(),
+        recursive: false,
+    })
+}
+
 /// For programs whose arguments are text (`echo -n hi`), only known flags are flags.
 fn looks_like_flag(s: &Spec, w: &str) -> bool {
     w.len() > 1 && w[1..].chars().all(|c| s.flags.contains(c))
+}
+
+/// `find`'s tests that take a value (the next word, whatever it looks like).
+pub(super) const FIND_VALUED: &[&str] = &[
+    "-name",
+    "-iname",
+    "-path",
+    "-ipath",
+    "-wholename",
+    "-iwholename",
+    "-regex",
+    "-iregex",
+    "-type",
+    "-xtype",
+    "-maxdepth",
+    "-mindepth",
+    "-mtime",
+    "-mmin",
+    "-atime",
+    "-amin",
+    "-ctime",
+    "-cmin",
+    "-newer",
+    "-anewer",
+    "-cnewer",
+    "-size",
+    "-perm",
+    "-user",
+    "-group",
+    "-uid",
+    "-gid",
+    "-links",
+    "-inum",
+    "-samefile",
+    "-lname",
+    "-ilname",
+    "-printf",
+    "-regextype",
+    "-used",
+    "-fstype",
+];
+
+/// Whether a word only known at run time may become part of `find`'s expression (where
+/// `-exec` and `-delete` live) when it stands where `find` expects a starting point: a word
+/// that may start with `-`, or with `!`, `(`, `)` or `,`.
+pub(super) fn find_word_may_be_expression(a: &Arg) -> bool {
+    a.expansion()
+        .is_none_or(|e| e.any_dash || matches!(e.leading, Some('!' | '(' | ')' | ',')))
 }
 
 /// `find`: only tests and actions that print; never `-exec`, `-delete`, `-fprint`, `-fls`.
@@ -777,53 +909,19 @@ fn find(args: &[Arg]) -> Result<ReadOnly, String> {
         "-H",
         "-d",
     ];
-    const VALUED: &[&str] = &[
-        "-name",
-        "-iname",
-        "-path",
-        "-ipath",
-        "-wholename",
-        "-iwholename",
-        "-regex",
-        "-iregex",
-        "-type",
-        "-xtype",
-        "-maxdepth",
-        "-mindepth",
-        "-mtime",
-        "-mmin",
-        "-atime",
-        "-amin",
-        "-ctime",
-        "-cmin",
-        "-newer",
-        "-anewer",
-        "-cnewer",
-        "-size",
-        "-perm",
-        "-user",
-        "-group",
-        "-uid",
-        "-gid",
-        "-links",
-        "-inum",
-        "-samefile",
-        "-lname",
-        "-ilname",
-        "-printf",
-        "-regextype",
-        "-used",
-        "-fstype",
-    ];
     let mut reads = Vec::new();
     let mut i = 0;
     let mut in_expr = false;
     while i < args.len() {
         let a = &args[i];
         let Some(w) = a.lit() else {
-            if in_expr {
-                // A value like `-name $X` was consumed below; a bare dynamic word is a test.
-                return Err("`find` has an expression only known when it runs".to_owned());
+            if in_expr || find_word_may_be_expression(a) {
+                // A value like `-name "$X"` was consumed below; any other word only known
+                // at run time may be (or become) a test or an action such as `-exec`.
+                return Err(format!(
+                    "`find` is given `{}`, which bash may expand to part of its expression",
+                    super::words::short(a.text())
+                ));
             }
             reads.push(a.clone());
             i += 1;
@@ -837,7 +935,10 @@ fn find(args: &[Arg]) -> Result<ReadOnly, String> {
         in_expr = true;
         if NO_VALUE.contains(&w) {
             i += 1;
-        } else if VALUED.contains(&w) {
+        } else if FIND_VALUED.contains(&w) {
+            if let Some(v) = args.get(i + 1) {
+                one_word("find", v)?;
+            }
             i += 2;
         } else {
             return Err(unknown_flag("find", w));
@@ -934,11 +1035,12 @@ fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
                     'v' | 'z' | 'j' | 'J' | 'O' => {}
                     'f' => {
                         i += 1;
-                        reads.push(
-                            args.get(i)
-                                .cloned()
-                                .ok_or_else(|| "`tar -f` is missing its archive".to_owned())?,
-                        );
+                        let v = args
+                            .get(i)
+                            .cloned()
+                            .ok_or_else(|| "`tar -f` is missing its archive".to_owned())?;
+                        one_word("tar", &v)?;
+                        reads.push(v);
                     }
                     _ => return Err(unknown_flag("tar", &format!("-{ch}"))),
                 }
@@ -963,13 +1065,7 @@ fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
 
 /// `git`: a few subcommands that only look, each with its own flags.
 fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
-    const HARMLESS_GLOBALS: &[&str] = &[
-        "--no-pager",
-        "-P",
-        "--no-optional-locks",
-        "--literal-pathspecs",
-        "--no-advice",
-    ];
+    use super::lower::HARMLESS_GIT_GLOBALS as HARMLESS_GLOBALS;
     if let Some(g) = cmd
         .git_globals
         .iter()
@@ -1241,10 +1337,15 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
 /// `git config --get`/`--list` only read.
 fn git_config(args: &[Arg]) -> Result<ReadOnly, String> {
     let first = args.first().and_then(Arg::lit).unwrap_or("");
+    // The key must be one word that cannot be an option (`--get $K` with K=`x --add y z`).
+    let key_ok = args
+        .get(1)
+        .is_none_or(|k| !k.may_be_option() && !k.may_split());
     if matches!(
         first,
         "--get" | "--get-all" | "--list" | "-l" | "--get-regexp"
     ) && args.len() <= 2
+        && key_ok
     {
         Ok(ReadOnly {
             reads: Vec::new(),

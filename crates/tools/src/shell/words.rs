@@ -30,6 +30,178 @@ impl Arg {
             Arg::Lit(s) | Arg::Dyn(s) => s,
         }
     }
+
+    /// For a word only known at run time, what bash may turn it into; `None` for a literal.
+    pub fn expansion(&self) -> Option<Expansion> {
+        match self {
+            Arg::Lit(_) => None,
+            Arg::Dyn(raw) => Some(expansion_of(raw)),
+        }
+    }
+
+    /// Whether bash may pass this word as something that starts with `-` (and so a program
+    /// may read it as an option), or as several words any of which may.
+    pub fn may_be_option(&self) -> bool {
+        match self {
+            Arg::Lit(s) => s.starts_with('-'),
+            Arg::Dyn(_) => self.expansion().is_none_or(|e| e.any_dash),
+        }
+    }
+
+    /// Whether bash may pass this word as zero or several words.
+    pub fn may_split(&self) -> bool {
+        self.expansion().is_some_and(|e| e.splits)
+    }
+}
+
+/// What bash may make of a word whose value is only known at run time. Judged from the word
+/// as written, failing closed: whatever is not sure to be safe is assumed possible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expansion {
+    /// It may become zero or several words: an unquoted variable or substitution (split on
+    /// `IFS`), a glob, a brace list, a quoted `"$@"`.
+    pub splits: bool,
+    /// The first word it becomes may start with `-`: nothing fixed that is not a dash comes
+    /// before the first part only known at run time.
+    pub first_dash: bool,
+    /// Any word it becomes may start with `-` (the first, or one split off later).
+    pub any_dash: bool,
+    /// The first character, when it is fixed (`./*` starts with `.`).
+    pub leading: Option<char>,
+}
+
+impl Expansion {
+    /// What nothing is known about: any number of words, any of them an option.
+    pub const UNKNOWN: Expansion = Expansion {
+        splits: true,
+        first_dash: true,
+        any_dash: true,
+        leading: None,
+    };
+}
+
+/// Walks the pieces of a word, collecting the fixed text before the first part only known at
+/// run time and whether that part or a later one may split or start with `-`.
+#[derive(Default)]
+struct Scan {
+    prefix: String,
+    prefix_done: bool,
+    /// The first run-time part cannot start with `-` (a `~` that names a home directory).
+    first_part_safe: bool,
+    splits: bool,
+    dash_anywhere: bool,
+}
+
+impl Scan {
+    fn fixed(&mut self, s: &str) {
+        if !self.prefix_done {
+            self.prefix.push_str(s);
+        }
+    }
+
+    fn run_time(&mut self, cannot_start_with_dash: bool) {
+        if !self.prefix_done {
+            self.prefix_done = true;
+            self.first_part_safe = cannot_start_with_dash;
+        }
+    }
+
+    fn visit(&mut self, p: &WordPiece, quoted: bool) {
+        match p {
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                for q in inner {
+                    self.visit(&q.piece, true);
+                }
+            }
+            WordPiece::Text(t) if !quoted && expands(t) => {
+                // A glob or brace list: every word it becomes starts with the text before it.
+                let cut = t.find(['*', '?', '[', '{']).unwrap_or(t.len());
+                self.fixed(&t[..cut]);
+                self.run_time(false);
+                self.splits = true;
+            }
+            WordPiece::TildeExpansion(t) => {
+                // A home directory is absolute (or `~name` stays as written); `~+`, `~-` and
+                // the directory stack are variables a command may have set to anything.
+                self.run_time(matches!(t, TildeExpr::Home | TildeExpr::UserHome(_)));
+            }
+            WordPiece::ParameterExpansion(pe) => {
+                let d = format!("{pe:?}");
+                let many = d.contains('@')
+                    || d.contains("concatenate: false")
+                    || d.contains("VariableNames")
+                    || d.contains("MemberKeys");
+                if !quoted || many {
+                    self.splits = true;
+                    self.dash_anywhere = true;
+                }
+                self.run_time(false);
+            }
+            WordPiece::CommandSubstitution(_)
+            | WordPiece::BackquotedCommandSubstitution(_)
+            | WordPiece::ArithmeticExpression(_) => {
+                if !quoted {
+                    self.splits = true;
+                    self.dash_anywhere = true;
+                }
+                self.run_time(false);
+            }
+            other => {
+                let mut v = String::new();
+                let mut found = WordFindings::default();
+                if piece(
+                    other,
+                    false,
+                    quoted,
+                    &ShellEnv::default(),
+                    &mut v,
+                    &mut found,
+                ) {
+                    self.fixed(&v);
+                } else {
+                    self.splits = true;
+                    self.dash_anywhere = true;
+                    self.run_time(false);
+                }
+            }
+        }
+    }
+}
+
+/// What bash may make of the word `raw` (as written); see [`Expansion`].
+fn expansion_of(raw: &str) -> Expansion {
+    // Words the walker made up for constructs that are not words: `<(…)` becomes one path
+    // under /dev/fd, `popd` a directory from the stack.
+    if matches!(raw, "<(…)" | ">(…)") {
+        return Expansion {
+            splits: false,
+            first_dash: false,
+            any_dash: false,
+            leading: Some('/'),
+        };
+    }
+    let Ok(pieces) = brush_parser::word::parse(raw, &ParserOptions::default()) else {
+        return Expansion::UNKNOWN;
+    };
+    let mut scan = Scan::default();
+    for p in &pieces {
+        scan.visit(&p.piece, false);
+    }
+    if !scan.prefix_done {
+        // Nothing here is only known at run time, yet the word was not read as a literal.
+        return Expansion::UNKNOWN;
+    }
+    let first_dash = match scan.prefix.chars().next() {
+        Some(c) => c == '-',
+        None => !scan.first_part_safe,
+    };
+    Expansion {
+        splits: scan.splits,
+        first_dash,
+        any_dash: first_dash || scan.dash_anywhere,
+        leading: scan.prefix.chars().next(),
+    }
 }
 
 /// What evaluating a word found besides its value: command substitutions to lower, and
@@ -152,11 +324,13 @@ fn piece(
                     parameter: Parameter::Named(n),
                     indirect: false,
                 } if n == "HOME" => match &env.home {
-                    Some(h) => {
+                    // Unquoted, a value with blanks or glob characters would be split or
+                    // expanded further.
+                    Some(h) if quoted || !h.contains([' ', '\t', '\n', '*', '?', '[']) => {
                         out.push_str(h);
                         true
                     }
-                    None => false,
+                    _ => false,
                 },
                 _ => false,
             }

@@ -100,8 +100,13 @@ fn skip_opts(
     let mut values = Vec::new();
     while let Some(a) = cmd.argv.get(i) {
         let Some(w) = a.lit() else {
-            if a.text().starts_with('-') {
-                return Err(format!("`{name}` has an option only known when it runs"));
+            // A word bash may expand to an option (or to several words, one of which may
+            // be) is an option keel cannot judge: it could shift which word is the program.
+            if a.may_be_option() {
+                return Err(format!(
+                    "`{name}` is given `{}`, which bash may expand to an option",
+                    short(a.text())
+                ));
             }
             break;
         };
@@ -129,6 +134,7 @@ fn skip_opts(
                         .get(i + 1)
                         .cloned()
                         .ok_or_else(|| format!("`{name} --{key}` is missing its value"))?;
+                    one_value(name, &v)?;
                     values.push((key.to_owned(), v));
                     i += 2;
                 }
@@ -157,6 +163,7 @@ fn skip_opts(
                             .get(i + 1)
                             .cloned()
                             .ok_or_else(|| format!("`{name} -{c}` is missing its value"))?;
+                        one_value(name, &v)?;
                         values.push((c.to_string(), v));
                         consumed_next = true;
                     } else {
@@ -178,6 +185,18 @@ fn skip_opts(
         break;
     }
     Ok((i, values))
+}
+
+/// A wrapper's option value or own operand must stay one word: a split would shift which
+/// word bash runs as the program (`timeout $T ls` with T=`5 rm -rf x`).
+fn one_value(name: &str, v: &Arg) -> Result<(), String> {
+    if v.may_split() {
+        return Err(format!(
+            "`{name}` is given `{}`, which bash may expand to several words",
+            short(v.text())
+        ));
+    }
+    Ok(())
 }
 
 /// Peel one wrapper named `name` (the file name of the program word).
@@ -392,6 +411,17 @@ pub(super) fn peel(name: &str, cmd: &mut LoweredCommand) -> Peeled {
 fn simple_wrapper(cmd: &mut LoweredCommand, name: &str, o: &Opts, positional: usize) -> Peeled {
     match skip_opts(cmd, name, o) {
         Ok((i, _)) => {
+            for a in cmd.argv.iter().skip(i).take(positional) {
+                if let Err(p) = one_value(name, a) {
+                    return Peeled::Problem(p);
+                }
+                if a.lit().is_none() && a.may_be_option() {
+                    return Peeled::Problem(format!(
+                        "`{name}` is given `{}`, which bash may expand to an option",
+                        short(a.text())
+                    ));
+                }
+            }
             let i = i + positional;
             if i >= cmd.argv.len() {
                 return Peeled::Plain;
@@ -433,6 +463,11 @@ fn peel_env(cmd: &mut LoweredCommand) -> Peeled {
             Some((n, _))
                 if !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
             {
+                // After `env`, `A=$X` is an ordinary word: bash may split it, and the words
+                // split off become the program and its arguments.
+                if let Err(p) = one_value("env", a) {
+                    return Peeled::Problem(p);
+                }
                 cmd.assigns.push(n.to_owned());
                 i += 1;
             }
@@ -487,6 +522,28 @@ fn peel_xargs(cmd: &mut LoweredCommand) -> Peeled {
 
 fn peel_find(cmd: &mut LoweredCommand) -> Peeled {
     let mut inner = Vec::new();
+    // A word only known at run time may become `-exec …` (or end one early), unless it is
+    // one word given as a test's value (`-name "$X"`).
+    for (i, a) in cmd.argv.iter().enumerate().skip(1) {
+        if a.lit().is_some() {
+            continue;
+        }
+        let is_value = i > 1
+            && cmd.argv[i - 1]
+                .lit()
+                .is_some_and(|p| super::readonly::FIND_VALUED.contains(&p));
+        let ok = if is_value {
+            !a.may_split()
+        } else {
+            !super::readonly::find_word_may_be_expression(a)
+        };
+        if !ok {
+            return Peeled::Problem(format!(
+                "`find` is given `{}`, which bash may expand to part of its expression (such as `-exec`)",
+                short(a.text())
+            ));
+        }
+    }
     let mut i = 1;
     while i < cmd.argv.len() {
         let w = cmd.argv[i].text();
@@ -520,6 +577,7 @@ fn peel_find(cmd: &mut LoweredCommand) -> Peeled {
                 },
                 more_args: true,
                 git_globals: Vec::new(),
+                git_global_words: Vec::new(),
             });
             i = end + 1;
         } else {
@@ -619,8 +677,11 @@ fn peel_git(cmd: &mut LoweredCommand) -> Peeled {
     let mut globals = Vec::new();
     while let Some(a) = cmd.argv.get(i) {
         let Some(w) = a.lit() else {
-            if a.text().starts_with('-') {
-                return Peeled::Problem("`git` has an option only known when it runs".to_owned());
+            if a.may_be_option() {
+                return Peeled::Problem(format!(
+                    "`git` is given `{}`, which bash may expand to a global option",
+                    short(a.text())
+                ));
             }
             break;
         };
@@ -685,8 +746,16 @@ fn peel_git(cmd: &mut LoweredCommand) -> Peeled {
     if i > 1 {
         let mut argv = vec![cmd.argv[0].clone()];
         argv.extend(cmd.argv.drain(i..));
+        let words: Vec<Arg> = cmd.argv.drain(1..).collect();
+        if let Some(v) = words.iter().find(|a| a.lit().is_none()) {
+            return Peeled::Problem(format!(
+                "`git` is given `{}` as a global option's value, which is only known when it runs",
+                short(v.text())
+            ));
+        }
         cmd.argv = argv;
         cmd.git_globals = globals;
+        cmd.git_global_words = words;
     }
     if cmd.argv.len() < 2 {
         return Peeled::Plain;
