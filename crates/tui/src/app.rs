@@ -574,15 +574,17 @@ impl App {
             .stream
             .get_or_insert_with(|| (Markdown::default(), String::new()));
         // Only the new text can hold a newline: a long line streamed in many pieces is not
-        // searched again at every piece.
+        // searched again at every piece. Every line the piece completes is rendered at once.
         let mut lines = Vec::new();
-        let mut rest = text;
-        while let Some(pos) = rest.find('\n') {
-            partial.push_str(&rest[..pos]);
-            lines.extend(md.line(partial.trim_end_matches('\r')));
-            partial.clear();
-            rest = &rest[pos + 1..];
-        }
+        let rest = match text.rfind('\n') {
+            Some(pos) => {
+                partial.push_str(&text[..=pos]);
+                lines = md.lines(partial);
+                partial.clear();
+                &text[pos + 1..]
+            }
+            None => text,
+        };
         partial.push_str(rest);
         if let Some(r) = self.running.as_mut() {
             r.thinking = false;
