@@ -18,6 +18,8 @@ mod table;
 
 pub use code::code_line;
 
+use code::CodeCache;
+
 use ratatui::text::Line;
 
 /// The renderer of one message.
@@ -29,6 +31,8 @@ pub struct Markdown {
     committed: usize,
     /// Rendered lines held back (a table still growing).
     held: Vec<Line<'static>>,
+    /// The highlighted lines of its code blocks, from the last render.
+    code: CodeCache,
 }
 
 impl Markdown {
@@ -67,7 +71,7 @@ impl Markdown {
 
     /// Render the source, commit what is final, hold back the rest, drop closed blocks.
     fn advance(&mut self, finished: bool) -> Vec<Line<'static>> {
-        let r = render::render(&self.src);
+        let r = render::render(&self.src, &mut self.code);
         let total = r.lines.len();
         let hold_from = match r.top.last() {
             Some(last) if !finished && (last.table || self.ends_in_table_row()) => last.line,
@@ -85,6 +89,8 @@ impl Markdown {
             if self.committed >= last.line && last.src_line_start <= self.src.len() {
                 self.src.drain(..last.src_line_start);
                 self.committed -= last.line;
+                // The code blocks are numbered from the new start.
+                self.code = CodeCache::default();
             }
         }
         new
@@ -101,7 +107,7 @@ impl Markdown {
 
 /// Every line of a whole message (a reply that did not stream).
 pub fn render_all(text: &str) -> Vec<Line<'static>> {
-    render::render(text).lines
+    render::render(text, &mut CodeCache::default()).lines
 }
 
 /// The plain text of a line (for tests and width checks).

@@ -11,7 +11,7 @@ use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, LinkType, Options, Pars
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
-use super::code::code_line;
+use super::code::CodeCache;
 use super::table::Table;
 
 /// What a render produced: its lines, and where each top-level block begins.
@@ -39,9 +39,10 @@ fn options() -> Options {
     Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS
 }
 
-/// Render a whole source.
-pub(crate) fn render(src: &str) -> Rendered {
-    let mut r = Renderer::new(src);
+/// Render a whole source; `cache` keeps highlighted code lines from an earlier render of the
+/// same source (or of its beginning).
+pub(crate) fn render(src: &str, cache: &mut CodeCache) -> Rendered {
+    let mut r = Renderer::new(src, cache);
     let mut depth = 0usize;
     for (event, range) in Parser::new_ext(src, options()).into_offset_iter() {
         match &event {
@@ -99,7 +100,7 @@ struct List {
     next: Option<u64>,
 }
 
-struct Renderer {
+struct Renderer<'c> {
     /// Byte offset of the start of every source line.
     line_starts: Vec<usize>,
     out: Vec<Line<'static>>,
@@ -115,16 +116,20 @@ struct Renderer {
     links: Vec<(usize, String, bool)>,
     /// Inside a heading: its level.
     heading: Option<HeadingLevel>,
-    /// Inside a code block: its language and the text of its line not complete yet.
-    code: Option<(String, String)>,
+    /// Inside a code block: its number, its lines so far and the text of its line not
+    /// complete yet.
+    code: Option<(usize, usize, String)>,
+    /// How many code blocks have begun.
+    code_blocks: usize,
+    cache: &'c mut CodeCache,
     table: Option<Table>,
     /// Source offset just past the last content rendered (for the blank line between blocks).
     last_content: Option<usize>,
     top: Vec<TopBlock>,
 }
 
-impl Renderer {
-    fn new(src: &str) -> Self {
+impl<'c> Renderer<'c> {
+    fn new(src: &str, cache: &'c mut CodeCache) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(memchr_newlines(src).map(|i| i + 1));
         Renderer {
@@ -139,6 +144,8 @@ impl Renderer {
             links: Vec::new(),
             heading: None,
             code: None,
+            code_blocks: 0,
+            cache,
             table: None,
             last_content: None,
             top: Vec::new(),
@@ -197,10 +204,9 @@ impl Renderer {
             }
             Event::Text(t) => {
                 self.content_to(range.end);
-                if let Some((lang, partial)) = self.code.as_mut() {
+                if let Some((_, _, partial)) = self.code.as_mut() {
                     partial.push_str(&t);
-                    let lang = lang.clone();
-                    self.code_lines(&lang);
+                    self.code_lines();
                 } else {
                     let style = self.style();
                     self.push(Span::styled(t.into_string(), style));
@@ -251,7 +257,10 @@ impl Renderer {
                     }
                     CodeBlockKind::Indented => String::new(),
                 };
-                self.code = Some((lang, String::new()));
+                let n = self.code_blocks;
+                self.code_blocks += 1;
+                self.cache.open(n, &lang);
+                self.code = Some((n, 0, String::new()));
             }
             Tag::List(start) => self.lists.push(List { next: start }),
             Tag::Item => {
@@ -308,9 +317,9 @@ impl Renderer {
                 self.containers.pop();
             }
             TagEnd::CodeBlock => {
-                if let Some((lang, partial)) = self.code.take() {
+                if let Some((n, i, partial)) = self.code.take() {
                     if !partial.is_empty() {
-                        let line = code_line(&partial, &lang);
+                        let line = self.cache.line(n, i, &partial);
                         self.push_line(line.spans);
                     }
                 }
@@ -413,8 +422,8 @@ impl Renderer {
     }
 
     /// Every complete line of the code block open now, highlighted.
-    fn code_lines(&mut self, lang: &str) {
-        let Some((_, partial)) = self.code.as_mut() else {
+    fn code_lines(&mut self) {
+        let Some((n, i, partial)) = self.code.as_mut() else {
             return;
         };
         let Some(last_nl) = partial.rfind('\n') else {
@@ -422,8 +431,11 @@ impl Renderer {
         };
         let rest = partial.split_off(last_nl + 1);
         let done = std::mem::replace(partial, rest);
-        for l in done.lines() {
-            let line = code_line(l, lang);
+        let (n, first) = (*n, *i);
+        let lines: Vec<&str> = done.lines().collect();
+        *i += lines.len();
+        for (k, l) in lines.into_iter().enumerate() {
+            let line = self.cache.line(n, first + k, l);
             self.push_line(line.spans);
         }
     }

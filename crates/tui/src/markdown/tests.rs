@@ -169,3 +169,46 @@ fn task_list_items_show_their_box() {
         vec!["☐ todo", "☑ done"]
     );
 }
+
+#[test]
+fn code_is_highlighted_by_its_language() {
+    let lines = render_all("```rust\nfn main() { let s = \"hi\"; } // done\n```");
+    let colour_of = |text: &str| {
+        lines[0]
+            .spans
+            .iter()
+            .find(|s| s.content.contains(text))
+            .and_then(|s| s.style.fg)
+            .unwrap_or_else(|| panic!("no span with {text:?} in {:?}", lines[0]))
+    };
+    assert_eq!(colour_of("fn"), Color::Magenta);
+    assert_eq!(colour_of("\"hi\""), Color::Green);
+    assert_eq!(colour_of("// done"), Color::DarkGray);
+    assert_eq!(colour_of("main"), Color::Blue);
+    // A block comment opened on one line colours the next: the state carries over.
+    let lines = render_all("```c\n/* open\nstill */ int x;\n```");
+    assert_eq!(lines[1].spans[1].style.fg, Some(Color::DarkGray));
+    // An unknown language is shown plain, text intact.
+    let lines = render_all("```nosuchlang\nfn x\n```");
+    assert_eq!(plain(&lines[0]), "  fn x");
+    assert!(lines[0].spans[1..]
+        .iter()
+        .all(|s| s.style.fg == Some(Color::Gray)));
+}
+
+#[test]
+fn a_long_code_block_is_highlighted_once_per_line() {
+    // Streamed line by line, a block comment opened at the top still colours line 500: the
+    // lines kept from earlier renders carry the grammar's state, not a fresh one.
+    let mut md = Markdown::default();
+    md.line("```c");
+    md.line("/* a comment");
+    let mut last = Vec::new();
+    for i in 0..500 {
+        last = md.line(&format!("still in it {i}"));
+    }
+    assert_eq!(texts(&last), vec!["  still in it 499"]);
+    assert_eq!(last[0].spans[1].style.fg, Some(Color::DarkGray));
+    md.line("*/ int x = 1;");
+    assert_eq!(md.code.highlighted(), 502, "each line highlighted once");
+}
