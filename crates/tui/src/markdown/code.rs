@@ -166,6 +166,16 @@ impl CodeCache {
         self.highlighted
     }
 
+    /// The first `n` code blocks are gone from the source (the others are numbered from 0).
+    pub(crate) fn drop_first(&mut self, n: usize) {
+        self.blocks.drain(..n.min(self.blocks.len()));
+    }
+
+    /// How many lines of the `n`th code block are kept.
+    pub(crate) fn lines_of(&self, n: usize) -> Option<usize> {
+        self.blocks.get(n).map(|b| b.lines.len())
+    }
+
     /// The source's `n`th code block (from 0) begins, in `lang`.
     pub(crate) fn open(&mut self, n: usize, lang: &str) {
         if self.blocks.get(n).is_some_and(|b| b.lang == lang) {

@@ -13,12 +13,15 @@
 //! not one of the whole reply.
 
 mod code;
+mod fence;
 mod render;
 mod table;
 
 pub use code::code_line;
 
 use code::CodeCache;
+use fence::OpenFence;
+use render::TopKind;
 
 use ratatui::text::Line;
 
@@ -33,28 +36,57 @@ pub struct Markdown {
     held: Vec<Line<'static>>,
     /// The highlighted lines of its code blocks, from the last render.
     code: CodeCache,
+    /// The last block is a fenced code block still open: its new lines are rendered alone.
+    open: Option<OpenFence>,
 }
 
 impl Markdown {
     /// Render one complete source line (without its newline); the lines returned are final. A
     /// table row returns nothing (it is held back until the table ends).
     pub fn line(&mut self, src: &str) -> Vec<Line<'static>> {
-        self.src.push_str(src);
-        self.src.push('\n');
-        self.advance(false)
+        let mut out = Vec::new();
+        if !self.code_line(src, &mut out) {
+            self.src.push_str(src);
+            self.src.push('\n');
+            out.extend(self.advance(false));
+        }
+        out
     }
 
     /// Render complete source lines at once (`text` ends with a newline, or is taken as if it
     /// did); the lines returned are final.
     pub fn lines(&mut self, text: &str) -> Vec<Line<'static>> {
-        if text.is_empty() {
-            return Vec::new();
+        let mut out = Vec::new();
+        let mut pending = false;
+        for l in text.split_terminator('\n') {
+            if pending || !self.code_line(l, &mut out) {
+                self.src.push_str(l);
+                self.src.push('\n');
+                pending = true;
+            }
         }
-        self.src.push_str(text);
-        if !text.ends_with('\n') {
-            self.src.push('\n');
+        if pending {
+            out.extend(self.advance(false));
         }
-        self.advance(false)
+        out
+    }
+
+    /// A line of the fenced code block open at the end, rendered alone (see `fence`); false
+    /// when there is no such block or the line closes it.
+    fn code_line(&mut self, src: &str, out: &mut Vec<Line<'static>>) -> bool {
+        let Some(fence) = self.open.as_mut() else {
+            return false;
+        };
+        if fence.closes(src) {
+            self.open = None;
+            return false;
+        }
+        out.push(self.code.line(fence.n, fence.next, fence.content(src)));
+        fence.next += 1;
+        self.committed += 1;
+        self.src.push_str(src);
+        self.src.push('\n');
+        true
     }
 
     /// The message is complete: whatever is held back, rendered.
@@ -74,7 +106,13 @@ impl Markdown {
         let r = render::render(&self.src, &mut self.code);
         let total = r.lines.len();
         let hold_from = match r.top.last() {
-            Some(last) if !finished && (last.table || self.ends_in_table_row()) => last.line,
+            Some(last)
+                if !finished
+                    && (last.kind == TopKind::Table
+                        || (last.kind == TopKind::Paragraph && self.ends_in_table_row())) =>
+            {
+                last.line
+            }
             _ => total,
         };
         let new = if hold_from > self.committed {
@@ -85,13 +123,34 @@ impl Markdown {
         self.committed = self.committed.max(hold_from);
         self.held = r.lines[self.committed.min(total)..].to_vec();
         // Every top-level block before the last one is closed and committed: drop its source.
+        let mut trimmed = false;
         if let Some(last) = r.top.last().filter(|_| r.top.len() > 1) {
             if self.committed >= last.line && last.src_line_start <= self.src.len() {
                 self.src.drain(..last.src_line_start);
                 self.committed -= last.line;
                 // The code blocks are numbered from the new start.
-                self.code = CodeCache::default();
+                self.code.drop_first(last.code_before);
+                trimmed = true;
             }
+        }
+        self.open = None;
+        if let Some(last) = r
+            .top
+            .last()
+            .filter(|l| !finished && l.kind == TopKind::Fenced)
+        {
+            let (start, n) = if trimmed {
+                (0, 0)
+            } else {
+                (last.src_line_start, last.code_before)
+            };
+            // Only when every line is committed and the lines kept for the block are exactly
+            // its lines so far: then rendering a new line alone is what a full render shows.
+            self.open = self
+                .src
+                .get(start..)
+                .and_then(|block| OpenFence::of(block, n))
+                .filter(|f| hold_from == total && self.code.lines_of(n) == Some(f.next));
         }
         new
     }

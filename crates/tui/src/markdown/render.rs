@@ -30,8 +30,23 @@ pub(crate) struct TopBlock {
     pub src_line_start: usize,
     /// Index of its first rendered line (after the blank line that may separate it).
     pub line: usize,
-    /// The block is a table (its columns can still widen while it grows).
-    pub table: bool,
+    /// What kind of block it is.
+    pub kind: TopKind,
+    /// How many code blocks the source has before it.
+    pub code_before: usize,
+}
+
+/// The kinds of top-level block the streaming view treats apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TopKind {
+    /// A table: its columns can still widen while it grows.
+    Table,
+    /// A paragraph: its last line may become a table's header.
+    Paragraph,
+    /// A fenced code block.
+    Fenced,
+    /// Anything else.
+    Other,
 }
 
 /// The markdown extensions keel renders: GitHub's tables, strikethrough and task lists.
@@ -48,12 +63,18 @@ pub(crate) fn render(src: &str, cache: &mut CodeCache) -> Rendered {
         match &event {
             Event::Start(tag) => {
                 if is_block(tag) {
-                    r.block_start(range.start, depth == 0, matches!(tag, Tag::Table(_)));
+                    let kind = match tag {
+                        Tag::Table(_) => TopKind::Table,
+                        Tag::Paragraph => TopKind::Paragraph,
+                        Tag::CodeBlock(CodeBlockKind::Fenced(_)) => TopKind::Fenced,
+                        _ => TopKind::Other,
+                    };
+                    r.block_start(range.start, (depth == 0).then_some(kind));
                 }
                 depth += 1;
             }
             Event::End(_) => depth = depth.saturating_sub(1),
-            Event::Rule => r.block_start(range.start, depth == 0, false),
+            Event::Rule => r.block_start(range.start, (depth == 0).then_some(TopKind::Other)),
             _ => {}
         }
         r.event(event, range);
@@ -160,8 +181,8 @@ impl<'c> Renderer<'c> {
     }
 
     /// A block begins at `offset`: a blank line first when the source has one since the last
-    /// content, and its place noted when it is a top-level block.
-    fn block_start(&mut self, offset: usize, top: bool, table: bool) {
+    /// content, and its place noted when it is a top-level block (`top`: its kind).
+    fn block_start(&mut self, offset: usize, top: Option<TopKind>) {
         self.flush_line();
         if let Some(end) = self.last_content {
             let last_line = self.line_of(end.saturating_sub(1));
@@ -172,12 +193,13 @@ impl<'c> Renderer<'c> {
                 self.last_content = Some(self.line_starts[this_line]);
             }
         }
-        if top {
+        if let Some(kind) = top {
             let line = self.line_of(offset);
             self.top.push(TopBlock {
                 src_line_start: self.line_starts[line],
                 line: self.out.len(),
-                table,
+                kind,
+                code_before: self.code_blocks,
             });
         }
     }

@@ -132,6 +132,8 @@ fn streaming_commits_what_a_whole_render_shows() {
         "1. one\n\n   ```rust\n   fn main() {}\n   ```\n2. two\n   > q\n3. three",
         "text\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nafter the table\n\n---\n\n    indented code\n\nlast",
         "- [ ] todo\n- [x] done\n\n* star\n\n+ plus\n\n2. starts at two\n3. three",
+        "para\n```py\nx = 1\n\n  | not a table\n\n````\n~~~\n```  \nafter\n\n  ~~~~ sh\n  ls\n    -l\n  ~~~~~\n```\nopen at the end\n\n",
+        "```\nblank lines at the end\n\n\n",
     ];
     for doc in docs {
         let whole = texts(&render_all(doc));
@@ -211,4 +213,8 @@ fn a_long_code_block_is_highlighted_once_per_line() {
     assert_eq!(last[0].spans[1].style.fg, Some(Color::DarkGray));
     md.line("*/ int x = 1;");
     assert_eq!(md.code.highlighted(), 502, "each line highlighted once");
+    assert!(md.open.is_some(), "the open fence is rendered line by line");
+    assert!(md.line("```").is_empty());
+    assert!(md.open.is_none());
+    assert_eq!(texts(&md.line("after")), vec!["after"]);
 }
