@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use keel_tools::json_file::{self, JsonFileError};
 use serde_json::Value;
 
 /// A command from `.claude/commands/NAME.md` (the project's, then the user's).
@@ -34,62 +35,32 @@ pub(super) fn strip_front_matter(s: &str) -> &str {
     s
 }
 
-/// Add allow rules to `.claude/settings.local.json` in `cwd`, keeping everything else in it.
-/// A file that is not a JSON object is left alone (an error says why).
-pub fn save_rules(cwd: &std::path::Path, rules: &[String]) -> Result<PathBuf, String> {
+/// Add allow rules to `.claude/settings.local.json` in `cwd`, keeping everything else in it,
+/// through the shared settings writer (locked, atomic, mode kept: other sessions may be
+/// writing the same file). A file that is not a JSON object is left alone (the error says why).
+pub fn save_rules(cwd: &std::path::Path, rules: &[String]) -> Result<PathBuf, JsonFileError> {
     let path = cwd.join(".claude").join("settings.local.json");
-    let mut root: Value = match std::fs::read_to_string(&path) {
-        Ok(s) if s.trim().is_empty() => serde_json::json!({}),
-        Ok(s) => serde_json::from_str(&s).map_err(|e| {
-            format!(
-                "{} is not valid JSON ({e}); it was left as it is",
-                path.display()
-            )
-        })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    let obj = root.as_object_mut().ok_or_else(|| {
-        format!(
-            "{} is not a JSON object; it was left as it is",
-            path.display()
-        )
-    })?;
-    let perms = obj
-        .entry("permissions")
-        .or_insert_with(|| serde_json::json!({}));
-    let perms = perms.as_object_mut().ok_or_else(|| {
-        format!(
-            "\"permissions\" in {} is not an object; it was left as it is",
-            path.display()
-        )
-    })?;
-    let allow = perms
-        .entry("allow")
-        .or_insert_with(|| serde_json::json!([]));
-    let allow = allow.as_array_mut().ok_or_else(|| {
-        format!(
-            "\"permissions.allow\" in {} is not a list; it was left as it is",
-            path.display()
-        )
-    })?;
-    for r in rules {
-        if !allow.iter().any(|v| v.as_str() == Some(r)) {
-            allow.push(Value::String(r.clone()));
+    json_file::update(&path, |root| {
+        let refused = |reason: &str| JsonFileError::Refused {
+            path: path.clone(),
+            reason: reason.to_owned(),
+        };
+        let perms = root
+            .entry("permissions")
+            .or_insert_with(|| serde_json::json!({}))
+            .as_object_mut()
+            .ok_or_else(|| refused("\"permissions\" is not an object"))?;
+        let allow = perms
+            .entry("allow")
+            .or_insert_with(|| serde_json::json!([]))
+            .as_array_mut()
+            .ok_or_else(|| refused("\"permissions.allow\" is not a list"))?;
+        for r in rules {
+            if !allow.iter().any(|v| v.as_str() == Some(r)) {
+                allow.push(Value::String(r.clone()));
+            }
         }
-    }
-    let dir = path
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let body = serde_json::to_string_pretty(&root).map_err(|e| e.to_string())? + "\n";
-    let tmp = dir.join(format!(".settings.local.json.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, body)
-        .and_then(|_| std::fs::rename(&tmp, &path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", path.display())
-        })?;
+        Ok(())
+    })?;
     Ok(path)
 }
