@@ -227,54 +227,31 @@ fn scope_place(
 /// A JSON file as an object; a missing file is an empty one. Anything else is an error: a
 /// file keel cannot read is never overwritten.
 fn read_object(path: &Path) -> Result<Map<String, Value>, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err(format!(
-                "{} is not a JSON object; it was left as it is",
-                path.display()
-            )),
-            Err(e) => Err(format!(
-                "{} is not valid JSON ({e}); it was left as it is",
-                path.display()
-            )),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::new()),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
+    keel_tools::json_file::read(path).map_err(|e| e.to_string())
 }
 
-/// Write `root` to `path` atomically (a new file, then a rename), keeping the old file's
-/// permissions.
-fn write_object(path: &Path, root: &Map<String, Value>) -> Result<(), String> {
-    use std::io::Write;
-    let text = serde_json::to_string_pretty(root).map_err(|e| e.to_string())? + "\n";
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.keel-{}.tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("config"),
-        std::process::id()
-    ));
-    let written = (|| -> std::io::Result<()> {
-        // A new file: never one that was already there (or a link planted in its place).
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            f.set_permissions(meta.permissions())?;
-        }
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })
+/// Change the JSON object in `path` through the shared settings writer: under its lock (other
+/// sessions may update the same file), replaced atomically, unknown keys and mode kept.
+fn update_object<T>(
+    path: &Path,
+    change: impl FnOnce(&mut Map<String, Value>) -> Result<T, String>,
+) -> Result<T, String> {
+    let mut refused = None;
+    let out = keel_tools::json_file::update(path, |root| {
+        change(root).map_err(|reason| {
+            refused = Some(reason.clone());
+            keel_tools::json_file::JsonFileError::Refused {
+                path: path.to_owned(),
+                reason,
+            }
+        })
+    });
+    match (out, refused) {
+        (Ok(v), _) => Ok(v),
+        // The change's own message, as it was (it already names the file where it matters).
+        (Err(_), Some(reason)) => Err(reason),
+        (Err(e), None) => Err(e.to_string()),
+    }
 }
 
 /// The object at `keys` under `root`, made when missing; an error when something else is there.
@@ -314,16 +291,17 @@ fn add(
     one.insert(name.to_owned(), entry.clone());
     let checked = keel_mcp_check(&Value::Object(one), &any)?;
     let (path, keys) = scope_place(cwd, home, scope)?;
-    let mut root = read_object(&path)?;
-    let servers = object_at(&mut root, &keys, &path)?;
-    if servers.contains_key(name) {
-        return Err(format!(
-            "there is already a server {name:?} in the {scope} scope ({}); remove it first",
-            path.display()
-        ));
-    }
-    servers.insert(name.to_owned(), entry);
-    write_object(&path, &root)?;
+    update_object(&path, |root| {
+        let servers = object_at(root, &keys, &path)?;
+        if servers.contains_key(name) {
+            return Err(format!(
+                "there is already a server {name:?} in the {scope} scope ({}); remove it first",
+                path.display()
+            ));
+        }
+        servers.insert(name.to_owned(), entry);
+        Ok(())
+    })?;
     println!(
         "Added {checked} MCP server {name} to the {scope} scope ({}).",
         path.display()
@@ -365,13 +343,13 @@ fn remove(cwd: &Path, home: Option<&Path>, scope: Option<&str>, name: &str) -> R
     let mut found = Vec::new();
     for s in scopes {
         let (path, keys) = scope_place(cwd, home, s)?;
-        let root = read_object(&path)?;
-        let mut at = Some(&Value::Object(root.clone()));
+        let root = Value::Object(read_object(&path)?);
+        let mut at = Some(&root);
         for k in &keys {
             at = at.and_then(|v| v.get(k));
         }
         if at.and_then(|v| v.get(name)).is_some() {
-            found.push((s, path, keys, root));
+            found.push((s, path, keys));
         }
     }
     match found.len() {
@@ -380,9 +358,11 @@ fn remove(cwd: &Path, home: Option<&Path>, scope: Option<&str>, name: &str) -> R
             scope.map_or(String::new(), |s| format!(" in the {s} scope"))
         )),
         1 => {
-            let (s, path, keys, mut root) = found.remove(0);
-            object_at(&mut root, &keys, &path)?.remove(name);
-            write_object(&path, &root)?;
+            let (s, path, keys) = found.remove(0);
+            update_object(&path, |root| {
+                object_at(root, &keys, &path)?.remove(name);
+                Ok(())
+            })?;
             println!(
                 "Removed MCP server {name} from the {s} scope ({}).",
                 path.display()

@@ -12,6 +12,7 @@ pub mod glob;
 pub mod grep;
 pub mod image;
 mod input;
+pub mod json_file;
 pub mod launcher;
 pub mod lineindex;
 pub mod output;

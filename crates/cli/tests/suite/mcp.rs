@@ -815,6 +815,38 @@ async fn mcp_add_checks_what_it_writes_and_never_clobbers_a_file_it_cannot_read(
     assert_eq!(std::fs::read_to_string(&state).unwrap(), "{ not json");
 }
 
+/// Twenty `keel mcp add` at once in one HOME: every one of them lands in `~/.claude.json`,
+/// which stays whole JSON with what was already in it (the shared settings writer's lock and
+/// atomic replace; the old writer lost updates to each other).
+#[tokio::test]
+async fn twenty_mcp_adds_at_once_in_one_home_lose_none() {
+    let h = Harness::from_json(CALL_ECHO).await;
+    let state = h.home.path().join(".claude.json");
+    std::fs::write(&state, "{\"numStartups\": 7, \"projects\": {}}\n").unwrap();
+    let names: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+    let hr = &h;
+    let runs = names.iter().map(|n| async move {
+        hr.run(&["mcp", "add", "-s", "user", n, "--", "srv"], &[])
+            .await
+    });
+    for r in futures_util::future::join_all(runs).await {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let root: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(
+        root["numStartups"],
+        json!(7),
+        "a key keel does not know is kept"
+    );
+    for n in &names {
+        assert_eq!(
+            root["mcpServers"][n]["command"],
+            json!("srv"),
+            "{n} was lost"
+        );
+    }
+}
+
 // ---- Servers at a URL ----
 
 /// The test server over HTTP (`--http` or `--sse` plus `args`), its URL; killed on drop.
