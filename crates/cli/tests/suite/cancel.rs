@@ -130,7 +130,7 @@ async fn a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit(
         .unwrap()
         .contains("started"));
     assert!(
-        eventually(Duration::from_secs(5), || processes_matching(marker)
+        eventually(Duration::from_secs(20), || processes_matching(marker)
             .is_empty())
         .await,
         "keel left the background process behind"
