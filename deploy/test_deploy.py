@@ -5,6 +5,7 @@ test reports itself skipped with the reason."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -104,6 +105,8 @@ def _engine_answers() -> str | None:
 
 def test_the_image_builds_and_keel_runs_in_it():
     why = _engine_answers()
+    if why and os.environ.get("KEEL_CI_REQUIRE_ENGINE") == "1":
+        pytest.fail(f"a container engine was expected here (KEEL_CI_REQUIRE_ENGINE=1): {why}")
     if why:
         pytest.skip(f"SKIPPED image build: {why}")
     tag = "keel-ci-test:latest"

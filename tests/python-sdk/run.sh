@@ -7,6 +7,7 @@
 # message parser (check_parse.py). Prints "python-sdk-parse: N passed, M failed".
 #
 # Idempotent: the venv (target/py-sdk-venv) is created and the SDK installed only once.
+# `run.sh --setup` only installs the SDK (.ci/run does that in the background while it builds).
 # Env: CLAUDE_AGENT_SDK_VERSION pins the SDK version; KEEL_SKIP_BUILD=1 skips `cargo build`.
 set -euo pipefail
 
@@ -19,13 +20,6 @@ KEEL="$TARGET/debug/keel"
 MOCK="$TARGET/debug/keel-mock"
 SCENARIO="$ROOT/tests/python-sdk/scenario.json"
 
-if [ -z "${KEEL_SKIP_BUILD:-}" ]; then
-    cargo build -q -p keel-cli -p keel-mock
-fi
-for bin in "$KEEL" "$MOCK"; do
-    [ -x "$bin" ] || { echo "python-sdk-parse: $bin is missing; run cargo build" >&2; exit 1; }
-done
-
 # The SDK, in a venv of its own (reused on later runs).
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
@@ -36,6 +30,14 @@ if [ -z "$have" ] || { [ -n "${CLAUDE_AGENT_SDK_VERSION:-}" ] && [ "$have" != "$
     "$VENV/bin/pip" install -q --disable-pip-version-check "$want" \
         || { echo "python-sdk-parse: could not install $want from PyPI" >&2; exit 1; }
 fi
+[ "${1:-}" = --setup ] && exit 0
+
+if [ -z "${KEEL_SKIP_BUILD:-}" ]; then
+    cargo build -q -p keel-cli -p keel-mock
+fi
+for bin in "$KEEL" "$MOCK"; do
+    [ -x "$bin" ] || { echo "python-sdk-parse: $bin is missing; run cargo build" >&2; exit 1; }
+done
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/keel-python-sdk.XXXXXX")"
 MOCK_PID=""

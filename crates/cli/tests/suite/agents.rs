@@ -339,6 +339,9 @@ async fn a_subagent_resumes_by_id_after_the_session_was_resumed() {
     assert!(keel_mock::validate_request(&child_req.body).is_ok());
 }
 
+/// The file whose creation lets the background agent of the test below finish.
+const BG_AGENT_GATE: &str = "release-background-agent";
+
 #[tokio::test]
 async fn background_tasks_outlive_an_interrupt_and_are_reported() {
     let marker = "keel-test-marker-background-sleep";
@@ -347,8 +350,10 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
             task("BG-AGENT: look around", json!({"run_in_background": true})),
             {"name": "Bash", "input": {"command": format!("echo sleeper-started; sleep 1000; : {marker}"), "run_in_background": true}},
             {"name": "Bash", "input": {"command": "echo quick-output", "run_in_background": true}}]})),
-        // The background agent is still working when the foreground turn is interrupted.
-        step("BG-AGENT", json!({"kind": "text", "text": "background agent report", "delay_ms": 5000})),
+        // The background agent is still working when the foreground turn is interrupted: its
+        // command waits (bounded) until the test releases it after the interrupt.
+        step("BG-AGENT", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": format!("n=0; until [ -e {BG_AGENT_GATE} ] || [ $n -ge 1200 ]; do sleep 0.1; n=$((n+1)); done; echo gate-opened")}}]})),
+        step("BG-AGENT", json!({"kind": "text", "text": "background agent report"})),
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "sleep 1000; : foreground-marker-bg-test"}}]})),
         step("TURN-ONE", json!({"kind": "tool_use", "calls": [
             {"name": "TaskOutput", "input": {"task_id": "shell_1", "block": true, "timeout": 500}, "id": "toolu_wait_sleeper"},
@@ -388,6 +393,7 @@ async fn background_tasks_outlive_an_interrupt_and_are_reported() {
         !st.live.frames.iter().any(agent_done),
         "the agent was still working at the interrupt"
     );
+    std::fs::write(h.cwd().join(BG_AGENT_GATE), "").unwrap();
     let done = st.wait(agent_done).await;
     assert_eq!(
         done["status"], "completed",

@@ -61,8 +61,10 @@ async fn sigint_during_a_long_command_exits_130_and_kills_the_group(p: Provider)
     live.signal(SIGINT);
     let t0 = Instant::now();
     let run = live.finish(Duration::from_secs(20)).await;
+    // Only a hang fails this bound (the command would sleep 1000 s); promptness on a loaded
+    // machine is not something a test can time.
     assert!(
-        t0.elapsed() < Duration::from_secs(2),
+        t0.elapsed() < Duration::from_secs(10),
         "keel took {:?} to exit after SIGINT",
         t0.elapsed()
     );
@@ -128,7 +130,7 @@ async fn a_grandchild_holding_stdout_cannot_hang_the_tool_and_is_reaped_at_exit(
         .unwrap()
         .contains("started"));
     assert!(
-        eventually(Duration::from_secs(5), || processes_matching(marker)
+        eventually(Duration::from_secs(20), || processes_matching(marker)
             .is_empty())
         .await,
         "keel left the background process behind"
@@ -256,7 +258,12 @@ async fn interrupt_during_a_retry_wait_ends_at_once(p: Provider) {
     live.signal(SIGINT);
     let t0 = Instant::now();
     let run = live.finish(Duration::from_secs(20)).await;
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    // The retry would wait 600 s: 10 s catches a wait that the interrupt did not end.
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "keel took {:?} to exit after SIGINT in a retry wait",
+        t0.elapsed()
+    );
     run.assert_end("error_during_execution", true, "aborted_streaming", 130);
     assert_eq!(h.requests().len(), 1);
 }

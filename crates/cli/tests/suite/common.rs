@@ -19,9 +19,21 @@ pub fn keel_bin() -> PathBuf {
 
 /// keel-mcp's test MCP server, beside the keel binary: brought up to date through cargo once
 /// per test process (a no-op when it is; and `cargo test -p keel-cli` works on its own).
+/// `KEEL_MCP_TEST_SERVER` names one already built: `.ci/run` sets it to the server its
+/// `cargo test --workspace --no-run` has just built, because `cargo build -p keel-mcp` alone
+/// unifies other features and would compile keel-mcp and its dependencies again mid-run.
 pub fn mcp_test_server() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(built) = std::env::var_os("KEEL_MCP_TEST_SERVER") {
+            let built = PathBuf::from(built);
+            assert!(
+                built.is_file(),
+                "KEEL_MCP_TEST_SERVER names no file: {}",
+                built.display()
+            );
+            return built;
+        }
         let dir = keel_bin()
             .parent()
             .expect("the keel binary's directory")

@@ -439,15 +439,13 @@ impl Drop for Tmux {
 /// tmux, narrowing and widening the window in the middle of a session leaves every finished
 /// message in the scrollback exactly once.
 #[tokio::test]
+#[ignore = "needs tmux (a terminal that re-flows on resize)"]
 async fn in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole() {
-    if std::process::Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED in_a_reflowing_terminal_resizes_both_ways_keep_the_scrollback_whole: tmux is not installed, and this test needs a terminal that re-flows on resize");
-        return;
-    }
+    let tmux_runs = std::process::Command::new("tmux").arg("-V").output();
+    assert!(
+        tmux_runs.is_ok_and(|o| o.status.success()),
+        "needs tmux: this test needs a terminal that re-flows on resize"
+    );
     let h = Harness::from_json(&text_steps(30)).await;
     let socket = format!("keel-test-{}", std::process::id());
     let tmux = Tmux { socket };
