@@ -241,3 +241,78 @@ async fn model_ids_and_names_that_would_change_the_url_are_refused() {
     });
     assert!(bad_project.is_err());
 }
+
+/// A fake metadata server: answers a GET of the default service account's token that carries
+/// `Metadata-Flavor: Google` with `meta-tok`, anything else with 403; keeps each request head.
+async fn metadata_server() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).into_owned();
+                seen.lock().unwrap().push(head.clone());
+                let lower = head.to_ascii_lowercase();
+                let good = head.starts_with(
+                    "GET /computeMetadata/v1/instance/service-accounts/default/token?scopes=",
+                ) && lower.contains("\r\nmetadata-flavor: google\r\n");
+                let (status, body) = if good {
+                    (
+                        "200 OK",
+                        r#"{"access_token":"meta-tok","expires_in":3599,"token_type":"Bearer"}"#,
+                    )
+                } else {
+                    ("403 Forbidden", r#"{"error":"missing Metadata-Flavor"}"#)
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    (host, heads)
+}
+
+/// On Google Cloud (here: `GCE_METADATA_HOST` on loopback) the token comes from the metadata
+/// server: a GET with its header, once, then cached.
+#[tokio::test]
+async fn the_metadata_server_gives_the_token_on_google_cloud() {
+    let (host, heads) = metadata_server().await;
+    let auth = Arc::new(TokenSource::metadata_server(&host).unwrap());
+    let mock = MockServer::start(Scenario::new(vec![Step::text("one"), Step::text("two")]))
+        .await
+        .unwrap();
+    let c = client(&mock, Some(auth));
+    assert_eq!(
+        text_of(&c, "claude-sonnet-4-5@20250929").await.unwrap(),
+        "one"
+    );
+    assert_eq!(
+        text_of(&c, "claude-sonnet-4-5@20250929").await.unwrap(),
+        "two"
+    );
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "cached after the first: {heads:?}");
+    assert!(heads[0].contains("scopes=https://www.googleapis.com/auth/cloud-platform"));
+    for r in mock.requests() {
+        assert_eq!(r.headers["authorization"], "Bearer meta-tok");
+    }
+    // A host that could change the URL is refused before anything is asked.
+    for bad in ["", "evil.example/x?", "a b", "h@st"] {
+        assert!(TokenSource::metadata_server(bad).is_err(), "{bad:?}");
+    }
+}

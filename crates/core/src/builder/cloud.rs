@@ -152,7 +152,8 @@ pub(super) fn vertex(env: &Env, k: &Knobs<'_>) -> Result<VertexClient, BuildErro
     .map_err(|e| usage(var, e))
 }
 
-/// Application-default credentials: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's file.
+/// Application-default credentials: `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's file,
+/// else (on Google Cloud, or with `GCE_METADATA_HOST`) the metadata server.
 fn google_credentials(env: &Env) -> Result<TokenSource, BuildError> {
     let token_url = set(env, "KEEL_GOOGLE_TOKEN_URL");
     if let Some(path) = set(env, "GOOGLE_APPLICATION_CREDENTIALS") {
@@ -164,10 +165,21 @@ fn google_credentials(env: &Env) -> Result<TokenSource, BuildError> {
         (None, Some(home)) => Some(gcloud_adc_path(&PathBuf::from(home))),
         (None, None) => None,
     };
-    match gcloud.filter(|p| p.exists()) {
-        Some(p) => TokenSource::from_file(&p, token_url).map_err(|e| BuildError::Usage(format!("Error: {e}"))),
+    if let Some(p) = gcloud.filter(|p| p.exists()) {
+        return TokenSource::from_file(&p, token_url)
+            .map_err(|e| BuildError::Usage(format!("Error: {e}")));
+    }
+    // On Google Cloud the machine's own service account, from its metadata server: asked
+    // only where GCE_METADATA_HOST names it or the machine says it is Google's (no probe of
+    // the network from anywhere else).
+    let host = set(env, "GCE_METADATA_HOST").or_else(|| {
+        keel_model::cloud::gcp::on_google_cloud()
+            .then(|| keel_model::cloud::gcp::METADATA_HOST.to_owned())
+    });
+    match host {
+        Some(h) => TokenSource::metadata_server(&h).map_err(|e| usage("GCE_METADATA_HOST", e)),
         None => Err(BuildError::Usage(
-            "Error: keel found no Google application-default credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run `gcloud auth application-default login`, or set CLAUDE_CODE_SKIP_VERTEX_AUTH=1 behind a gateway that authenticates for you".into(),
+            "Error: keel found no Google application-default credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run `gcloud auth application-default login`, run on Google Cloud (its metadata server is used there), or set CLAUDE_CODE_SKIP_VERTEX_AUTH=1 behind a gateway that authenticates for you".into(),
         )),
     }
 }

@@ -1,6 +1,7 @@
 //! Google application-default credentials: an OAuth access token for Vertex AI from a
-//! service-account key (a JWT signed with RS256, exchanged at the token endpoint) or from the
-//! gcloud user file (a refresh token exchanged there), cached until shortly before it expires.
+//! service-account key (a JWT signed with RS256, exchanged at the token endpoint), from the
+//! gcloud user file (a refresh token exchanged there), or, on Google Cloud, from the instance's
+//! metadata server; cached until shortly before it expires.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,13 +40,29 @@ enum Grant {
     },
     /// A service-account key: sign a JWT assertion.
     ServiceAccount { email: String, key: Arc<RsaKeyPair> },
+    /// The metadata server of a Google Cloud machine (GCE, GKE, Cloud Run): ask it.
+    Metadata,
+}
+
+/// The metadata server's name on Google Cloud (`GCE_METADATA_HOST` overrides it).
+pub const METADATA_HOST: &str = "metadata.google.internal";
+
+/// Whether this machine says it is a Google Cloud machine (its DMI product name), so that the
+/// metadata server may be asked without a network probe. Linux only; false elsewhere.
+pub fn on_google_cloud() -> bool {
+    use std::io::Read as _;
+    let mut name = String::new();
+    std::fs::File::open("/sys/class/dmi/id/product_name")
+        .and_then(|f| f.take(256).read_to_string(&mut name))
+        .is_ok_and(|_| name.trim().starts_with("Google"))
 }
 
 /// Application-default credentials that hand out access tokens.
 pub struct TokenSource {
     grant: Grant,
     token_url: String,
-    path: PathBuf,
+    /// Where the credentials came from, for messages (a file, or the metadata server).
+    origin: String,
     http: reqwest::Client,
     cached: tokio::sync::Mutex<Option<(String, Instant)>>,
 }
@@ -55,8 +72,9 @@ impl std::fmt::Debug for TokenSource {
         let kind = match self.grant {
             Grant::User { .. } => "authorized_user",
             Grant::ServiceAccount { .. } => "service_account",
+            Grant::Metadata => "metadata",
         };
-        write!(f, "TokenSource({kind} from {})", self.path.display())
+        write!(f, "TokenSource({kind} from {})", self.origin)
     }
 }
 
@@ -134,15 +152,37 @@ impl TokenSource {
                 ))
             }
         }
-        let http = reqwest::Client::builder()
-            .tls_built_in_native_certs(false)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| config_error(path, format!("could not start the HTTP client: {e}")))?;
+        let http = http_client().map_err(|e| config_error(path, e))?;
         Ok(Self {
             grant,
             token_url,
-            path: path.to_owned(),
+            origin: path.display().to_string(),
+            http,
+            cached: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// Tokens from the metadata server at `host` (`host` or `host:port`, as
+    /// `GCE_METADATA_HOST` gives it): the default service account of the machine.
+    pub fn metadata_server(host: &str) -> Result<Self, ApiError> {
+        let ok = !host.is_empty()
+            && host.len() <= 255
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b));
+        if !ok {
+            return Err(ApiError::new(
+                ApiErrorKind::Config,
+                format!("GCE_METADATA_HOST={host:?} is not a host name or host:port"),
+            ));
+        }
+        let http = http_client().map_err(|e| ApiError::new(ApiErrorKind::Config, e))?;
+        Ok(Self {
+            grant: Grant::Metadata,
+            token_url: format!(
+                "http://{host}/computeMetadata/v1/instance/service-accounts/default/token?scopes={SCOPE}"
+            ),
+            origin: format!("the metadata server at {host}"),
             http,
             cached: tokio::sync::Mutex::new(None),
         })
@@ -171,30 +211,18 @@ impl TokenSource {
     }
 
     async fn fetch(&self) -> Result<(String, Duration), ApiError> {
-        let form = match &self.grant {
-            Grant::User {
-                client_id,
-                client_secret,
-                refresh_token,
-            } => form(&[
-                ("grant_type", "refresh_token"),
-                ("client_id", client_id),
-                ("client_secret", client_secret),
-                ("refresh_token", refresh_token),
-            ]),
-            Grant::ServiceAccount { email, key } => {
-                let jwt = assertion(email, key, &self.token_url)?;
-                form(&[
-                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-                    ("assertion", &jwt),
-                ])
-            }
+        let req = match &self.grant {
+            // The metadata server answers a GET that carries its header (and nothing else).
+            Grant::Metadata => self
+                .http
+                .get(&self.token_url)
+                .header("metadata-flavor", "Google"),
+            _ => self
+                .http
+                .post(&self.token_url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(self.form()?),
         };
-        let req = self
-            .http
-            .post(&self.token_url)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form);
         let resp = send_bounded(req, TOKEN_TIMEOUT).await.map_err(|e| {
             ApiError::new(
                 e.kind,
@@ -217,7 +245,7 @@ impl TokenSource {
                     kind,
                     format!(
                         "the Google token endpoint refused the credentials in {} (HTTP {status}: {}); run `gcloud auth application-default login` or fix GOOGLE_APPLICATION_CREDENTIALS",
-                        self.path.display(),
+                        self.origin,
                         body_text(status, &body)
                     ),
                 )
@@ -225,6 +253,38 @@ impl TokenSource {
         }
         parse_token(&body[..body.len().min(MAX_TOKEN_BODY)])
     }
+
+    /// The form that trades a refresh token or a signed assertion for an access token.
+    fn form(&self) -> Result<String, ApiError> {
+        Ok(match &self.grant {
+            Grant::User {
+                client_id,
+                client_secret,
+                refresh_token,
+            } => form(&[
+                ("grant_type", "refresh_token"),
+                ("client_id", client_id),
+                ("client_secret", client_secret),
+                ("refresh_token", refresh_token),
+            ]),
+            Grant::ServiceAccount { email, key } => {
+                let jwt = assertion(email, key, &self.token_url)?;
+                form(&[
+                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+                    ("assertion", &jwt),
+                ])
+            }
+            Grant::Metadata => String::new(),
+        })
+    }
+}
+
+fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .tls_built_in_native_certs(false)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| format!("could not start the HTTP client: {e}"))
 }
 
 /// The access token and its lifetime from a token endpoint's JSON answer.
