@@ -295,8 +295,23 @@ def check_agents(c: Checks, msgs: list[tuple[dict, Any]], exit_code: int) -> Non
     c.check(f"{name}: TaskStartedMessage for the subagent and the background shell", len(started) == 2 or [f"got {len(started)}"])
     c.check(f"{name}: TaskNotificationMessage for both", len(done) == 2 or [f"got {len(done)}"])
     c.check(f"{name}: every task completed", all(m.status == "completed" for m in done) or [f"got {[m.status for m in done]}"])
-    child = [m for raw, m in msgs if isinstance(m, AssistantMessage) and raw.get("parent_tool_use_id")]
-    c.check(f"{name}: the subagent's reply carries parent_tool_use_id", bool(child) and child[0].parent_tool_use_id is not None)
+    # A foreground subagent's text stays off the stream unless the host asks for it
+    # (initialize.forwardSubagentText, as Claude Code does); its answer reaches the parent
+    # as the Task call's result.
+    child_text = [
+        b.text
+        for raw, m in msgs
+        if isinstance(m, AssistantMessage) and raw.get("parent_tool_use_id")
+        for b in m.content
+        if isinstance(b, TextBlock)
+    ]
+    c.check(f"{name}: the subagent's text is not forwarded by default", not child_text or [f"got {child_text}"])
+    answers = [
+        b
+        for b in blocks(msgs, UserMessage, ToolResultBlock)
+        if "notes.txt has one line." in json.dumps(b.content)
+    ]
+    c.check(f"{name}: the subagent's answer reaches the parent as the Task result", bool(answers))
     if r is not None:
         c.check(f"{name}: result success", (r.subtype, r.is_error) == ("success", False) or [f"got {(r.subtype, r.is_error)}"])
 
