@@ -622,6 +622,7 @@ impl SessionBuilder {
                 cwd,
                 dirs,
                 home: home.map(Path::to_path_buf),
+                readable: Vec::new(),
             },
         })
     }
