@@ -84,6 +84,13 @@ pub fn kernel_path(path: &Path) -> Result<PathBuf, ResolveError> {
                         path: next.clone(),
                         source,
                     })?;
+                if magic(&next, &target) {
+                    // The kernel goes to the object itself, not to the link's text: keep
+                    // the link's own path (the open then reaches, and checks, the object).
+                    by_text = 1;
+                    done = next;
+                    continue;
+                }
                 if target.is_absolute() {
                     done = PathBuf::from("/");
                 }
@@ -101,6 +108,19 @@ pub fn kernel_path(path: &Path) -> Result<PathBuf, ResolveError> {
         }
     }
     Ok(done)
+}
+
+/// Whether `link` is one of /proc's links the kernel does not resolve by their text: an open
+/// file (`/proc/<pid>/fd/<n>`, which may be a pipe, a socket or a deleted file) or a link
+/// whose text is no path (`ns/net -> net:[…]`). `/proc/self` and the like, and `cwd`/`root`/
+/// `exe` (whose text is the path the kernel reaches), resolve as ordinary links.
+fn magic(link: &Path, target: &Path) -> bool {
+    if !link.starts_with("/proc") {
+        return false;
+    }
+    let parent = link.parent();
+    parent.and_then(Path::file_name).is_some_and(|n| n == "fd")
+        || (!target.is_absolute() && parent != Some(Path::new("/proc")))
 }
 
 /// The components of `p` as names, `.` and `..` (the root dropped).
@@ -149,6 +169,16 @@ mod tests {
             Err(ResolveError::TooManyLinks { .. })
         ));
         assert!(kernel_path(Path::new("rel")).is_err());
+        // /proc: `self` is an ordinary link, an open file's link is kept as it is.
+        let me = PathBuf::from(format!("/proc/{}", std::process::id()));
+        assert_eq!(
+            kernel_path(Path::new("/proc/self/fd/0")).unwrap(),
+            me.join("fd/0")
+        );
+        assert_eq!(
+            kernel_path(Path::new("/proc/self/root/etc")).unwrap(),
+            PathBuf::from("/etc")
+        );
         assert_eq!(kernel_path(Path::new("/..")).unwrap(), PathBuf::from("/"));
     }
 }

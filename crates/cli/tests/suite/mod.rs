@@ -4,6 +4,7 @@ mod agents;
 mod basic;
 mod boundary;
 mod bypass;
+mod bypass_paths;
 mod cancel;
 mod context;
 mod control;

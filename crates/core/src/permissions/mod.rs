@@ -300,7 +300,7 @@ fn subject(kind: ToolKind, input: &Value) -> Option<String> {
 }
 
 /// The tools that read an MCP server's resources, naming the server in their input.
-pub(crate) const RESOURCE_TOOLS: [&str; 2] = ["ListMcpResourcesTool", "ReadMcpResourceTool"];
+pub const RESOURCE_TOOLS: [&str; 2] = ["ListMcpResourcesTool", "ReadMcpResourceTool"];
 
 fn is_resource_tool(tool: &str) -> bool {
     RESOURCE_TOOLS.contains(&tool)
@@ -854,10 +854,11 @@ impl PermissionConfig {
                 if self.roots.contains(&p) {
                     format!("--allowedTools \"{tool}({path})\" or --permission-mode acceptEdits")
                 } else {
+                    // Where the kernel goes (a link may lead out), not the spelling.
                     format!(
-                        "--add-dir {} (then --permission-mode acceptEdits), or --allowedTools \"{tool}(/{})\"",
-                        p.lexical.parent().unwrap_or(Path::new("/")).display(),
-                        p.lexical.display()
+                        "--add-dir {} (then --permission-mode acceptEdits), or --allowedTools \"{tool}({})\"",
+                        p.real.parent().unwrap_or(Path::new("/")).display(),
+                        bash::exact_path_rule(&p.real)
                     )
                 }
             }

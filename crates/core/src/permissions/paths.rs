@@ -245,7 +245,13 @@ impl PathPattern {
                 format!("{base}/{body}")
             };
             let full = escape_glob_anchor(base, &full);
-            for g in [full.clone(), format!("{full}/**")] {
+            let mut forms = vec![full.clone(), format!("{full}/**")];
+            // `dir/**` also names `dir` itself: a search of the directory reads only what
+            // the rule covers.
+            if let Some(dir) = full.strip_suffix("/**").filter(|d| !d.is_empty()) {
+                forms.push(dir.to_owned());
+            }
+            for g in forms {
                 let m = GlobBuilder::new(&g)
                     .literal_separator(true)
                     .backslash_escape(true)
