@@ -131,7 +131,7 @@ async fn a_dot_dot_after_a_symlink_is_judged_where_the_kernel_goes() {
         (redirect.clone(), &accept_echo[..]),
         (edit.clone(), &["--allowedTools", "Edit(src/*)"][..]),
     ] {
-        let w = attempt(&[call.clone()], args).await;
+        let w = attempt(std::slice::from_ref(&call), args).await;
         assert!(
             w.denied(),
             "{call:?} was not denied: {:?}",
@@ -151,7 +151,7 @@ async fn a_dot_dot_after_a_symlink_is_judged_where_the_kernel_goes() {
     // Positive controls: with the outside directory added, the same calls land there.
     for call in [write, redirect] {
         let args = [&accept_echo[..], &["--add-dir", "@OUT"]].concat();
-        let w = attempt(&[call.clone()], &args).await;
+        let w = attempt(std::slice::from_ref(&call), &args).await;
         assert!(!w.denied(), "{call:?}: {:?}", w.run.tool_results());
         assert!(
             w.out().join("pwned").exists(),
@@ -239,7 +239,7 @@ async fn reads_outside_the_project_are_asked_about() {
     let runs = futures_util::future::join_all(
         cases
             .iter()
-            .map(|(call, _)| async move { attempt(&[call.clone()], &[]).await }),
+            .map(|(call, _)| async move { attempt(std::slice::from_ref(call), &[]).await }),
     )
     .await;
     for ((call, _), w) in cases.iter().zip(&runs) {
@@ -260,7 +260,7 @@ async fn reads_outside_the_project_are_asked_about() {
     }
     // Positive controls: an explicit Read rule allows each; so does bypassPermissions.
     let runs = futures_util::future::join_all(cases.iter().map(|(call, rule)| async move {
-        attempt(&[call.clone()], &["--allowedTools", rule]).await
+        attempt(std::slice::from_ref(call), &["--allowedTools", rule]).await
     }))
     .await;
     for ((call, _), w) in cases.iter().zip(&runs) {
@@ -332,7 +332,7 @@ async fn resources_of_a_denied_mcp_server_are_not_read() {
         ),
         (read.clone(), vec!["--mcp-config", MCP_CFG]),
     ] {
-        let w = attempt(&[call.clone()], &args).await;
+        let w = attempt(std::slice::from_ref(&call), &args).await;
         assert!(
             w.denied(),
             "{call:?} under {args:?}: {:?}",
