@@ -192,6 +192,17 @@ pub fn suggestions(
                 None => Vec::new(),
             }
         }
+        // A search outside the project: exactly the directory (or file) it searches.
+        ToolKind::Grep | ToolKind::Glob => match perms.judged_path(kind, input) {
+            Some(p) => {
+                vec![
+                    json!({ "toolName": tool, "ruleContent": crate::permissions::exact_path_rule(&p) }),
+                ]
+            }
+            None => Vec::new(),
+        },
+        // A rule naming a resource tool would reach every server's resources.
+        _ if crate::permissions::RESOURCE_TOOLS.contains(&tool) => Vec::new(),
         _ => vec![json!({ "toolName": tool })],
     };
     // Never a rule broader than what is being approved: when none can be exact, only the

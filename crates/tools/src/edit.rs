@@ -79,7 +79,7 @@ impl Tool for EditTool {
                             change.";
                 return InputError::rule("Edit", rule).into();
             }
-            let path = cx.resolve(&inp.file_path);
+            let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
             // What a stop means for the file: see Write.
             run_blocking(&cx, move |cancel| edit_file(&path, &inp, &cancel, &reads)).await

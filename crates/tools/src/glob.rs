@@ -67,11 +67,13 @@ impl Tool for GlobTool {
                 let rule = "`pattern` is empty; give a glob such as `**/*.rs`.";
                 return InputError::rule("Glob", rule).into();
             }
-            let base = match inp.path.as_deref().filter(|p| !p.is_empty()) {
-                Some(p) => cx.resolve(p),
+            // The directory searched is the one the permission check judged (see
+            // `search_dir`): an absolute pattern names it itself.
+            let (dir, pattern) = split_pattern(inp.path.as_deref(), &inp.pattern);
+            let base = match dir {
+                Some(d) => cx.target(&d),
                 None => cx.cwd.clone(),
             };
-            let (base, pattern) = split_absolute(base, &inp.pattern);
             let matcher = match GlobBuilder::new(&pattern).literal_separator(true).build() {
                 Ok(g) => g.compile_matcher(),
                 Err(e) => {
@@ -103,13 +105,24 @@ impl Tool for GlobTool {
     }
 }
 
+/// The directory a Glob call searches, as written (`None`: the working directory): what the
+/// permission check judges, and what the tool then opens.
+pub fn search_dir(input: &Value) -> Option<String> {
+    let path = input.get("path").and_then(Value::as_str);
+    let pattern = input.get("pattern").and_then(Value::as_str).unwrap_or("");
+    split_pattern(path, pattern).0
+}
+
 /// An absolute pattern (`/src/**/*.rs`) searches from its literal leading directories, whatever
-/// `path` says. Otherwise the pattern is used as given, minus a leading `./`.
-fn split_absolute(base: PathBuf, pattern: &str) -> (PathBuf, String) {
+/// `path` says. Otherwise the pattern is used as given, minus a leading `./`, under `path`.
+fn split_pattern(path: Option<&str>, pattern: &str) -> (Option<String>, String) {
     let is_meta = |s: &str| s.contains(['*', '?', '[', '{']);
     if !pattern.starts_with('/') {
         let p = pattern.trim_start_matches("./");
-        return (base, p.to_string());
+        return (
+            path.filter(|p| !p.is_empty()).map(str::to_owned),
+            p.to_string(),
+        );
     }
     let parts: Vec<&str> = pattern.split('/').collect();
     let literal = parts.iter().take_while(|p| !is_meta(p)).count();
@@ -117,7 +130,7 @@ fn split_absolute(base: PathBuf, pattern: &str) -> (PathBuf, String) {
     let literal = literal.min(parts.len() - 1);
     let dir = parts[..literal].join("/");
     let dir = if dir.is_empty() { "/".to_string() } else { dir };
-    (PathBuf::from(dir), parts[literal..].join("/"))
+    (Some(dir), parts[literal..].join("/"))
 }
 
 /// Whether the pattern asks for hidden entries itself (a part starting with `.`).
@@ -242,22 +255,25 @@ mod tests {
 
     #[test]
     fn absolute_patterns_split() {
-        let b = PathBuf::from("/cwd");
+        let b = Some("/cwd");
+        let some = |s: &str| Some(s.to_owned());
         assert_eq!(
-            split_absolute(b.clone(), "/a/b/**/*.rs"),
-            (PathBuf::from("/a/b"), "**/*.rs".into())
+            split_pattern(b, "/a/b/**/*.rs"),
+            (some("/a/b"), "**/*.rs".into())
         );
         assert_eq!(
-            split_absolute(b.clone(), "/a/b/c.txt"),
-            (PathBuf::from("/a/b"), "c.txt".into())
+            split_pattern(b, "/a/b/c.txt"),
+            (some("/a/b"), "c.txt".into())
         );
         assert_eq!(
-            split_absolute(b.clone(), "./src/*.rs"),
-            (b.clone(), "src/*.rs".into())
+            split_pattern(b, "./src/*.rs"),
+            (some("/cwd"), "src/*.rs".into())
         );
+        assert_eq!(split_pattern(None, "src/*.rs"), (None, "src/*.rs".into()));
+        assert_eq!(split_pattern(b, "/*.rs"), (some("/"), "*.rs".into()));
         assert_eq!(
-            split_absolute(b.clone(), "/*.rs"),
-            (PathBuf::from("/"), "*.rs".into())
+            search_dir(&serde_json::json!({"pattern": "/home/u/.ssh/*", "path": "."})),
+            some("/home/u/.ssh")
         );
     }
 

@@ -193,7 +193,7 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
     }
     let mode = inp.output_mode.unwrap_or_default();
     let root = match inp.path.as_deref().filter(|p| !p.is_empty()) {
-        Some(p) => cx.resolve(p),
+        Some(p) => cx.target(p),
         None => cx.cwd.clone(),
     };
     let multiline = inp.multiline.unwrap_or(false);

@@ -13,6 +13,7 @@ pub mod grep;
 pub mod image;
 mod input;
 pub mod json_file;
+pub mod kpath;
 pub mod launcher;
 pub mod lineindex;
 pub mod output;
@@ -168,6 +169,9 @@ pub struct ToolContext {
     /// Files the permission rules forbid reading: searches of a directory pass over them
     /// (and say how many they passed over). None: nothing is hidden.
     pub hidden: Option<PathFilter>,
+    /// The path the permission check judged for this call, resolved as the kernel resolves
+    /// it: the file tools open exactly this one (see [`ToolContext::target`]).
+    pub judged: Option<PathBuf>,
 }
 
 /// A test on a path (true: it is hidden), shared between threads.
@@ -203,7 +207,27 @@ impl ToolContext {
             processes: Arc::new(ProcessRegistry::new()),
             reads: Arc::new(ReadLedger::new()),
             hidden: None,
+            judged: None,
         }
+    }
+
+    /// Open the path the permission check judged (already resolved) instead of resolving the
+    /// call's own path again.
+    pub fn with_judged(mut self, path: Option<PathBuf>) -> Self {
+        self.judged = path;
+        self
+    }
+
+    /// The file a file tool acts on for `path` from its input: the path the permission check
+    /// judged when there is one (one resolution, not two), else `path` resolved here as the
+    /// kernel would (a path that cannot be resolved, such as a symlink loop, is left for the
+    /// open to fail on).
+    pub fn target(&self, path: &str) -> PathBuf {
+        if let Some(j) = &self.judged {
+            return j.clone();
+        }
+        let p = self.resolve(path);
+        kpath::kernel_path(&p).unwrap_or(p)
     }
 
     /// Hide the files `filter` names from directory searches.

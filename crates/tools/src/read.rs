@@ -89,7 +89,7 @@ impl Tool for ReadTool {
                 }
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
             };
-            let path = cx.resolve(&inp.file_path);
+            let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
             run_blocking(&cx, move |cancel| {
                 read_file(&path, start, limit, &cancel, &reads)

@@ -56,7 +56,7 @@ impl Tool for WriteTool {
                 Ok(i) => i,
                 Err(e) => return e.into(),
             };
-            let path = cx.resolve(&inp.file_path);
+            let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
             // A stop reported while the write completes anyway says `started: true`, which
             // claims no more than that the file may have been written; a stop the write sees

@@ -142,7 +142,7 @@ async fn a_failing_parallel_bash_call_cancels_its_bash_sibling_but_not_reads(p: 
         r#"{"steps":[
             {"kind":"tool_use","calls":[
                 {"name":"Bash","input":{"command":"tail -f /dev/null"},"id":"toolu_long"},
-                {"name":"Bash","input":{"command":"ls /definitely-not-here-keel"},"id":"toolu_fails"},
+                {"name":"Bash","input":{"command":"ls definitely-not-here-keel"},"id":"toolu_fails"},
                 {"name":"Read","input":{"file_path":"notes.txt"},"id":"toolu_read"}]},
             {"kind":"text","text":"handled"}]}"#,
     )

@@ -5,6 +5,7 @@ mod basic;
 mod boundary;
 mod bypass;
 mod bypass_config;
+mod bypass_paths;
 mod cancel;
 mod cloud;
 mod context;

@@ -574,13 +574,14 @@ impl SessionBuilder {
         if !(o.sandbox || settings.sandbox_enabled == Some(true)) {
             return Ok(None);
         }
-        use crate::permissions::paths::{normalize, real_path};
+        use crate::permissions::paths::real_path;
         let abs = |d: &str| {
             let expanded = match (d.strip_prefix("~/"), home) {
                 (Some(rest), Some(h)) => h.join(rest),
                 _ => PathBuf::from(d),
             };
-            real_path(&normalize(&self.cwd.join(expanded)))
+            // Resolved as the kernel does (a `..` after a link leaves the link's target).
+            real_path(&self.cwd.join(expanded))
         };
         let mut writable = vec![real_path(&self.cwd)];
         for d in &o.add_dirs {
@@ -658,9 +659,7 @@ impl SessionBuilder {
                 (Some(rest), Some(h)) => h.join(rest),
                 _ => PathBuf::from(&d),
             };
-            let abs = crate::permissions::paths::real_path(&crate::permissions::paths::normalize(
-                &self.cwd.join(expanded),
-            ));
+            let abs = crate::permissions::paths::real_path(&self.cwd.join(expanded));
             if !abs.is_dir() {
                 return Err(BuildError::Usage(format!(
                     "Error: the added directory {d} is not a directory ({})",
@@ -678,6 +677,7 @@ impl SessionBuilder {
                 cwd,
                 dirs,
                 home: home.map(Path::to_path_buf),
+                readable: Vec::new(),
             },
         })
     }

@@ -21,6 +21,8 @@ pub(super) enum Gate {
     Run {
         call: ToolUseBlock,
         allowed_by: AllowedBy,
+        /// The path the decision was made on, resolved: the tool opens this one.
+        judged: Option<std::path::PathBuf>,
     },
     /// It has its result already (blocked or denied); go on with the next call.
     Resolved,
@@ -64,6 +66,15 @@ struct HookVerdict {
     ask: Option<String>,
 }
 
+/// The live permission rules, with this session's own tool output readable.
+pub(super) fn live_permissions(cx: &DispatchCx<'_>) -> crate::permissions::PermissionConfig {
+    let mut p = cx.ctx.permissions(cx.plan_only);
+    if let Some(d) = &cx.ctx.limits.tools.spill_dir {
+        p.roots.readable.push(d.clone());
+    }
+    p
+}
+
 /// Decide one call; resolve it here when it will not run. The steps: PreToolUse hooks, the
 /// rules (with the hooks' opinion), then the approver when the rules leave it open.
 pub(super) async fn gate(
@@ -78,7 +89,7 @@ pub(super) async fn gate(
         Err(gate) => return Ok(gate),
     };
     // The mode and rules may have changed while the hooks ran: decide on the live ones.
-    let perms = cx.ctx.permissions(cx.plan_only);
+    let perms = live_permissions(cx);
     let read_only = tool.is_read_only(&call.input);
     let mut decision = perms.decide(&call.name, tool.kind(), &call.input, read_only);
     if hooks.ask.is_some() && matches!(decision, Decision::Allow(_)) {
@@ -88,7 +99,14 @@ pub(super) async fn gate(
         decision = Decision::Allow(AllowedBy::Hook);
     }
     match decision {
-        Decision::Allow(allowed_by) => Ok(Gate::Run { call, allowed_by }),
+        Decision::Allow(allowed_by) => {
+            let judged = perms.judged_path(tool.kind(), &call.input);
+            Ok(Gate::Run {
+                call,
+                allowed_by,
+                judged,
+            })
+        }
         Decision::Deny { message } => {
             deny(cx, pending, &call, message, out, DenialSource::Config).await?;
             Ok(Gate::Resolved)
@@ -114,7 +132,7 @@ async fn pre_tool_use(
     else {
         return Ok(Ok(HookVerdict::default()));
     };
-    let mode = cx.ctx.permissions(cx.plan_only).mode;
+    let mode = live_permissions(cx).mode;
     let input = tool_hook_input(cx, HookEvent::PreToolUse, call, mode.as_str());
     let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
         return Ok(Err(Gate::Halt));
@@ -155,7 +173,7 @@ async fn ask(
     reason: Option<String>,
     out: &mut Dispatched,
 ) -> Result<Gate, EmitError> {
-    let perms = cx.ctx.permissions(cx.plan_only);
+    let perms = live_permissions(cx);
     let Some(approver) = cx.ctx.approver() else {
         let message =
             perms.headless_denial(&call.name, tool.kind(), &call.input, reason.as_deref());
@@ -222,7 +240,7 @@ async fn ask(
             if let Some(input) = updated_input.filter(Value::is_object) {
                 call.input = input;
                 // A changed input is a new call as far as deny rules go.
-                let perms = cx.ctx.permissions(cx.plan_only);
+                let perms = live_permissions(cx);
                 if let Some((rule, _)) = perms.denied_by(&call.name, tool.kind(), &call.input) {
                     let message = format!(
                         "{} was not run: the input the host approved is denied by the rule `{}` from {}.",
@@ -234,9 +252,11 @@ async fn ask(
                     return Ok(Gate::Resolved);
                 }
             }
+            let judged = live_permissions(cx).judged_path(tool.kind(), &call.input);
             Ok(Gate::Run {
                 call,
                 allowed_by: AllowedBy::Approver,
+                judged,
             })
         }
         Approval::Deny { message, interrupt } => {
@@ -275,7 +295,7 @@ pub(super) async fn post_tool_use(
     if cx.turn.is_cancelled() {
         return;
     }
-    let mode = cx.ctx.permissions(cx.plan_only).mode;
+    let mode = live_permissions(cx).mode;
     let mut input = tool_hook_input(cx, HookEvent::PostToolUse, &r.call, mode.as_str());
     if let Some(t) = input.tool.as_mut() {
         t.response = Some(f.detail.clone().unwrap_or_else(|| {

@@ -59,6 +59,8 @@ struct Runnable {
     tool: Arc<dyn Tool>,
     read_only: bool,
     allowed_by: AllowedBy,
+    /// The path the permission decision resolved, which the tool opens.
+    judged: Option<std::path::PathBuf>,
 }
 
 /// The result of one call, before it is emitted.
@@ -116,9 +118,13 @@ pub(crate) async fn run_calls(
             finish(cx, pending, &call, f).await?;
             continue;
         };
-        let (call, allowed_by) =
+        let (call, allowed_by, judged) =
             match gate::gate(cx, pending, call, tool.as_ref(), &mut out).await? {
-                gate::Gate::Run { call, allowed_by } => (call, allowed_by),
+                gate::Gate::Run {
+                    call,
+                    allowed_by,
+                    judged,
+                } => (call, allowed_by, judged),
                 gate::Gate::Resolved => continue,
                 gate::Gate::Halt => break,
             };
@@ -128,6 +134,7 @@ pub(crate) async fn run_calls(
             tool,
             read_only,
             allowed_by,
+            judged,
         };
         if r.read_only {
             batch.push(r);

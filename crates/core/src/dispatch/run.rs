@@ -40,7 +40,8 @@ pub(super) async fn run_batch(
             .with_tool_use_id(r.call.id.clone())
             .with_processes(cx.processes.clone())
             .with_reads(cx.reads.clone())
-            .with_hidden(hidden.clone());
+            .with_hidden(hidden.clone())
+            .with_judged(r.judged.clone());
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();

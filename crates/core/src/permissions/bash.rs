@@ -530,20 +530,31 @@ impl PermissionConfig {
         Some(self.roots.resolve_in(t, cwd?))
     }
 
-    /// Whether a read-only command's reads avoid every Read deny rule.
+    /// Whether a read-only command may run without asking for what it reads: it runs in a
+    /// directory that may be read, and every file operand is one that may be read (inside
+    /// the working directory or an added directory, keel's own output, a documented system
+    /// location, or allowed by a Read rule) and that no Read deny rule protects.
     fn reads_allowed(&self, r: &readonly::ReadOnly, cwd: Option<&Path>) -> Result<(), String> {
         let denies: Vec<(&Rule, PathPattern)> = self.read_deny_patterns();
         let mut reads: Vec<Arg> = r.reads.clone();
         if r.recursive && reads.is_empty() {
             reads.push(Arg::Lit(".".to_owned()));
         }
-        if denies.is_empty() {
-            return Ok(());
+        // A command run after `cd` elsewhere reads there even with no operand (`ls`).
+        if let Some(dir) = cwd {
+            let here = self.roots.resolve_in(".", dir);
+            if !self.read_ok(&here) {
+                return Err(format!(
+                    "it runs in {}, outside the working directory and the added directories ({})",
+                    here.real.display(),
+                    read_rule_hint(&here)
+                ));
+            }
         }
         for w in &reads {
             let Some(p) = self.resolve_word(w, cwd) else {
                 return Err(format!(
-                    "it reads `{}`, which keel cannot check against the Read deny rules",
+                    "it reads `{}`, which keel cannot resolve before it runs",
                     w.text()
                 ));
             };
@@ -557,8 +568,25 @@ impl PermissionConfig {
                     ));
                 }
             }
+            if !self.read_ok(&p) {
+                let via = if p.real != p.lexical {
+                    format!(" (it leads to {})", p.real.display())
+                } else {
+                    String::new()
+                };
+                return Err(format!(
+                    "it reads `{}`{via}, outside the working directory and the added directories ({})",
+                    w.text(),
+                    read_rule_hint(&p)
+                ));
+            }
         }
         Ok(())
+    }
+
+    /// Whether `p` may be read without asking: a readable place, or a Read allow rule.
+    fn read_ok(&self, p: &Resolved) -> bool {
+        self.roots.readable(p) || self.path_allowed(&["Read"], p).is_some()
     }
 
     /// Whether a write to the path in `w` needs no approval; how, or why it does.
@@ -594,6 +622,21 @@ impl PermissionConfig {
             "it is outside the working directory and the added directories".to_owned()
         })
     }
+}
+
+/// The rule that would allow reading `p` (its directory, as an absolute Read rule).
+fn read_rule_hint(p: &Resolved) -> String {
+    let dir = if p.real.is_dir() {
+        p.real.clone()
+    } else {
+        p.real.parent().unwrap_or(Path::new("/")).to_path_buf()
+    };
+    let body = exact_path_rule(&dir);
+    let body = if body == "//" { "/".to_owned() } else { body };
+    format!(
+        "the rule `Read({body}/**)` or --add-dir {} would allow it",
+        dir.display()
+    )
 }
 
 fn shell_short(s: &str) -> String {

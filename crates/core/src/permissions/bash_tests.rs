@@ -16,6 +16,7 @@ fn cfg(mode: PermissionMode, allow: &[&str]) -> PermissionConfig {
             cwd: std::env::current_dir().unwrap(),
             dirs: Vec::new(),
             home: Some("/nonexistent-home".into()),
+            readable: Vec::new(),
         },
     }
 }

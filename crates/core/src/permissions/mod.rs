@@ -5,6 +5,8 @@
 //! ([`bash`]). Whatever cannot be understood is never allowed without asking.
 
 mod bash;
+#[cfg(test)]
+mod kernel_tests;
 pub mod paths;
 
 use std::fmt;
@@ -297,6 +299,38 @@ fn subject(kind: ToolKind, input: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The tools that read an MCP server's resources, naming the server in their input.
+pub const RESOURCE_TOOLS: [&str; 2] = ["ListMcpResourcesTool", "ReadMcpResourceTool"];
+
+fn is_resource_tool(tool: &str) -> bool {
+    RESOURCE_TOOLS.contains(&tool)
+}
+
+/// The name rules see for a resource tool's call on `server`: as if it were one of the
+/// server's tools, so that `mcp__server` (deny or allow) and `mcp__*` reach it.
+fn resource_subject(input: &Value) -> Option<String> {
+    input
+        .get("server")
+        .and_then(Value::as_str)
+        .map(|s| format!("mcp__{s}__resources"))
+}
+
+/// The rule text that would allow reading `p`: its directory (or itself, for a directory)
+/// by an absolute Read rule, or added to the session.
+fn read_suggestion(p: &Resolved) -> String {
+    let dir = if p.real.is_dir() {
+        p.real.clone()
+    } else {
+        p.real.parent().unwrap_or(Path::new("/")).to_path_buf()
+    };
+    let body = bash::exact_path_rule(&dir);
+    let body = if body == "//" { "/".to_owned() } else { body };
+    format!(
+        "--allowedTools \"Read({body}/**)\", or --add-dir {} (or permissions.additionalDirectories)",
+        dir.display()
+    )
+}
+
 /// Whether `text` matches `pattern`, where `star` stands for any run of characters and
 /// everything else is literal (`*` for rules, `.*` for hook matchers).
 pub fn wildcard_with(pattern: &str, text: &str, star: &str) -> bool {
@@ -392,8 +426,30 @@ impl PermissionConfig {
                 cwd: cwd.to_path_buf(),
                 dirs: Vec::new(),
                 home: std::env::var_os("HOME").map(Into::into),
+                readable: Vec::new(),
             },
         }
+    }
+
+    /// The path a call of a path tool touches, as written: its `file_path`/`path`, or for
+    /// Glob the directory it really searches (an absolute pattern names its own).
+    fn path_subject(&self, kind: ToolKind, input: &Value) -> Option<String> {
+        match kind {
+            ToolKind::Glob => keel_tools::glob::search_dir(input),
+            _ => subject(kind, input),
+        }
+    }
+
+    /// The file a call of a path tool was judged on, resolved as the kernel resolves it: the
+    /// dispatcher hands it to the tool, which opens it rather than resolving the path again.
+    /// `None` for other tools, for a call with no path (the working directory), and for a
+    /// path that cannot be resolved (the tool's own open then fails).
+    pub fn judged_path(&self, kind: ToolKind, input: &Value) -> Option<std::path::PathBuf> {
+        if path_family(kind).is_empty() {
+            return None;
+        }
+        let p = self.roots.resolve(&self.path_subject(kind, input)?);
+        p.broken.is_none().then_some(p.real)
     }
 
     fn names(rule: &Rule, tool: &str, kind: ToolKind, family: bool) -> bool {
@@ -512,9 +568,14 @@ impl PermissionConfig {
         kind: ToolKind,
         input: &Value,
     ) -> Option<(&'a Rule, String)> {
-        let subj = subject(kind, input);
+        let subj = if path_family(kind).is_empty() {
+            subject(kind, input)
+        } else {
+            self.path_subject(kind, input)
+        };
         match kind {
             ToolKind::Bash => self.bash_rule_hit(rules, tool, subj.as_deref().unwrap_or("")),
+            _ if is_resource_tool(tool) => self.resource_rule_hit(rules, tool, input),
             _ if !path_family(kind).is_empty() => {
                 let p = self.roots.resolve(subj.as_deref().unwrap_or("."));
                 let shown = subj.unwrap_or_else(|| ".".to_owned());
@@ -593,7 +654,11 @@ impl PermissionConfig {
                 ),
             };
         }
-        let subj = subject(kind, input);
+        let subj = if path_family(kind).is_empty() {
+            subject(kind, input)
+        } else {
+            self.path_subject(kind, input)
+        };
         match kind {
             ToolKind::Bash => {
                 let (v, _) = self.judge_bash(tool, subj.as_deref().unwrap_or(""));
@@ -623,8 +688,63 @@ impl PermissionConfig {
             _ if !path_family(kind).is_empty() => {
                 self.decide_path(tool, kind, subj.as_deref(), read_only)
             }
+            _ if is_resource_tool(tool) => self.decide_resource(tool, kind, input),
             _ => self.decide_other(tool, kind, subj.as_deref(), read_only),
         }
+    }
+
+    /// A deny or ask rule that reaches a resource tool's call: one naming the tool, or one
+    /// naming the server its input names as a whole (`mcp__srv`, `mcp__*`). A listing of
+    /// every server is reached by any rule on a whole server, since it would read that one.
+    fn resource_rule_hit<'a>(
+        &'a self,
+        rules: &'a [Rule],
+        tool: &str,
+        input: &Value,
+    ) -> Option<(&'a Rule, String)> {
+        let server = resource_subject(input);
+        let shown = input
+            .get("server")
+            .and_then(Value::as_str)
+            .map(|s| format!("the resources of MCP server {s}"))
+            .unwrap_or_else(|| "the resources of every MCP server".to_owned());
+        rules
+            .iter()
+            .find(|r| {
+                r.tool == tool
+                    || (r.pattern.is_none()
+                        && match &server {
+                            Some(name) => mcp_rule_restricts(&r.tool, name),
+                            None => r.tool.starts_with("mcp__") && !r.tool[5..].contains("__"),
+                        })
+            })
+            .map(|r| (r, shown))
+    }
+
+    /// A resource tool's call that no deny rule stopped: it reads what a server holds, so it
+    /// is asked about unless bypassPermissions, a rule naming the tool, or an allow rule on
+    /// the server it names (`mcp__srv`, `mcp__*`) allows it.
+    fn decide_resource(&self, tool: &str, kind: ToolKind, input: &Value) -> Decision {
+        if self.mode == PermissionMode::BypassPermissions {
+            return Decision::Allow(AllowedBy::Mode(self.mode));
+        }
+        let server = resource_subject(input);
+        if let Some(rule) = self.allow.iter().find(|r| {
+            Self::names(r, tool, kind, false) && r.pattern.is_none()
+                || (r.pattern.is_none()
+                    && match &server {
+                        Some(name) => mcp_rule_allows(&r.tool, name),
+                        None => r.tool == "mcp__*",
+                    })
+        }) {
+            return Decision::Allow(AllowedBy::Rule(rule.text()));
+        }
+        Decision::AskWhy(match input.get("server").and_then(Value::as_str) {
+            Some(s) => {
+                format!("it reads what MCP server {s} holds, and no rule allows that server")
+            }
+            None => "it reads what every MCP server holds, and no rule allows them all".to_owned(),
+        })
     }
 
     fn decide_path(
@@ -648,12 +768,16 @@ impl PermissionConfig {
             return Decision::Allow(AllowedBy::Rule(rule.text()));
         }
         if !writes {
-            // Reads need no permission. A search of a directory passes over the files a Read
-            // deny rule protects (see `read_filter`).
-            if read_only {
+            // Reads inside the working directory and the added directories need no rule (a
+            // search there passes over the files a Read deny rule protects, see
+            // `read_filter`); reads anywhere else are asked about, as writes are.
+            if !read_only {
+                return Decision::Ask;
+            }
+            if self.roots.readable(&p) {
                 return Decision::Allow(AllowedBy::ReadOnly);
             }
-            return Decision::Ask;
+            return Decision::AskWhy(outside_read_why(subj.unwrap_or("."), &p));
         }
         if self.mode == PermissionMode::AcceptEdits {
             if self.roots.contains(&p) {
@@ -739,13 +863,29 @@ impl PermissionConfig {
                 if self.roots.contains(&p) {
                     format!("--allowedTools \"{tool}({path})\" or --permission-mode acceptEdits")
                 } else {
+                    // Where the kernel goes (a link may lead out), not the spelling.
                     format!(
-                        "--add-dir {} (then --permission-mode acceptEdits), or --allowedTools \"{tool}(/{})\"",
-                        p.lexical.parent().unwrap_or(Path::new("/")).display(),
-                        p.lexical.display()
+                        "--add-dir {} (then --permission-mode acceptEdits), or --allowedTools \"{tool}({})\"",
+                        p.real.parent().unwrap_or(Path::new("/")).display(),
+                        bash::exact_path_rule(&p.real)
                     )
                 }
             }
+            (ToolKind::Read | ToolKind::Grep | ToolKind::Glob, _) => {
+                let p = self
+                    .roots
+                    .resolve(&self.path_subject(kind, input).unwrap_or_else(|| ".".into()));
+                read_suggestion(&p)
+            }
+            _ if is_resource_tool(tool) => match input.get("server").and_then(Value::as_str) {
+                Some(server) => format!(
+                    "--allowedTools \"mcp__{server}\" (every tool and resource of that server)"
+                ),
+                None => {
+                    "--allowedTools \"mcp__*\" (every MCP server), or name one server in `server`"
+                        .to_owned()
+                }
+            },
             _ => format!("--allowedTools {tool}"),
         };
         let what = match (kind, &subj) {
@@ -759,6 +899,19 @@ impl PermissionConfig {
             self.mode.as_str()
         )
     }
+}
+
+/// Why a read is asked about: where it really leads, when a link took it there.
+fn outside_read_why(shown: &str, p: &Resolved) -> String {
+    if let Some(b) = &p.broken {
+        return format!("`{shown}` cannot be resolved ({b})");
+    }
+    let via = if p.real != p.lexical {
+        format!(" (it leads to {})", p.real.display())
+    } else {
+        String::new()
+    };
+    format!("`{shown}`{via} is outside the working directory and the added directories, where reads need a rule")
 }
 
 fn plan_denial(tool: &str) -> Decision {
@@ -874,6 +1027,7 @@ mod tests {
                 cwd: std::env::current_dir().unwrap(),
                 dirs: Vec::new(),
                 home: Some("/nonexistent-home".into()),
+                readable: Vec::new(),
             },
         }
     }

@@ -17,6 +17,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
+use keel_tools::kpath::kernel_path;
 
 /// Where relative paths and patterns are anchored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,15 +29,36 @@ pub struct Roots {
     pub dirs: Vec<PathBuf>,
     /// The home directory, for `~`.
     pub home: Option<PathBuf>,
+    /// keel's own output of this session (spilled tool output): readable without asking, as
+    /// the results that name these files tell the model to read them.
+    pub readable: Vec<PathBuf>,
 }
+
+/// System locations any program may read and that hold nothing of the user's: compiler
+/// headers, shared data and documentation, the OS's name, and the empty device. Reads there
+/// need no rule. Matched on the kernel's resolution of a path, so no link or `..` leads from
+/// here to anywhere else.
+pub const SYSTEM_READABLE: &[&str] = &[
+    "/usr/include",
+    "/usr/local/include",
+    "/usr/share",
+    "/etc/os-release",
+    "/usr/lib/os-release",
+    "/dev/null",
+];
 
 /// A path a call touches, in the two forms rules are checked against.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved {
-    /// Made absolute and with `.`/`..` removed, symlinks kept.
+    /// Made absolute and with `.`/`..` removed by text, symlinks kept: the spelling the call
+    /// used, for deny rules (which match either form, erring towards denying).
     pub lexical: PathBuf,
-    /// With every symlink of its existing part followed (the file really touched).
+    /// As the kernel resolves it (keel_tools::kpath): each symlink followed where it stands,
+    /// before the `..` after it; the file really touched, and the one the tool opens.
     pub real: PathBuf,
+    /// Why the kernel's resolution failed (a symlink loop), if it did: such a path is never
+    /// inside the project and no allow rule matches it.
+    pub broken: Option<String>,
 }
 
 impl Roots {
@@ -50,8 +72,20 @@ impl Roots {
             base.join(expanded)
         };
         let lexical = normalize(&joined);
-        let real = real_path(&lexical);
-        Resolved { lexical, real }
+        // Resolve the path as written (not `lexical`): a `..` after a symlink leaves the
+        // link's target, not the directory holding the link.
+        match kernel_path(&joined) {
+            Ok(real) => Resolved {
+                lexical,
+                real,
+                broken: None,
+            },
+            Err(e) => Resolved {
+                real: lexical.clone(),
+                lexical,
+                broken: Some(e.to_string()),
+            },
+        }
     }
 
     /// Resolve relative to the working directory.
@@ -83,7 +117,29 @@ impl Roots {
                 .chain(&self.dirs)
                 .any(|d| x.starts_with(d) || x.starts_with(real_path(d)))
         };
-        inside(&p.lexical) && inside(&p.real)
+        p.broken.is_none() && inside(&p.lexical) && inside(&p.real)
+    }
+
+    /// Whether `p` may be read without a rule: its real file is inside the working
+    /// directory, an added directory, keel's own output, or a [`SYSTEM_READABLE`] location.
+    pub fn readable(&self, p: &Resolved) -> bool {
+        self.contains_real(p)
+            || (p.broken.is_none()
+                && (self
+                    .readable
+                    .iter()
+                    .any(|d| p.real.starts_with(real_path(d)))
+                    || SYSTEM_READABLE.iter().any(|s| p.real.starts_with(s))))
+    }
+
+    /// Whether the real file of `p` is inside the working directory or an added directory
+    /// (reads: where the file really is is what matters; a spelling through a link that
+    /// leads back in is inside).
+    pub fn contains_real(&self, p: &Resolved) -> bool {
+        p.broken.is_none()
+            && std::iter::once(&self.cwd)
+                .chain(&self.dirs)
+                .any(|d| p.real.starts_with(d) || p.real.starts_with(real_path(d)))
     }
 }
 
@@ -102,29 +158,9 @@ pub fn normalize(p: &Path) -> PathBuf {
     out
 }
 
-/// Follow symlinks in the longest existing prefix of `p`; the rest is appended as is.
+/// `p` (absolute) resolved as the kernel would; `p` itself when it cannot be (a loop).
 pub fn real_path(p: &Path) -> PathBuf {
-    let mut existing = p.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(r) = std::fs::canonicalize(&existing) {
-            let mut out = r;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return normalize(&out);
-        }
-        match (
-            existing.file_name().map(|n| n.to_owned()),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
-        }
-    }
+    kernel_path(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// A compiled path pattern.
@@ -209,7 +245,13 @@ impl PathPattern {
                 format!("{base}/{body}")
             };
             let full = escape_glob_anchor(base, &full);
-            for g in [full.clone(), format!("{full}/**")] {
+            let mut forms = vec![full.clone(), format!("{full}/**")];
+            // `dir/**` also names `dir` itself: a search of the directory reads only what
+            // the rule covers.
+            if let Some(dir) = full.strip_suffix("/**").filter(|d| !d.is_empty()) {
+                forms.push(dir.to_owned());
+            }
+            for g in forms {
                 let m = GlobBuilder::new(&g)
                     .literal_separator(true)
                     .backslash_escape(true)
@@ -245,7 +287,8 @@ impl PathPattern {
 
     /// Whether the pattern matches the real file (allow rules: the file actually touched).
     pub fn matches_real(&self, p: &Resolved) -> bool {
-        self.globs.iter().any(|g| g.is_match(&p.real))
+        p.broken.is_none()
+            && self.globs.iter().any(|g| g.is_match(&p.real))
             && self
                 .globs
                 .iter()
@@ -287,6 +330,7 @@ mod tests {
             cwd: dir.to_path_buf(),
             dirs: Vec::new(),
             home: Some(dir.join("home")),
+            readable: Vec::new(),
         }
     }
 
