@@ -137,14 +137,7 @@ impl Model for AnthropicClient {
             let fut = async {
                 let resp = self.send(req, false).await?;
                 let request_id = header_str(resp.headers(), "request-id");
-                let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
-                let msg: AssistantMessage = serde_json::from_slice(&bytes).map_err(|e| {
-                    ApiError::new(
-                        ApiErrorKind::Decode,
-                        format!("the reply is not a Messages API message: {e}"),
-                    )
-                })?;
-                Ok((msg, request_id))
+                Ok((read_message(resp).await?, request_id))
             };
             within(self.cfg.request_timeout, fut).await
         })
@@ -378,6 +371,18 @@ pub(crate) fn truncate(s: &str, n: usize) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
+}
+
+/// The body of a non-streaming answer as one Messages API message (every provider that speaks
+/// the Messages API answers its non-streaming call this way).
+pub(crate) async fn read_message(resp: reqwest::Response) -> Result<AssistantMessage, ApiError> {
+    let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Decode,
+            format!("the reply is not a Messages API message: {e}"),
+        )
+    })
 }
 
 pub(crate) fn transport_error(e: &reqwest::Error) -> ApiError {

@@ -18,7 +18,7 @@ use super::sigv4::{self, Credentials};
 use super::{check_model_id, CloudBody};
 use crate::anthropic::{
     body_text, error_fields, error_parts, event_of, header_str, header_value, http_client,
-    retry_after, send_bounded, transport_error, truncate, within, ClientConfig,
+    retry_after, send_bounded, truncate, within, ClientConfig,
 };
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
@@ -475,14 +475,7 @@ impl Model for BedrockClient {
             let fut = async {
                 let resp = self.send(req, false).await?;
                 let request_id = header_str(resp.headers(), "x-amzn-requestid");
-                let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
-                let msg: AssistantMessage = serde_json::from_slice(&bytes).map_err(|e| {
-                    ApiError::new(
-                        ApiErrorKind::Decode,
-                        format!("the reply is not a Messages API message: {e}"),
-                    )
-                })?;
-                Ok((msg, request_id))
+                Ok((crate::anthropic::read_message(resp).await?, request_id))
             };
             within(self.cfg.client.request_timeout, fut).await
         })

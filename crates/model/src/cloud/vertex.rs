@@ -12,7 +12,7 @@ use super::gcp::TokenSource;
 use super::{check_model_id, CloudBody};
 use crate::anthropic::{
     error_fields, error_parts, header_value, http_client, request_id, retry_after, send_bounded,
-    sse_stream, transport_error, within, ClientConfig,
+    sse_stream, within, ClientConfig,
 };
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
@@ -211,14 +211,7 @@ impl Model for VertexClient {
             let fut = async {
                 let resp = self.send(req, false).await?;
                 let request_id = request_id(resp.headers());
-                let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
-                let msg: AssistantMessage = serde_json::from_slice(&bytes).map_err(|e| {
-                    ApiError::new(
-                        ApiErrorKind::Decode,
-                        format!("the reply is not a Messages API message: {e}"),
-                    )
-                })?;
-                Ok((msg, request_id))
+                Ok((crate::anthropic::read_message(resp).await?, request_id))
             };
             within(self.cfg.client.request_timeout, fut).await
         })
