@@ -175,11 +175,23 @@ fn stream(prompt: &str) -> Vec<&str> {
     ]
 }
 
-/// The transcript object the pointer of `sid` names, read from a `file://` store at `root`.
-fn remote_transcript(root: &Path, sid: &str) -> Option<String> {
-    let pointer: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join(sid).join("latest.json")).ok()?).ok()?;
-    std::fs::read_to_string(root.join(sid).join(pointer["object"].as_str()?)).ok()
+/// The parts of session `sid` in a `file://` store at `root` (under any project key), in
+/// order, and the project key they are under.
+fn remote_parts(root: &Path, sid: &str) -> (String, Vec<PathBuf>) {
+    for project in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let dir = project.path().join(sid);
+        if dir.is_dir() {
+            let mut parts: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            parts.sort();
+            return (project.file_name().to_string_lossy().into_owned(), parts);
+        }
+    }
+    (String::new(), Vec::new())
 }
 
 const TWO_RUNS: &str = r#"{"steps":[
@@ -199,17 +211,34 @@ async fn a_session_moves_to_another_machine_through_the_store() {
     let r = first.result();
     let sid = r["session_id"].as_str().unwrap().to_owned();
     assert_eq!(r["transcript_remote_current"], true, "{r}");
-    assert_eq!(r["transcript_url"], format!("{url}/{sid}/latest.json"));
-    // The remote copy is whole: it ends with the run's result, like the local one.
-    let copy = remote_transcript(bucket.path(), &sid).expect("the pointer names a transcript");
-    let local = std::fs::read_to_string(&a.transcripts()[0]).unwrap();
-    assert_eq!(copy, local, "the remote copy is the local transcript");
-    assert!(copy.contains("remembered-42") && copy.contains("\"type\":\"result\""));
-    // One generation is kept: the pointer's.
-    let objects: Vec<_> = std::fs::read_dir(bucket.path().join(&sid))
+    // The store holds the session in the agent SDKs' layout: parts under its project key,
+    // which together are the local transcript, ending with the run's result.
+    let local_file = a.transcripts()[0].clone();
+    let project = local_file
+        .parent()
         .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(r["transcript_url"], format!("{url}/{project}/{sid}/"));
+    let (stored_under, parts) = remote_parts(bucket.path(), &sid);
+    assert_eq!(stored_under, project);
+    assert!(!parts.is_empty());
+    for p in &parts {
+        let name = p.file_name().unwrap().to_string_lossy();
+        assert!(
+            name.starts_with("part-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
+    }
+    let copy: String = parts
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
         .collect();
-    assert_eq!(objects.len(), 2, "latest.json and one transcript object");
+    let local = std::fs::read_to_string(&local_file).unwrap();
+    assert_eq!(copy, local, "the parts together are the local transcript");
+    assert!(copy.contains("remembered-42") && copy.contains("\"type\":\"result\""));
 
     // Machine B has never seen the session: --resume fetches it, and the model gets the history.
     assert!(b.transcripts().is_empty());
@@ -225,6 +254,15 @@ async fn a_session_moves_to_another_machine_through_the_store() {
         "the history came along"
     );
     assert_eq!(b.transcripts().len(), 1);
+    // B went on where the session is in the store (A's project key), adding only its turn.
+    let (under, parts_after) = remote_parts(bucket.path(), &sid);
+    assert_eq!(under, project, "one place in the store");
+    assert!(parts_after.len() > parts.len());
+    let copy: String = parts_after
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert_eq!(copy, std::fs::read_to_string(&b.transcripts()[0]).unwrap());
 }
 
 fn pairs(v: &[(String, String)]) -> Vec<(&str, &str)> {
@@ -301,43 +339,55 @@ impl Store {
         }
     }
 
-    /// The objects under the session's prefix, by name.
-    async fn objects(&self, sid: &str) -> Vec<String> {
+    /// The session's parts (keys relative to the store's prefix) and their sizes, in order.
+    async fn parts(&self, sid: &str) -> Vec<(String, u64)> {
         match self {
-            Store::Dir(d) => std::fs::read_dir(d.path().join(sid))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect(),
+            Store::Dir(d) => {
+                let (project, parts) = remote_parts(d.path(), sid);
+                parts
+                    .iter()
+                    .map(|p| {
+                        let name = p.file_name().unwrap().to_string_lossy();
+                        (
+                            format!("{project}/{sid}/{name}"),
+                            p.metadata().unwrap().len(),
+                        )
+                    })
+                    .collect()
+            }
             Store::S3 { endpoint, .. } => {
-                // Listing needs no signature; reading objects back is what --resume does.
+                // Listing needs no signature (reading objects back is what --resume does).
                 let listing = reqwest::get(format!(
-                    "{endpoint}/keel-fleet?list-type=2&prefix=sessions/{sid}/"
+                    "{endpoint}/keel-fleet?list-type=2&prefix=sessions/"
                 ))
                 .await
                 .unwrap()
                 .text()
                 .await
                 .unwrap();
-                listing
-                    .split("<Key>")
+                let mut parts: Vec<(String, u64)> = listing
+                    .split("<Contents>")
                     .skip(1)
-                    .filter_map(|k| k.split("</Key>").next())
-                    .filter_map(|k| k.rsplit('/').next().map(str::to_owned))
-                    .collect()
+                    .filter_map(|c| {
+                        let key = c.split("<Key>").nth(1)?.split("</Key>").next()?;
+                        let size = c.split("<Size>").nth(1)?.split("</Size>").next()?;
+                        Some((
+                            key.strip_prefix("sessions/")?.to_owned(),
+                            size.parse().ok()?,
+                        ))
+                    })
+                    .filter(|(k, _)| k.contains(&format!("/{sid}/part-")))
+                    .collect();
+                parts.sort();
+                parts
             }
         }
     }
 
-    /// The newest transcript generation in the store (each model request asks for one).
-    async fn generation(&self, sid: &str) -> u64 {
-        self.objects(sid)
-            .await
-            .iter()
-            .filter_map(|n| n.strip_suffix(".jsonl")?.parse().ok())
-            .max()
-            .unwrap_or(0)
+    /// How many bytes of the session's transcript the store holds (its parts are the local
+    /// file's bytes, in order).
+    async fn stored_bytes(&self, sid: &str) -> u64 {
+        self.parts(sid).await.iter().map(|(_, n)| n).sum()
     }
 }
 
@@ -359,10 +409,18 @@ async fn killed_session_resumes_elsewhere(store: Store) {
         .wait_for(Duration::from_secs(30), |f| f["subtype"] == "init")
         .await;
     let sid = init["session_id"].as_str().unwrap().to_owned();
-    // The second model request asked for generation 2, which holds the first command's result.
+    // The second model request asked for an upload, which holds the first command's result:
+    // the store has the local transcript at least up to the end of that line.
     let mut reached = false;
     for _ in 0..600 {
-        if store.generation(&sid).await >= 2 {
+        let local = a.transcripts().first().map(std::fs::read_to_string);
+        let needed = local.and_then(|t| {
+            let t = t.ok()?;
+            let at = t.find("remembered-42")?;
+            Some(at + t[at..].find('\n')? + 1)
+        });
+        let stored = store.stored_bytes(&sid).await;
+        if needed.is_some_and(|n| stored >= n as u64) {
             reached = true;
             break;
         }
@@ -478,14 +536,23 @@ async fn transcripts_go_to_an_s3_compatible_server_and_come_back() {
         "{}",
         first.stdout
     );
-    assert_eq!(
-        first.result()["transcript_url"],
-        format!("s3://keel-fleet/sessions/{sid}/latest.json")
+    let url = first.result()["transcript_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        url.starts_with("s3://keel-fleet/sessions/") && url.ends_with(&format!("/{sid}/")),
+        "{url}"
     );
-    // The bucket holds the pointer and one transcript object.
-    let objects = store.objects(&sid).await;
-    assert_eq!(objects.len(), 2, "{objects:?}");
-    assert!(objects.iter().any(|o| o == "latest.json"), "{objects:?}");
+    // The bucket holds the session as parts, which together are the whole local transcript.
+    let parts = store.parts(&sid).await;
+    assert!(!parts.is_empty(), "{parts:?}");
+    let local = std::fs::read(&a.transcripts()[0]).unwrap();
+    assert_eq!(
+        store.stored_bytes(&sid).await,
+        local.len() as u64,
+        "{parts:?}"
+    );
     let mut args = stream("go on");
     args.extend(["--resume", &sid]);
     let second = b.run(&h, &args, &env).await;

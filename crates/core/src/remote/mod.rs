@@ -1,15 +1,17 @@
 //! Transcripts in object storage (`KEEL_TRANSCRIPT_URL`): a session that moves between
-//! machines takes its history along.
+//! machines takes its history along, and the agent SDKs' session stores can list, read and
+//! resume it.
 //!
 //! The local transcript stays the write-ahead copy; the remote one follows it. After every
-//! model turn (and at the end of a run) the file is uploaded as a **new object**
-//! (`<prefix>/<session id>/<generation>.jsonl`), and only then the session's **pointer**
-//! (`<prefix>/<session id>/latest.json`) is replaced to name it, so a reader never sees a
-//! half-written transcript; the previous object is removed afterwards. Uploads run on a task
+//! model turn (and at the end of a run) the lines appended since the last upload go up as one
+//! new **part** in the SDK stores' layout (see [`layout`]):
+//! `<prefix>/<project key>/<session id>/part-<13-digit ms>-<6 hex>.jsonl`, subagents under
+//! `subagents/agent-<id>/`. Parts are never rewritten, so a reader never sees a half-written
+//! one, and an upload costs what the turn added, not the session's size. Uploads run on a task
 //! of their own and coalesce (a slow bucket never slows a turn); a failed upload never touches
 //! the local copy and is reported as a `system/warning`, and the result says whether the
-//! remote copy is current. `--resume <id>` fetches the transcript when it is not on this disk.
-
+//! remote copy is current. `--resume <id>` fetches the session when it is not on this disk
+//! (also one stored by an older keel as a single object behind `<session id>/latest.json`).
 //!
 //! Object storage is the cargo feature `remote` (on in the `keel` binary by default); a keel
 //! built without it refuses `KEEL_TRANSCRIPT_URL` at start, saying so.
@@ -20,15 +22,17 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+#[cfg(feature = "remote")]
+pub mod layout;
 #[cfg(not(feature = "remote"))]
 mod off;
 #[cfg(feature = "remote")]
 mod store;
 
 #[cfg(not(feature = "remote"))]
-pub use off::RemoteTranscripts;
+pub use off::{RemoteTranscripts, Synced};
 #[cfg(feature = "remote")]
-pub use store::RemoteTranscripts;
+pub use store::{RemoteTranscripts, Synced};
 
 /// How long the end of a run waits for the last upload.
 pub const DEFAULT_FINAL_UPLOAD_TIMEOUT: Duration = Duration::from_secs(20);
@@ -38,10 +42,53 @@ pub const MAX_FETCH_BYTES: u64 = 4 << 30;
 /// Whether the remote copy is current: `Err` says why not (the local copy is intact).
 pub type RemoteState = Result<(), String>;
 
+/// What went wrong with the remote copy, naming the URL, object or file.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// `KEEL_TRANSCRIPT_URL` cannot be used.
+    #[error("KEEL_TRANSCRIPT_URL={url:?} {reason}")]
+    Config {
+        /// The URL as given.
+        url: String,
+        /// Why not.
+        reason: String,
+    },
+    /// A local file could not be read or written.
+    #[error("{op} {}: {source}", path.display())]
+    Local {
+        /// What keel was doing.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The store refused or did not answer.
+    #[cfg(feature = "remote")]
+    #[error("{op} {object}: {source}")]
+    Store {
+        /// What keel was doing.
+        op: &'static str,
+        /// The object's URL.
+        object: String,
+        /// The store's error.
+        source: object_store::Error,
+    },
+    /// What the store (or the local transcript) holds is not what keel can use.
+    #[error("{object}: {reason}")]
+    Invalid {
+        /// The object or file.
+        object: String,
+        /// Why not.
+        reason: String,
+    },
+}
+
 /// A session's uploader: turns ask for an upload; one task does them, latest first.
 pub struct Uploader {
     remote: RemoteTranscripts,
     session_id: String,
+    path: PathBuf,
     asked: watch::Sender<u64>,
     /// The last request number uploaded (or failed), and how it went.
     state: watch::Receiver<(u64, RemoteState)>,
@@ -58,17 +105,17 @@ impl Uploader {
     ) -> Arc<Self> {
         let (asked, mut asked_rx) = watch::channel(0u64);
         let (state_tx, state) = watch::channel((0u64, Ok(())));
-        let (r, sid) = (remote.clone(), session_id.clone());
+        let (r, sid, p) = (remote.clone(), session_id.clone(), path.clone());
         tokio::spawn(async move {
-            let mut previous: Option<u64> = None;
+            let mut synced = Synced::default();
             let mut warned = false;
             while asked_rx.changed().await.is_ok() {
                 let want = *asked_rx.borrow_and_update();
-                // Each upload is a new generation (the request number), so a retried upload
-                // never overwrites the object the pointer names.
-                match r.upload(&sid, &path, want, previous).await {
-                    Ok(()) => {
-                        previous = Some(want);
+                // Only what is new since the last upload goes up (a failed part is sent again,
+                // under its name, before anything newer).
+                match r.sync(&sid, &p, &mut synced).await {
+                    Ok(sent) => {
+                        tracing::debug!("uploaded {sent} bytes of session {sid}");
                         warned = false;
                         let _ = state_tx.send((want, Ok(())));
                     }
@@ -80,7 +127,7 @@ impl Uploader {
                             ));
                             warned = true;
                         }
-                        let _ = state_tx.send((want, Err(e)));
+                        let _ = state_tx.send((want, Err(e.to_string())));
                     }
                 }
             }
@@ -88,6 +135,7 @@ impl Uploader {
         Arc::new(Self {
             remote,
             session_id,
+            path,
             asked,
             state,
         })
@@ -118,8 +166,8 @@ impl Uploader {
         }
     }
 
-    /// The URL of this session's pointer.
-    pub fn pointer_url(&self) -> String {
-        self.remote.pointer_url(&self.session_id)
+    /// The URL of this session's folder of parts in the store.
+    pub fn session_url(&self) -> String {
+        self.remote.session_url(&self.path, &self.session_id)
     }
 }

@@ -146,7 +146,7 @@ impl Session {
         let report = if self.scope.role.is_main() {
             let transcript_remote = match &self.ctx.remote {
                 Some(r) => Some(crate::event::RemoteCopy::of(
-                    r.pointer_url(),
+                    r.session_url(),
                     r.flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT).await,
                 )),
                 None => None,
