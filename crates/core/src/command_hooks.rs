@@ -48,12 +48,7 @@ pub struct CommandHook {
 
 /// Events that Claude Code settings files may name and keel does not fire; hooks for them
 /// are accepted and reported as inactive instead of refusing the file.
-const NOT_FIRED: &[&str] = &[
-    "PermissionRequest",
-    "SubagentStart",
-    "PostToolUseFailure",
-    "Setup",
-];
+const NOT_FIRED: &[&str] = &["Setup"];
 
 /// Parse the `hooks` object of a settings file. Wrong shapes are errors that name the file
 /// and the field; `Ok` also returns notes about hooks keel accepts but never runs.
@@ -96,7 +91,11 @@ pub fn parse_settings_hooks(
             };
             let matcher = match g.get("matcher") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(m)) => Some(m.clone()),
+                Some(Value::String(m)) => {
+                    crate::hooks::check_matcher(m)
+                        .map_err(|e| format!("{where_}: `{field}.matcher`: {e}"))?;
+                    Some(m.clone())
+                }
                 Some(_) => return Err(format!("{where_}: `{field}.matcher` must be a string")),
             };
             let Some(Value::Array(hooks)) = g.get("hooks") else {
@@ -182,25 +181,23 @@ impl CommandHooks {
     fn matching<'a>(
         &'a self,
         event: HookEvent,
-        tool: Option<&'a str>,
+        subject: Option<&'a str>,
     ) -> impl Iterator<Item = &'a CommandHook> + 'a {
         self.hooks.iter().filter(move |h| {
-            h.event == event
-                && (!event.is_tool_event()
-                    || matcher_covers(h.matcher.as_deref(), tool.unwrap_or("")))
+            h.event == event && subject.is_none_or(|s| matcher_covers(h.matcher.as_deref(), s))
         })
     }
 }
 
 impl Hooks for CommandHooks {
-    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
-        self.matching(event, tool).next().is_some()
+    fn wants(&self, event: HookEvent, subject: Option<&str>) -> bool {
+        self.matching(event, subject).next().is_some()
     }
 
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
         Box::pin(async move {
             let stdin = input.to_json().to_string();
-            let hooks: Vec<&CommandHook> = self.matching(input.event, input.tool_name()).collect();
+            let hooks: Vec<&CommandHook> = self.matching(input.event, input.subject()).collect();
             let decisions =
                 join_all(hooks.iter().map(|h| run_one(h, &stdin, &self.project_dir))).await;
             let mut all = HookDecision::proceed();
@@ -356,8 +353,7 @@ async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
             short_command(&h.command),
             h.source
         );
-        let closes = matches!(h.event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
-        if closes && !h.fail_open {
+        if h.event.guards() && !h.fail_open {
             HookDecision::blocked(format!(
                 "{who} {why}. keel fails closed when a guard hook fails; fix the hook, or give it \"onFailure\": \"allow\""
             ))
@@ -409,11 +405,16 @@ async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
                 s => s.to_owned(),
             };
             match h.event {
+                // These events can stop or redirect something, and the reason goes to the
+                // model (or, for PermissionRequest, is the denial's message).
                 HookEvent::PreToolUse
                 | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
                 | HookEvent::UserPromptSubmit
+                | HookEvent::PermissionRequest
                 | HookEvent::Stop
                 | HookEvent::SubagentStop => HookDecision::blocked(reason),
+                // The rest cannot block: the user sees the reason.
                 _ => HookDecision {
                     system_message: Some(reason),
                     ..HookDecision::proceed()
@@ -434,9 +435,10 @@ mod tests {
     #[test]
     fn settings_shapes_are_checked() {
         let ok = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x", "timeout": 5, "onFailure": "allow"}]}],
-                        "PermissionRequest": [{"hooks": [{"type": "command", "command": "y"}]}]});
+                        "PermissionRequest": [{"matcher": "Web.*", "hooks": [{"type": "command", "command": "y"}]}],
+                        "Setup": [{"hooks": [{"type": "command", "command": "z"}]}]});
         let (hooks, notes) = parse_settings_hooks(&ok, "s.json").unwrap();
-        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks.len(), 2);
         assert_eq!(hooks[0].timeout, Duration::from_secs(5));
         assert!(hooks[0].fail_open);
         assert_eq!(notes.len(), 1);
@@ -444,6 +446,10 @@ mod tests {
             (json!([]), "`hooks`"),
             (json!({"Bogus": []}), "hooks.Bogus"),
             (json!({"Stop": {}}), "hooks.Stop"),
+            (
+                json!({"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}),
+                "hooks.PreToolUse[0].matcher",
+            ),
             (
                 json!({"Stop": [{"hooks": [{"type": "command"}]}]}),
                 "hooks.Stop[0].hooks[0].command",

@@ -38,11 +38,17 @@ pub enum HookEvent {
     SessionEnd,
     /// When keel needs the user (a permission question).
     Notification,
+    /// When a permission question is about to be asked: the hook may answer it.
+    PermissionRequest,
+    /// After a tool call failed (instead of PostToolUse).
+    PostToolUseFailure,
+    /// When a subagent starts, before its first request.
+    SubagentStart,
 }
 
 impl HookEvent {
     /// Every event keel fires.
-    pub const ALL: [HookEvent; 9] = [
+    pub const ALL: [HookEvent; 12] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::UserPromptSubmit,
@@ -52,6 +58,9 @@ impl HookEvent {
         HookEvent::SessionStart,
         HookEvent::SessionEnd,
         HookEvent::Notification,
+        HookEvent::PermissionRequest,
+        HookEvent::PostToolUseFailure,
+        HookEvent::SubagentStart,
     ];
 
     /// The wire name (`hook_event_name`).
@@ -66,6 +75,9 @@ impl HookEvent {
             HookEvent::SessionStart => "SessionStart",
             HookEvent::SessionEnd => "SessionEnd",
             HookEvent::Notification => "Notification",
+            HookEvent::PermissionRequest => "PermissionRequest",
+            HookEvent::PostToolUseFailure => "PostToolUseFailure",
+            HookEvent::SubagentStart => "SubagentStart",
         }
     }
 
@@ -76,7 +88,37 @@ impl HookEvent {
 
     /// Whether hooks of this event are matched against a tool name.
     pub fn is_tool_event(self) -> bool {
-        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+        matches!(
+            self,
+            HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
+                | HookEvent::PermissionRequest
+        )
+    }
+
+    /// For the other events, the input field a matcher is compared with (SessionStart's
+    /// `source`, SessionEnd's `reason`, PreCompact's `trigger`, Notification's
+    /// `notification_type`, SubagentStart/SubagentStop's `agent_type`); `None`: matchers are
+    /// ignored and every hook of the event runs.
+    pub fn matched_field(self) -> Option<&'static str> {
+        match self {
+            HookEvent::SessionStart => Some("source"),
+            HookEvent::SessionEnd => Some("reason"),
+            HookEvent::PreCompact => Some("trigger"),
+            HookEvent::Notification => Some("notification_type"),
+            HookEvent::SubagentStart | HookEvent::SubagentStop => Some("agent_type"),
+            _ => None,
+        }
+    }
+
+    /// Whether a hook of this event can stop what it is about (a failing guard then blocks
+    /// unless it opted out): PreToolUse, UserPromptSubmit, PermissionRequest.
+    pub fn guards(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse | HookEvent::UserPromptSubmit | HookEvent::PermissionRequest
+        )
     }
 }
 
@@ -131,6 +173,22 @@ impl HookInput {
     /// The tool the event is about, if any.
     pub fn tool_name(&self) -> Option<&str> {
         self.tool.as_ref().map(|t| t.name.as_str())
+    }
+
+    /// What the hooks' matchers are compared with: the tool's name for tool events, the
+    /// event's [`HookEvent::matched_field`] otherwise (`None`: every hook of the event runs).
+    pub fn subject(&self) -> Option<&str> {
+        if self.event.is_tool_event() {
+            return Some(self.tool_name().unwrap_or(""));
+        }
+        if let Some((_, trigger)) = &self.compact {
+            return Some(trigger.as_str());
+        }
+        let field = self.event.matched_field()?;
+        self.extra
+            .iter()
+            .find(|(k, _)| k == field)
+            .and_then(|(_, v)| v.as_str())
     }
 
     /// The call the event is about, if any.
@@ -306,6 +364,9 @@ impl HookDecision {
                 }
             }
         }
+        if event == HookEvent::PermissionRequest {
+            read_permission_answer(specific, &mut d)?;
+        }
         if let Some(c) = specific.get("additionalContext").and_then(Value::as_str) {
             if !c.trim().is_empty() {
                 d.additional_context.push(c.to_owned());
@@ -342,26 +403,112 @@ impl HookDecision {
     }
 }
 
-/// Whether a hook matcher covers the tool named `tool`: no matcher, `*` or `.*` cover every
-/// tool; otherwise `A|B` alternatives, each a name or a simple pattern with `.*` (and `^`/`$`
-/// anchors, implied anyway). A tool's other names count (`Agent` matches `Task`).
-pub fn matcher_covers(matcher: Option<&str>, tool: &str) -> bool {
-    let Some(m) = matcher.filter(|m| !m.trim().is_empty()) else {
+/// A PermissionRequest hook's answer, `hookSpecificOutput.decision`: `{"behavior": "allow"}`
+/// answers the question yes, `{"behavior": "deny", "message": ...}` no. keel does not take an
+/// `updatedInput` from it (the call would have to be judged again; PreToolUse can do that).
+fn read_permission_answer(
+    specific: &Map<String, Value>,
+    d: &mut HookDecision,
+) -> Result<(), String> {
+    let answer = match specific.get("decision") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(a)) => a,
+        Some(other) => return Err(format!("the hook's decision {other} is not an object")),
+    };
+    match answer.get("behavior").and_then(Value::as_str) {
+        Some("allow") => d.allow = true,
+        Some("deny") => {
+            let why = answer
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or("a PermissionRequest hook denied it");
+            d.block = Some(why.to_owned());
+            if answer.get("interrupt").and_then(Value::as_bool) == Some(true) {
+                d.stop = Some(why.to_owned());
+            }
+        }
+        _ => {
+            return Err(format!(
+                "the hook's decision.behavior {} is not \"allow\" or \"deny\"",
+                answer.get("behavior").unwrap_or(&Value::Null)
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// A hook matcher that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("the matcher {matcher:?} is not a valid regular expression ({source})")]
+pub struct MatcherError {
+    /// The matcher as written.
+    pub matcher: String,
+    /// What the regular expression parser said.
+    #[source]
+    pub source: regex::Error,
+}
+
+/// The most memory a matcher's compiled form may take: a settings file is a repository's
+/// text, and a pathological pattern must be refused, not compiled.
+const MATCHER_SIZE_LIMIT: usize = 1 << 20;
+
+/// Whether `m` is a plain list of names (`Bash`, `Edit|Write`), compared exactly; anything
+/// else is a regular expression.
+fn is_plain(m: &str) -> bool {
+    m.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|' || c == ' ')
+}
+
+fn compile(m: &str) -> Result<regex::Regex, MatcherError> {
+    regex::RegexBuilder::new(m)
+        .size_limit(MATCHER_SIZE_LIMIT)
+        .build()
+        .map_err(|source| MatcherError {
+            matcher: m.to_owned(),
+            source,
+        })
+}
+
+/// Check a matcher when it is loaded, so a bad one is an error naming its file, not a hook
+/// that silently never runs.
+pub fn check_matcher(matcher: &str) -> Result<(), MatcherError> {
+    let m = matcher.trim();
+    if m.is_empty() || m == "*" || is_plain(m) {
+        return Ok(());
+    }
+    compile(m).map(|_| ())
+}
+
+/// Whether a hook matcher covers `subject` (a tool's name; for other events the field
+/// [`HookEvent::matched_field`] names). As in Claude Code: no matcher, `""` or `*` cover
+/// everything; letters, digits, `_` and `|` are exact names (`Edit|Write`), where a tool's
+/// other names count (`Task` matches `Agent`); anything else is a regular expression, searched
+/// anywhere in the name (`mcp__.*`, `Notebook.*`, `^Bash$`). A matcher that does not compile
+/// (refused at load, so only a host's could) covers everything: for a guard that is the side
+/// that fails closed.
+pub fn matcher_covers(matcher: Option<&str>, subject: &str) -> bool {
+    let Some(m) = matcher.map(str::trim).filter(|m| !m.is_empty() && *m != "*") else {
         return true;
     };
-    m.split('|').map(str::trim).any(|alt| {
-        let p = alt.trim_start_matches('^').trim_end_matches('$');
-        alt == "*"
-            || p == ".*"
-            || crate::permissions::wildcard_with(p, tool, ".*")
-            || (!p.contains(".*") && keel_tools::ToolKind::same_tool(p, tool))
-    })
+    if is_plain(m) {
+        return m.split('|').map(str::trim).any(|alt| {
+            alt == subject || (!alt.is_empty() && keel_tools::ToolKind::same_tool(alt, subject))
+        });
+    }
+    match compile(m) {
+        Ok(re) => re.is_match(subject),
+        Err(e) => {
+            tracing::warn!("{e}; the hook runs for everything");
+            true
+        }
+    }
 }
 
 /// The hooks of a session.
 pub trait Hooks: Send + Sync + fmt::Debug {
-    /// Whether any hook listens for `event` (for tool events: for this tool). Lets the engine
-    /// skip the call entirely.
+    /// Whether any hook listens for `event` whose matcher covers `subject` (the tool, or the
+    /// event's matched field; `None`: any hook of the event). Lets the engine skip the call.
     fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool;
 
     /// Run every hook that matches `input` and combine their decisions. The implementation
@@ -383,11 +530,11 @@ impl Hooks for Chain {
 
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
         Box::pin(async move {
-            let tool = input.tool_name().map(str::to_owned);
+            let subject = input.subject().map(str::to_owned);
             let runs = self
                 .0
                 .iter()
-                .filter(|h| h.wants(input.event, tool.as_deref()))
+                .filter(|h| h.wants(input.event, subject.as_deref()))
                 .map(|h| h.run(input.clone()));
             let mut all = HookDecision::proceed();
             for d in futures_util::future::join_all(runs).await {
@@ -456,6 +603,78 @@ mod tests {
         )
         .unwrap();
         assert_eq!(post.additional_context, vec!["checked"]);
+    }
+
+    #[test]
+    fn matchers_follow_claude_code() {
+        for (m, subject, covers) in [
+            (None, "Bash", true),
+            (Some(""), "Bash", true),
+            (Some("*"), "Bash", true),
+            (Some("Bash"), "Bash", true),
+            (Some("Bash"), "BashOutput", false),
+            (Some("Edit|Write"), "Write", true),
+            (Some("Edit | Write"), "Edit", true),
+            (Some("Edit|Write"), "Read", false),
+            (Some("Task"), "Agent", true),
+            (Some("mcp__.*"), "mcp__fs__read", true),
+            (Some("mcp__.*"), "Bash", false),
+            (Some("Notebook.*"), "NotebookEdit", true),
+            (Some("^Read$"), "ReadMany", false),
+            (Some("^(startup|resume)$"), "compact", false),
+            (Some("^(startup|resume)$"), "resume", true),
+        ] {
+            assert_eq!(matcher_covers(m, subject), covers, "{m:?} vs {subject}");
+        }
+        assert!(check_matcher("Bash(").is_err());
+        assert!(check_matcher("Edit|Write").is_ok());
+        assert!(check_matcher(".*").is_ok());
+    }
+
+    #[test]
+    fn permission_request_answers_parse() {
+        let ev = HookEvent::PermissionRequest;
+        let allow = HookDecision::from_output(
+            ev,
+            &json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}}),
+        )
+        .unwrap();
+        assert!(allow.allow && allow.block.is_none());
+        let deny = HookDecision::from_output(
+            ev,
+            &json!({"hookSpecificOutput": {"decision": {"behavior": "deny", "message": "not here", "interrupt": true}}}),
+        )
+        .unwrap();
+        assert_eq!(deny.block.as_deref(), Some("not here"));
+        assert_eq!(deny.stop.as_deref(), Some("not here"));
+        assert!(HookDecision::from_output(
+            ev,
+            &json!({"hookSpecificOutput": {"decision": {"behavior": "maybe"}}})
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn the_matched_subject_depends_on_the_event() {
+        let mut input = HookInput {
+            event: HookEvent::SessionStart,
+            session_id: "s".into(),
+            cwd: "/w".into(),
+            permission_mode: "default".into(),
+            transcript_path: String::new(),
+            tool: None,
+            prompt: None,
+            stop_hook_active: false,
+            last_assistant_message: None,
+            compact: None,
+            extra: vec![("source".into(), json!("compact"))],
+        };
+        assert_eq!(input.subject(), Some("compact"));
+        input.event = HookEvent::Stop;
+        assert_eq!(input.subject(), None);
+        input.event = HookEvent::SubagentStart;
+        input.extra = vec![("agent_type".into(), json!("Explore"))];
+        assert_eq!(input.subject(), Some("Explore"));
     }
 
     #[test]

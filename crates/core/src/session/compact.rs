@@ -238,6 +238,10 @@ impl Session {
 
         // The new history: the summary (and what is still running), then the kept messages.
         let mut lead = vec![ContentBlock::text(format!("{SUMMARY_INTRO}\n\n{summary}"))];
+        // SessionStart hooks run again (source `compact`) and their context joins the summary.
+        if self.scope.role.is_main() {
+            lead.extend(self.session_start_context("compact", turn).await?);
+        }
         let running: Vec<String> = self
             .ctx
             .tasks

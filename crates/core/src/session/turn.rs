@@ -306,7 +306,7 @@ impl Session {
                 },
             ));
         }
-        if let Some(end) = self.prompt_hooks(&mut prompt, turn).await {
+        if let Some(end) = self.prompt_hooks(&mut prompt, turn).await? {
             return Ok(Some(end));
         }
         // The prompt is persisted (for resume) but not echoed to the front end.
