@@ -181,7 +181,7 @@ impl HookInput {
         if self.event.is_tool_event() {
             return Some(self.tool_name().unwrap_or(""));
         }
-        if let Some((_, trigger)) = &self.compact {
+        if let Some((trigger, _)) = &self.compact {
             return Some(trigger.as_str());
         }
         let field = self.event.matched_field()?;
@@ -675,6 +675,9 @@ mod tests {
         input.event = HookEvent::SubagentStart;
         input.extra = vec![("agent_type".into(), json!("Explore"))];
         assert_eq!(input.subject(), Some("Explore"));
+        input.event = HookEvent::PreCompact;
+        input.compact = Some(("manual".into(), "keep it short".into()));
+        assert_eq!(input.subject(), Some("manual"));
     }
 
     #[test]

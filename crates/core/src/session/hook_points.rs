@@ -123,6 +123,8 @@ impl Session {
         let Some(hooks) = self.ctx.hooks() else {
             return Ok(None);
         };
+        // UserPromptSubmit hooks are told the user's words, not what SessionStart added.
+        let user_text = super::text_of(prompt);
         if !std::mem::replace(&mut self.session_start_done, true) {
             let notes = if self.scope.role.is_main() {
                 let source = if self.history.is_empty() {
@@ -142,7 +144,7 @@ impl Session {
             return Ok(None);
         }
         let mut input = self.hook_input(HookEvent::UserPromptSubmit);
-        input.prompt = Some(super::text_of(prompt));
+        input.prompt = Some(user_text);
         let Some(d) = run_raced(&*hooks, input, turn).await else {
             return Ok(Some(TurnEnd::Interrupted {
                 phase: Phase::Streaming,
