@@ -20,7 +20,10 @@ use futures_util::future::{join_all, BoxFuture};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::hooks::{matcher_covers, HookDecision, HookEvent, HookInput, Hooks};
+use crate::hooks::{
+    matcher_covers, HookDecision, HookEvent, HookInput, HookObserver, HookProgress, HookRunEnd,
+    Hooks,
+};
 
 /// How much of a hook's stdout and stderr is kept (each).
 const OUTPUT_CAP: usize = 64 * 1024;
@@ -170,12 +173,43 @@ pub fn parse_settings_hooks(
 pub struct CommandHooks {
     hooks: Vec<CommandHook>,
     project_dir: PathBuf,
+    /// `--include-hook-events`: report every event's hooks, not only SessionStart's.
+    all_frames: bool,
 }
 
 impl CommandHooks {
-    /// Hooks that run in `project_dir`.
-    pub fn new(hooks: Vec<CommandHook>, project_dir: PathBuf) -> Arc<Self> {
-        Arc::new(Self { hooks, project_dir })
+    /// Hooks that run in `project_dir`; `all_frames`: every hook gets `hook_started` /
+    /// `hook_response` frames (SessionStart's always do, as in Claude Code).
+    pub fn new(hooks: Vec<CommandHook>, project_dir: PathBuf, all_frames: bool) -> Arc<Self> {
+        Arc::new(Self {
+            hooks,
+            project_dir,
+            all_frames,
+        })
+    }
+
+    fn run_reporting<'a>(
+        &'a self,
+        input: HookInput,
+        observer: Option<&'a dyn HookObserver>,
+    ) -> BoxFuture<'a, HookDecision> {
+        Box::pin(async move {
+            let stdin = input.to_json().to_string();
+            let observer =
+                observer.filter(|_| self.all_frames || input.event == HookEvent::SessionStart);
+            let hooks: Vec<&CommandHook> = self.matching(input.event, input.subject()).collect();
+            let decisions = join_all(
+                hooks
+                    .iter()
+                    .map(|h| run_reported(h, &stdin, &self.project_dir, observer)),
+            )
+            .await;
+            let mut all = HookDecision::proceed();
+            for d in decisions {
+                all.merge(d);
+            }
+            all
+        })
     }
 
     fn matching<'a>(
@@ -195,18 +229,44 @@ impl Hooks for CommandHooks {
     }
 
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
-        Box::pin(async move {
-            let stdin = input.to_json().to_string();
-            let hooks: Vec<&CommandHook> = self.matching(input.event, input.subject()).collect();
-            let decisions =
-                join_all(hooks.iter().map(|h| run_one(h, &stdin, &self.project_dir))).await;
-            let mut all = HookDecision::proceed();
-            for d in decisions {
-                all.merge(d);
-            }
-            all
-        })
+        self.run_reporting(input, None)
     }
+
+    fn run_observed<'a>(
+        &'a self,
+        input: HookInput,
+        observer: &'a dyn HookObserver,
+    ) -> BoxFuture<'a, HookDecision> {
+        self.run_reporting(input, Some(observer))
+    }
+}
+
+/// Run one hook, reporting its start and end to `observer` (when frames are wanted).
+async fn run_reported(
+    h: &CommandHook,
+    stdin: &str,
+    dir: &PathBuf,
+    observer: Option<&dyn HookObserver>,
+) -> HookDecision {
+    let Some(observer) = observer else {
+        return run_one(h, stdin, dir, None).await;
+    };
+    let hook_id = crate::emit::new_uuid();
+    let hook_name = match h.matcher.as_deref().filter(|m| !m.is_empty()) {
+        Some(m) => format!("{}:{m}", h.event),
+        None => h.event.as_str().to_owned(),
+    };
+    let progress = |end| HookProgress {
+        hook_id: hook_id.clone(),
+        hook_name: hook_name.clone(),
+        event: h.event,
+        end,
+    };
+    observer.report(progress(None)).await;
+    let mut end = None;
+    let d = run_one(h, stdin, dir, Some(&mut end)).await;
+    observer.report(progress(end)).await;
+    d
 }
 
 /// Kills the hook's process group when dropped (deadline passed, turn interrupted, done).
@@ -344,8 +404,34 @@ fn short_command(c: &str) -> String {
     }
 }
 
-async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
+/// Run one hook and read its answer; `report`, when given, receives how the run ended.
+async fn run_one(
+    h: &CommandHook,
+    stdin: &str,
+    dir: &PathBuf,
+    report: Option<&mut Option<HookRunEnd>>,
+) -> HookDecision {
     let outcome = execute(h, stdin, dir).await;
+    if let Some(r) = report {
+        *r = Some(match &outcome {
+            Outcome::Exited {
+                code,
+                stdout,
+                stderr,
+            } => HookRunEnd {
+                stdout: stdout.clone(),
+                stderr: stderr.clone(),
+                exit_code: Some(*code),
+                outcome: if *code == 0 { "success" } else { "error" },
+            },
+            Outcome::Failed(why) => HookRunEnd {
+                stdout: String::new(),
+                stderr: why.clone(),
+                exit_code: None,
+                outcome: "error",
+            },
+        });
+    }
     let failure = |why: String| -> HookDecision {
         let who = format!(
             "the {} hook `{}` from {}",

@@ -505,6 +505,47 @@ pub fn matcher_covers(matcher: Option<&str>, subject: &str) -> bool {
     }
 }
 
+/// How one hook run ended, for its `system/hook_response` frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookRunEnd {
+    /// What it printed on stdout (bounded).
+    pub stdout: String,
+    /// What it printed on stderr (bounded), or why it failed.
+    pub stderr: String,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// `success`, `error` or `cancelled`.
+    pub outcome: &'static str,
+}
+
+/// One hook starting or ending (`system/hook_started`, `system/hook_response`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookProgress {
+    /// Pairs the start with the end.
+    pub hook_id: String,
+    /// `Event:matcher` or `Event`, as Claude Code names hooks.
+    pub hook_name: String,
+    /// The event.
+    pub event: HookEvent,
+    /// `None`: it started; otherwise how it ended.
+    pub end: Option<HookRunEnd>,
+}
+
+/// Told when each hook starts and ends (the session turns this into frames).
+pub trait HookObserver: Send + Sync {
+    /// Report `p`; waited for, so frames keep their order with the rest of the session's.
+    fn report(&self, p: HookProgress) -> BoxFuture<'_, ()>;
+}
+
+impl HookObserver for crate::emit::Emitter {
+    fn report(&self, p: HookProgress) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            // A frame that cannot be sent (the front end left) changes nothing the hook does.
+            let _ = self.emit(crate::event::Event::Hook(p)).await;
+        })
+    }
+}
+
 /// The hooks of a session.
 pub trait Hooks: Send + Sync + fmt::Debug {
     /// Whether any hook listens for `event` whose matcher covers `subject` (the tool, or the
@@ -516,6 +557,17 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     /// turn is cancelled, so an implementation that asks someone else must withdraw the
     /// question when dropped.
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision>;
+
+    /// [`Hooks::run`], telling `observer` when each hook starts and ends. Implementations that
+    /// report their hooks elsewhere (a host's callbacks have their own frames) just run.
+    fn run_observed<'a>(
+        &'a self,
+        input: HookInput,
+        observer: &'a dyn HookObserver,
+    ) -> BoxFuture<'a, HookDecision> {
+        let _ = observer;
+        self.run(input)
+    }
 }
 
 /// Several sets of hooks (the settings files' and a host's) run as one: every set that wants
@@ -523,19 +575,22 @@ pub trait Hooks: Send + Sync + fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct Chain(pub Vec<std::sync::Arc<dyn Hooks>>);
 
-impl Hooks for Chain {
-    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
-        self.0.iter().any(|h| h.wants(event, tool))
-    }
-
-    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+impl Chain {
+    fn run_all<'a>(
+        &'a self,
+        input: HookInput,
+        observer: Option<&'a dyn HookObserver>,
+    ) -> BoxFuture<'a, HookDecision> {
         Box::pin(async move {
             let subject = input.subject().map(str::to_owned);
             let runs = self
                 .0
                 .iter()
                 .filter(|h| h.wants(input.event, subject.as_deref()))
-                .map(|h| h.run(input.clone()));
+                .map(|h| match observer {
+                    Some(o) => h.run_observed(input.clone(), o),
+                    None => h.run(input.clone()),
+                });
             let mut all = HookDecision::proceed();
             for d in futures_util::future::join_all(runs).await {
                 all.merge(d);
@@ -545,17 +600,37 @@ impl Hooks for Chain {
     }
 }
 
-/// Run the hooks for `input` unless the turn is cancelled first (`None`).
-pub(crate) async fn run_raced(
+impl Hooks for Chain {
+    fn wants(&self, event: HookEvent, subject: Option<&str>) -> bool {
+        self.0.iter().any(|h| h.wants(event, subject))
+    }
+
+    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+        self.run_all(input, None)
+    }
+
+    fn run_observed<'a>(
+        &'a self,
+        input: HookInput,
+        observer: &'a dyn HookObserver,
+    ) -> BoxFuture<'a, HookDecision> {
+        self.run_all(input, Some(observer))
+    }
+}
+
+/// Run the hooks for `input` unless the turn is cancelled first (`None`), reporting each
+/// hook's start and end to `observer` (frames).
+pub(crate) async fn run_seen(
     hooks: &dyn Hooks,
     input: HookInput,
     cancel: &CancelToken,
+    observer: &dyn HookObserver,
 ) -> Option<HookDecision> {
     if cancel.is_cancelled() {
         return None;
     }
     tokio::select! {
-        d = hooks.run(input) => Some(d),
+        d = hooks.run_observed(input, observer) => Some(d),
         _ = cancel.cancelled() => None,
     }
 }

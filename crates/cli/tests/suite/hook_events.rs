@@ -389,3 +389,60 @@ async fn pre_compact_runs_before_the_summary_and_session_start_compact_after() {
         "SessionStart (compact) context follows the summary"
     );
 }
+
+#[tokio::test]
+async fn session_start_frames_come_before_init_and_the_rest_with_include_hook_events() {
+    let scenario = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo hi"}}]},
+        {"kind": "text", "text": "done"}
+    ]})
+    .to_string();
+    let hooks = json!({
+        "SessionStart": [group(None, "cat > /dev/null; echo 'start context'")],
+        "PreToolUse": [group(Some("Bash"), "cat > /dev/null; exit 0")],
+        "PostToolUse": [group(Some("Bash"), "cat > /dev/null; echo 'the linter crashed' >&2; exit 1")],
+    });
+    for include in [false, true] {
+        let h = Harness::from_json(&scenario).await;
+        settings(h.cwd(), hooks.clone());
+        let mut extra = vec!["--allowedTools", "Bash"];
+        if include {
+            extra.push("--include-hook-events");
+        }
+        let r = run(&h, &extra).await;
+        r.assert_end("success", false, "completed", 0);
+        let kinds = super::common::kinds(&r.frames);
+        let init = kinds.iter().position(|k| k == "system/init").unwrap();
+        let started = r.of("system/hook_started");
+        let responses = r.of("system/hook_response");
+        assert_eq!(&kinds[..2], ["system/hook_started", "system/hook_response"], "{kinds:?}");
+        assert!(init > 1, "SessionStart's frames precede init: {kinds:?}");
+        assert_eq!(started[0]["hook_event"], "SessionStart");
+        assert_eq!(responses[0]["stdout"], "start context\n");
+        assert_eq!(responses[0]["outcome"], "success");
+        assert_eq!(responses[0]["hook_id"], started[0]["hook_id"]);
+        if !include {
+            assert_eq!(started.len(), 1, "only SessionStart without the flag");
+            continue;
+        }
+        let events: Vec<&str> = responses
+            .iter()
+            .map(|f| f["hook_event"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(events, ["SessionStart", "PreToolUse", "PostToolUse"]);
+        assert_eq!(responses[1]["exit_code"], 0);
+        let failed = responses[2];
+        assert_eq!(failed["outcome"], "error");
+        assert_eq!(failed["exit_code"], 1);
+        assert!(failed["stderr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the linter crashed"));
+        assert!(
+            r.stderr.contains("the linter crashed"),
+            "the failure is on stderr too: {}",
+            r.stderr
+        );
+        assert_eq!(failed["hook_name"], "PostToolUse:Bash");
+    }
+}

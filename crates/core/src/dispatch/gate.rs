@@ -11,7 +11,7 @@ use crate::approval::{suggestions, Approval, ApprovalRequest};
 use crate::emit::EmitError;
 use crate::event::DenialSource;
 use crate::history::PendingResults;
-use crate::hooks::{run_raced, HookEvent, HookInput, ToolHookInput};
+use crate::hooks::{run_seen, HookEvent, HookInput, ToolHookInput};
 use crate::permissions::{AllowedBy, Decision};
 
 /// The gate's verdict on one call (returned once per call, never stored: size is no concern).
@@ -134,7 +134,7 @@ async fn pre_tool_use(
     };
     let mode = live_permissions(cx).mode;
     let input = tool_hook_input(cx, HookEvent::PreToolUse, call, mode.as_str());
-    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
+    let Some(d) = run_seen(hooks.as_ref(), input, cx.turn, cx.emitter).await else {
         return Ok(Err(Gate::Halt));
     };
     if let Some(reason) = d.stop {
@@ -341,7 +341,7 @@ pub(super) async fn post_tool_use(
     } else if let Some(t) = input.tool.as_mut() {
         t.response = Some(f.detail.clone().unwrap_or(Value::String(text)));
     }
-    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
+    let Some(d) = run_seen(hooks.as_ref(), input, cx.turn, cx.emitter).await else {
         return;
     };
     let mut notes: Vec<String> = d

@@ -9,7 +9,7 @@ use keel_protocol::ToolUseBlock;
 
 use super::gate::tool_hook_input;
 use super::DispatchCx;
-use crate::hooks::{run_raced, HookEvent};
+use crate::hooks::{run_seen, HookEvent};
 
 /// What the PermissionRequest hooks said.
 pub(super) enum Answer {
@@ -35,7 +35,7 @@ pub(super) async fn answer(cx: &DispatchCx<'_>, call: &ToolUseBlock, mode: &str)
         return Answer::Open;
     };
     let input = tool_hook_input(cx, HookEvent::PermissionRequest, call, mode);
-    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
+    let Some(d) = run_seen(hooks.as_ref(), input, cx.turn, cx.emitter).await else {
         return Answer::Halt;
     };
     if let Some(why) = d.block.or(d.stop.clone()) {

@@ -321,7 +321,7 @@ impl Session {
         }
         let mut input = self.hook_input(HookEvent::PreCompact);
         input.compact = Some((trigger.as_str().into(), instructions.to_owned()));
-        if let Some(d) = crate::hooks::run_raced(&*hooks, input, turn).await {
+        if let Some(d) = crate::hooks::run_seen(&*hooks, input, turn, &self.emitter).await {
             for note in d.additional_context {
                 out.push('\n');
                 out.push_str(&note);

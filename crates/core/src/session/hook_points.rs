@@ -13,7 +13,7 @@ use super::{Session, SessionRole};
 use crate::emit::EmitError;
 use crate::end::{Phase, TurnEnd};
 use crate::event::Event;
-use crate::hooks::{run_raced, HookDecision, HookEvent, HookInput};
+use crate::hooks::{run_seen, HookDecision, HookEvent, HookInput};
 
 /// How many times in a row Stop (or SubagentStop) hooks may send the model back to work in
 /// one turn; after that the turn ends as the model wanted, with a warning.
@@ -103,7 +103,7 @@ impl Session {
         if let Some(source) = source {
             input.extra.push(("source".into(), json!(source)));
         }
-        let Some(d) = run_raced(&*hooks, input, turn).await else {
+        let Some(d) = run_seen(&*hooks, input, turn, &self.emitter).await else {
             return Ok(Vec::new());
         };
         self.show_hook_messages(event, &d).await?;
@@ -113,39 +113,51 @@ impl Session {
             .collect())
     }
 
-    /// Run the session's start hooks (once) and UserPromptSubmit hooks. `Some(end)` ends the
-    /// turn before the model is called; otherwise what the hooks added is appended to `prompt`.
+    /// Run the session's start hooks, once: SessionStart (source `startup`, or `resume` when
+    /// the session has history) for the main agent — before its `init`, as Claude Code —
+    /// or SubagentStart for a subagent. Returns their context for the first prompt.
+    pub(crate) async fn start_hooks_once(
+        &mut self,
+        turn: &CancelToken,
+    ) -> Result<Vec<ContentBlock>, EmitError> {
+        if std::mem::replace(&mut self.session_start_done, true) {
+            return Ok(Vec::new());
+        }
+        if self.scope.role.is_main() {
+            let source = if self.history.is_empty() {
+                "startup"
+            } else {
+                "resume"
+            };
+            self.session_start_context(source, turn).await
+        } else {
+            self.start_hooks(HookEvent::SubagentStart, None, turn)
+                .await
+        }
+    }
+
+    /// Run UserPromptSubmit hooks. `Some(end)` ends the turn before the model is called;
+    /// otherwise `start_notes` (from [`Self::start_hooks_once`]) and what the hooks added are
+    /// appended to `prompt`.
     pub(crate) async fn prompt_hooks(
         &mut self,
         prompt: &mut Vec<ContentBlock>,
+        start_notes: Vec<ContentBlock>,
         turn: &CancelToken,
     ) -> Result<Option<TurnEnd>, EmitError> {
+        // UserPromptSubmit hooks are told the user's words, not what SessionStart added.
+        let user_text = super::text_of(prompt);
+        prompt.extend(start_notes);
         let Some(hooks) = self.ctx.hooks() else {
             return Ok(None);
         };
-        // UserPromptSubmit hooks are told the user's words, not what SessionStart added.
-        let user_text = super::text_of(prompt);
-        if !std::mem::replace(&mut self.session_start_done, true) {
-            let notes = if self.scope.role.is_main() {
-                let source = if self.history.is_empty() {
-                    "startup"
-                } else {
-                    "resume"
-                };
-                self.session_start_context(source, turn).await?
-            } else {
-                self.start_hooks(HookEvent::SubagentStart, None, turn)
-                    .await?
-            };
-            prompt.extend(notes);
-        }
         // A subagent's prompt is the parent model's, not the user's: no UserPromptSubmit.
         if !self.scope.role.is_main() || !hooks.wants(HookEvent::UserPromptSubmit, None) {
             return Ok(None);
         }
         let mut input = self.hook_input(HookEvent::UserPromptSubmit);
         input.prompt = Some(user_text);
-        let Some(d) = run_raced(&*hooks, input, turn).await else {
+        let Some(d) = run_seen(&*hooks, input, turn, &self.emitter).await else {
             return Ok(Some(TurnEnd::Interrupted {
                 phase: Phase::Streaming,
                 reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
@@ -220,7 +232,7 @@ impl Session {
         let mut input = self.hook_input(event);
         input.stop_hook_active = *continuations > 0;
         input.last_assistant_message = Some(final_text.to_owned());
-        let Some(d) = run_raced(&*hooks, input, turn).await else {
+        let Some(d) = run_seen(&*hooks, input, turn, &self.emitter).await else {
             return Ok(false); // the model had finished; an interrupt now changes nothing
         };
         self.show_hook_messages(event, &d).await?;
