@@ -446,3 +446,65 @@ async fn session_start_frames_come_before_init_and_the_rest_with_include_hook_ev
         assert_eq!(failed["hook_name"], "PostToolUse:Bash");
     }
 }
+
+#[tokio::test]
+async fn notification_hooks_hear_a_permission_prompt_and_permission_request_can_spare_it() {
+    let scenario = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "touch asked.txt"}}]},
+        {"kind": "text", "text": "done"}
+    ]})
+    .to_string();
+    // Without a PermissionRequest hook the host is asked, and Notification hooks hear it.
+    let h = Harness::from_json(&scenario).await;
+    settings(
+        h.cwd(),
+        json!({
+            "Notification": [group(Some("permission_prompt"), &logging("Notification", "true"))],
+            "PermissionRequest": [group(Some("Write"), &logging("PermissionRequest", "true"))],
+        }),
+    );
+    let mut s = Stream::start(&h, &["--permission-prompt-tool", "stdio"], &[]);
+    s.user("make a file").await;
+    let req = s.keel_request("can_use_tool").await;
+    assert!(
+        super::common::eventually(Duration::from_secs(20), || {
+            !logged(h.cwd(), "Notification").is_empty()
+        })
+        .await,
+        "the Notification hook ran while keel waited"
+    );
+    let note = &logged(h.cwd(), "Notification")[0];
+    assert_eq!(note["notification_type"], "permission_prompt");
+    assert!(note["message"].as_str().unwrap_or_default().contains("Bash"));
+    s.answer(
+        req["request_id"].as_str().unwrap(),
+        json!({"behavior": "deny", "message": "not now"}),
+    )
+    .await;
+    s.result().await;
+    s.finish().await;
+    assert!(
+        logged(h.cwd(), "PermissionRequest").is_empty(),
+        "its matcher names another tool"
+    );
+
+    // A PermissionRequest hook that answers spares the host the question.
+    let h = Harness::from_json(&scenario).await;
+    let allow = json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}});
+    settings(
+        h.cwd(),
+        json!({"PermissionRequest": [group(Some("Bash"), &format!("cat > /dev/null; echo '{allow}'"))]}),
+    );
+    let mut s = Stream::start(&h, &["--permission-prompt-tool", "stdio"], &[]);
+    s.user("make a file").await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success");
+    let run = s.finish().await;
+    assert!(h.cwd().join("asked.txt").exists());
+    assert!(
+        !run.frames
+            .iter()
+            .any(|f| f["type"] == "control_request" && f["request"]["subtype"] == "can_use_tool"),
+        "the host was not asked"
+    );
+}
