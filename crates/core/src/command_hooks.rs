@@ -7,9 +7,9 @@
 //! `updatedInput`, `additionalContext`, `continue`, …); exit 0 with plain text adds context
 //! to a prompt; exit 2 blocks, and its stderr is the reason the model reads. Anything else —
 //! it cannot start, it times out, it exits with another code, it prints JSON keel cannot
-//! read — is a failure, and a PreToolUse or UserPromptSubmit hook that fails **blocks**
-//! (unless it says `"onFailure": "allow"`): a guard that silently stops guarding is worse
-//! than one that stops the work.
+//! read — is a failure, and a PreToolUse, UserPromptSubmit or PermissionRequest hook that
+//! fails **blocks** (unless it says `"onFailure": "allow"`): a guard that silently stops
+//! guarding is worse than one that stops the work.
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,11 +1,15 @@
 //! Hooks: code outside the engine that sees (and may veto) prompts and tool calls.
 //!
-//! The engine calls a session's [`Hooks`] at four points: before a tool call runs
-//! (`PreToolUse`, which may block any tool, Task included, or ask for approval), after it ran
-//! (`PostToolUse`, which may add a note for the model), when a prompt arrives
-//! (`UserPromptSubmit`, which may block it: the turn then ends without a model call), and when
-//! the model is about to end its turn (`Stop`, which may send it back to work). Answers use the
-//! JSON output format of Claude Code hooks, parsed by [`HookDecision::from_output`].
+//! The engine calls a session's [`Hooks`] at every event Claude Code's hooks know: before a
+//! tool call runs (`PreToolUse`, which may block any tool, Task included, or ask for approval),
+//! when the rules leave a call to be asked about (`PermissionRequest`, which may answer), after
+//! it ran (`PostToolUse`, or `PostToolUseFailure` when it failed: notes for the model), when a
+//! prompt arrives (`UserPromptSubmit`, which may block it: the turn then ends without a model
+//! call), when the model is about to end its turn (`Stop` / `SubagentStop`, which may send it
+//! back to work), when a session or subagent starts (`SessionStart`, `SubagentStart`: context),
+//! before a compaction (`PreCompact`), when keel waits for the user (`Notification`) and when
+//! the session ends (`SessionEnd`). Answers use the JSON output format of Claude Code hooks,
+//! parsed by [`HookDecision::from_output`]; matchers are Claude Code's ([`matcher_covers`]).
 //!
 //! Deadlines and failure policies (fail open, fail closed) belong to the implementation, which
 //! knows each hook's declared timeout; the engine additionally races every hook against the
@@ -488,7 +492,10 @@ pub fn check_matcher(matcher: &str) -> Result<(), MatcherError> {
 /// (refused at load, so only a host's could) covers everything: for a guard that is the side
 /// that fails closed.
 pub fn matcher_covers(matcher: Option<&str>, subject: &str) -> bool {
-    let Some(m) = matcher.map(str::trim).filter(|m| !m.is_empty() && *m != "*") else {
+    let Some(m) = matcher
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && *m != "*")
+    else {
         return true;
     };
     if is_plain(m) {

@@ -702,7 +702,10 @@ async fn a_user_prompt_submit_block_ends_the_turn_without_a_model_call() {
     );
     assert!(r["result"].as_str().unwrap().contains("not that"));
     let run = s.finish().await;
-    assert_eq!(run.code, 0, "a blocked prompt ends successfully, as in Claude Code");
+    assert_eq!(
+        run.code, 0,
+        "a blocked prompt ends successfully, as in Claude Code"
+    );
     assert!(h.requests().is_empty(), "the model was not called");
 }
 

@@ -97,7 +97,10 @@ async fn a_blocked_prompt_never_reaches_the_model_and_the_run_still_succeeds() {
     r.assert_end("success", false, "completed", 0);
     assert!(h.requests().is_empty(), "the model was not called");
     let result = r.result()["result"].as_str().unwrap_or_default().to_owned();
-    assert!(result.contains("prompts may not name the vault"), "{result}");
+    assert!(
+        result.contains("prompts may not name the vault"),
+        "{result}"
+    );
     let warnings = r.of("system/warning");
     assert!(
         warnings
@@ -120,6 +123,19 @@ async fn a_failing_prompt_guard_blocks_unless_it_opts_out() {
         .as_str()
         .unwrap_or_default()
         .contains("fails closed"));
+
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"answered"}]}"#).await;
+    let mut g = group(None, "exit 1");
+    g["hooks"][0]["onFailure"] = json!("allow");
+    settings(h.cwd(), json!({"UserPromptSubmit": [g]}));
+    let r = run(&h, &[]).await;
+    r.assert_end("success", false, "completed", 0);
+    assert_eq!(
+        h.requests().len(),
+        1,
+        "the opted-out hook's failure does not block"
+    );
+    assert!(r.stderr.contains("exited with code 1"), "{}", r.stderr);
 }
 
 #[tokio::test]
@@ -143,9 +159,10 @@ async fn stop_hooks_send_the_model_back_with_their_reason_and_the_loop_is_bounde
     assert_eq!(stops[0]["last_assistant_message"], "finished");
     assert!(stops[1..].iter().all(|s| s["stop_hook_active"] == true));
     assert!(
-        r.of("system/warning")
-            .iter()
-            .any(|w| w["message"].as_str().unwrap_or_default().contains("8 times")),
+        r.of("system/warning").iter().any(|w| w["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("8 times")),
         "the bound is visible"
     );
 }
@@ -306,10 +323,7 @@ async fn subagent_start_and_stop_hooks_see_the_agent_and_prompt_hooks_only_the_u
 #[tokio::test]
 async fn session_end_runs_in_print_mode_and_a_hanging_one_is_killed_at_its_deadline() {
     let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"hello"}]}"#).await;
-    let mut g = group(
-        None,
-        "cat > end.json; echo $$ > end.pid; exec sleep 600",
-    );
+    let mut g = group(None, "cat > end.json; echo $$ > end.pid; exec sleep 600");
     g["hooks"][0]["timeout"] = json!(2);
     settings(h.cwd(), json!({"SessionEnd": [g]}));
     let started = std::time::Instant::now();
@@ -338,7 +352,11 @@ async fn session_end_runs_in_print_mode_and_a_hanging_one_is_killed_at_its_deadl
         .await,
         "the hung SessionEnd hook was killed"
     );
-    assert!(r.stderr.contains("SessionEnd"), "the failure is visible: {}", r.stderr);
+    assert!(
+        r.stderr.contains("SessionEnd"),
+        "the failure is visible: {}",
+        r.stderr
+    );
 }
 
 #[tokio::test]
@@ -381,7 +399,10 @@ async fn pre_compact_runs_before_the_summary_and_session_start_compact_after() {
     let requests = h.requests();
     assert_eq!(requests.len(), 3);
     assert!(
-        requests[1].body.to_string().contains("keep the deploy steps"),
+        requests[1]
+            .body
+            .to_string()
+            .contains("keep the deploy steps"),
         "PreCompact's context reached the summary request"
     );
     assert!(
@@ -415,7 +436,11 @@ async fn session_start_frames_come_before_init_and_the_rest_with_include_hook_ev
         let init = kinds.iter().position(|k| k == "system/init").unwrap();
         let started = r.of("system/hook_started");
         let responses = r.of("system/hook_response");
-        assert_eq!(&kinds[..2], ["system/hook_started", "system/hook_response"], "{kinds:?}");
+        assert_eq!(
+            &kinds[..2],
+            ["system/hook_started", "system/hook_response"],
+            "{kinds:?}"
+        );
         assert!(init > 1, "SessionStart's frames precede init: {kinds:?}");
         assert_eq!(started[0]["hook_event"], "SessionStart");
         assert_eq!(responses[0]["stdout"], "start context\n");
@@ -475,7 +500,10 @@ async fn notification_hooks_hear_a_permission_prompt_and_permission_request_can_
     );
     let note = &logged(h.cwd(), "Notification")[0];
     assert_eq!(note["notification_type"], "permission_prompt");
-    assert!(note["message"].as_str().unwrap_or_default().contains("Bash"));
+    assert!(note["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("Bash"));
     s.answer(
         req["request_id"].as_str().unwrap(),
         json!({"behavior": "deny", "message": "not now"}),

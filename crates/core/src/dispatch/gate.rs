@@ -337,7 +337,9 @@ pub(super) async fn post_tool_use(
     };
     if failed {
         input.extra.push(("error".into(), Value::String(text)));
-        input.extra.push(("is_interrupt".into(), Value::Bool(false)));
+        input
+            .extra
+            .push(("is_interrupt".into(), Value::Bool(false)));
     } else if let Some(t) = input.tool.as_mut() {
         t.response = Some(f.detail.clone().unwrap_or(Value::String(text)));
     }

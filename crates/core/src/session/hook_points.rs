@@ -131,8 +131,7 @@ impl Session {
             };
             self.session_start_context(source, turn).await
         } else {
-            self.start_hooks(HookEvent::SubagentStart, None, turn)
-                .await
+            self.start_hooks(HookEvent::SubagentStart, None, turn).await
         }
     }
 
