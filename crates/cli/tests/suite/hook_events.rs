@@ -536,3 +536,33 @@ async fn notification_hooks_hear_a_permission_prompt_and_permission_request_can_
         "the host was not asked"
     );
 }
+
+#[tokio::test]
+async fn a_permission_request_hook_cannot_allow_what_dont_ask_or_plan_mode_denies() {
+    for mode in ["dontAsk", "plan"] {
+        let h = Harness::from_json(
+            &json!({"steps": [
+                {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "touch made.txt"}}]},
+                {"kind": "text", "text": "done"}
+            ]})
+            .to_string(),
+        )
+        .await;
+        let allow = json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}});
+        settings(
+            h.cwd(),
+            json!({"PermissionRequest": [group(None, &logging("PermissionRequest", &format!("echo '{allow}'")))]}),
+        );
+        let r = run(&h, &["--permission-mode", mode]).await;
+        r.assert_end("success", false, "completed", 0);
+        assert!(
+            !h.cwd().join("made.txt").exists(),
+            "{mode} denies, no hook widens it"
+        );
+        assert!(
+            logged(h.cwd(), "PermissionRequest").is_empty(),
+            "{mode}: nothing is asked, so the hook is not consulted"
+        );
+        assert_eq!(r.tool_results()[0]["is_error"], true);
+    }
+}
