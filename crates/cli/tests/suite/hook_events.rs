@@ -566,3 +566,21 @@ async fn a_permission_request_hook_cannot_allow_what_dont_ask_or_plan_mode_denie
         assert_eq!(r.tool_results()[0]["is_error"], true);
     }
 }
+
+#[tokio::test]
+async fn session_end_runs_when_an_sdk_session_closes_its_input() {
+    let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"hello"}]}"#).await;
+    settings(
+        h.cwd(),
+        json!({"SessionEnd": [group(Some("other"), "cat > end.json")]}),
+    );
+    let mut s = Stream::start(&h, &[], &[]);
+    s.user("hi").await;
+    s.result().await;
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.cwd().join("end.json")).unwrap()).unwrap();
+    assert_eq!(input["hook_event_name"], "SessionEnd");
+    assert_eq!(input["reason"], "other");
+}
