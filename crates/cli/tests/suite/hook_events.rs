@@ -584,3 +584,25 @@ async fn session_end_runs_when_an_sdk_session_closes_its_input() {
     assert_eq!(input["hook_event_name"], "SessionEnd");
     assert_eq!(input["reason"], "other");
 }
+
+#[tokio::test]
+async fn a_resumed_session_starts_with_source_resume() {
+    let h = Harness::from_json(
+        r#"{"steps":[{"kind":"text","text":"first"},{"kind":"text","text":"second"}]}"#,
+    )
+    .await;
+    settings(
+        h.cwd(),
+        json!({"SessionStart": [group(None, &logging("SessionStart", "true"))]}),
+    );
+    let first = run(&h, &[]).await;
+    first.assert_end("success", false, "completed", 0);
+    let id = first.result()["session_id"].as_str().unwrap().to_owned();
+    let again = run(&h, &["--resume", &id]).await;
+    again.assert_end("success", false, "completed", 0);
+    let sources: Vec<Value> = logged(h.cwd(), "SessionStart")
+        .iter()
+        .map(|i| i["source"].clone())
+        .collect();
+    assert_eq!(sources, [json!("startup"), json!("resume")]);
+}
