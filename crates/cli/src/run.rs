@@ -40,6 +40,7 @@ pub fn options(cli: &Cli) -> SessionOptions {
         append_system_prompt: cli.append_system_prompt.clone(),
         tools: cli.tools.clone(),
         include_partial_messages: cli.include_partial_messages,
+        include_hook_events: cli.compat.include_hook_events,
         resume: cli.resume.clone(),
         continue_session: cli.continue_session,
         fork_session: cli.fork_session,

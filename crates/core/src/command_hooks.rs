@@ -7,9 +7,9 @@
 //! `updatedInput`, `additionalContext`, `continue`, …); exit 0 with plain text adds context
 //! to a prompt; exit 2 blocks, and its stderr is the reason the model reads. Anything else —
 //! it cannot start, it times out, it exits with another code, it prints JSON keel cannot
-//! read — is a failure, and a PreToolUse or UserPromptSubmit hook that fails **blocks**
-//! (unless it says `"onFailure": "allow"`): a guard that silently stops guarding is worse
-//! than one that stops the work.
+//! read — is a failure, and a PreToolUse, UserPromptSubmit or PermissionRequest hook that
+//! fails **blocks** (unless it says `"onFailure": "allow"`): a guard that silently stops
+//! guarding is worse than one that stops the work.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -20,7 +20,10 @@ use futures_util::future::{join_all, BoxFuture};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::hooks::{matcher_covers, HookDecision, HookEvent, HookInput, Hooks};
+use crate::hooks::{
+    matcher_covers, HookDecision, HookEvent, HookInput, HookObserver, HookProgress, HookRunEnd,
+    Hooks,
+};
 
 /// How much of a hook's stdout and stderr is kept (each).
 const OUTPUT_CAP: usize = 64 * 1024;
@@ -48,12 +51,7 @@ pub struct CommandHook {
 
 /// Events that Claude Code settings files may name and keel does not fire; hooks for them
 /// are accepted and reported as inactive instead of refusing the file.
-const NOT_FIRED: &[&str] = &[
-    "PermissionRequest",
-    "SubagentStart",
-    "PostToolUseFailure",
-    "Setup",
-];
+const NOT_FIRED: &[&str] = &["Setup"];
 
 /// Parse the `hooks` object of a settings file. Wrong shapes are errors that name the file
 /// and the field; `Ok` also returns notes about hooks keel accepts but never runs.
@@ -96,7 +94,11 @@ pub fn parse_settings_hooks(
             };
             let matcher = match g.get("matcher") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(m)) => Some(m.clone()),
+                Some(Value::String(m)) => {
+                    crate::hooks::check_matcher(m)
+                        .map_err(|e| format!("{where_}: `{field}.matcher`: {e}"))?;
+                    Some(m.clone())
+                }
                 Some(_) => return Err(format!("{where_}: `{field}.matcher` must be a string")),
             };
             let Some(Value::Array(hooks)) = g.get("hooks") else {
@@ -171,38 +173,37 @@ pub fn parse_settings_hooks(
 pub struct CommandHooks {
     hooks: Vec<CommandHook>,
     project_dir: PathBuf,
+    /// `--include-hook-events`: report every event's hooks, not only SessionStart's.
+    all_frames: bool,
 }
 
 impl CommandHooks {
-    /// Hooks that run in `project_dir`.
-    pub fn new(hooks: Vec<CommandHook>, project_dir: PathBuf) -> Arc<Self> {
-        Arc::new(Self { hooks, project_dir })
-    }
-
-    fn matching<'a>(
-        &'a self,
-        event: HookEvent,
-        tool: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a CommandHook> + 'a {
-        self.hooks.iter().filter(move |h| {
-            h.event == event
-                && (!event.is_tool_event()
-                    || matcher_covers(h.matcher.as_deref(), tool.unwrap_or("")))
+    /// Hooks that run in `project_dir`; `all_frames`: every hook gets `hook_started` /
+    /// `hook_response` frames (SessionStart's always do, as in Claude Code).
+    pub fn new(hooks: Vec<CommandHook>, project_dir: PathBuf, all_frames: bool) -> Arc<Self> {
+        Arc::new(Self {
+            hooks,
+            project_dir,
+            all_frames,
         })
     }
-}
 
-impl Hooks for CommandHooks {
-    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
-        self.matching(event, tool).next().is_some()
-    }
-
-    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+    fn run_reporting<'a>(
+        &'a self,
+        input: HookInput,
+        observer: Option<&'a dyn HookObserver>,
+    ) -> BoxFuture<'a, HookDecision> {
         Box::pin(async move {
             let stdin = input.to_json().to_string();
-            let hooks: Vec<&CommandHook> = self.matching(input.event, input.tool_name()).collect();
-            let decisions =
-                join_all(hooks.iter().map(|h| run_one(h, &stdin, &self.project_dir))).await;
+            let observer =
+                observer.filter(|_| self.all_frames || input.event == HookEvent::SessionStart);
+            let hooks: Vec<&CommandHook> = self.matching(input.event, input.subject()).collect();
+            let decisions = join_all(
+                hooks
+                    .iter()
+                    .map(|h| run_reported(h, &stdin, &self.project_dir, observer)),
+            )
+            .await;
             let mut all = HookDecision::proceed();
             for d in decisions {
                 all.merge(d);
@@ -210,6 +211,62 @@ impl Hooks for CommandHooks {
             all
         })
     }
+
+    fn matching<'a>(
+        &'a self,
+        event: HookEvent,
+        subject: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a CommandHook> + 'a {
+        self.hooks.iter().filter(move |h| {
+            h.event == event && subject.is_none_or(|s| matcher_covers(h.matcher.as_deref(), s))
+        })
+    }
+}
+
+impl Hooks for CommandHooks {
+    fn wants(&self, event: HookEvent, subject: Option<&str>) -> bool {
+        self.matching(event, subject).next().is_some()
+    }
+
+    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+        self.run_reporting(input, None)
+    }
+
+    fn run_observed<'a>(
+        &'a self,
+        input: HookInput,
+        observer: &'a dyn HookObserver,
+    ) -> BoxFuture<'a, HookDecision> {
+        self.run_reporting(input, Some(observer))
+    }
+}
+
+/// Run one hook, reporting its start and end to `observer` (when frames are wanted).
+async fn run_reported(
+    h: &CommandHook,
+    stdin: &str,
+    dir: &PathBuf,
+    observer: Option<&dyn HookObserver>,
+) -> HookDecision {
+    let Some(observer) = observer else {
+        return run_one(h, stdin, dir, None).await;
+    };
+    let hook_id = crate::emit::new_uuid();
+    let hook_name = match h.matcher.as_deref().filter(|m| !m.is_empty()) {
+        Some(m) => format!("{}:{m}", h.event),
+        None => h.event.as_str().to_owned(),
+    };
+    let progress = |end| HookProgress {
+        hook_id: hook_id.clone(),
+        hook_name: hook_name.clone(),
+        event: h.event,
+        end,
+    };
+    observer.report(progress(None)).await;
+    let mut end = None;
+    let d = run_one(h, stdin, dir, Some(&mut end)).await;
+    observer.report(progress(end)).await;
+    d
 }
 
 /// Kills the hook's process group when dropped (deadline passed, turn interrupted, done).
@@ -347,8 +404,34 @@ fn short_command(c: &str) -> String {
     }
 }
 
-async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
+/// Run one hook and read its answer; `report`, when given, receives how the run ended.
+async fn run_one(
+    h: &CommandHook,
+    stdin: &str,
+    dir: &PathBuf,
+    report: Option<&mut Option<HookRunEnd>>,
+) -> HookDecision {
     let outcome = execute(h, stdin, dir).await;
+    if let Some(r) = report {
+        *r = Some(match &outcome {
+            Outcome::Exited {
+                code,
+                stdout,
+                stderr,
+            } => HookRunEnd {
+                stdout: stdout.clone(),
+                stderr: stderr.clone(),
+                exit_code: Some(*code),
+                outcome: if *code == 0 { "success" } else { "error" },
+            },
+            Outcome::Failed(why) => HookRunEnd {
+                stdout: String::new(),
+                stderr: why.clone(),
+                exit_code: None,
+                outcome: "error",
+            },
+        });
+    }
     let failure = |why: String| -> HookDecision {
         let who = format!(
             "the {} hook `{}` from {}",
@@ -356,8 +439,7 @@ async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
             short_command(&h.command),
             h.source
         );
-        let closes = matches!(h.event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit);
-        if closes && !h.fail_open {
+        if h.event.guards() && !h.fail_open {
             HookDecision::blocked(format!(
                 "{who} {why}. keel fails closed when a guard hook fails; fix the hook, or give it \"onFailure\": \"allow\""
             ))
@@ -409,11 +491,16 @@ async fn run_one(h: &CommandHook, stdin: &str, dir: &PathBuf) -> HookDecision {
                 s => s.to_owned(),
             };
             match h.event {
+                // These events can stop or redirect something, and the reason goes to the
+                // model (or, for PermissionRequest, is the denial's message).
                 HookEvent::PreToolUse
                 | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
                 | HookEvent::UserPromptSubmit
+                | HookEvent::PermissionRequest
                 | HookEvent::Stop
                 | HookEvent::SubagentStop => HookDecision::blocked(reason),
+                // The rest cannot block: the user sees the reason.
                 _ => HookDecision {
                     system_message: Some(reason),
                     ..HookDecision::proceed()
@@ -434,9 +521,10 @@ mod tests {
     #[test]
     fn settings_shapes_are_checked() {
         let ok = json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x", "timeout": 5, "onFailure": "allow"}]}],
-                        "PermissionRequest": [{"hooks": [{"type": "command", "command": "y"}]}]});
+                        "PermissionRequest": [{"matcher": "Web.*", "hooks": [{"type": "command", "command": "y"}]}],
+                        "Setup": [{"hooks": [{"type": "command", "command": "z"}]}]});
         let (hooks, notes) = parse_settings_hooks(&ok, "s.json").unwrap();
-        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks.len(), 2);
         assert_eq!(hooks[0].timeout, Duration::from_secs(5));
         assert!(hooks[0].fail_open);
         assert_eq!(notes.len(), 1);
@@ -444,6 +532,10 @@ mod tests {
             (json!([]), "`hooks`"),
             (json!({"Bogus": []}), "hooks.Bogus"),
             (json!({"Stop": {}}), "hooks.Stop"),
+            (
+                json!({"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}),
+                "hooks.PreToolUse[0].matcher",
+            ),
             (
                 json!({"Stop": [{"hooks": [{"type": "command"}]}]}),
                 "hooks.Stop[0].hooks[0].command",

@@ -203,8 +203,8 @@ impl Emitter {
         let Some(p) = self.persist.as_ref() else {
             return Ok((e, Ok(())));
         };
-        if matches!(e.event, Event::StreamEvent { .. }) {
-            return Ok((e, Ok(()))); // partial events are never kept
+        if matches!(e.event, Event::StreamEvent { .. } | Event::Hook(_)) {
+            return Ok((e, Ok(()))); // partial events and hook progress are never kept
         }
         // A panicking writer is an error like any other: the event must come back.
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.append(&e)))

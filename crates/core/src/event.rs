@@ -113,6 +113,9 @@ pub enum Event {
         /// The messages the model sees from now on.
         messages: Vec<keel_protocol::ApiMessage>,
     },
+    /// A settings hook started or ended (`system/hook_started` / `hook_response`; shown, not
+    /// kept in the transcript).
+    Hook(crate::hooks::HookProgress),
     /// A turn of the main agent ended: the one `result` of the turn.
     Result(TurnReport),
 }

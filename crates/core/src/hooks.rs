@@ -1,11 +1,15 @@
 //! Hooks: code outside the engine that sees (and may veto) prompts and tool calls.
 //!
-//! The engine calls a session's [`Hooks`] at four points: before a tool call runs
-//! (`PreToolUse`, which may block any tool, Task included, or ask for approval), after it ran
-//! (`PostToolUse`, which may add a note for the model), when a prompt arrives
-//! (`UserPromptSubmit`, which may block it: the turn then ends without a model call), and when
-//! the model is about to end its turn (`Stop`, which may send it back to work). Answers use the
-//! JSON output format of Claude Code hooks, parsed by [`HookDecision::from_output`].
+//! The engine calls a session's [`Hooks`] at every event Claude Code's hooks know: before a
+//! tool call runs (`PreToolUse`, which may block any tool, Task included, or ask for approval),
+//! when the rules leave a call to be asked about (`PermissionRequest`, which may answer), after
+//! it ran (`PostToolUse`, or `PostToolUseFailure` when it failed: notes for the model), when a
+//! prompt arrives (`UserPromptSubmit`, which may block it: the turn then ends without a model
+//! call), when the model is about to end its turn (`Stop` / `SubagentStop`, which may send it
+//! back to work), when a session or subagent starts (`SessionStart`, `SubagentStart`: context),
+//! before a compaction (`PreCompact`), when keel waits for the user (`Notification`) and when
+//! the session ends (`SessionEnd`). Answers use the JSON output format of Claude Code hooks,
+//! parsed by [`HookDecision::from_output`]; matchers are Claude Code's ([`matcher_covers`]).
 //!
 //! Deadlines and failure policies (fail open, fail closed) belong to the implementation, which
 //! knows each hook's declared timeout; the engine additionally races every hook against the
@@ -38,11 +42,17 @@ pub enum HookEvent {
     SessionEnd,
     /// When keel needs the user (a permission question).
     Notification,
+    /// When a permission question is about to be asked: the hook may answer it.
+    PermissionRequest,
+    /// After a tool call failed (instead of PostToolUse).
+    PostToolUseFailure,
+    /// When a subagent starts, before its first request.
+    SubagentStart,
 }
 
 impl HookEvent {
     /// Every event keel fires.
-    pub const ALL: [HookEvent; 9] = [
+    pub const ALL: [HookEvent; 12] = [
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::UserPromptSubmit,
@@ -52,6 +62,9 @@ impl HookEvent {
         HookEvent::SessionStart,
         HookEvent::SessionEnd,
         HookEvent::Notification,
+        HookEvent::PermissionRequest,
+        HookEvent::PostToolUseFailure,
+        HookEvent::SubagentStart,
     ];
 
     /// The wire name (`hook_event_name`).
@@ -66,6 +79,9 @@ impl HookEvent {
             HookEvent::SessionStart => "SessionStart",
             HookEvent::SessionEnd => "SessionEnd",
             HookEvent::Notification => "Notification",
+            HookEvent::PermissionRequest => "PermissionRequest",
+            HookEvent::PostToolUseFailure => "PostToolUseFailure",
+            HookEvent::SubagentStart => "SubagentStart",
         }
     }
 
@@ -76,7 +92,37 @@ impl HookEvent {
 
     /// Whether hooks of this event are matched against a tool name.
     pub fn is_tool_event(self) -> bool {
-        matches!(self, HookEvent::PreToolUse | HookEvent::PostToolUse)
+        matches!(
+            self,
+            HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::PostToolUseFailure
+                | HookEvent::PermissionRequest
+        )
+    }
+
+    /// For the other events, the input field a matcher is compared with (SessionStart's
+    /// `source`, SessionEnd's `reason`, PreCompact's `trigger`, Notification's
+    /// `notification_type`, SubagentStart/SubagentStop's `agent_type`); `None`: matchers are
+    /// ignored and every hook of the event runs.
+    pub fn matched_field(self) -> Option<&'static str> {
+        match self {
+            HookEvent::SessionStart => Some("source"),
+            HookEvent::SessionEnd => Some("reason"),
+            HookEvent::PreCompact => Some("trigger"),
+            HookEvent::Notification => Some("notification_type"),
+            HookEvent::SubagentStart | HookEvent::SubagentStop => Some("agent_type"),
+            _ => None,
+        }
+    }
+
+    /// Whether a hook of this event can stop what it is about (a failing guard then blocks
+    /// unless it opted out): PreToolUse, UserPromptSubmit, PermissionRequest.
+    pub fn guards(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse | HookEvent::UserPromptSubmit | HookEvent::PermissionRequest
+        )
     }
 }
 
@@ -131,6 +177,22 @@ impl HookInput {
     /// The tool the event is about, if any.
     pub fn tool_name(&self) -> Option<&str> {
         self.tool.as_ref().map(|t| t.name.as_str())
+    }
+
+    /// What the hooks' matchers are compared with: the tool's name for tool events, the
+    /// event's [`HookEvent::matched_field`] otherwise (`None`: every hook of the event runs).
+    pub fn subject(&self) -> Option<&str> {
+        if self.event.is_tool_event() {
+            return Some(self.tool_name().unwrap_or(""));
+        }
+        if let Some((trigger, _)) = &self.compact {
+            return Some(trigger.as_str());
+        }
+        let field = self.event.matched_field()?;
+        self.extra
+            .iter()
+            .find(|(k, _)| k == field)
+            .and_then(|(_, v)| v.as_str())
     }
 
     /// The call the event is about, if any.
@@ -306,6 +368,9 @@ impl HookDecision {
                 }
             }
         }
+        if event == HookEvent::PermissionRequest {
+            read_permission_answer(specific, &mut d)?;
+        }
         if let Some(c) = specific.get("additionalContext").and_then(Value::as_str) {
             if !c.trim().is_empty() {
                 d.additional_context.push(c.to_owned());
@@ -342,26 +407,156 @@ impl HookDecision {
     }
 }
 
-/// Whether a hook matcher covers the tool named `tool`: no matcher, `*` or `.*` cover every
-/// tool; otherwise `A|B` alternatives, each a name or a simple pattern with `.*` (and `^`/`$`
-/// anchors, implied anyway). A tool's other names count (`Agent` matches `Task`).
-pub fn matcher_covers(matcher: Option<&str>, tool: &str) -> bool {
-    let Some(m) = matcher.filter(|m| !m.trim().is_empty()) else {
+/// A PermissionRequest hook's answer, `hookSpecificOutput.decision`: `{"behavior": "allow"}`
+/// answers the question yes, `{"behavior": "deny", "message": ...}` no. keel does not take an
+/// `updatedInput` from it (the call would have to be judged again; PreToolUse can do that).
+fn read_permission_answer(
+    specific: &Map<String, Value>,
+    d: &mut HookDecision,
+) -> Result<(), String> {
+    let answer = match specific.get("decision") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(a)) => a,
+        Some(other) => return Err(format!("the hook's decision {other} is not an object")),
+    };
+    match answer.get("behavior").and_then(Value::as_str) {
+        Some("allow") => d.allow = true,
+        Some("deny") => {
+            let why = answer
+                .get("message")
+                .and_then(Value::as_str)
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or("a PermissionRequest hook denied it");
+            d.block = Some(why.to_owned());
+            if answer.get("interrupt").and_then(Value::as_bool) == Some(true) {
+                d.stop = Some(why.to_owned());
+            }
+        }
+        _ => {
+            return Err(format!(
+                "the hook's decision.behavior {} is not \"allow\" or \"deny\"",
+                answer.get("behavior").unwrap_or(&Value::Null)
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// A hook matcher that is not a valid regular expression.
+#[derive(Debug, thiserror::Error)]
+#[error("the matcher {matcher:?} is not a valid regular expression ({source})")]
+pub struct MatcherError {
+    /// The matcher as written.
+    pub matcher: String,
+    /// What the regular expression parser said.
+    #[source]
+    pub source: regex::Error,
+}
+
+/// The most memory a matcher's compiled form may take: a settings file is a repository's
+/// text, and a pathological pattern must be refused, not compiled.
+const MATCHER_SIZE_LIMIT: usize = 1 << 20;
+
+/// Whether `m` is a plain list of names (`Bash`, `Edit|Write`), compared exactly; anything
+/// else is a regular expression.
+fn is_plain(m: &str) -> bool {
+    m.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|' || c == ' ')
+}
+
+fn compile(m: &str) -> Result<regex::Regex, MatcherError> {
+    regex::RegexBuilder::new(m)
+        .size_limit(MATCHER_SIZE_LIMIT)
+        .build()
+        .map_err(|source| MatcherError {
+            matcher: m.to_owned(),
+            source,
+        })
+}
+
+/// Check a matcher when it is loaded, so a bad one is an error naming its file, not a hook
+/// that silently never runs.
+pub fn check_matcher(matcher: &str) -> Result<(), MatcherError> {
+    let m = matcher.trim();
+    if m.is_empty() || m == "*" || is_plain(m) {
+        return Ok(());
+    }
+    compile(m).map(|_| ())
+}
+
+/// Whether a hook matcher covers `subject` (a tool's name; for other events the field
+/// [`HookEvent::matched_field`] names). As in Claude Code: no matcher, `""` or `*` cover
+/// everything; letters, digits, `_` and `|` are exact names (`Edit|Write`), where a tool's
+/// other names count (`Task` matches `Agent`); anything else is a regular expression, searched
+/// anywhere in the name (`mcp__.*`, `Notebook.*`, `^Bash$`). A matcher that does not compile
+/// (refused at load, so only a host's could) covers everything: for a guard that is the side
+/// that fails closed.
+pub fn matcher_covers(matcher: Option<&str>, subject: &str) -> bool {
+    let Some(m) = matcher
+        .map(str::trim)
+        .filter(|m| !m.is_empty() && *m != "*")
+    else {
         return true;
     };
-    m.split('|').map(str::trim).any(|alt| {
-        let p = alt.trim_start_matches('^').trim_end_matches('$');
-        alt == "*"
-            || p == ".*"
-            || crate::permissions::wildcard_with(p, tool, ".*")
-            || (!p.contains(".*") && keel_tools::ToolKind::same_tool(p, tool))
-    })
+    if is_plain(m) {
+        return m.split('|').map(str::trim).any(|alt| {
+            alt == subject || (!alt.is_empty() && keel_tools::ToolKind::same_tool(alt, subject))
+        });
+    }
+    match compile(m) {
+        Ok(re) => re.is_match(subject),
+        Err(e) => {
+            tracing::warn!("{e}; the hook runs for everything");
+            true
+        }
+    }
+}
+
+/// How one hook run ended, for its `system/hook_response` frame.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookRunEnd {
+    /// What it printed on stdout (bounded).
+    pub stdout: String,
+    /// What it printed on stderr (bounded), or why it failed.
+    pub stderr: String,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// `success`, `error` or `cancelled`.
+    pub outcome: &'static str,
+}
+
+/// One hook starting or ending (`system/hook_started`, `system/hook_response`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookProgress {
+    /// Pairs the start with the end.
+    pub hook_id: String,
+    /// `Event:matcher` or `Event`, as Claude Code names hooks.
+    pub hook_name: String,
+    /// The event.
+    pub event: HookEvent,
+    /// `None`: it started; otherwise how it ended.
+    pub end: Option<HookRunEnd>,
+}
+
+/// Told when each hook starts and ends (the session turns this into frames).
+pub trait HookObserver: Send + Sync {
+    /// Report `p`; waited for, so frames keep their order with the rest of the session's.
+    fn report(&self, p: HookProgress) -> BoxFuture<'_, ()>;
+}
+
+impl HookObserver for crate::emit::Emitter {
+    fn report(&self, p: HookProgress) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            // A frame that cannot be sent (the front end left) changes nothing the hook does.
+            let _ = self.emit(crate::event::Event::Hook(p)).await;
+        })
+    }
 }
 
 /// The hooks of a session.
 pub trait Hooks: Send + Sync + fmt::Debug {
-    /// Whether any hook listens for `event` (for tool events: for this tool). Lets the engine
-    /// skip the call entirely.
+    /// Whether any hook listens for `event` whose matcher covers `subject` (the tool, or the
+    /// event's matched field; `None`: any hook of the event). Lets the engine skip the call.
     fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool;
 
     /// Run every hook that matches `input` and combine their decisions. The implementation
@@ -369,6 +564,17 @@ pub trait Hooks: Send + Sync + fmt::Debug {
     /// turn is cancelled, so an implementation that asks someone else must withdraw the
     /// question when dropped.
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision>;
+
+    /// [`Hooks::run`], telling `observer` when each hook starts and ends. Implementations that
+    /// report their hooks elsewhere (a host's callbacks have their own frames) just run.
+    fn run_observed<'a>(
+        &'a self,
+        input: HookInput,
+        observer: &'a dyn HookObserver,
+    ) -> BoxFuture<'a, HookDecision> {
+        let _ = observer;
+        self.run(input)
+    }
 }
 
 /// Several sets of hooks (the settings files' and a host's) run as one: every set that wants
@@ -376,19 +582,22 @@ pub trait Hooks: Send + Sync + fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct Chain(pub Vec<std::sync::Arc<dyn Hooks>>);
 
-impl Hooks for Chain {
-    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
-        self.0.iter().any(|h| h.wants(event, tool))
-    }
-
-    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+impl Chain {
+    fn run_all<'a>(
+        &'a self,
+        input: HookInput,
+        observer: Option<&'a dyn HookObserver>,
+    ) -> BoxFuture<'a, HookDecision> {
         Box::pin(async move {
-            let tool = input.tool_name().map(str::to_owned);
+            let subject = input.subject().map(str::to_owned);
             let runs = self
                 .0
                 .iter()
-                .filter(|h| h.wants(input.event, tool.as_deref()))
-                .map(|h| h.run(input.clone()));
+                .filter(|h| h.wants(input.event, subject.as_deref()))
+                .map(|h| match observer {
+                    Some(o) => h.run_observed(input.clone(), o),
+                    None => h.run(input.clone()),
+                });
             let mut all = HookDecision::proceed();
             for d in futures_util::future::join_all(runs).await {
                 all.merge(d);
@@ -398,101 +607,41 @@ impl Hooks for Chain {
     }
 }
 
-/// Run the hooks for `input` unless the turn is cancelled first (`None`).
-pub(crate) async fn run_raced(
+impl Hooks for Chain {
+    fn wants(&self, event: HookEvent, subject: Option<&str>) -> bool {
+        self.0.iter().any(|h| h.wants(event, subject))
+    }
+
+    fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
+        self.run_all(input, None)
+    }
+
+    fn run_observed<'a>(
+        &'a self,
+        input: HookInput,
+        observer: &'a dyn HookObserver,
+    ) -> BoxFuture<'a, HookDecision> {
+        self.run_all(input, Some(observer))
+    }
+}
+
+/// Run the hooks for `input` unless the turn is cancelled first (`None`), reporting each
+/// hook's start and end to `observer` (frames).
+pub(crate) async fn run_seen(
     hooks: &dyn Hooks,
     input: HookInput,
     cancel: &CancelToken,
+    observer: &dyn HookObserver,
 ) -> Option<HookDecision> {
     if cancel.is_cancelled() {
         return None;
     }
     tokio::select! {
-        d = hooks.run(input) => Some(d),
+        d = hooks.run_observed(input, observer) => Some(d),
         _ = cancel.cancelled() => None,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn outputs_parse() {
-        let pre = HookEvent::PreToolUse;
-        assert_eq!(
-            HookDecision::from_output(pre, &json!({"continue": true})).unwrap(),
-            HookDecision::proceed()
-        );
-        let d = HookDecision::from_output(
-            pre,
-            &json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no rm"}}),
-        )
-        .unwrap();
-        assert_eq!(d.block.as_deref(), Some("no rm"));
-        let d = HookDecision::from_output(pre, &json!({"decision": "block", "reason": "nope"}))
-            .unwrap();
-        assert_eq!(d.block.as_deref(), Some("nope"));
-        let d = HookDecision::from_output(
-            pre,
-            &json!({"hookSpecificOutput": {"permissionDecision": "allow", "updatedInput": {"command": "ls"}}}),
-        )
-        .unwrap();
-        assert!(d.allow);
-        assert_eq!(d.updated_input, Some(json!({"command": "ls"})));
-        let d = HookDecision::from_output(pre, &json!({"continue": false, "stopReason": "enough"}))
-            .unwrap();
-        assert_eq!(d.stop.as_deref(), Some("enough"));
-        assert!(HookDecision::from_output(pre, &Value::Null).is_err());
-        assert!(HookDecision::from_output(
-            pre,
-            &json!({"hookSpecificOutput": {"permissionDecision": "Deny"}})
-        )
-        .is_err());
-        assert!(HookDecision::from_output(pre, &json!({"decision": "maybe"})).is_err());
-        let post = HookDecision::from_output(
-            HookEvent::PostToolUse,
-            &json!({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "checked"}}),
-        )
-        .unwrap();
-        assert_eq!(post.additional_context, vec!["checked"]);
-    }
-
-    #[test]
-    fn merging_keeps_the_strictest() {
-        let mut d = HookDecision {
-            allow: true,
-            ..HookDecision::default()
-        };
-        d.merge(HookDecision::blocked("a"));
-        d.merge(HookDecision::blocked("b"));
-        assert_eq!(d.block.as_deref(), Some("a; b"));
-    }
-
-    #[test]
-    fn inputs_have_the_wire_shape() {
-        let input = HookInput {
-            event: HookEvent::PreToolUse,
-            session_id: "s".into(),
-            cwd: "/w".into(),
-            permission_mode: "default".into(),
-            transcript_path: String::new(),
-            tool: Some(ToolHookInput {
-                name: "Bash".into(),
-                input: json!({"command": "ls"}),
-                tool_use_id: "t1".into(),
-                response: None,
-            }),
-            prompt: None,
-            stop_hook_active: false,
-            last_assistant_message: None,
-            compact: None,
-            extra: Vec::new(),
-        };
-        assert_eq!(
-            input.to_json(),
-            json!({"session_id": "s", "transcript_path": "", "cwd": "/w", "permission_mode": "default",
-                   "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"})
-        );
-    }
-}
+#[path = "hooks_tests.rs"]
+mod tests;

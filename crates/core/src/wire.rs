@@ -15,6 +15,26 @@ use crate::tasks::TaskKind;
 /// The subtype of the (never shown) record that holds the conversation after a compaction.
 pub const COMPACTED_HISTORY: &str = "compacted_history";
 
+/// A settings hook's `system/hook_started` or `system/hook_response` frame.
+fn hook_frame(p: &crate::hooks::HookProgress, sid: String, uuid: String) -> Value {
+    let mut v = json!({
+        "subtype": if p.end.is_some() { "hook_response" } else { "hook_started" },
+        "hook_id": p.hook_id,
+        "hook_name": p.hook_name,
+        "hook_event": p.event.as_str(),
+        "session_id": sid,
+        "uuid": uuid,
+    });
+    if let Some(end) = &p.end {
+        v["output"] = json!(end.stdout);
+        v["stdout"] = json!(end.stdout);
+        v["stderr"] = json!(end.stderr);
+        v["exit_code"] = json!(end.exit_code);
+        v["outcome"] = json!(end.outcome);
+    }
+    v
+}
+
 /// The wire frame of an emitted event.
 pub fn frame(e: &Emitted) -> Frame {
     frame_of(&e.envelope, &e.event)
@@ -87,6 +107,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
                 extra,
             }))
         }
+        Event::Hook(p) => Frame::System(SystemFrame::Other(hook_frame(p, sid, uuid))),
         Event::CompactedHistory { messages } => Frame::System(SystemFrame::Other(json!({
             "subtype": COMPACTED_HISTORY,
             "messages": messages,

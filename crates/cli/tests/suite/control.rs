@@ -698,16 +698,14 @@ async fn a_user_prompt_submit_block_ends_the_turn_without_a_model_call() {
             r["terminal_reason"].as_str(),
             r["num_turns"].as_u64()
         ),
-        (
-            Some("error_during_execution"),
-            Some(true),
-            Some("hook_stopped"),
-            Some(0)
-        )
+        (Some("success"), Some(false), Some("completed"), Some(0))
     );
     assert!(r["result"].as_str().unwrap().contains("not that"));
     let run = s.finish().await;
-    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.code, 0,
+        "a blocked prompt ends successfully, as in Claude Code"
+    );
     assert!(h.requests().is_empty(), "the model was not called");
 }
 

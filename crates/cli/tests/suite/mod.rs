@@ -14,6 +14,7 @@ mod demo;
 mod failures;
 mod fleet;
 mod hardening;
+mod hook_events;
 mod hooks;
 mod interactive;
 mod live_context;

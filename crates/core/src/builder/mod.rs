@@ -77,6 +77,9 @@ pub struct SessionOptions {
     pub tools: Option<String>,
     /// `--include-partial-messages`.
     pub include_partial_messages: bool,
+    /// `--include-hook-events`: every settings hook gets `hook_started` / `hook_response`
+    /// frames (SessionStart's always do).
+    pub include_hook_events: bool,
     /// `--resume <id>`.
     pub resume: Option<String>,
     /// `--continue`.
@@ -322,6 +325,7 @@ impl SessionBuilder {
             Some(crate::command_hooks::CommandHooks::new(
                 std::mem::take(&mut settings.hooks),
                 self.cwd.clone(),
+                o.include_hook_events,
             ))
         };
         let sandbox = self.sandbox(&settings, home.as_deref())?;

@@ -11,7 +11,7 @@ use crate::approval::{suggestions, Approval, ApprovalRequest};
 use crate::emit::EmitError;
 use crate::event::DenialSource;
 use crate::history::PendingResults;
-use crate::hooks::{run_raced, HookEvent, HookInput, ToolHookInput};
+use crate::hooks::{run_seen, HookEvent, HookInput, ToolHookInput};
 use crate::permissions::{AllowedBy, Decision};
 
 /// The gate's verdict on one call (returned once per call, never stored: size is no concern).
@@ -31,7 +31,7 @@ pub(super) enum Gate {
     Halt,
 }
 
-fn tool_hook_input(
+pub(super) fn tool_hook_input(
     cx: &DispatchCx<'_>,
     event: HookEvent,
     call: &ToolUseBlock,
@@ -134,7 +134,7 @@ async fn pre_tool_use(
     };
     let mode = live_permissions(cx).mode;
     let input = tool_hook_input(cx, HookEvent::PreToolUse, call, mode.as_str());
-    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
+    let Some(d) = run_seen(hooks.as_ref(), input, cx.turn, cx.emitter).await else {
         return Ok(Err(Gate::Halt));
     };
     if let Some(reason) = d.stop {
@@ -174,6 +174,26 @@ async fn ask(
     out: &mut Dispatched,
 ) -> Result<Gate, EmitError> {
     let perms = live_permissions(cx);
+    match super::permission_hook::answer(cx, &call, perms.mode.as_str()).await {
+        super::permission_hook::Answer::Open => {}
+        super::permission_hook::Answer::Halt => return Ok(Gate::Halt),
+        super::permission_hook::Answer::Allow => {
+            let judged = perms.judged_path(tool.kind(), &call.input);
+            return Ok(Gate::Run {
+                call,
+                allowed_by: AllowedBy::Hook,
+                judged,
+            });
+        }
+        super::permission_hook::Answer::Deny { message, interrupt } => {
+            deny(cx, pending, &call, message, out, DenialSource::Hook).await?;
+            if interrupt {
+                cx.turn.cancel(CancelReason::UserInterrupted);
+                return Ok(Gate::Halt);
+            }
+            return Ok(Gate::Resolved);
+        }
+    }
     let Some(approver) = cx.ctx.approver() else {
         let message =
             perms.headless_denial(&call.name, tool.kind(), &call.input, reason.as_deref());
@@ -216,6 +236,9 @@ async fn ask(
             "message".into(),
             format!("keel needs your permission to use {}", call.name).into(),
         ));
+        input
+            .extra
+            .push(("notification_type".into(), "permission_prompt".into()));
         tokio::spawn(async move {
             let _ = hooks.run(input).await;
         });
@@ -278,17 +301,25 @@ async fn ask(
     }
 }
 
-/// Run PostToolUse hooks for a call that ran; their notes are appended to its result.
+/// Run PostToolUse (or, for a call that failed, PostToolUseFailure) hooks for a call that ran;
+/// their notes are appended to its result.
 pub(super) async fn post_tool_use(
     cx: &DispatchCx<'_>,
     r: &Runnable,
     f: &mut Finished,
     out: &mut Dispatched,
 ) {
+    // A call that failed fires PostToolUseFailure instead, with the error as its input.
+    let failed = matches!(&f.block, ContentBlock::ToolResult(b) if b.is_error == Some(true));
+    let event = if failed {
+        HookEvent::PostToolUseFailure
+    } else {
+        HookEvent::PostToolUse
+    };
     let Some(hooks) = cx
         .ctx
         .hooks()
-        .filter(|h| h.wants(HookEvent::PostToolUse, Some(&r.call.name)))
+        .filter(|h| h.wants(event, Some(&r.call.name)))
     else {
         return;
     };
@@ -296,31 +327,35 @@ pub(super) async fn post_tool_use(
         return;
     }
     let mode = live_permissions(cx).mode;
-    let mut input = tool_hook_input(cx, HookEvent::PostToolUse, &r.call, mode.as_str());
-    if let Some(t) = input.tool.as_mut() {
-        t.response = Some(f.detail.clone().unwrap_or_else(|| {
-            Value::String(match &f.block {
-                ContentBlock::ToolResult(b) => match &b.content {
-                    ToolResultContent::Text(t) => t.clone(),
-                    ToolResultContent::Blocks(_) => String::new(),
-                },
-                _ => String::new(),
-            })
-        }));
+    let mut input = tool_hook_input(cx, event, &r.call, mode.as_str());
+    let text = match &f.block {
+        ContentBlock::ToolResult(b) => match &b.content {
+            ToolResultContent::Text(t) => t.clone(),
+            ToolResultContent::Blocks(_) => String::new(),
+        },
+        _ => String::new(),
+    };
+    if failed {
+        input.extra.push(("error".into(), Value::String(text)));
+        input
+            .extra
+            .push(("is_interrupt".into(), Value::Bool(false)));
+    } else if let Some(t) = input.tool.as_mut() {
+        t.response = Some(f.detail.clone().unwrap_or(Value::String(text)));
     }
-    let Some(d) = run_raced(hooks.as_ref(), input, cx.turn).await else {
+    let Some(d) = run_seen(hooks.as_ref(), input, cx.turn, cx.emitter).await else {
         return;
     };
     let mut notes: Vec<String> = d
         .block
         .iter()
-        .map(|b| format!("A PostToolUse hook says: {b}"))
+        .map(|b| format!("A {event} hook says: {b}"))
         .collect();
     notes.extend(d.additional_context);
     if let Some(reason) = d.stop {
-        notes.push(format!("A PostToolUse hook stopped the turn: {reason}"));
+        notes.push(format!("A {event} hook stopped the turn: {reason}"));
         if out.hook_stop.is_none() {
-            out.hook_stop = Some((HookEvent::PostToolUse, reason));
+            out.hook_stop = Some((event, reason));
         }
     }
     if notes.is_empty() {

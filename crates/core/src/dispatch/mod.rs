@@ -6,6 +6,7 @@
 //! *interrupted* (it ran; partial output; maybe side effects), *timed out*, *sibling cancelled*.
 
 mod gate;
+mod permission_hook;
 mod run;
 mod texts;
 

@@ -238,6 +238,10 @@ impl Session {
 
         // The new history: the summary (and what is still running), then the kept messages.
         let mut lead = vec![ContentBlock::text(format!("{SUMMARY_INTRO}\n\n{summary}"))];
+        // SessionStart hooks run again (source `compact`) and their context joins the summary.
+        if self.scope.role.is_main() {
+            lead.extend(self.session_start_context("compact", turn).await?);
+        }
         let running: Vec<String> = self
             .ctx
             .tasks
@@ -317,7 +321,7 @@ impl Session {
         }
         let mut input = self.hook_input(HookEvent::PreCompact);
         input.compact = Some((trigger.as_str().into(), instructions.to_owned()));
-        if let Some(d) = crate::hooks::run_raced(&*hooks, input, turn).await {
+        if let Some(d) = crate::hooks::run_seen(&*hooks, input, turn, &self.emitter).await {
             for note in d.additional_context {
                 out.push('\n');
                 out.push_str(&note);

@@ -1,20 +1,41 @@
-//! Where a turn calls the session's hooks outside tool dispatch: when the prompt arrives
-//! (UserPromptSubmit) and when the model ends its turn (Stop).
+//! Where a session calls its hooks outside tool dispatch: when it starts (SessionStart, or
+//! SubagentStart for a subagent), when a prompt arrives (UserPromptSubmit), when the model
+//! ends its turn (Stop / SubagentStop), after a compaction (SessionStart with source
+//! `compact`) and when it ends (SessionEnd).
 
-use keel_protocol::{CancelReason, ContentBlock};
+use std::time::Duration;
+
+use keel_protocol::{CancelReason, ContentBlock, Extra};
 use keel_tools::CancelToken;
+use serde_json::json;
 
-use super::Session;
+use super::{Session, SessionRole};
 use crate::emit::EmitError;
 use crate::end::{Phase, TurnEnd};
-use crate::hooks::{run_raced, HookEvent, HookInput};
+use crate::event::Event;
+use crate::hooks::{run_seen, HookDecision, HookEvent, HookInput};
 
-/// How many times in a row Stop hooks may send the model back to work in one turn.
-const MAX_STOP_CONTINUATIONS: u32 = 8;
+/// How many times in a row Stop (or SubagentStop) hooks may send the model back to work in
+/// one turn; after that the turn ends as the model wanted, with a warning.
+pub(crate) const MAX_STOP_CONTINUATIONS: u32 = 8;
+
+/// The longest all SessionEnd hooks together may take: each also has its own deadline, but a
+/// session's end must not wait on a slow hook for an hour.
+const SESSION_END_DEADLINE: Duration = Duration::from_secs(60);
 
 impl Session {
-    /// A hook input for `event` with the session's fields filled in.
+    /// A hook input for `event` with the session's fields filled in (and, in a subagent, its
+    /// `agent_id` and `agent_type`).
     pub(crate) fn hook_input(&self, event: HookEvent) -> HookInput {
+        let mut extra = Vec::new();
+        if let SessionRole::Subagent {
+            agent_id,
+            agent_type,
+        } = &self.scope.role
+        {
+            extra.push(("agent_id".to_owned(), json!(agent_id)));
+            extra.push(("agent_type".to_owned(), json!(agent_type)));
+        }
         HookInput {
             event,
             session_id: self.emitter.session_id().to_owned(),
@@ -31,60 +52,152 @@ impl Session {
             stop_hook_active: false,
             last_assistant_message: None,
             compact: None,
-            extra: Vec::new(),
+            extra,
+        }
+    }
+
+    /// Show the user what hooks said for them (`systemMessage`, a failure of a hook that
+    /// cannot block) as a warning frame.
+    async fn show_hook_messages(
+        &self,
+        event: HookEvent,
+        d: &HookDecision,
+    ) -> Result<(), EmitError> {
+        if let Some(m) = &d.system_message {
+            let mut fields = Extra::new();
+            fields.insert("hook_event".into(), json!(event.as_str()));
+            self.emitter
+                .emit(Event::Warning {
+                    message: m.clone(),
+                    fields,
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Run SessionStart hooks with `source` (`startup`, `resume`, `clear`, `compact`); what they
+    /// add (JSON `additionalContext`, or plain stdout) is returned as context for the model.
+    pub(crate) async fn session_start_context(
+        &self,
+        source: &str,
+        turn: &CancelToken,
+    ) -> Result<Vec<ContentBlock>, EmitError> {
+        self.start_hooks(HookEvent::SessionStart, Some(source), turn)
+            .await
+    }
+
+    async fn start_hooks(
+        &self,
+        event: HookEvent,
+        source: Option<&str>,
+        turn: &CancelToken,
+    ) -> Result<Vec<ContentBlock>, EmitError> {
+        let Some(hooks) = self.ctx.hooks() else {
+            return Ok(Vec::new());
+        };
+        if !hooks.wants(event, None) {
+            return Ok(Vec::new());
+        }
+        let mut input = self.hook_input(event);
+        if let Some(source) = source {
+            input.extra.push(("source".into(), json!(source)));
+        }
+        let Some(d) = run_seen(&*hooks, input, turn, &self.emitter).await else {
+            return Ok(Vec::new());
+        };
+        self.show_hook_messages(event, &d).await?;
+        Ok(d.additional_context
+            .into_iter()
+            .map(|note| ContentBlock::text(format!("{event} hook additional context: {note}")))
+            .collect())
+    }
+
+    /// Run the session's start hooks, once: SessionStart (source `startup`, or `resume` when
+    /// the session has history) for the main agent — before its `init`, as Claude Code —
+    /// or SubagentStart for a subagent. Returns their context for the first prompt.
+    pub(crate) async fn start_hooks_once(
+        &mut self,
+        turn: &CancelToken,
+    ) -> Result<Vec<ContentBlock>, EmitError> {
+        if std::mem::replace(&mut self.session_start_done, true) {
+            return Ok(Vec::new());
+        }
+        if self.scope.role.is_main() {
+            let source = if self.history.is_empty() {
+                "startup"
+            } else {
+                "resume"
+            };
+            self.session_start_context(source, turn).await
+        } else {
+            self.start_hooks(HookEvent::SubagentStart, None, turn).await
         }
     }
 
     /// Run UserPromptSubmit hooks. `Some(end)` ends the turn before the model is called;
-    /// otherwise notes the hooks added are appended to `prompt`.
+    /// otherwise `start_notes` (from [`Self::start_hooks_once`]) and what the hooks added are
+    /// appended to `prompt`.
     pub(crate) async fn prompt_hooks(
         &mut self,
         prompt: &mut Vec<ContentBlock>,
+        start_notes: Vec<ContentBlock>,
         turn: &CancelToken,
-    ) -> Option<TurnEnd> {
-        let hooks = self.ctx.hooks()?;
-        if !self.session_start_done && self.scope.role.is_main() {
-            self.session_start_done = true;
-            if hooks.wants(HookEvent::SessionStart, None) {
-                let mut input = self.hook_input(HookEvent::SessionStart);
-                let source = if self.history.is_empty() {
-                    "startup"
-                } else {
-                    "resume"
-                };
-                input.extra.push(("source".into(), source.into()));
-                if let Some(d) = run_raced(&*hooks, input, turn).await {
-                    for note in d.additional_context {
-                        prompt.push(ContentBlock::text(note));
-                    }
-                }
-            }
-        }
-        if !hooks.wants(HookEvent::UserPromptSubmit, None) {
-            return None;
+    ) -> Result<Option<TurnEnd>, EmitError> {
+        // UserPromptSubmit hooks are told the user's words, not what SessionStart added.
+        let user_text = super::text_of(prompt);
+        prompt.extend(start_notes);
+        let Some(hooks) = self.ctx.hooks() else {
+            return Ok(None);
+        };
+        // A subagent's prompt is the parent model's, not the user's: no UserPromptSubmit.
+        if !self.scope.role.is_main() || !hooks.wants(HookEvent::UserPromptSubmit, None) {
+            return Ok(None);
         }
         let mut input = self.hook_input(HookEvent::UserPromptSubmit);
-        input.prompt = Some(super::text_of(prompt));
-        let Some(d) = run_raced(&*hooks, input, turn).await else {
-            return Some(TurnEnd::Interrupted {
+        input.prompt = Some(user_text);
+        let Some(d) = run_seen(&*hooks, input, turn, &self.emitter).await else {
+            return Ok(Some(TurnEnd::Interrupted {
                 phase: Phase::Streaming,
                 reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
-            });
+            }));
         };
-        if let Some(reason) = d.stop.or(d.block) {
-            return Some(TurnEnd::HookStopped {
+        self.show_hook_messages(HookEvent::UserPromptSubmit, &d)
+            .await?;
+        if let Some(reason) = d.stop {
+            return Ok(Some(TurnEnd::HookStopped {
                 event: HookEvent::UserPromptSubmit.as_str().to_owned(),
                 reason,
-            });
+            }));
+        }
+        if let Some(reason) = d.block {
+            // As Claude Code does: the prompt is dropped, the user is told, and the turn ends
+            // successfully (the run did what it was asked; a hook said no to the prompt).
+            let mut fields = Extra::new();
+            fields.insert("hook_event".into(), json!("UserPromptSubmit"));
+            fields.insert("blocked".into(), json!(true));
+            self.emitter
+                .emit(Event::Warning {
+                    message: format!("A UserPromptSubmit hook blocked the prompt: {reason}"),
+                    fields,
+                })
+                .await?;
+            return Ok(Some(TurnEnd::Completed {
+                text: format!(
+                    "A UserPromptSubmit hook blocked the prompt, so the model was not called: {reason}"
+                ),
+            }));
         }
         for note in d.additional_context {
-            prompt.push(ContentBlock::text(note));
+            prompt.push(ContentBlock::text(format!(
+                "UserPromptSubmit hook additional context: {note}"
+            )));
         }
-        None
+        Ok(None)
     }
 
-    /// Run Stop hooks after the model ended its turn. `Ok(true)`: a hook sent the model back to
-    /// work, and its feedback is now the last user message.
+    /// Run Stop (SubagentStop) hooks after the model ended its turn. `Ok(true)`: a hook sent the
+    /// model back to work, and its feedback is now the last user message.
     pub(crate) async fn stop_hooks(
         &mut self,
         final_text: &str,
@@ -99,15 +212,29 @@ impl Session {
         } else {
             HookEvent::SubagentStop
         };
-        if !hooks.wants(event, None) || *continuations >= MAX_STOP_CONTINUATIONS {
+        if !hooks.wants(event, None) {
+            return Ok(false);
+        }
+        if *continuations >= MAX_STOP_CONTINUATIONS {
+            let mut fields = Extra::new();
+            fields.insert("hook_event".into(), json!(event.as_str()));
+            self.emitter
+                .emit(Event::Warning {
+                    message: format!(
+                        "{event} hooks sent the model back to work {MAX_STOP_CONTINUATIONS} times in this turn; keel ends the turn here so it cannot loop forever"
+                    ),
+                    fields,
+                })
+                .await?;
             return Ok(false);
         }
         let mut input = self.hook_input(event);
         input.stop_hook_active = *continuations > 0;
         input.last_assistant_message = Some(final_text.to_owned());
-        let Some(d) = run_raced(&*hooks, input, turn).await else {
+        let Some(d) = run_seen(&*hooks, input, turn, &self.emitter).await else {
             return Ok(false); // the model had finished; an interrupt now changes nothing
         };
+        self.show_hook_messages(event, &d).await?;
         if d.stop.is_some() {
             return Ok(false);
         }
@@ -125,7 +252,8 @@ impl Session {
         Ok(true)
     }
 
-    /// Run SessionEnd hooks (they cannot change anything; each is bounded by its deadline).
+    /// Run SessionEnd hooks (they cannot change anything). Each is bounded by its deadline, and
+    /// all together by [`SESSION_END_DEADLINE`]; dropping them kills their process groups.
     pub(crate) async fn session_end_hooks(&self) {
         let Some(hooks) = self.ctx.hooks() else {
             return;
@@ -135,6 +263,16 @@ impl Session {
         }
         let mut input = self.hook_input(HookEvent::SessionEnd);
         input.extra.push(("reason".into(), "other".into()));
-        let _ = hooks.run(input).await;
+        match tokio::time::timeout(SESSION_END_DEADLINE, hooks.run(input)).await {
+            Ok(d) => {
+                if let Some(m) = d.system_message {
+                    tracing::warn!("SessionEnd hook: {m}");
+                }
+            }
+            Err(_) => tracing::warn!(
+                "SessionEnd hooks did not finish within {} s and were stopped",
+                SESSION_END_DEADLINE.as_secs()
+            ),
+        }
     }
 }

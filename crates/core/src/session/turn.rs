@@ -246,6 +246,8 @@ impl Session {
         mut prompt: Vec<ContentBlock>,
         turn: &CancelToken,
     ) -> Result<Option<TurnEnd>, EmitError> {
+        // SessionStart (or SubagentStart) hooks run first: their frames precede `init`.
+        let start_notes = self.start_hooks_once(turn).await?;
         if self.scope.role.is_main() {
             // Servers an SDK host runs connect now that the host can answer; `init` lists
             // them with the rest.
@@ -306,7 +308,7 @@ impl Session {
                 },
             ));
         }
-        if let Some(end) = self.prompt_hooks(&mut prompt, turn).await {
+        if let Some(end) = self.prompt_hooks(&mut prompt, start_notes, turn).await? {
             return Ok(Some(end));
         }
         // The prompt is persisted (for resume) but not echoed to the front end.

@@ -96,7 +96,8 @@ impl App {
             }
             Event::PermissionDenied { .. }
             | Event::UserContent { .. }
-            | Event::CompactedHistory { .. } => {}
+            | Event::CompactedHistory { .. }
+            | Event::Hook(_) => {}
         }
     }
 

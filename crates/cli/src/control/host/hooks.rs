@@ -18,7 +18,8 @@ use super::{Bridge, RequestError};
 pub struct RegisteredHook {
     /// The event.
     pub event: HookEvent,
-    /// Tool names (`A|B`), `*`, a simple pattern with `.*`, or none for every tool.
+    /// Tool names (`A|B`), `*`, a regular expression, or none for every tool (for events
+    /// without tools: compared with the event's matched field, such as SessionStart's source).
     pub matcher: Option<String>,
     /// The host's callback ids.
     pub callback_ids: Vec<String>,
@@ -43,6 +44,9 @@ impl RegisteredHook {
         };
         // Like the reference: unset or "continue" fails open; anything else fails closed.
         let fail_closed = c.on_failure.as_deref().is_some_and(|s| s != "continue");
+        if let Some(m) = &c.matcher {
+            keel_core::hooks::check_matcher(m).map_err(|e| e.to_string())?;
+        }
         Ok(Self {
             event,
             matcher: c.matcher.filter(|s| !s.trim().is_empty()),
@@ -52,9 +56,9 @@ impl RegisteredHook {
         })
     }
 
-    /// Whether this matcher covers `tool`.
-    pub fn matches(&self, tool: &str) -> bool {
-        keel_core::hooks::matcher_covers(self.matcher.as_deref(), tool)
+    /// Whether this matcher covers `subject` (a tool, or the event's matched field).
+    pub fn matches(&self, subject: &str) -> bool {
+        keel_core::hooks::matcher_covers(self.matcher.as_deref(), subject)
     }
 }
 
@@ -72,13 +76,13 @@ impl HostHooks {
 }
 
 impl Hooks for HostHooks {
-    fn wants(&self, event: HookEvent, tool: Option<&str>) -> bool {
-        !self.bridge.matching_hooks(event, tool).is_empty()
+    fn wants(&self, event: HookEvent, subject: Option<&str>) -> bool {
+        !self.bridge.matching_hooks(event, subject).is_empty()
     }
 
     fn run(&self, input: HookInput) -> BoxFuture<'_, HookDecision> {
         Box::pin(async move {
-            let hooks = self.bridge.matching_hooks(input.event, input.tool_name());
+            let hooks = self.bridge.matching_hooks(input.event, input.subject());
             let json_input = input.to_json();
             let targets: Vec<(&RegisteredHook, &String)> = hooks
                 .iter()
@@ -153,8 +157,18 @@ impl HostHooks {
             Ok(d) => d,
             Err(why) => {
                 // Stop hooks cannot block anything by failing: the model has finished.
-                let block =
-                    hook.fail_closed && !matches!(event, HookEvent::Stop | HookEvent::PreCompact);
+                // Nor can the events that only inform (a session starting or ending, a
+                // compaction, a notification, a subagent starting).
+                let block = hook.fail_closed
+                    && !matches!(
+                        event,
+                        HookEvent::Stop
+                            | HookEvent::PreCompact
+                            | HookEvent::SessionStart
+                            | HookEvent::SessionEnd
+                            | HookEvent::Notification
+                            | HookEvent::SubagentStart
+                    );
                 let policy = if block {
                     "it is set to block on failure, so the action was blocked"
                 } else {
@@ -209,6 +223,9 @@ mod tests {
         assert!(hook(Some("Task")).matches("Agent"));
         assert!(hook(Some("mcp__.*")).matches("mcp__fs__read"));
         assert!(!hook(Some("Bash")).matches("BashOutput"));
+        assert!(hook(Some("Notebook.*|Web(Fetch|Search)")).matches("WebSearch"));
+        assert!(!hook(Some("^Read$")).matches("ReadMany"));
+        assert!(hook(Some("")).matches("Anything"));
     }
 
     #[test]
@@ -239,5 +256,11 @@ mod tests {
             json!({"timeout": -1, "hookCallbackIds": []})
         )
         .is_err());
+        let bad = parse(
+            HookEvent::PreToolUse,
+            json!({"matcher": "Bash(", "hookCallbackIds": []}),
+        )
+        .unwrap_err();
+        assert!(bad.contains("Bash("), "{bad}");
     }
 }

@@ -293,14 +293,12 @@ impl Bridge {
         *self.hooks.lock().unwrap_or_else(|p| p.into_inner()) = hooks;
     }
 
-    fn matching_hooks(&self, event: HookEvent, tool: Option<&str>) -> Vec<RegisteredHook> {
+    fn matching_hooks(&self, event: HookEvent, subject: Option<&str>) -> Vec<RegisteredHook> {
         self.hooks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .filter(|h| {
-                h.event == event && (!event.is_tool_event() || h.matches(tool.unwrap_or("")))
-            })
+            .filter(|h| h.event == event && subject.is_none_or(|s| h.matches(s)))
             .cloned()
             .collect()
     }
