@@ -79,6 +79,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     let command = cli.command.join(" ");
     let (decision, judgement) = perms.explain_bash(&command);
+    let paths = perms.path_uses(&judgement);
     let (verdict, code, detail) = match &decision {
         Decision::Allow(by) => ("allow", 0, format!("{by:?}")),
         Decision::Deny { message } => ("deny", 3, message.clone()),
@@ -106,6 +107,13 @@ pub fn run(args: &[String]) -> i32 {
             "commands": commands,
             "not_understood": judgement.lowered.problems,
             "parts": judgement.parts,
+            "paths": paths.iter().map(|p| serde_json::json!({
+                "access": if p.writes { "write" } else { "read" },
+                "word": p.word,
+                "resolved": p.resolved.as_ref().map(|r| r.display().to_string()),
+                "inside_project": p.inside,
+                "broken": p.broken,
+            })).collect::<Vec<_>>(),
             "decision": verdict,
             "detail": detail,
         });
@@ -119,6 +127,26 @@ pub fn run(args: &[String]) -> i32 {
         }
         for p in &judgement.lowered.problems {
             println!("not understood: {p}");
+        }
+        if !paths.is_empty() {
+            println!("files:");
+            for p in &paths {
+                let verb = if p.writes { "writes" } else { "reads " };
+                let to = match (&p.resolved, &p.broken) {
+                    (_, Some(why)) => format!("cannot be resolved ({why})"),
+                    (Some(r), None) => format!(
+                        "{}{}",
+                        r.display(),
+                        if p.inside {
+                            ""
+                        } else {
+                            "  (outside the project)"
+                        }
+                    ),
+                    (None, None) => "not known before it runs".to_owned(),
+                };
+                println!("  - {verb} {:?} -> {to}", p.word);
+            }
         }
         println!("judged:");
         for p in &judgement.parts {

@@ -438,6 +438,31 @@ fn esc_with_queued_messages_interrupts_and_gives_them_back() {
 }
 
 #[test]
+fn ctrl_c_twice_during_a_turn_stops_it_and_then_exits() {
+    let ctrl_c = |a: &mut App| a.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    let mut a = app();
+    send(&mut a, "first");
+    assert_eq!(ctrl_c(&mut a), vec![Action::Interrupt]);
+    // The turn ends between the two presses: the second still leaves.
+    a.turn_ended(&TurnEnd::Interrupted {
+        phase: keel_core::end::Phase::Streaming,
+        reason: CancelReason::UserInterrupted,
+    });
+    assert_eq!(ctrl_c(&mut a), vec![Action::Exit]);
+    // Or it does not: the second press leaves too (the driver stops the turn first).
+    let mut b = app();
+    send(&mut b, "first");
+    assert_eq!(ctrl_c(&mut b), vec![Action::Interrupt]);
+    assert_eq!(ctrl_c(&mut b), vec![Action::Exit]);
+    // Another key between the presses disarms it: one Ctrl+C alone only stops.
+    let mut c = app();
+    send(&mut c, "first");
+    assert_eq!(ctrl_c(&mut c), vec![Action::Interrupt]);
+    key(&mut c, KeyCode::Char('x'));
+    assert_ne!(ctrl_c(&mut c), vec![Action::Exit]);
+}
+
+#[test]
 fn background_task() {
     let mut a = app();
     send(&mut a, "build it");

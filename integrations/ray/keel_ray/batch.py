@@ -160,6 +160,11 @@ def _workdir(job: Job, scratch: Path) -> str:
     return str(scratch)
 
 
+# How long a cancelled attempt gives keel to stop its tools and write its result after
+# SIGTERM (it needs well under a second), and then to die after SIGKILL.
+CANCEL_GRACE_S = 10
+
+
 @ray.remote(num_cpus=0, max_retries=0)
 def _attempt(keel: str, job: Job, session_id: str, resume: bool, env: dict, scratch: str) -> dict:
     """One attempt: run keel, read its stream, return how it ended. Cancelling the task sends
@@ -211,13 +216,15 @@ def _attempt(keel: str, job: Job, session_id: str, resume: bool, env: dict, scra
     except BaseException as e:  # Ray cancels a task by raising in it
         cancelled = e
         # Passed on as SIGTERM: keel stops its tools and writes its honest result.
+        # The grace periods add up to well under a minute, so that a caller waiting on the
+        # cancelled task is answered even when keel (or a process holding its pipes) hangs.
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
-            if not reap(time.time() + 30):
+            if not reap(time.time() + CANCEL_GRACE_S):
                 proc.kill()
-                reap(time.time() + 30)
+                reap(time.time() + CANCEL_GRACE_S)
     for t in readers:
-        t.join(timeout=10)
+        t.join(timeout=5 if cancelled is not None else 10)
     if cancelled is not None:
         raise cancelled
     out = "".join(chunks["out"])

@@ -142,9 +142,24 @@ def test_cancelling_an_attempt_stops_keel_with_sigterm_and_its_result_is_written
         while time.time() < deadline and not _marker_pids():
             time.sleep(0.05)
         assert _marker_pids(), "the long command started"
+        cancelled_at = time.time()
         ray.cancel(ref)
-        with pytest.raises(ray.exceptions.TaskCancelledError):
-            ray.get(ref, timeout=60)
+        try:
+            with pytest.raises(ray.exceptions.TaskCancelledError):
+                ray.get(ref, timeout=120)
+        except BaseException:
+            # Name the cause: what of keel is still running, and what its transcript says.
+            print(f"\n--- {time.time() - cancelled_at:.1f} s after ray.cancel")
+            print(subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args"], capture_output=True,
+                                 text=True).stdout)
+            for t in (tmp_path / "keel-home").rglob("*.jsonl"):
+                print(f"--- {t}\n{t.read_text()[-3000:]}")
+            logs = Path(os.environ.get("RAY_TMPDIR", "/tmp/ray")) / "session_latest" / "logs"
+            for log in sorted(logs.glob("worker-*")) if logs.is_dir() else []:
+                text = log.read_text(errors="replace")
+                if text.strip():
+                    print(f"--- {log.name}\n{text[-2000:]}")
+            raise
     finally:
         mock.stop()
     deadline = time.time() + 30

@@ -350,3 +350,43 @@ async fn control_a_settings_object_applies_its_deny_rules() {
         );
     }
 }
+
+/// A run in a project whose `.claude/<file>` asks for bypassPermissions, launched with
+/// `flags`: the mode init reports, the warnings, and whether the marker command ran.
+async fn in_a_bypass_repository(file: &str, flags: &[&str]) -> (Value, String, bool) {
+    let h = Harness::from_json(TOUCH_MARKER).await;
+    std::fs::create_dir_all(h.cwd().join(".claude")).unwrap();
+    std::fs::write(
+        h.cwd().join(".claude").join(file),
+        r#"{"permissions": {"defaultMode": "bypassPermissions"}}"#,
+    )
+    .unwrap();
+    let run = h.run_stream("make the marker", flags, &[]).await;
+    let mode = run.of("system")[0]["permissionMode"].clone();
+    (
+        mode,
+        warnings(&run.frames),
+        h.cwd().join("bypass-marker.txt").exists(),
+    )
+}
+
+/// A repository's own settings cannot start keel in bypassPermissions (issue 29, item 15's
+/// headless rule): a cloned project whose `.claude/settings.json` (or `settings.local.json`)
+/// says so runs in the user's mode, is told why, and its command is denied headless.
+#[tokio::test]
+async fn a_repository_cannot_choose_bypass_for_itself() {
+    for file in ["settings.json", "settings.local.json"] {
+        let (mode, w, ran) = in_a_bypass_repository(file, &[]).await;
+        assert_eq!(mode, "default", "{file}");
+        assert!(
+            w.contains("bypassPermissions") && w.contains(file),
+            "{file}: {w}"
+        );
+        assert!(!ran, "{file}: the command ran without a check");
+        // Control: launched allowing bypass, the project's choice applies and the marker is made.
+        let (mode, _, ran) =
+            in_a_bypass_repository(file, &["--allow-dangerously-skip-permissions"]).await;
+        assert_eq!(mode, "bypassPermissions", "{file}");
+        assert!(ran, "{file}");
+    }
+}

@@ -20,6 +20,7 @@ mod interactive;
 mod live_context;
 mod mcp;
 mod ownership;
+mod permissions_check;
 mod protocol;
 mod providers;
 pub mod pty;

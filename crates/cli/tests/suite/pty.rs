@@ -155,8 +155,9 @@ impl Tty {
         self.send("\x15");
         self.send("\x03");
         self.send("\x03");
-        // Leaving takes a moment; ten seconds means keel hung on the way out.
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Leaving takes a moment (the transcript is synced to disk, which on a machine busy
+        // writing can take seconds); a minute means keel hung on the way out.
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.exit_code();

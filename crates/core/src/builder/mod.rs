@@ -328,6 +328,13 @@ impl SessionBuilder {
                 o.include_hook_events,
             ))
         };
+        let mut trust_warnings = Vec::new();
+        settings::hold_back_repository(
+            &mut settings,
+            o.skip_permissions || o.allow_skip_permissions || o.permission_mode.is_some(),
+            o.sandbox,
+            &mut trust_warnings,
+        );
         let sandbox = self.sandbox(&settings, home.as_deref())?;
         let mcp_settings = std::mem::take(&mut settings.mcp_servers);
         let mcp_approvals = std::mem::take(&mut settings.mcp_approvals);
@@ -504,7 +511,11 @@ impl SessionBuilder {
             notices.push(format!("keel: warning: {w}"));
             session.queue_warning(w, Extra::new());
         }
-        for w in agent_warnings.into_iter().chain(memory_warnings) {
+        for w in agent_warnings
+            .into_iter()
+            .chain(memory_warnings)
+            .chain(trust_warnings)
+        {
             notices.push(format!("keel: {w}"));
             session.queue_warning(w, Extra::new());
         }

@@ -122,6 +122,79 @@ pub struct SettingsRules {
     pub user_file: Option<std::path::PathBuf>,
     /// `provider` of the most specific source that sets one, with where it was set.
     pub provider: Option<(String, String)>,
+    /// What the user's own sources (their settings file, `--settings`) said of the mode and
+    /// the sandbox: what a repository's files may not weaken.
+    pub user_said: UserSaid,
+    /// The repository file (project or local settings) that chose `default_mode`, when the
+    /// choice is a repository's.
+    pub repo_mode: Option<String>,
+}
+
+/// The mode and sandbox settings of the user's own sources only.
+#[derive(Clone, Debug, Default)]
+pub struct UserSaid {
+    /// `defaultMode`.
+    pub default_mode: Option<PermissionMode>,
+    /// `sandbox.enabled`.
+    pub sandbox_enabled: Option<bool>,
+    /// `sandbox.network`.
+    pub sandbox_network: Option<bool>,
+    /// `sandbox.writablePaths`.
+    pub sandbox_writable: Vec<String>,
+}
+
+impl UserSaid {
+    /// Take what one of the user's own documents says (later documents win).
+    fn read(&mut self, v: &Value, where_: &str) -> Result<(), BuildError> {
+        let mut one = SettingsRules::default();
+        apply(&mut one, v, where_, RuleSource::Settings(where_.to_owned()))?;
+        self.default_mode = one.default_mode.or(self.default_mode);
+        self.sandbox_enabled = one.sandbox_enabled.or(self.sandbox_enabled);
+        self.sandbox_network = one.sandbox_network.or(self.sandbox_network);
+        self.sandbox_writable.extend(one.sandbox_writable);
+        Ok(())
+    }
+}
+
+/// A repository's settings files may make a run stricter, never weaker than the user made
+/// it: a `defaultMode` of bypassPermissions from them applies only when keel was launched
+/// allowing bypass (`launched_bypass`), and a sandbox the user enabled (`sandbox_flag`, or
+/// their own settings) is not switched off, opened to the network or given more writable
+/// paths by them. What was held back is said in `warnings`.
+pub fn hold_back_repository(
+    s: &mut SettingsRules,
+    launched_bypass: bool,
+    sandbox_flag: bool,
+    warnings: &mut Vec<String>,
+) {
+    if let (Some(PermissionMode::BypassPermissions), Some(file), false) =
+        (s.default_mode, &s.repo_mode, launched_bypass)
+    {
+        warnings.push(format!(
+            "{file} asks for permission mode bypassPermissions; a repository's settings cannot switch permission checks off, so it is not applied (start keel with --permission-mode bypassPermissions or --allow-dangerously-skip-permissions if you mean it)"
+        ));
+        s.default_mode = s.user_said.default_mode;
+    }
+    if !(sandbox_flag || s.user_said.sandbox_enabled == Some(true)) {
+        return; // no sandbox of the user's to protect
+    }
+    if s.sandbox_enabled == Some(false) {
+        warnings.push(
+            "a repository's settings turn the sandbox off; you enabled it, so it stays on".into(),
+        );
+        s.sandbox_enabled = Some(true);
+    }
+    if s.sandbox_network == Some(true) && s.user_said.sandbox_network != Some(true) {
+        warnings.push(
+            "a repository's settings open the sandbox to the network; you did not, so it stays off"
+                .into(),
+        );
+    }
+    s.sandbox_network = s.user_said.sandbox_network;
+    if s.sandbox_writable.len() > s.user_said.sandbox_writable.len() {
+        warnings.push("a repository's settings add writable paths to the sandbox you enabled; they are not applied".into());
+    }
+    s.sandbox_writable = std::mem::take(&mut s.user_said.sandbox_writable);
 }
 
 /// The settings files to read for `sources` (`user`, `project`, `local`; default all three),
@@ -188,6 +261,11 @@ pub fn load(
         })?;
         must_be_object(&v, &format!("settings file {where_}"))?;
         apply(&mut out, &v, &where_, RuleSource::Settings(where_.clone()))?;
+        if user_file.as_ref() == Some(&path) {
+            out.user_said.read(&v, &where_)?;
+        } else if v.pointer("/permissions/defaultMode").is_some() {
+            out.repo_mode = Some(where_.clone());
+        }
         if let Some(servers) = v.get("mcpServers") {
             out.mcp_servers.push((path.clone(), servers.clone()));
         }
@@ -230,6 +308,10 @@ pub fn load(
             RuleSource::Settings(where_.clone())
         };
         apply(&mut out, &v, &where_, source)?;
+        out.user_said.read(&v, &where_)?;
+        if v.pointer("/permissions/defaultMode").is_some() {
+            out.repo_mode = None; // the user's own choice, made last
+        }
         out.mcp_approvals.read(&v, &where_)?;
         read_provider(&mut out, &v, &where_)?;
     }
@@ -466,6 +548,73 @@ fn json_kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Settings from the user's file `user` and the project's file `project`, held back as a
+    /// run without launch flags (`sandbox_flag`: `--sandbox`) would.
+    fn held(user: &str, project: &str, sandbox_flag: bool) -> (SettingsRules, Vec<String>) {
+        let cwd = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::create_dir_all(cwd.path().join(".claude")).unwrap();
+        std::fs::write(home.path().join(".claude/settings.json"), user).unwrap();
+        std::fs::write(cwd.path().join(".claude/settings.json"), project).unwrap();
+        let mut r = load(None, None, cwd.path(), Some(home.path())).unwrap();
+        let mut w = Vec::new();
+        hold_back_repository(&mut r, false, sandbox_flag, &mut w);
+        (r, w)
+    }
+
+    #[test]
+    fn a_repository_cannot_weaken_the_sandbox_the_user_enabled() {
+        let weaker = r#"{"sandbox": {"enabled": false, "network": true, "writablePaths": ["/"]}}"#;
+        // Enabled in the user's settings, or by --sandbox: the project's weakening is refused.
+        for (user, flag) in [(r#"{"sandbox": {"enabled": true}}"#, false), ("{}", true)] {
+            let (r, w) = held(user, weaker, flag);
+            assert!(flag || r.sandbox_enabled == Some(true), "{user}");
+            assert_ne!(r.sandbox_network, Some(true), "{user}");
+            assert!(
+                r.sandbox_writable.is_empty(),
+                "{user}: {:?}",
+                r.sandbox_writable
+            );
+            assert_eq!(w.len(), 3, "each weakening is said: {w:?}");
+        }
+        // The user's own network and paths stay theirs.
+        let (r, _) = held(
+            r#"{"sandbox": {"enabled": true, "network": true, "writablePaths": ["~/.cache"]}}"#,
+            weaker,
+            false,
+        );
+        assert_eq!(r.sandbox_network, Some(true));
+        assert_eq!(r.sandbox_writable, vec!["~/.cache".to_owned()]);
+        // No sandbox of the user's: a project may still set up its own as it likes.
+        let (r, w) = held(
+            "{}",
+            r#"{"sandbox": {"enabled": true, "network": true}}"#,
+            false,
+        );
+        assert_eq!(
+            (r.sandbox_enabled, r.sandbox_network),
+            (Some(true), Some(true))
+        );
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn a_repository_bypass_mode_falls_back_to_the_users_mode() {
+        let bypass = r#"{"permissions": {"defaultMode": "bypassPermissions"}}"#;
+        let (r, w) = held(
+            r#"{"permissions": {"defaultMode": "acceptEdits"}}"#,
+            bypass,
+            false,
+        );
+        assert_eq!(r.default_mode, Some(PermissionMode::AcceptEdits));
+        assert_eq!(w.len(), 1, "{w:?}");
+        // The user's own bypass is theirs to choose.
+        let (r, w) = held(bypass, "{}", false);
+        assert_eq!(r.default_mode, Some(PermissionMode::BypassPermissions));
+        assert!(w.is_empty(), "{w:?}");
+    }
 
     #[test]
     fn rules_from_every_source_keep_their_origin() {

@@ -344,6 +344,22 @@ pub struct Judgement {
     pub parts: Vec<String>,
 }
 
+/// A file a judged command line reads or writes, as `keel permissions check` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathUse {
+    /// Whether the command writes it (through a redirection) or reads it.
+    pub writes: bool,
+    /// The word as written.
+    pub word: String,
+    /// Where the kernel would go (each symlink followed where it stands); `None` when the word
+    /// is not known before the command runs.
+    pub resolved: Option<PathBuf>,
+    /// Whether that is inside the working directory or an added directory.
+    pub inside: bool,
+    /// Why the resolution failed (a symlink loop), if it did.
+    pub broken: Option<String>,
+}
+
 pub(crate) fn env_of(roots: &Roots) -> ShellEnv {
     ShellEnv {
         home: roots.home.as_ref().map(|h| h.display().to_string()),
@@ -519,6 +535,39 @@ impl PermissionConfig {
                 Judgement { lowered, parts },
             )
         }
+    }
+
+    /// The files the commands of a judged line read (operands of read-only commands, input
+    /// redirections) and write (output redirections), each resolved as the kernel would.
+    pub fn path_uses(&self, j: &Judgement) -> Vec<PathUse> {
+        let mut out = Vec::new();
+        for cmd in &j.lowered.commands {
+            let cwd = cmd.cwd.as_deref();
+            let mut words: Vec<(bool, Arg)> = Vec::new();
+            if let Ok(r) = readonly::judge(cmd) {
+                words.extend(r.reads.into_iter().map(|w| (false, w)));
+                if r.recursive && !words.iter().any(|(w, _)| !w) {
+                    words.push((false, Arg::Lit(".".to_owned())));
+                }
+            }
+            words.extend(
+                cmd.redirects
+                    .iter()
+                    .filter(|r| r.write && !r.is_harmless())
+                    .map(|r| (true, r.target.clone())),
+            );
+            for (writes, w) in words {
+                let resolved = self.resolve_word(&w, cwd);
+                out.push(PathUse {
+                    writes,
+                    word: w.text().to_owned(),
+                    inside: resolved.as_ref().is_some_and(|p| self.roots.contains(p)),
+                    broken: resolved.as_ref().and_then(|p| p.broken.clone()),
+                    resolved: resolved.map(|p| p.real),
+                });
+            }
+        }
+        out
     }
 
     /// Resolve a word naming a path, if it is known (and its directory is).

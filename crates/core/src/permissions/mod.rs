@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::Path;
 
 pub(crate) use bash::exact_path_rule;
-pub use bash::Judgement;
+pub use bash::{Judgement, PathUse};
 pub use paths::Roots;
 use paths::{PathPattern, Resolved, Use};
 

@@ -38,6 +38,13 @@ impl App {
                 return vec![Action::Interrupt];
             }
             if self.running.is_some() {
+                // Twice in a row leaves even while a turn runs (it is stopped first, honestly):
+                // a turn that ends between the two presses must not swallow the second.
+                if was_ctrl_c.is_some_and(|t| t.elapsed() < DOUBLE_PRESS) {
+                    return vec![Action::Exit];
+                }
+                self.ctrl_c_at = Some(Instant::now());
+                self.notice = Some("Stopping the turn; press Ctrl+C again to exit".into());
                 return self.interrupt();
             }
             if self.modal.is_some() {
