@@ -187,11 +187,14 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let heartbeat = printer::heartbeat_from_env(&*env).map_err(UsageError)?;
     let state_frames = env("CLAUDE_CODE_SDK_READS_SESSION_STATE")
         .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let Built {
-        mut session,
-        events,
-        ..
-    } = match run::build(&cli, inputs).await {
+    let (
+        Built {
+            mut session,
+            events,
+            ..
+        },
+        mirror,
+    ) = match run::build(&cli, inputs).await {
         Ok(b) => b,
         Err(code) => return Ok(code),
     };
@@ -221,6 +224,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let printer = tokio::spawn(printer::print(
         events,
         Some(control_rx),
+        mirror,
         OutputFormat::StreamJson,
         true,
         // Nobody reads any more: stop the turn (and its tools), and run no further turn.

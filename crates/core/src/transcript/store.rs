@@ -121,6 +121,9 @@ pub enum OpenError {
         /// Its transcript.
         path: PathBuf,
     },
+    /// A truncating fork was refused (`--resume-session-at`, `--resume-drops-turn`).
+    #[error(transparent)]
+    Rejected(#[from] super::truncate::TruncateError),
     /// The transcript could not be read.
     #[error("could not read the transcript {}: {source}", path.display())]
     Read {
@@ -172,6 +175,16 @@ impl Store {
 
     /// Open the session a run asks for.
     pub fn open(&self, req: &OpenRequest<'_>) -> Result<Opened, OpenError> {
+        self.open_at(req, None)
+    }
+
+    /// [`open`](Self::open); with `cut`, a fork whose history ends at `cut.at`
+    /// (`--resume-session-at`). The source transcript is only read.
+    pub fn open_at(
+        &self,
+        req: &OpenRequest<'_>,
+        cut: Option<&super::truncate::Truncation>,
+    ) -> Result<Opened, OpenError> {
         let source = match &req.start {
             Start::New => None,
             Start::Resume(id) => Some(self.find(req.cwd, id)?),
@@ -187,7 +200,7 @@ impl Store {
         };
         match source {
             None => self.create(req, None, &[]),
-            Some((id, path)) if req.fork => self.fork(req, &id, &path),
+            Some((id, path)) if req.fork => self.fork(req, &id, &path, cut),
             Some((id, path)) => self.resume(req, id, path),
         }
     }
@@ -225,13 +238,22 @@ impl Store {
         })
     }
 
-    fn fork(&self, req: &OpenRequest<'_>, old: &str, path: &Path) -> Result<Opened, OpenError> {
+    fn fork(
+        &self,
+        req: &OpenRequest<'_>,
+        old: &str,
+        path: &Path,
+        cut: Option<&super::truncate::Truncation>,
+    ) -> Result<Opened, OpenError> {
         refuse_empty(old, path)?;
-        let (loaded, rebuilt) =
-            super::load_file(path, old, true).map_err(|source| OpenError::Read {
-                path: path.to_owned(),
-                source,
-            })?;
+        let read_err = |source| OpenError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let (loaded, rebuilt) = match cut {
+            None => super::load_file(path, old, true).map_err(read_err)?,
+            Some(c) => super::truncate::load_truncated(path, old, c).map_err(read_err)??,
+        };
         let mut opened = self.create(req, Some((old, path)), &rebuilt.frames)?;
         opened.notices = notices(&loaded, &rebuilt, Disposition::Fork);
         opened.history = rebuilt.history;
