@@ -252,7 +252,17 @@ impl Emitter {
 
     /// Persist only (the prompt, which front ends do not echo).
     pub async fn record(&self, event: Event) -> Result<(), EmitError> {
-        self.persist(self.stamp(event)).await?.1
+        self.record_as(None, event).await
+    }
+
+    /// [`record`](Self::record) under `uuid` when one is given (a prompt whose uuid the host
+    /// chose).
+    pub async fn record_as(&self, uuid: Option<String>, event: Event) -> Result<(), EmitError> {
+        let mut e = self.stamp(event);
+        if let Some(u) = uuid {
+            e.envelope.uuid = u;
+        }
+        self.persist(e).await?.1
     }
 
     /// Make what was persisted durable (fsync, on the blocking pool).

@@ -313,3 +313,55 @@ async fn truncation_flags_are_checked_before_anything_runs() {
     }
     assert!(h.requests().is_empty());
 }
+
+#[tokio::test]
+async fn the_uuid_a_host_gave_a_prompt_names_the_turn_to_drop() {
+    let h = Harness::from_json(THREE_TEXTS).await;
+    let (u1, u2) = (
+        "11111111-2222-4333-8444-555555555555",
+        "66666666-7777-4888-8999-aaaaaaaaaaaa",
+    );
+    let mut s = Stream::start(&h, &["--max-turns", "1"], &[]);
+    for (text, uuid) in [("Reply with exactly: one", u1), ("Reply with exactly: two", u2)] {
+        s.send(json!({"type": "user", "session_id": "", "parent_tool_use_id": null, "uuid": uuid,
+                      "message": {"role": "user", "content": text}}))
+            .await;
+        s.result().await;
+    }
+    let first = s.finish().await;
+    let id = first.frames[0]["session_id"].as_str().unwrap().to_owned();
+    let source = transcript_of(&h, &id);
+    assert_eq!(prompt_uuid(&source, "exactly: one"), u1);
+    assert_eq!(prompt_uuid(&source, "exactly: two"), u2);
+    let at = first
+        .frames
+        .iter()
+        .find(|f| f["type"] == "assistant" && f["message"]["content"][0]["text"] == "one")
+        .unwrap()["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let resume = format!("--resume={id}");
+    let at_flag = format!("--resume-session-at={at}");
+    // Declaring the kept turn's prompt is refused; the dropped one's is accepted.
+    let wrong = format!("--resume-drops-turn={u1}");
+    let refused = h
+        .run_stream("three", &[&resume, "--fork-session", &at_flag, &wrong], &[])
+        .await;
+    refused.assert_end("error_during_execution", true, "turn_setup_failed", 1);
+    let right = format!("--resume-drops-turn={u2}");
+    let forked = h
+        .run_stream(
+            "Reply with exactly: three",
+            &[&resume, "--fork-session", &at_flag, &right],
+            &[],
+        )
+        .await;
+    forked.assert_end("success", false, "completed", 0);
+    let last = h.requests().last().unwrap().body["messages"].to_string();
+    assert!(
+        !last.contains("exactly: two") && last.contains("exactly: one"),
+        "{last}"
+    );
+}
