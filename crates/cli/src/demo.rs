@@ -127,7 +127,7 @@ async fn session(a: &DemoArgs, scratch: &Scratch) -> Result<i32, String> {
                 None,
                 None,
             )
-                .await;
+            .await;
             p.write_error.is_none()
         })
     } else {

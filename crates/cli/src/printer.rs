@@ -287,10 +287,15 @@ fn drain_mirror(mirror: &mut Option<crate::run::Mirror>, session_id: &str) -> st
 /// One `transcript_mirror` frame: the file and its new lines, each as written.
 fn write_mirror(batch: &keel_core::transcript::MirrorBatch) -> std::io::Result<()> {
     // Written by hand: the entries are copied as written, never re-encoded.
-    let path = serde_json::to_string(&batch.file_path.to_string_lossy())
-        .map_err(std::io::Error::other)?;
+    let path =
+        serde_json::to_string(&batch.file_path.to_string_lossy()).map_err(std::io::Error::other)?;
     let mut line = Vec::with_capacity(
-        64 + path.len() + batch.entries.iter().map(|e| e.get().len() + 1).sum::<usize>(),
+        64 + path.len()
+            + batch
+                .entries
+                .iter()
+                .map(|e| e.get().len() + 1)
+                .sum::<usize>(),
     );
     line.extend_from_slice(b"{\"type\":\"transcript_mirror\",\"filePath\":");
     line.extend_from_slice(path.as_bytes());

@@ -42,8 +42,11 @@ fn lines_of(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Entries per file, in order.
+type PerFile = BTreeMap<String, Vec<Value>>;
+
 /// The entries the mirror frames carried, per file, in order (`agent_metadata` apart).
-fn mirrored(run: &Run) -> (BTreeMap<String, Vec<Value>>, Vec<(String, Value)>) {
+fn mirrored(run: &Run) -> (PerFile, Vec<(String, Value)>) {
     let mut files: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     let mut meta = Vec::new();
     for f in run.of("transcript_mirror") {
@@ -73,7 +76,9 @@ async fn mirror_frames_equal_the_lines_written_subagents_included_before_the_res
         step("PARENT", json!({"kind": "text", "text": "DONE"})),
     ]});
     let h = Harness::from_json(&scenario.to_string()).await;
-    let run = h.run_stream("PARENT delegate", &["--session-mirror"], &[]).await;
+    let run = h
+        .run_stream("PARENT delegate", &["--session-mirror"], &[])
+        .await;
     run.assert_end("success", false, "completed", 0);
 
     // Every file keel wrote, line for line, equals what was mirrored for it.
@@ -111,7 +116,7 @@ async fn mirror_frames_equal_the_lines_written_subagents_included_before_the_res
 
     // Each frame's own record was mirrored before the frame was printed... and the last
     // mirror frame comes before the result.
-    let idx = |pred: &dyn Fn(&Value) -> bool| run.frames.iter().position(|f| pred(f)).unwrap();
+    let idx = |pred: &dyn Fn(&Value) -> bool| run.frames.iter().position(pred).unwrap();
     let last_mirror = run
         .frames
         .iter()
@@ -119,7 +124,10 @@ async fn mirror_frames_equal_the_lines_written_subagents_included_before_the_res
         .unwrap();
     let result = idx(&|f| f["type"] == "result");
     assert!(last_mirror < result, "mirror after the result");
-    assert_eq!(run.frames[0]["subtype"], "init", "the turn's init comes first");
+    assert_eq!(
+        run.frames[0]["subtype"], "init",
+        "the turn's init comes first"
+    );
     let result_uuid = run.result()["uuid"].clone();
     let main = files
         .iter()
@@ -191,7 +199,14 @@ async fn a_truncating_fork_ends_its_history_at_the_message_and_drops_the_declare
     let drops = format!("--resume-drops-turn={turn}");
     let mut s = Stream::start(
         &h,
-        &["--max-turns", "1", &resume, "--fork-session", &at_flag, &drops],
+        &[
+            "--max-turns",
+            "1",
+            &resume,
+            "--fork-session",
+            &at_flag,
+            &drops,
+        ],
         &[],
     );
     s.user("Reply with exactly: three").await;
@@ -252,17 +267,20 @@ async fn a_drops_turn_that_does_not_match_is_refused_with_an_error_result() {
             // keel refuses before it reads stdin: nothing is sent (it may be gone already).
             let s = Stream::start(
                 &h,
-                &["--max-turns", "1", &resume, "--fork-session", &at_flag, drops],
+                &[
+                    "--max-turns",
+                    "1",
+                    &resume,
+                    "--fork-session",
+                    &at_flag,
+                    drops,
+                ],
                 &[],
             );
             s.finish().await
         } else {
-            h.run_stream(
-                "three",
-                &[&resume, "--fork-session", &at_flag, drops],
-                &[],
-            )
-            .await
+            h.run_stream("three", &[&resume, "--fork-session", &at_flag, drops], &[])
+                .await
         };
         run.assert_end("error_during_execution", true, "turn_setup_failed", 1);
         let r = run.result();
@@ -294,7 +312,11 @@ async fn truncation_flags_are_checked_before_anything_runs() {
     for (args, needle) in [
         (vec![resume.as_str(), at], "--fork-session"),
         (
-            vec![resume.as_str(), "--fork-session", "--resume-session-at=nope"],
+            vec![
+                resume.as_str(),
+                "--fork-session",
+                "--resume-session-at=nope",
+            ],
             "uuid",
         ),
         (
@@ -322,10 +344,15 @@ async fn the_uuid_a_host_gave_a_prompt_names_the_turn_to_drop() {
         "66666666-7777-4888-8999-aaaaaaaaaaaa",
     );
     let mut s = Stream::start(&h, &["--max-turns", "1"], &[]);
-    for (text, uuid) in [("Reply with exactly: one", u1), ("Reply with exactly: two", u2)] {
-        s.send(json!({"type": "user", "session_id": "", "parent_tool_use_id": null, "uuid": uuid,
-                      "message": {"role": "user", "content": text}}))
-            .await;
+    for (text, uuid) in [
+        ("Reply with exactly: one", u1),
+        ("Reply with exactly: two", u2),
+    ] {
+        s.send(
+            json!({"type": "user", "session_id": "", "parent_tool_use_id": null, "uuid": uuid,
+                      "message": {"role": "user", "content": text}}),
+        )
+        .await;
         s.result().await;
     }
     let first = s.finish().await;

@@ -63,9 +63,7 @@ enum Cut {
 fn is_prompt(content: &MessageContent) -> bool {
     match content {
         MessageContent::Text(_) => true,
-        MessageContent::Blocks(bs) => bs
-            .iter()
-            .any(|b| !matches!(b, ContentBlock::ToolResult(_))),
+        MessageContent::Blocks(bs) => bs.iter().any(|b| !matches!(b, ContentBlock::ToolResult(_))),
     }
 }
 
