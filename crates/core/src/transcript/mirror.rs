@@ -102,14 +102,15 @@ mod tests {
     fn lines_become_entries_and_overflow_is_counted() {
         let (sink, mut rx) = MirrorSink::channel(1);
         sink.offer(Path::new("/t/a.jsonl"), b"{\"a\":1}\n{\"b\":[2]}\n");
-        let b = rx.try_recv().unwrap();
-        assert_eq!(b.file_path, Path::new("/t/a.jsonl"));
-        let got: Vec<&str> = b.entries.iter().map(|e| e.get()).collect();
-        assert_eq!(got, vec!["{\"a\":1}", "{\"b\":[2]}"]);
         // Full: counted, never blocking.
         sink.offer(Path::new("/t/a.jsonl"), b"{\"c\":3}\n");
         sink.offer(Path::new("/t/a.jsonl"), b"{\"d\":4}\nnot json\n");
         assert_eq!(sink.take_lost(), 3);
         assert_eq!(sink.take_lost(), 0);
+        let b = rx.try_recv().unwrap();
+        assert_eq!(b.file_path, Path::new("/t/a.jsonl"));
+        let got: Vec<&str> = b.entries.iter().map(|e| e.get()).collect();
+        assert_eq!(got, vec!["{\"a\":1}", "{\"b\":[2]}"]);
+        assert!(rx.try_recv().is_err(), "what was lost is not queued");
     }
 }

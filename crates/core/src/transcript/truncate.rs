@@ -153,3 +153,130 @@ pub fn load_truncated(
         Cut::Dropping { problem: None, .. } => Ok(Ok((loaded, rebuilder.finish()))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::{FsyncMode, MirrorSink, SessionHeader, TranscriptWriter};
+    use serde_json::{json, Value};
+
+    const SID: &str = "11111111-1111-4111-8111-111111111111";
+
+    fn frame(v: Value) -> Frame {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn prompt(uuid: &str, text: &str) -> Frame {
+        frame(
+            json!({"type":"user","message":{"role":"user","content":[{"type":"text","text":text}]},
+            "parent_tool_use_id":null,"session_id":SID,"uuid":uuid}),
+        )
+    }
+
+    fn reply(uuid: &str, id: &str, text: &str) -> Frame {
+        frame(
+            json!({"type":"assistant","message":{"id":id,"type":"message","role":"assistant",
+            "model":"m","content":[{"type":"text","text":text}],"stop_reason":null,
+            "stop_sequence":null,"usage":{}},"parent_tool_use_id":null,"session_id":SID,"uuid":uuid}),
+        )
+    }
+
+    fn result(uuid: &str) -> Frame {
+        frame(
+            json!({"type":"result","subtype":"success","is_error":false,"duration_ms":1,
+            "duration_api_ms":1,"num_turns":1,"result":"done","session_id":SID,"total_cost_usd":0.0,
+            "usage":{},"modelUsage":{},"permission_denials":[],"uuid":uuid}),
+        )
+    }
+
+    /// Writes `frames` through a mirrored writer; checks the mirror equals the file.
+    fn written(dir: &Path, frames: &[Frame]) -> std::path::PathBuf {
+        let path = dir.join("s.jsonl");
+        let header = SessionHeader::new(SID, Path::new("/w"), "m");
+        let w =
+            TranscriptWriter::create_lazily(path.clone(), &header, &[], FsyncMode::Turn).unwrap();
+        let (sink, mut rx) = MirrorSink::channel(64);
+        w.mirror_to(sink, path.clone());
+        for f in frames {
+            w.append_frame(f).unwrap();
+        }
+        let mut mirrored = String::new();
+        while let Ok(b) = rx.try_recv() {
+            assert_eq!(b.file_path, path);
+            for e in b.entries {
+                mirrored.push_str(e.get());
+                mirrored.push('\n');
+            }
+        }
+        assert_eq!(mirrored, std::fs::read_to_string(&path).unwrap());
+        path
+    }
+
+    fn two_turns_and_a_queued_prompt() -> Vec<Frame> {
+        vec![
+            prompt("p1", "one"),
+            reply("a1", "m1", "one"),
+            result("r1"),
+            prompt("p2", "two"),
+            reply("a2", "m2", "two"),
+            prompt("p3", "queued meanwhile"),
+            reply("a3", "m3", "three"),
+            result("r2"),
+        ]
+    }
+
+    fn cut(at: &str, turn: Option<&str>) -> Truncation {
+        Truncation {
+            at: at.into(),
+            drops_turn: turn.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_cut_keeps_the_history_up_to_the_record_and_judges_what_it_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = written(dir.path(), &two_turns_and_a_queued_prompt());
+        let before = std::fs::read(&path).unwrap();
+
+        // Results before the declared prompt do not count against it; the later turn ends
+        // at a2, so dropping from there on is exactly turn p3.
+        let (_, rebuilt) = load_truncated(&path, SID, &cut("a2", Some("p3")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(rebuilt.history.messages().len(), 4);
+        // Cut after turn one's result, dropping turn p2: p3 follows in the range, refused.
+        assert!(load_truncated(&path, SID, &cut("r1", Some("p2")))
+            .unwrap()
+            .is_err());
+
+        // A second prompt in the dropped range is not the declared turn's.
+        let refused = load_truncated(&path, SID, &cut("a1", Some("p2")))
+            .unwrap()
+            .unwrap_err();
+        let text = refused.to_string();
+        assert!(
+            text.starts_with("Resume rejected by --resume-drops-turn:"),
+            "{text}"
+        );
+        assert!(
+            text.contains("another prompt") && text.contains("p3"),
+            "{text}"
+        );
+        // A range that starts with a reply is not the declared turn either.
+        let refused = load_truncated(&path, SID, &cut("p2", Some("p2")))
+            .unwrap()
+            .unwrap_err();
+        assert!(refused.to_string().contains("a reply"), "{refused}");
+        // Without a declaration, any cut is taken; an unknown record is refused.
+        assert!(load_truncated(&path, SID, &cut("a1", None))
+            .unwrap()
+            .is_ok());
+        let missing = load_truncated(&path, SID, &cut("nope", None))
+            .unwrap()
+            .unwrap_err();
+        assert!(missing
+            .to_string()
+            .starts_with("Resume rejected by --resume-session-at:"));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "only read");
+    }
+}
