@@ -206,6 +206,7 @@ async fn a_truncating_fork_ends_its_history_at_the_message_and_drops_the_declare
             "--fork-session",
             &at_flag,
             &drops,
+            "--session-mirror",
         ],
         &[],
     );
@@ -216,6 +217,14 @@ async fn a_truncating_fork_ends_its_history_at_the_message_and_drops_the_declare
     assert_eq!(run.code, 0);
     let fork = result["session_id"].as_str().unwrap();
     assert_ne!(fork, id, "a fork has its own id");
+    // The fork's file, its copied history included, is mirrored whole; the source not at all.
+    let (files, _) = mirrored(&run);
+    let fork_file = transcript_of(&h, fork);
+    assert_eq!(files.len(), 1, "{:?}", files.keys());
+    assert_eq!(
+        files[&fork_file.display().to_string()],
+        lines_of(&fork_file)
+    );
 
     // The model saw "one", its reply, and "three": turn two is gone.
     let reqs = h.requests();
