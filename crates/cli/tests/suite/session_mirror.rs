@@ -167,11 +167,14 @@ fn transcript_of(h: &Harness, id: &str) -> PathBuf {
         .unwrap()
 }
 
-/// The uuid of the prompt record whose text contains `text`.
+/// The uuid of the prompt record whose text contains `text` (keel's frame records and Claude
+/// Code's entries alike: a `user` line, the record's own `uuid`).
 fn prompt_uuid(path: &Path, text: &str) -> String {
     lines_of(path)
         .into_iter()
-        .find(|r| r["frame"]["type"] == "user" && r["frame"]["message"].to_string().contains(text))
+        .find(|r| {
+            (r["type"] == "user" || r["frame"]["type"] == "user") && r.to_string().contains(text)
+        })
         .and_then(|r| r["uuid"].as_str().map(str::to_owned))
         .unwrap_or_else(|| panic!("no prompt {text:?} in {path:?}"))
 }
@@ -399,5 +402,52 @@ async fn the_uuid_a_host_gave_a_prompt_names_the_turn_to_drop() {
     assert!(
         !last.contains("exactly: two") && last.contains("exactly: one"),
         "{last}"
+    );
+}
+
+#[tokio::test]
+async fn a_resume_mirrors_exactly_what_it_appends_its_repairs_included() {
+    let h = Harness::from_json(
+        r#"{"steps":[
+          {"kind":"tool_use","calls":[{"name":"Bash","id":"toolu_cut","input":{"command":"echo hi"}}]},
+          {"kind":"text","text":"done"},
+          {"kind":"text","text":"after"}]}"#,
+    )
+    .await;
+    let first = h.run_stream("go", &["--allowedTools", "Bash"], &[]).await;
+    first.assert_end("success", false, "completed", 0);
+    let id = first.frames[0]["session_id"].as_str().unwrap().to_owned();
+    let path = transcript_of(&h, &id);
+    // As if keel died while the call ran: the file ends with the call.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .scan(false, |done, l| {
+            if *done {
+                return None;
+            }
+            *done = l.contains("\"toolu_cut\"") && l.contains("\"tool_use\"");
+            Some(l)
+        })
+        .collect();
+    let cut = kept.join("\n") + "\n";
+    std::fs::write(&path, &cut).unwrap();
+
+    let resume = format!("--resume={id}");
+    let run = h
+        .run_stream("again", &[&resume, "--session-mirror"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let (files, _) = mirrored(&run);
+    let appended: Vec<Value> = std::fs::read_to_string(&path).unwrap()[cut.len()..]
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(files[&path.display().to_string()], appended);
+    // (Read without assuming the record format.)
+    let repair = appended[0].to_string();
+    assert!(
+        repair.contains("\"tool_result\"") && repair.contains("toolu_cut"),
+        "the repair comes first: {repair}"
     );
 }

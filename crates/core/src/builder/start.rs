@@ -181,11 +181,13 @@ pub(crate) fn open(
                 session_id: o.session_id.clone(),
             },
             cut.as_ref(),
+            o.mirror.as_ref(),
         )
         .map_err(|e| match e {
             OpenError::Rejected(r) => BuildError::ResumeRejected(r.to_string()),
             e => BuildError::Session(format!("Error: {e}")),
         })?;
+    // A new session's or a fork's file is created at its first record: mirrored from there.
     if let Some(m) = &o.mirror {
         opened
             .writer

@@ -175,15 +175,17 @@ impl Store {
 
     /// Open the session a run asks for.
     pub fn open(&self, req: &OpenRequest<'_>) -> Result<Opened, OpenError> {
-        self.open_at(req, None)
+        self.open_at(req, None, None)
     }
 
     /// [`open`](Self::open); with `cut`, a fork whose history ends at `cut.at`
-    /// (`--resume-session-at`). The source transcript is only read.
+    /// (`--resume-session-at`; the source transcript is only read). With `mirror`, what a
+    /// resume appends while opening (results for calls a crash left open) is mirrored too.
     pub fn open_at(
         &self,
         req: &OpenRequest<'_>,
         cut: Option<&super::truncate::Truncation>,
+        mirror: Option<&super::MirrorSink>,
     ) -> Result<Opened, OpenError> {
         let source = match &req.start {
             Start::New => None,
@@ -201,7 +203,7 @@ impl Store {
         match source {
             None => self.create(req, None, &[]),
             Some((id, path)) if req.fork => self.fork(req, &id, &path, cut),
-            Some((id, path)) => self.resume(req, id, path),
+            Some((id, path)) => self.resume(req, id, path, mirror),
         }
     }
 
@@ -266,6 +268,7 @@ impl Store {
         req: &OpenRequest<'_>,
         id: String,
         path: PathBuf,
+        mirror: Option<&super::MirrorSink>,
     ) -> Result<Opened, OpenError> {
         refuse_empty(&id, &path)?;
         let read_err = |source| OpenError::Read {
@@ -358,6 +361,9 @@ impl Store {
         // Record the repairs at the end of the file, so the file itself is well-formed again.
         // (Repairs in the middle stay derived: the damaged line that caused them stays too.)
         let mut writer = Arc::new(writer);
+        if let Some(m) = mirror {
+            writer.mirror_to(m.clone(), path.clone());
+        }
         for r in rebuilt
             .repairs
             .iter()
