@@ -73,6 +73,9 @@ pub async fn build(cli: &Cli, inputs: RunInputs) -> Result<(Built, Option<Mirror
         return Err(2);
     }
     let mut opts = options(cli);
+    if cli.session_mirror && cli.output_format != OutputFormat::StreamJson {
+        eprintln!("keel: --session-mirror has no effect without --output-format stream-json (transcript_mirror frames are stream-json frames)");
+    }
     let mirror = if cli.session_mirror && cli.output_format == OutputFormat::StreamJson {
         let (sink, rx) = MirrorSink::channel(keel_core::transcript::mirror::MIRROR_CAPACITY);
         opts.mirror = Some(sink.clone());

@@ -146,6 +146,19 @@ async fn without_the_flag_nothing_is_mirrored() {
     let run = h.run_stream("hello", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
     assert!(run.of("transcript_mirror").is_empty(), "{}", run.stdout);
+    // Other output formats have no frames to mirror into: said once, not silently ignored.
+    let run = h
+        .run(
+            &["-p", "hello", "--output-format", "json", "--session-mirror"],
+            &[],
+        )
+        .await;
+    assert!(!run.stdout.contains("transcript_mirror"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("--session-mirror has no effect"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// Two turns (prompts "one" and "two") of one stream-json session, and what each printed.
