@@ -121,6 +121,21 @@ pub struct Cli {
     #[arg(long = "fork-session")]
     pub fork_session: bool,
 
+    /// With --resume and --fork-session: the fork's history ends at this message (the uuid of
+    /// a stream-json assistant or user frame, or of a result); what came after is left out.
+    #[arg(long = "resume-session-at", value_name = "UUID")]
+    pub resume_session_at: Option<String>,
+
+    /// With --resume-session-at: the prompt (uuid) of the one turn the fork may leave out;
+    /// anything else after the cut (another prompt, a note to the model) refuses the fork.
+    #[arg(long = "resume-drops-turn", value_name = "UUID")]
+    pub resume_drops_turn: Option<String>,
+
+    /// With stream-json output: also print every line written to the session's transcripts
+    /// as `transcript_mirror` frames (after it is written, before the turn's result).
+    #[arg(long = "session-mirror")]
+    pub session_mirror: bool,
+
     /// The id (a UUID) of the new session; an error if a session with this id exists.
     #[arg(long = "session-id", value_name = "UUID")]
     pub session_id: Option<String>,

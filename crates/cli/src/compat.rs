@@ -136,18 +136,6 @@ pub struct CompatArgs {
     #[arg(long = "project-config-root", hide = true, value_name = "DIR")]
     pub project_config_root: Option<String>,
 
-    /// Mirror the transcript to the host. Accepted; not supported yet.
-    #[arg(long = "session-mirror", hide = true)]
-    pub session_mirror: bool,
-
-    /// Resume at a message. Accepted; not supported yet.
-    #[arg(long = "resume-session-at", hide = true, value_name = "UUID")]
-    pub resume_session_at: Option<String>,
-
-    /// Drop the last turn when resuming. Accepted; not supported yet.
-    #[arg(long = "resume-drops-turn", hide = true, value_name = "V")]
-    pub resume_drops_turn: Option<String>,
-
     /// Managed settings. Accepted; not supported yet.
     #[arg(long = "managed-settings", hide = true, value_name = "JSON")]
     pub managed_settings: Option<String>,
@@ -212,15 +200,6 @@ impl CompatArgs {
         }
         if self.project_config_root.is_some() {
             rest.push("--project-config-root");
-        }
-        if self.session_mirror {
-            rest.push("--session-mirror");
-        }
-        if self.resume_session_at.is_some() {
-            rest.push("--resume-session-at");
-        }
-        if self.resume_drops_turn.is_some() {
-            rest.push("--resume-drops-turn");
         }
         if self.managed_settings.is_some() || self.managed_settings_in_initialize {
             rest.push("--managed-settings");

@@ -118,8 +118,16 @@ async fn session(a: &DemoArgs, scratch: &Scratch) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     let printer = if a.json {
         tokio::spawn(async move {
-            let p = crate::printer::print(events, None, OutputFormat::StreamJson, true, None, None)
-                .await;
+            let p = crate::printer::print(
+                events,
+                None,
+                None,
+                OutputFormat::StreamJson,
+                true,
+                None,
+                None,
+            )
+            .await;
             p.write_error.is_none()
         })
     } else {

@@ -104,10 +104,13 @@ impl Pulse {
 /// Print until the event channel (and the control channel, when given) close. Session events
 /// go first when both are ready: a control request about a call is written after the call.
 /// With `heartbeat` (stream-json only), a `system/heartbeat` frame is written whenever stdout
-/// was silent that long during a turn.
+/// was silent that long during a turn. With `mirror` (`--session-mirror`), the lines written
+/// to transcripts are printed as `transcript_mirror` frames; every batch written before a
+/// frame was emitted is printed before that frame, so a turn's lines come before its result.
 pub async fn print(
     mut events: mpsc::Receiver<Emitted>,
     mut control: Option<mpsc::Receiver<Outgoing>>,
+    mut mirror: Option<crate::run::Mirror>,
     format: OutputFormat,
     verbose: bool,
     mut on_closed: Option<OnClosed>,
@@ -138,11 +141,30 @@ pub async fn print(
                     continue;
                 }
             },
+            // Lines no frame follows soon (a subagent's withheld text) are shown as they come,
+            // once the turn's init is out.
+            Some(batch) = recv_mirror(&mut mirror), if pulse.in_turn && (events_open || control.is_some()) => {
+                if out.write_error.is_none() {
+                    if let Err(e) = write_mirror(&batch) {
+                        stdout_failed(&mut out, &mut on_closed, &e);
+                    }
+                }
+                last_write = Instant::now();
+                continue;
+            }
             _ = tokio::time::sleep_until(beat_at), if beating && (events_open || control.is_some()) => {
                 (pulse.frame(last_write.elapsed()), None)
             }
             else => break,
         };
+        // A turn's transcript lines are shown before its result (other frames come first,
+        // then the lines their writing added, as hosts are used to).
+        let is_result = matches!(frame, Frame::Result(_));
+        if is_result && out.write_error.is_none() {
+            if let Err(e) = drain_mirror(&mut mirror, &pulse.session_id) {
+                stdout_failed(&mut out, &mut on_closed, &e);
+            }
+        }
         pulse.saw(&frame);
         last_write = Instant::now();
         if let Frame::Result(r) = &frame {
@@ -162,12 +184,17 @@ pub async fn print(
             }
             OutputFormat::Json | OutputFormat::Text => Ok(()),
         };
+        let res = res.and_then(|()| match is_result {
+            true => Ok(()),
+            false => drain_mirror(&mut mirror, &pulse.session_id),
+        });
         if let Err(e) = res {
-            let why = format!("keel's output (stdout) could not be written any more ({e}): whoever read it went away, so the run was stopped");
+            stdout_failed(&mut out, &mut on_closed, &e);
+        }
+    }
+    if out.write_error.is_none() {
+        if let Err(e) = drain_mirror(&mut mirror, &pulse.session_id) {
             out.write_error = Some(format!("writing to stdout failed: {e}"));
-            if let Some(f) = on_closed.take() {
-                f(why);
-            }
         }
     }
     let res = match (format, &out.result) {
@@ -189,6 +216,15 @@ pub async fn print(
     out
 }
 
+/// stdout cannot be written any more: remember why, and stop the run (nobody sees it).
+fn stdout_failed(out: &mut Printed, on_closed: &mut Option<OnClosed>, e: &std::io::Error) {
+    let why = format!("keel's output (stdout) could not be written any more ({e}): whoever read it went away, so the run was stopped");
+    out.write_error = Some(format!("writing to stdout failed: {e}"));
+    if let Some(f) = on_closed.take() {
+        f(why);
+    }
+}
+
 /// Tells its waiter when dropped, i.e. once the frame was handled.
 struct Ack(Option<tokio::sync::oneshot::Sender<()>>);
 
@@ -206,6 +242,80 @@ async fn recv(control: &mut Option<mpsc::Receiver<Outgoing>>) -> Option<Outgoing
     match control {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// The next batch of the transcript mirror; pending forever without one.
+async fn recv_mirror(
+    mirror: &mut Option<crate::run::Mirror>,
+) -> Option<keel_core::transcript::MirrorBatch> {
+    match mirror {
+        Some(m) => m.rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Print every mirror batch already handed over, then say so if any could not be.
+fn drain_mirror(mirror: &mut Option<crate::run::Mirror>, session_id: &str) -> std::io::Result<()> {
+    let Some(m) = mirror else {
+        return Ok(());
+    };
+    while let Ok(batch) = m.rx.try_recv() {
+        write_mirror(&batch)?;
+    }
+    let lost = m.sink.take_lost();
+    if lost > 0 {
+        let message = format!(
+            "the transcript mirror could not take {lost} transcript entries (output fell behind); \
+             the transcript on disk has them, but a copy kept from transcript_mirror frames is incomplete"
+        );
+        let mut extra = keel_protocol::Extra::new();
+        extra.insert("source".into(), "transcript_mirror".into());
+        extra.insert("lost_entries".into(), lost.into());
+        write_frame(&Frame::System(SystemFrame::Warning(
+            keel_protocol::frames::WarningFrame {
+                message,
+                session_id: session_id.to_owned(),
+                uuid: keel_core::emit::new_uuid(),
+                extra,
+            },
+        )))?;
+    }
+    Ok(())
+}
+
+/// One `transcript_mirror` frame: the file and its new lines, each as written.
+fn write_mirror(batch: &keel_core::transcript::MirrorBatch) -> std::io::Result<()> {
+    // Written by hand: the entries are copied as written, never re-encoded.
+    let path =
+        serde_json::to_string(&batch.file_path.to_string_lossy()).map_err(std::io::Error::other)?;
+    let mut line = Vec::with_capacity(
+        64 + path.len()
+            + batch
+                .entries
+                .iter()
+                .map(|e| e.get().len() + 1)
+                .sum::<usize>(),
+    );
+    line.extend_from_slice(b"{\"type\":\"transcript_mirror\",\"filePath\":");
+    line.extend_from_slice(path.as_bytes());
+    line.extend_from_slice(b",\"entries\":[");
+    for (i, e) in batch.entries.iter().enumerate() {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.extend_from_slice(e.get().as_bytes());
+    }
+    line.extend_from_slice(b"]}\n");
+    let mut lock = std::io::stdout().lock();
+    lock.write_all(&line)?;
+    lock.flush()
+}
+
+/// Write one frame on stdout outside a printer (a run that ends before its session starts).
+pub fn print_frame(frame: &Frame) {
+    if let Err(e) = write_frame(frame) {
+        eprintln!("keel: writing to stdout failed: {e}");
     }
 }
 

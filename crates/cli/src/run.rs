@@ -4,6 +4,7 @@ use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use keel_core::transcript::MirrorSink;
 use keel_core::{BuildError, Built, Env, SessionBuilder, SessionOptions, TurnEnd};
 use keel_protocol::ContentBlock;
 
@@ -57,29 +58,73 @@ pub fn options(cli: &Cli) -> SessionOptions {
         max_thinking_tokens: cli.compat.max_thinking_tokens.clone(),
         thinking: cli.compat.thinking.clone(),
         json_schema: cli.compat.json_schema.clone(),
+        mirror: None,
+        resume_session_at: cli.resume_session_at.clone(),
+        resume_drops_turn: cli.resume_drops_turn.clone(),
     }
 }
 
 /// Check the flags every input mode shares, and build the session. A failure is reported on
-/// stderr here; `Err` carries the exit code (usage errors: 2).
-pub async fn build(cli: &Cli, inputs: RunInputs) -> Result<Built, i32> {
+/// stderr here (a refused truncating fork also as an error `result` on stdout, for hosts);
+/// `Err` carries the exit code (usage errors: 2). With `--session-mirror` (stream-json), the
+/// receiving end of the transcript mirror comes back too, for the printer.
+pub async fn build(cli: &Cli, inputs: RunInputs) -> Result<(Built, Option<Mirror>), i32> {
     if cli.output_format == OutputFormat::StreamJson && !cli.verbose {
         eprintln!("Error: When using --print, --output-format=stream-json requires --verbose");
         return Err(2);
     }
+    let mut opts = options(cli);
+    if cli.session_mirror && cli.output_format != OutputFormat::StreamJson {
+        eprintln!("keel: --session-mirror has no effect without --output-format stream-json (transcript_mirror frames are stream-json frames)");
+    }
+    let mirror = if cli.session_mirror && cli.output_format == OutputFormat::StreamJson {
+        let (sink, rx) = MirrorSink::channel(keel_core::transcript::mirror::MIRROR_CAPACITY);
+        opts.mirror = Some(sink.clone());
+        Some(Mirror { rx, sink })
+    } else {
+        None
+    };
     let built = SessionBuilder::new(inputs.cwd)
         .env(inputs.env)
-        .options(options(cli))
+        .options(opts)
         .build()
         .await
         .map_err(|e: BuildError| {
             eprintln!("{e}");
+            if let BuildError::ResumeRejected(reason) = &e {
+                refusal_result(cli, reason);
+            }
             e.exit_code()
         })?;
     for n in &built.notices {
         eprintln!("{n}");
     }
-    Ok(built)
+    Ok((built, mirror))
+}
+
+/// The receiving end of `--session-mirror`, and the sink (to learn what it could not take).
+pub struct Mirror {
+    /// Batches of lines written, in order.
+    pub rx: tokio::sync::mpsc::Receiver<keel_core::transcript::MirrorBatch>,
+    /// The sink the writers share.
+    pub sink: MirrorSink,
+}
+
+/// A refused truncating fork ends like any run: one error `result` (json and stream-json),
+/// whose `errors` carry the refusal for the SDKs to match.
+fn refusal_result(cli: &Cli, reason: &str) {
+    let end = TurnEnd::ResumeRejected {
+        reason: reason.to_owned(),
+    };
+    let id = cli
+        .session_id
+        .as_deref()
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(keel_core::emit::new_uuid);
+    let frame = keel_core::wire::result_before_start(&id, &end);
+    if cli.output_format != OutputFormat::Text {
+        printer::print_frame(&frame);
+    }
 }
 
 /// Interrupt the session on SIGINT (the user) or SIGTERM (shutdown). The task ends after the
@@ -103,11 +148,14 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         return crate::stream_input::run(cli, inputs).await;
     }
     let heartbeat = printer::heartbeat_from_env(&*inputs.env).map_err(UsageError)?;
-    let Built {
-        mut session,
-        events,
-        ..
-    } = match build(&cli, inputs).await {
+    let (
+        Built {
+            mut session,
+            events,
+            ..
+        },
+        mirror,
+    ) = match build(&cli, inputs).await {
         Ok(b) => b,
         Err(code) => return Ok(code),
     };
@@ -118,6 +166,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let printer = tokio::spawn(printer::print(
         events,
         None,
+        mirror,
         cli.output_format,
         cli.verbose,
         Some(Box::new(move |why| failer.fail(why))),

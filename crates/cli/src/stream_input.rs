@@ -74,7 +74,7 @@ pub struct Queue {
 }
 
 enum Next {
-    Turn(Vec<ContentBlock>, Option<serde_json::Value>),
+    Turn(Vec<ContentBlock>, Option<serde_json::Value>, Option<String>),
     Edit(Edit),
     Done,
 }
@@ -156,9 +156,13 @@ impl Queue {
                     return Next::Done;
                 }
                 match s.items.pop_front() {
-                    Some(Item::Turn { blocks, origin, .. }) => {
+                    Some(Item::Turn {
+                        blocks,
+                        origin,
+                        uuid,
+                    }) => {
                         s.active = true;
-                        return Next::Turn(blocks, origin);
+                        return Next::Turn(blocks, origin, uuid);
                     }
                     Some(Item::Edit(e)) => return Next::Edit(e),
                     None if s.eof => return Next::Done,
@@ -187,11 +191,14 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let heartbeat = printer::heartbeat_from_env(&*env).map_err(UsageError)?;
     let state_frames = env("CLAUDE_CODE_SDK_READS_SESSION_STATE")
         .is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let Built {
-        mut session,
-        events,
-        ..
-    } = match run::build(&cli, inputs).await {
+    let (
+        Built {
+            mut session,
+            events,
+            ..
+        },
+        mirror,
+    ) = match run::build(&cli, inputs).await {
         Ok(b) => b,
         Err(code) => return Ok(code),
     };
@@ -221,6 +228,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let printer = tokio::spawn(printer::print(
         events,
         Some(control_rx),
+        mirror,
         OutputFormat::StreamJson,
         true,
         // Nobody reads any more: stop the turn (and its tools), and run no further turn.
@@ -245,7 +253,8 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let mut last: Option<TurnEnd> = None;
     loop {
         match queue.next().await {
-            Next::Turn(blocks, origin) => {
+            Next::Turn(blocks, origin, uuid) => {
+                session.set_turn_prompt_uuid(uuid.as_deref());
                 bridge.state("running").await;
                 session.set_turn_origin(origin);
                 let end = session.run_turn(blocks).await;

@@ -107,6 +107,8 @@ pub struct Emitter {
     /// Whether subagents' text and thinking reach the front end (shared by the session's
     /// emitters; off by default, as `initialize.forwardSubagentText` defaults).
     forward_subagent_text: Arc<std::sync::atomic::AtomicBool>,
+    /// `--session-mirror`: the sink subagents' transcript writers hand their lines to too.
+    mirror: Option<crate::transcript::MirrorSink>,
 }
 
 impl std::fmt::Debug for Emitter {
@@ -126,7 +128,19 @@ impl Emitter {
             persist: None,
             parent_tool_use_id: None,
             forward_subagent_text: Arc::default(),
+            mirror: None,
         }
+    }
+
+    /// Subagents started through this emitter mirror their transcripts to `sink` as well.
+    pub(crate) fn with_mirror(mut self, sink: crate::transcript::MirrorSink) -> Self {
+        self.mirror = Some(sink);
+        self
+    }
+
+    /// The transcript mirror, when `--session-mirror` asked for one.
+    pub(crate) fn mirror(&self) -> Option<&crate::transcript::MirrorSink> {
+        self.mirror.as_ref()
     }
 
     /// Let subagents' text and thinking reach the front end, or keep it in the transcript only.
@@ -170,6 +184,7 @@ impl Emitter {
             persist: None,
             parent_tool_use_id: Some(tool_use_id.into()),
             forward_subagent_text: self.forward_subagent_text.clone(),
+            mirror: self.mirror.clone(),
         }
     }
 
@@ -237,7 +252,17 @@ impl Emitter {
 
     /// Persist only (the prompt, which front ends do not echo).
     pub async fn record(&self, event: Event) -> Result<(), EmitError> {
-        self.persist(self.stamp(event)).await?.1
+        self.record_as(None, event).await
+    }
+
+    /// [`record`](Self::record) under `uuid` when one is given (a prompt whose uuid the host
+    /// chose).
+    pub async fn record_as(&self, uuid: Option<String>, event: Event) -> Result<(), EmitError> {
+        let mut e = self.stamp(event);
+        if let Some(u) = uuid {
+            e.envelope.uuid = u;
+        }
+        self.persist(e).await?.1
     }
 
     /// Make what was persisted durable (fsync, on the blocking pool).

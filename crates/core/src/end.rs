@@ -101,6 +101,12 @@ pub enum TurnEnd {
         /// What the model wrote instead.
         text: String,
     },
+    /// A truncating fork (`--resume-session-at`, `--resume-drops-turn`) was refused before
+    /// anything ran; the source session was not touched.
+    ResumeRejected {
+        /// Why, starting `Resume rejected by --…:`.
+        reason: String,
+    },
 }
 
 impl TurnEnd {
@@ -119,7 +125,8 @@ impl TurnEnd {
             | TurnEnd::PromptTooLong { .. }
             | TurnEnd::Internal { .. }
             | TurnEnd::StructuredMissing { .. }
-            | TurnEnd::CapabilityMissing { .. } => ResultSubtype::ErrorDuringExecution,
+            | TurnEnd::CapabilityMissing { .. }
+            | TurnEnd::ResumeRejected { .. } => ResultSubtype::ErrorDuringExecution,
         }
     }
 
@@ -151,6 +158,7 @@ impl TurnEnd {
             TurnEnd::StructuredRetries { .. } => TerminalReason::StructuredOutputRetryExhausted,
             TurnEnd::StructuredMissing { .. } => TerminalReason::StructuredOutputMissing,
             TurnEnd::CapabilityMissing { .. } => TerminalReason::CapabilityMissing,
+            TurnEnd::ResumeRejected { .. } => TerminalReason::TurnSetupFailed,
         }
     }
 
@@ -170,7 +178,8 @@ impl TurnEnd {
             TurnEnd::Internal { .. } => 1,
             TurnEnd::StructuredRetries { .. }
             | TurnEnd::StructuredMissing { .. }
-            | TurnEnd::CapabilityMissing { .. } => 1,
+            | TurnEnd::CapabilityMissing { .. }
+            | TurnEnd::ResumeRejected { .. } => 1,
         }
     }
 
@@ -257,6 +266,7 @@ impl TurnEnd {
             TurnEnd::StructuredMissing { text } => format!(
                 "Structured output (--json-schema) was not met: the model ended its turn without calling StructuredOutput, even after a reminder. Its reply: {text}"
             ),
+            TurnEnd::ResumeRejected { reason } => reason.clone(),
         }
     }
 }
@@ -413,6 +423,15 @@ mod tests {
                 "error_during_execution",
                 true,
                 "model_error",
+                1,
+            ),
+            (
+                TurnEnd::ResumeRejected {
+                    reason: "Resume rejected by --resume-drops-turn: x".into(),
+                },
+                "error_during_execution",
+                true,
+                "turn_setup_failed",
                 1,
             ),
         ];

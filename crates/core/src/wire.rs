@@ -287,6 +287,40 @@ fn task_frame(session_id: String, uuid: String, t: &TaskEvent) -> Frame {
     }))
 }
 
+/// The `result` of a run that ended before any turn started (a refused truncating fork):
+/// nothing ran and nothing was spent.
+pub fn result_before_start(session_id: &str, end: &crate::TurnEnd) -> Frame {
+    let zero = std::time::Duration::ZERO;
+    let report = TurnReport {
+        end: end.clone(),
+        num_turns: 0,
+        duration: zero,
+        api_duration: zero,
+        cost: crate::event::CostReport {
+            total_usd: 0.0,
+            usage: json!({"input_tokens": 0, "cache_creation_input_tokens": 0,
+                          "cache_read_input_tokens": 0, "output_tokens": 0}),
+            model_usage: json!({}),
+            unpriced_models: Vec::new(),
+        },
+        denials: Vec::new(),
+        stop_reason: None,
+        result_index: 0,
+        model: String::new(),
+        provider: String::new(),
+        transcript_remote: None,
+        origin: None,
+        structured_output: None,
+        account: json!({}),
+    };
+    let mut r = result_frame(session_id.to_owned(), crate::emit::new_uuid(), &report);
+    // No model was chosen for a run that never started.
+    for k in ["model", "provider", "keel_capabilities"] {
+        r.extra.remove(k);
+    }
+    Frame::Result(r)
+}
+
 fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame {
     let end = &r.end;
     let mut extra = Extra::new();

@@ -25,4 +25,5 @@ mod protocol;
 mod providers;
 pub mod pty;
 mod sandbox;
+mod session_mirror;
 mod sessions;

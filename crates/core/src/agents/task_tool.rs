@@ -231,6 +231,14 @@ impl TaskTool {
                 let resuming = inp.resume.is_some();
                 let (sid, cwd, model) = (ctx.session_id.clone(), ctx.cwd.clone(), ctx.model());
                 let id = agent_id.to_owned();
+                let mirror = emitter.mirror().map(|sink| super::transcript::AgentMirror {
+                    sink: sink.clone(),
+                    metadata: serde_json::Map::from_iter([
+                        ("agentType".to_owned(), def.name.clone().into()),
+                        ("description".to_owned(), inp.description.clone().into()),
+                        ("toolUseId".to_owned(), tool_use_id.to_owned().into()),
+                    ]),
+                });
                 let opened = tokio::task::spawn_blocking(move || {
                     if resuming && !path.exists() {
                         return Err(format!(
@@ -238,7 +246,8 @@ impl TaskTool {
                             path.display()
                         ));
                     }
-                    super::transcript::open(&path, &sid, &cwd, &model).map_err(|e| e.to_string())
+                    super::transcript::open(&path, &sid, &cwd, &model, mirror)
+                        .map_err(|e| e.to_string())
                 })
                 .await
                 .map_err(|e| format!("could not open the agent's transcript: {e}"))??;
@@ -485,7 +494,8 @@ fn end_state(end: &TurnEnd, token: &CancelToken, last_text: String) -> (TaskStat
         | TurnEnd::PromptTooLong { .. }
         | TurnEnd::StructuredRetries { .. }
         | TurnEnd::StructuredMissing { .. }
-        | TurnEnd::CapabilityMissing { .. } => TaskStatus::Failed(end.result_text()),
+        | TurnEnd::CapabilityMissing { .. }
+        | TurnEnd::ResumeRejected { .. } => TaskStatus::Failed(end.result_text()),
     };
     let text = match end {
         TurnEnd::Completed { text } => text.clone(),

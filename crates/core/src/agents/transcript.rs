@@ -8,7 +8,18 @@ use std::sync::{Arc, Mutex};
 use crate::emit::{Persist, PersistError, PersistOp};
 use crate::event::{Emitted, Envelope};
 use crate::history::History;
-use crate::transcript::{read_file, rebuild, FsyncMode, SessionHeader, TranscriptWriter};
+use crate::transcript::{
+    read_file, rebuild, FsyncMode, MirrorSink, SessionHeader, TranscriptWriter,
+};
+
+/// `--session-mirror` for one subagent: the sink, and what its `agent_metadata` entry says
+/// (`agentType`, `description`, `toolUseId`).
+pub struct AgentMirror {
+    /// Where the agent's lines go.
+    pub sink: MirrorSink,
+    /// The sidecar's fields.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
 
 /// Persists a subagent's frames; on resume the rewritten file replaces the old one atomically
 /// once its first new record is written.
@@ -56,6 +67,7 @@ pub fn open(
     session_id: &str,
     cwd: &Path,
     model: &str,
+    mirror: Option<AgentMirror>,
 ) -> Result<(Arc<dyn Persist>, Option<History>), PersistError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -64,8 +76,14 @@ pub fn open(
         })?;
     }
     let header = SessionHeader::new(session_id, cwd, model);
+    if let Some(m) = &mirror {
+        write_metadata(path, m)?;
+    }
     if !path.exists() {
         let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)?;
+        if let Some(m) = mirror {
+            w.mirror_to(m.sink, path.to_path_buf());
+        }
         return Ok((
             Arc::new(AgentPersist {
                 inner: w,
@@ -86,9 +104,43 @@ pub fn open(
     let _ = std::fs::remove_file(&tmp);
     let w =
         TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
+    if let Some(m) = mirror {
+        // Named by its final path: the host keeps one file per agent.
+        w.mirror_to(m.sink, path.to_path_buf());
+    }
     let persist = AgentPersist {
         inner: w,
         replace: Mutex::new(Some((tmp, path.to_path_buf()))),
     };
     Ok((Arc::new(persist), Some(rebuilt.history)))
+}
+
+/// The agent's sidecar `agent-<id>.meta.json` (what kind of agent, started by which call),
+/// mirrored as an `agent_metadata` entry of the agent's file, as the SDKs' stores expect.
+fn write_metadata(path: &Path, m: &AgentMirror) -> Result<(), PersistError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let meta_path = path.with_extension("meta.json");
+    let body = serde_json::Value::Object(m.metadata.clone()).to_string();
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&meta_path)
+        .and_then(|mut f| f.write_all(body.as_bytes()));
+    written.map_err(|e| {
+        let message = format!(
+            "could not write the agent metadata {}: {e}",
+            meta_path.display()
+        );
+        PersistError::io(PersistOp::Create, &meta_path, &e, message)
+    })?;
+    let mut entry = serde_json::Map::new();
+    entry.insert("type".into(), "agent_metadata".into());
+    entry.extend(m.metadata.clone());
+    let mut line = serde_json::Value::Object(entry).to_string().into_bytes();
+    line.push(b'\n');
+    m.sink.offer(path, &line);
+    Ok(())
 }

@@ -112,6 +112,13 @@ pub struct SessionOptions {
     pub thinking: Option<String>,
     /// `--json-schema`: the answer must be an object matching this JSON Schema.
     pub json_schema: Option<String>,
+    /// `--session-mirror`: every line written to the session's transcripts (subagents'
+    /// included) is also handed to this sink, after the local write.
+    pub mirror: Option<crate::transcript::MirrorSink>,
+    /// `--resume-session-at`: a fork's history ends at this message (with `--fork-session`).
+    pub resume_session_at: Option<String>,
+    /// `--resume-drops-turn`: the prompt of the one turn the truncation may drop.
+    pub resume_drops_turn: Option<String>,
 }
 
 /// Prompt caching, thinking and compaction, from the options and the environment.
@@ -176,6 +183,11 @@ pub enum BuildError {
     /// The session asked for cannot be opened: it does not exist, is in use, ... (exit 1).
     #[error("{0}")]
     Session(String),
+    /// A truncating fork was refused (`--resume-drops-turn`, `--resume-session-at`); the text
+    /// starts `Resume rejected by --…:` (exit 1). Front ends that print frames end the run
+    /// with an error `result` carrying it, as hosts expect.
+    #[error("{0}")]
+    ResumeRejected(String),
 }
 
 impl BuildError {
@@ -183,7 +195,7 @@ impl BuildError {
     pub fn exit_code(&self) -> i32 {
         match self {
             BuildError::Usage(_) => 2,
-            BuildError::Session(_) => 1,
+            BuildError::Session(_) | BuildError::ResumeRejected(_) => 1,
         }
     }
 }
@@ -412,6 +424,9 @@ impl SessionBuilder {
         let mut emitter = Emitter::new(started.session_id.clone(), tx);
         if let Some(w) = &started.writer {
             emitter = emitter.with_persist(w.clone());
+        }
+        if let Some(m) = &o.mirror {
+            emitter = emitter.with_mirror(m.clone());
         }
         let mut limits = with_spill_dir(limits, transcript_path.as_ref(), &started.session_id);
         if let Some(sb) = sandbox {

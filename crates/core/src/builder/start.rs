@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::{BuildError, Env, SessionOptions};
 use crate::history::History;
-use crate::transcript::{FsyncMode, Notice, OpenRequest, Start, Store, TranscriptWriter};
+use crate::transcript::{
+    FsyncMode, Notice, OpenError, OpenRequest, Start, Store, TranscriptWriter, Truncation,
+};
 
 /// The session a run starts with.
 pub(crate) struct SessionStart {
@@ -74,7 +76,43 @@ fn start(o: &SessionOptions) -> Result<Start, BuildError> {
             ));
         }
     }
+    truncation(o)?;
     Ok(start)
+}
+
+/// `--resume-session-at` / `--resume-drops-turn`: checked here (usage errors), applied by the
+/// store when it forks.
+fn truncation(o: &SessionOptions) -> Result<Option<Truncation>, BuildError> {
+    let uuid = |flag: &str, v: &str| {
+        uuid::Uuid::parse_str(v.trim())
+            .map(|u| u.hyphenated().to_string())
+            .map_err(|_| {
+                BuildError::Usage(format!(
+                    "Error: {flag} must be the uuid of a message of the session (as stream-json frames carry it), got {v:?}"
+                ))
+            })
+    };
+    let Some(at) = &o.resume_session_at else {
+        if o.resume_drops_turn.is_some() {
+            return Err(BuildError::Usage(
+                "Error: --resume-drops-turn declares the turn a --resume-session-at fork drops; give --resume-session-at too".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    if !o.fork_session {
+        return Err(BuildError::Usage(
+            "Error: --resume-session-at needs --fork-session: keel's transcripts are append-only, so a history cut short continues as a new session and the old one stays as it was".into(),
+        ));
+    }
+    Ok(Some(Truncation {
+        at: uuid("--resume-session-at", at)?,
+        drops_turn: o
+            .resume_drops_turn
+            .as_deref()
+            .map(|t| uuid("--resume-drops-turn", t))
+            .transpose()?,
+    }))
 }
 
 /// Open (or create) the session the options ask for. A session that cannot be found is an
@@ -131,16 +169,30 @@ pub(crate) fn open(
     if let (Start::Resume(id), Some(remote)) = (&start, remote) {
         fetch_if_absent(&store, remote, cwd, id)?;
     }
+    let cut = truncation(o)?;
     let opened = store
-        .open(&OpenRequest {
-            cwd,
-            model,
-            fsync,
-            start,
-            fork: o.fork_session,
-            session_id: o.session_id.clone(),
-        })
-        .map_err(|e| BuildError::Session(format!("Error: {e}")))?;
+        .open_at(
+            &OpenRequest {
+                cwd,
+                model,
+                fsync,
+                start,
+                fork: o.fork_session,
+                session_id: o.session_id.clone(),
+            },
+            cut.as_ref(),
+            o.mirror.as_ref(),
+        )
+        .map_err(|e| match e {
+            OpenError::Rejected(r) => BuildError::ResumeRejected(r.to_string()),
+            e => BuildError::Session(format!("Error: {e}")),
+        })?;
+    // A new session's or a fork's file is created at its first record: mirrored from there.
+    if let Some(m) = &o.mirror {
+        opened
+            .writer
+            .mirror_to(m.clone(), opened.writer.path().to_path_buf());
+    }
     Ok(SessionStart {
         session_id: opened.session_id,
         writer: Some(opened.writer),

@@ -104,6 +104,9 @@ pub struct Session {
     pub(crate) compacted_len: Option<usize>,
     /// The host's `origin` of the next turn's prompt, echoed on that turn's result.
     pub(crate) origin: Option<Value>,
+    /// The uuid the host gave the next turn's prompt: its transcript record gets it, so a
+    /// truncating fork (`--resume-drops-turn`) can name the turn the way the host knows it.
+    pub(crate) prompt_uuid: Option<String>,
     /// Structured output (`--json-schema`): the schema and the turn's calls.
     pub(crate) structured: Option<crate::structured::Structured>,
     /// How the model is asked to answer (the `outputStyle` setting).
@@ -141,6 +144,7 @@ impl Session {
             specs_deny: Vec::new(),
             compacted_len: None,
             origin: None,
+            prompt_uuid: None,
             structured: None,
             output_style: Default::default(),
             requested: Requested::default(),
@@ -251,6 +255,14 @@ impl Session {
     /// turn's `result`.
     pub fn set_turn_origin(&mut self, origin: Option<Value>) {
         self.origin = origin;
+    }
+
+    /// The uuid a host gave the next turn's prompt (a stream-json user line's `uuid`): the
+    /// prompt is recorded under it. Anything that is not a UUID is ignored (keel picks one).
+    pub fn set_turn_prompt_uuid(&mut self, uuid: Option<&str>) {
+        self.prompt_uuid = uuid
+            .and_then(|u| uuid::Uuid::parse_str(u.trim()).ok())
+            .map(|u| u.hyphenated().to_string());
     }
 
     /// Whether subagents' text reaches the front end (`initialize.forwardSubagentText`); off

@@ -312,7 +312,8 @@ impl Session {
             return Ok(Some(end));
         }
         // The prompt is persisted (for resume) but not echoed to the front end.
-        if let Err(e) = self.tell_model(prompt).await {
+        let uuid = self.prompt_uuid.take();
+        if let Err(e) = self.tell_model_as(prompt, uuid).await {
             return match e {
                 TellError::Emit(e) => Err(e),
                 TellError::History(e) => Ok(Some(TurnEnd::Internal {
@@ -325,13 +326,25 @@ impl Session {
 
     /// Record user content in the transcript and append it to the history.
     pub(super) async fn tell_model(&mut self, content: Vec<ContentBlock>) -> Result<(), TellError> {
+        self.tell_model_as(content, None).await
+    }
+
+    /// [`tell_model`](Self::tell_model), recorded under `uuid` when one is given.
+    async fn tell_model_as(
+        &mut self,
+        content: Vec<ContentBlock>,
+        uuid: Option<String>,
+    ) -> Result<(), TellError> {
         if content.is_empty() {
             return Ok(());
         }
         self.emitter
-            .record(Event::UserContent {
-                content: content.clone(),
-            })
+            .record_as(
+                uuid,
+                Event::UserContent {
+                    content: content.clone(),
+                },
+            )
             .await
             .map_err(TellError::Emit)?;
         self.history.push_user(content).map_err(TellError::History)

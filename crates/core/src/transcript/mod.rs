@@ -15,10 +15,12 @@
 
 pub mod checkpoint;
 mod list;
+pub mod mirror;
 mod notices;
 mod reader;
 mod rebuild;
 mod store;
+mod truncate;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -28,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 pub use list::SessionSummary;
+pub use mirror::{MirrorBatch, MirrorSink};
 use reader::parse_reader_at;
 pub use reader::{
     parse, parse_reader, parse_reader_with, read_file, LineIssue, Loaded, Record, TornTail,
@@ -68,6 +71,7 @@ pub fn load_file(
     )
 }
 pub use store::{OpenError, OpenRequest, Opened, Start, Store};
+pub use truncate::{load_truncated, TruncateError, Truncation};
 pub use writer::TranscriptWriter;
 
 /// The record format version this keel writes (and the newest it reads).

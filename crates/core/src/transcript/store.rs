@@ -121,6 +121,9 @@ pub enum OpenError {
         /// Its transcript.
         path: PathBuf,
     },
+    /// A truncating fork was refused (`--resume-session-at`, `--resume-drops-turn`).
+    #[error(transparent)]
+    Rejected(#[from] super::truncate::TruncateError),
     /// The transcript could not be read.
     #[error("could not read the transcript {}: {source}", path.display())]
     Read {
@@ -172,6 +175,18 @@ impl Store {
 
     /// Open the session a run asks for.
     pub fn open(&self, req: &OpenRequest<'_>) -> Result<Opened, OpenError> {
+        self.open_at(req, None, None)
+    }
+
+    /// [`open`](Self::open); with `cut`, a fork whose history ends at `cut.at`
+    /// (`--resume-session-at`; the source transcript is only read). With `mirror`, what a
+    /// resume appends while opening (results for calls a crash left open) is mirrored too.
+    pub fn open_at(
+        &self,
+        req: &OpenRequest<'_>,
+        cut: Option<&super::truncate::Truncation>,
+        mirror: Option<&super::MirrorSink>,
+    ) -> Result<Opened, OpenError> {
         let source = match &req.start {
             Start::New => None,
             Start::Resume(id) => Some(self.find(req.cwd, id)?),
@@ -187,8 +202,8 @@ impl Store {
         };
         match source {
             None => self.create(req, None, &[]),
-            Some((id, path)) if req.fork => self.fork(req, &id, &path),
-            Some((id, path)) => self.resume(req, id, path),
+            Some((id, path)) if req.fork => self.fork(req, &id, &path, cut),
+            Some((id, path)) => self.resume(req, id, path, mirror),
         }
     }
 
@@ -225,13 +240,22 @@ impl Store {
         })
     }
 
-    fn fork(&self, req: &OpenRequest<'_>, old: &str, path: &Path) -> Result<Opened, OpenError> {
+    fn fork(
+        &self,
+        req: &OpenRequest<'_>,
+        old: &str,
+        path: &Path,
+        cut: Option<&super::truncate::Truncation>,
+    ) -> Result<Opened, OpenError> {
         refuse_empty(old, path)?;
-        let (loaded, rebuilt) =
-            super::load_file(path, old, true).map_err(|source| OpenError::Read {
-                path: path.to_owned(),
-                source,
-            })?;
+        let read_err = |source| OpenError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let (loaded, rebuilt) = match cut {
+            None => super::load_file(path, old, true).map_err(read_err)?,
+            Some(c) => super::truncate::load_truncated(path, old, c).map_err(read_err)??,
+        };
         let mut opened = self.create(req, Some((old, path)), &rebuilt.frames)?;
         opened.notices = notices(&loaded, &rebuilt, Disposition::Fork);
         opened.history = rebuilt.history;
@@ -244,6 +268,7 @@ impl Store {
         req: &OpenRequest<'_>,
         id: String,
         path: PathBuf,
+        mirror: Option<&super::MirrorSink>,
     ) -> Result<Opened, OpenError> {
         refuse_empty(&id, &path)?;
         let read_err = |source| OpenError::Read {
@@ -336,6 +361,9 @@ impl Store {
         // Record the repairs at the end of the file, so the file itself is well-formed again.
         // (Repairs in the middle stay derived: the damaged line that caused them stays too.)
         let mut writer = Arc::new(writer);
+        if let Some(m) = mirror {
+            writer.mirror_to(m.clone(), path.clone());
+        }
         for r in rebuilt
             .repairs
             .iter()

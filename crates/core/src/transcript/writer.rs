@@ -17,6 +17,7 @@ use keel_protocol::Frame;
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
+use super::mirror::MirrorSink;
 use super::{FsyncMode, SessionHeader};
 use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
@@ -49,6 +50,8 @@ pub struct TranscriptWriter {
     session_id: String,
     mode: FsyncMode,
     state: Mutex<State>,
+    /// `--session-mirror`: where every appended line also goes, and the path to name.
+    mirror: std::sync::OnceLock<(MirrorSink, PathBuf)>,
 }
 
 impl std::fmt::Debug for TranscriptWriter {
@@ -121,6 +124,7 @@ impl TranscriptWriter {
                 last_uuid: last,
                 new_file: false,
             }),
+            mirror: std::sync::OnceLock::new(),
         })
     }
 
@@ -146,6 +150,7 @@ impl TranscriptWriter {
                 last_uuid,
                 new_file: false,
             }),
+            mirror: std::sync::OnceLock::new(),
         }
     }
 
@@ -161,7 +166,15 @@ impl TranscriptWriter {
                 last_uuid: None,
                 new_file: false,
             }),
+            mirror: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Hand every line appended from now on (a new file's first lines included) to `sink`
+    /// as well, after it is written, naming the file `shown_as` (the final path of a file
+    /// written under a temporary name). Set once; later calls are ignored.
+    pub fn mirror_to(&self, sink: MirrorSink, shown_as: PathBuf) {
+        let _ = self.mirror.set((sink, shown_as));
     }
 
     /// The transcript file.
@@ -198,7 +211,7 @@ impl TranscriptWriter {
             return Ok(());
         }
         let mut st = self.lock();
-        self.ensure_open(&mut st)?;
+        let created = self.ensure_open(&mut st)?;
         let (uuid, line) = record_line(frame, &self.session_id, st.last_uuid.as_deref())
             .map_err(|e| encode_error(&e))?;
         let Target::Open { file, len, dirty } = &mut st.target else {
@@ -216,6 +229,16 @@ impl TranscriptWriter {
         *len += line.len() as u64;
         *dirty = true;
         st.last_uuid = Some(uuid);
+        // The mirror tap: after the local write, under the lock, so batches keep file order.
+        if let Some((sink, shown)) = self.mirror.get() {
+            match created {
+                Some(mut first) => {
+                    first.extend_from_slice(&line);
+                    sink.offer(shown, &first);
+                }
+                None => sink.offer(shown, &line),
+            }
+        }
         if self.mode == FsyncMode::Message {
             drop(st);
             return self.sync_records();
@@ -259,22 +282,29 @@ impl TranscriptWriter {
         PersistError::io(PersistOp::Sync, &self.path, &e, message)
     }
 
-    fn ensure_open(&self, st: &mut State) -> Result<(), PersistError> {
+    /// Open the file if it is not yet; when this call created it, the lines it started with.
+    fn ensure_open(&self, st: &mut State) -> Result<Option<Vec<u8>>, PersistError> {
         let prefix = match &st.target {
-            Target::Open { .. } => return Ok(()),
+            Target::Open { .. } => return Ok(None),
             Target::Broken(m) => return Err(m.clone()),
             Target::Pending { prefix } => prefix,
         };
         let (file, len) = create(&self.path, prefix)?;
-        st.target = Target::Open {
-            file,
-            len,
-            dirty: true,
+        let before = std::mem::replace(
+            &mut st.target,
+            Target::Open {
+                file,
+                len,
+                dirty: true,
+            },
+        );
+        let Target::Pending { prefix } = before else {
+            unreachable!("matched Pending above");
         };
         // Made durable (file and directory entry) at the next sync, not here: creating the
         // file must not delay the first model request.
         st.new_file = true;
-        Ok(())
+        Ok(Some(prefix))
     }
 }
 
