@@ -18,6 +18,7 @@ mod hooks;
 mod interactive;
 mod live_context;
 mod mcp;
+mod mcp_oauth;
 mod ownership;
 mod protocol;
 mod providers;
