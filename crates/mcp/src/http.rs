@@ -412,6 +412,17 @@ async fn send_authorized(
     if resp.status() != reqwest::StatusCode::UNAUTHORIZED {
         return Ok(resp);
     }
+    // A 401 without a token of keel's and without a Bearer challenge is not OAuth (a missing
+    // API key, say): it is reported as the HTTP failure it is, not as a sign-in to do.
+    let bearer = resp
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"));
+    if used.is_none() && !bearer {
+        return Ok(resp);
+    }
     // Refused: a refreshed token, once; or the user must sign in.
     let token = auth
         .refused(used.as_deref())

@@ -100,43 +100,11 @@ fn browser_spy(h: &Harness) -> (String, std::path::PathBuf) {
     (script.display().to_string(), marker)
 }
 
-fn add_server(h: &Harness, url: &str) {
-    let run = run_blocking(h, &["mcp", "add", "--transport", "http", "w", url], &[]);
+async fn add_server(h: &Harness, url: &str) {
+    let run = h
+        .run(&["mcp", "add", "--transport", "http", "w", url], &[])
+        .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-}
-
-fn run_blocking(h: &Harness, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let out = std::process::Command::from(h.command(args, env).as_std().clone_shallow())
-        .output()
-        .unwrap();
-    Run::new(
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-/// Helper: a std Command with the same program, arguments, environment and directory.
-trait CloneShallow {
-    fn clone_shallow(&self) -> std::process::Command;
-}
-
-impl CloneShallow for std::process::Command {
-    fn clone_shallow(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(self.get_program());
-        c.args(self.get_args());
-        c.env_clear();
-        for (k, v) in self.get_envs() {
-            if let Some(v) = v {
-                c.env(k, v);
-            }
-        }
-        if let Some(d) = self.get_current_dir() {
-            c.current_dir(d);
-        }
-        c.stdin(std::process::Stdio::null());
-        c
-    }
 }
 
 /// `keel mcp login w`, the test playing the browser: it opens the printed URL (the test
@@ -238,7 +206,7 @@ fn assert_called(run: &Run, text: &str) {
 async fn login_once_and_later_runs_reuse_the_token_without_signing_in_again() {
     let srv = OAuthServer::start(&[]);
     let h = Harness::from_json(CALL_TWICE).await;
-    add_server(&h, &srv.1);
+    add_server(&h, &srv.1).await;
     let (browser, marker) = browser_spy(&h);
     let env = [("BROWSER", browser.as_str()), ("DISPLAY", ":0")];
     let out = login(&h, &env, false).await;
@@ -281,11 +249,11 @@ async fn login_once_and_later_runs_reuse_the_token_without_signing_in_again() {
     assert!(!marker.exists(), "a browser was started");
 
     // Signing out forgets it: the next run needs authentication again.
-    let out = run_blocking(&h, &["mcp", "logout", "w"], &[]);
+    let out = h.run(&["mcp", "logout", "w"], &[]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("Signed out"), "{}", out.stdout);
     assert!(stored(&token_file(&h))["servers"].get("w").is_none());
-    let list = run_blocking(&h, &["mcp", "list"], &[]);
+    let list = h.run(&["mcp", "list"], &[]).await;
     assert!(
         list.stdout.contains("needs-auth") && list.stdout.contains("keel mcp login w"),
         "{}",
@@ -297,7 +265,7 @@ async fn login_once_and_later_runs_reuse_the_token_without_signing_in_again() {
 async fn without_a_token_a_p_run_says_needs_auth_names_the_fix_and_opens_no_browser() {
     let srv = OAuthServer::start(&[]);
     let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine"}]}"#).await;
-    add_server(&h, &srv.1);
+    add_server(&h, &srv.1).await;
     let (browser, marker) = browser_spy(&h);
     let run = h
         .run_stream("hello", &[], &[("BROWSER", &browser), ("DISPLAY", ":0")])
@@ -309,6 +277,15 @@ async fn without_a_token_a_p_run_says_needs_auth_names_the_fix_and_opens_no_brow
     assert_eq!(servers[0]["status"], "needs-auth", "{servers}");
     let why = servers[0]["error"].as_str().unwrap();
     assert!(why.contains("keel mcp login w"), "{why}");
+    // Said as it happens too, in a warning frame.
+    assert!(
+        run.frames.iter().any(|f| f["type"] == "system"
+            && f["subtype"] == "warning"
+            && f["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("keel mcp login w"))),
+        "no warning names the fix"
+    );
     // No browser, and no flow started behind the user's back.
     assert!(!marker.exists(), "a browser was started in -p");
     assert_eq!(srv.count("registrations"), 0);
@@ -336,7 +313,7 @@ async fn an_expired_token_is_refreshed_silently_and_a_revoked_one_needs_login() 
     // Tokens that live one second: every later start finds its token expired.
     let srv = OAuthServer::start(&["--token-ttl", "1"]);
     let h = Harness::from_json(CALL_TWICE).await;
-    add_server(&h, &srv.1);
+    add_server(&h, &srv.1).await;
     let out = login(&h, &[], false).await;
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     let before = stored(&token_file(&h))["servers"]["w"]["refresh_token"].clone();
@@ -371,7 +348,7 @@ async fn discovery_falls_back_to_the_well_known_uri_and_a_forged_redirect_is_ref
     // The 401 names no metadata: keel finds it at the well-known URI.
     let srv = OAuthServer::start(&["--oauth-no-hint"]);
     let h = Harness::from_json(CALL_TWICE).await;
-    add_server(&h, &srv.1);
+    add_server(&h, &srv.1).await;
     // A redirect with another state is refused, and nothing is stored.
     let out = login(&h, &[], true).await;
     assert_ne!(out.code, 0);
@@ -409,9 +386,11 @@ fn pointing_at_a_silent_server() -> (String, std::net::TcpListener) {
 async fn a_metadata_server_that_never_answers_ends_the_login_in_bounded_time() {
     let (url, _silent) = pointing_at_a_silent_server();
     let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"fine"}]}"#).await;
-    add_server(&h, &url);
+    add_server(&h, &url).await;
     let began = Instant::now();
-    let out = run_blocking(&h, &["mcp", "login", "w"], &[("MCP_TIMEOUT", "1500")]);
+    let out = h
+        .run(&["mcp", "login", "w"], &[("MCP_TIMEOUT", "1500")])
+        .await;
     assert_ne!(out.code, 0);
     assert!(
         out.stderr.contains("protected-resource metadata")
@@ -428,4 +407,53 @@ async fn a_metadata_server_that_never_answers_ends_the_login_in_bounded_time() {
     let run = h.run_stream("hello", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
     assert_eq!(init(&run)["mcp_servers"][0]["status"], "needs-auth");
+}
+
+const CALL_THEN_CALL: &str = r#"{"steps":[
+    {"kind":"tool_use","calls":[{"name":"mcp__w__echo","input":{"text":"one"}}]},
+    {"kind":"tool_use","calls":[{"name":"mcp__w__echo","input":{"text":"two"}}]},
+    {"kind":"text","text":"done"}]}"#;
+
+#[tokio::test]
+async fn a_token_refused_during_a_session_is_refreshed_once_or_the_call_names_the_fix() {
+    // The server ends the access token after each call: the next call's 401 is answered by a
+    // silent refresh, and the call goes through.
+    let srv = OAuthServer::start(&["--after-call", "drop-access"]);
+    let h = Harness::from_json(CALL_THEN_CALL).await;
+    add_server(&h, &srv.1).await;
+    assert_eq!(login(&h, &[], false).await.code, 0);
+    let run = h
+        .run_stream("call", &["--allowedTools", "mcp__w"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let results = run.tool_results();
+    assert!(
+        results[1].to_string().contains("echo over http: two"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(srv.count("refreshes"), 1, "{}", srv.stats());
+    assert_eq!(srv.count("authorizations"), 1);
+
+    // The server revokes everything after the first call: the second call fails, naming the fix.
+    let srv = OAuthServer::start(&["--after-call", "revoke"]);
+    let h = Harness::from_json(CALL_THEN_CALL).await;
+    add_server(&h, &srv.1).await;
+    assert_eq!(login(&h, &[], false).await.code, 0);
+    let run = h
+        .run_stream("call", &["--allowedTools", "mcp__w"], &[])
+        .await;
+    run.assert_end("success", false, "completed", 0);
+    let results = run.tool_results();
+    assert!(
+        results[0].to_string().contains("echo over http: one"),
+        "{}",
+        results[0]
+    );
+    let second = results[1].to_string();
+    assert!(
+        second.contains("keel mcp login w") && second.contains("refresh token was refused"),
+        "{second}"
+    );
+    assert_eq!(results[1]["is_error"], true, "{second}");
 }

@@ -345,9 +345,7 @@ async fn authorization_server(
         let endpoint = |key: &str| -> Result<Option<Url>, OAuthError> {
             match string_field(&doc, key) {
                 None => Ok(None),
-                Some(raw) => check_url(raw, key, https_only)
-                    .map(Some)
-                    .map_err(|why| invalid(why)),
+                Some(raw) => check_url(raw, key, https_only).map(Some).map_err(&invalid),
             }
         };
         let authorization_endpoint = endpoint("authorization_endpoint")?

@@ -499,7 +499,7 @@ mod tests {
     fn the_s256_challenge_is_rfc_7636s() {
         // RFC 7636, appendix B.
         assert_eq!(
-            pkce_challenge("dBjftJeZ4CVP-1mB8ZZ8V2Ygia3FMDcMVSSB_Z4qSKW"),
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         let v = random(32).unwrap();

@@ -226,6 +226,11 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     let Some(reply) = answer(&state, &m).await else {
         return Ok(full(StatusCode::ACCEPTED, "text/plain", ""));
     };
+    if let (Some(oauth), Some("tools/call")) =
+        (&state.oauth, m.get("method").and_then(Value::as_str))
+    {
+        oauth.call_answered();
+    }
     let mut resp = if state.mode == "sse-replies" {
         full(
             StatusCode::OK,
@@ -292,13 +297,13 @@ async fn authorize(
 }
 
 /// Serve until killed; the URL is printed first. `oauth`: `(token lifetime in seconds,
-/// whether the 401 names the metadata)`.
+/// whether the 401 names the metadata, what a tool call ends)`.
 pub async fn serve(
     mode: String,
     sse: bool,
     require: Option<String>,
     redirect: Option<String>,
-    oauth: Option<(u64, bool)>,
+    oauth: Option<(u64, bool, Option<String>)>,
 ) {
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
@@ -325,8 +330,8 @@ pub async fn serve(
         grown: std::sync::atomic::AtomicBool::new(false),
         unsaid: std::sync::atomic::AtomicBool::new(false),
         stream: Mutex::new(None),
-        oauth: oauth.map(|(ttl, hint)| {
-            crate::oauth::OAuth::new(format!("http://127.0.0.1:{port}"), ttl, hint)
+        oauth: oauth.map(|(ttl, hint, after)| {
+            crate::oauth::OAuth::new(format!("http://127.0.0.1:{port}"), ttl, hint, after)
         }),
     });
     while let Ok((socket, _)) = listener.accept().await {

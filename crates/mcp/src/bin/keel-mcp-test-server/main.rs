@@ -283,6 +283,7 @@ async fn main() {
                         .and_then(|t| t.parse().ok())
                         .unwrap_or(3600),
                     !args.iter().any(|a| a == "--oauth-no-hint"),
+                    flag("--after-call"),
                 )
             }),
         )

@@ -12,7 +12,9 @@
 //! - `POST /admin/revoke`: every access and refresh token stops working;
 //!   `GET /admin/stats`: counts of what happened, as JSON.
 //!
-//! `--token-ttl SECS`: how long an access token lives (default 3600).
+//! `--token-ttl SECS`: how long an access token lives (default 3600). `--after-call
+//! drop-access`: every answered tool call ends every access token (refresh tokens still work);
+//! `--after-call revoke`: it ends every refresh token too.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -56,6 +58,8 @@ pub struct OAuth {
     base: String,
     ttl: Duration,
     hint: bool,
+    /// `--after-call`: what a tool call ends (`drop-access`, `revoke`).
+    after_call: Option<String>,
     inner: Mutex<Inner>,
 }
 
@@ -74,11 +78,12 @@ fn form(text: &str) -> HashMap<String, String> {
 
 impl OAuth {
     /// The server at `base` (`http://127.0.0.1:PORT`).
-    pub fn new(base: String, ttl_secs: u64, hint: bool) -> Self {
+    pub fn new(base: String, ttl_secs: u64, hint: bool, after_call: Option<String>) -> Self {
         Self {
             base,
             ttl: Duration::from_secs(ttl_secs),
             hint,
+            after_call,
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -89,6 +94,19 @@ impl OAuth {
 
     fn resource(&self) -> String {
         format!("{}/mcp", self.base)
+    }
+
+    /// A tool call was answered: end tokens as `--after-call` says.
+    pub fn call_answered(&self) {
+        let mut inner = self.lock();
+        match self.after_call.as_deref() {
+            Some("drop-access") => inner.access.clear(),
+            Some("revoke") => {
+                inner.access.clear();
+                inner.refresh.clear();
+            }
+            _ => {}
+        }
     }
 
     /// The 401 for `/mcp` when `authorization` is not a live token; `None`: let it through.
