@@ -74,13 +74,14 @@ enum Command {
     Login {
         /// The server.
         name: String,
-        /// A client id registered with the authorization server (default: keel registers
-        /// itself, when the server allows it).
+        /// A client id registered with the authorization server (default: the server's
+        /// `oauth.clientId`, else keel registers itself when the server allows it).
         #[arg(long)]
         client_id: Option<String>,
-        /// The loopback port of the redirect (default: any free port).
-        #[arg(long, default_value_t = 0)]
-        callback_port: u16,
+        /// The loopback port of the redirect (default: the server's `oauth.callbackPort`,
+        /// else any free port).
+        #[arg(long)]
+        callback_port: Option<u16>,
     },
     /// Forget the tokens kept for a server.
     Logout {
@@ -514,7 +515,7 @@ async fn login(
     cwd: &Path,
     name: &str,
     client_id: Option<String>,
-    callback_port: u16,
+    callback_port: Option<u16>,
 ) -> Result<(), String> {
     let builder = SessionBuilder::new(cwd).options(SessionOptions::default());
     let (set, _) = builder.mcp_servers().map_err(|e| e.to_string())?;
@@ -523,8 +524,8 @@ async fn login(
         .iter()
         .find(|e| e.name == name)
         .ok_or_else(|| format!("there is no server {name:?} here"))?;
-    let url = match &entry.spec {
-        Ok(keel_core::mcp::ServerSpec::Http(u)) => u.url.clone(),
+    let spec = match &entry.spec {
+        Ok(keel_core::mcp::ServerSpec::Http(u)) => u.clone(),
         Ok(other) => {
             return Err(format!(
                 "server {name:?} is a {} server; OAuth is for servers of type http",
@@ -533,6 +534,9 @@ async fn login(
         }
         Err(e) => return Err(format!("server {name:?} is not configured right: {e}")),
     };
+    let url = spec.url.clone();
+    let client_id = client_id.or(spec.oauth.client_id);
+    let callback_port = callback_port.or(spec.oauth.callback_port).unwrap_or(0);
     if let Some(id) = &client_id {
         if id.is_empty() || id.len() > 1024 || id.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
             return Err("--client-id must be 1 to 1024 printable characters".into());

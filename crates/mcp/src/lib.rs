@@ -22,8 +22,8 @@ pub mod server;
 mod stdout;
 
 pub use config::{
-    expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
-    UserState,
+    expand, ConfigError, Entry, OAuthSpec, Origin, ServerSet, ServerSpec, Sources, StdioSpec,
+    UrlSpec, UserState,
 };
 pub use names::{assign, sanitize, server_part, tool_name, MAX_NAME_BYTES};
 pub use sdk::SdkHost;

@@ -457,3 +457,37 @@ async fn a_token_refused_during_a_session_is_refreshed_once_or_the_call_names_th
     );
     assert_eq!(results[1]["is_error"], true, "{second}");
 }
+
+#[tokio::test]
+async fn a_configured_client_id_and_callback_port_are_used_instead_of_registering() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = format!("keel-pre=http://127.0.0.1:{port}/callback");
+    let srv = OAuthServer::start(&["--client", &client]);
+    let h = Harness::from_json(CALL_TWICE).await;
+    let entry = json!({"type": "http", "url": srv.1,
+        "oauth": {"clientId": "keel-pre", "callbackPort": port}})
+    .to_string();
+    let run = h.run(&["mcp", "add-json", "w", &entry], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = login(&h, &[], false).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(srv.count("registrations"), 0, "keel registered anyway");
+    assert_eq!(srv.count("code_grants"), 1);
+    assert_eq!(
+        stored(&token_file(&h))["servers"]["w"]["client_id"],
+        "keel-pre"
+    );
+    let run = h
+        .run_stream("call", &["--allowedTools", "mcp__w"], &[])
+        .await;
+    assert_called(&run, "hi");
+    // A port that is not one is refused, naming the field.
+    let bad = json!({"type": "http", "url": srv.1, "oauth": {"callbackPort": 70000}}).to_string();
+    let run = h.run(&["mcp", "add-json", "v", &bad], &[]).await;
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("oauth.callbackPort"), "{}", run.stderr);
+}

@@ -303,7 +303,7 @@ pub async fn serve(
     sse: bool,
     require: Option<String>,
     redirect: Option<String>,
-    oauth: Option<(u64, bool, Option<String>)>,
+    oauth: Option<(u64, bool, Option<String>, Option<String>)>,
 ) {
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
@@ -330,8 +330,8 @@ pub async fn serve(
         grown: std::sync::atomic::AtomicBool::new(false),
         unsaid: std::sync::atomic::AtomicBool::new(false),
         stream: Mutex::new(None),
-        oauth: oauth.map(|(ttl, hint, after)| {
-            crate::oauth::OAuth::new(format!("http://127.0.0.1:{port}"), ttl, hint, after)
+        oauth: oauth.map(|(ttl, hint, after, client)| {
+            crate::oauth::OAuth::new(format!("http://127.0.0.1:{port}"), ttl, hint, after, client)
         }),
     });
     while let Ok((socket, _)) = listener.accept().await {

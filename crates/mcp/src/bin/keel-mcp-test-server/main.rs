@@ -284,6 +284,7 @@ async fn main() {
                         .unwrap_or(3600),
                     !args.iter().any(|a| a == "--oauth-no-hint"),
                     flag("--after-call"),
+                    flag("--client"),
                 )
             }),
         )

@@ -13,6 +13,7 @@
 //!   `GET /admin/stats`: counts of what happened, as JSON.
 //!
 //! `--token-ttl SECS`: how long an access token lives (default 3600). `--after-call
+//! `--client ID=REDIRECT`: a client registered beforehand (for a configured client id). `--after-call
 //! drop-access`: every answered tool call ends every access token (refresh tokens still work);
 //! `--after-call revoke`: it ends every refresh token too.
 
@@ -78,13 +79,25 @@ fn form(text: &str) -> HashMap<String, String> {
 
 impl OAuth {
     /// The server at `base` (`http://127.0.0.1:PORT`).
-    pub fn new(base: String, ttl_secs: u64, hint: bool, after_call: Option<String>) -> Self {
+    pub fn new(
+        base: String,
+        ttl_secs: u64,
+        hint: bool,
+        after_call: Option<String>,
+        client: Option<String>,
+    ) -> Self {
+        let mut inner = Inner::default();
+        if let Some((id, redirect)) = client.as_deref().and_then(|c| c.split_once('=')) {
+            inner
+                .clients
+                .insert(id.to_owned(), vec![redirect.to_owned()]);
+        }
         Self {
             base,
             ttl: Duration::from_secs(ttl_secs),
             hint,
             after_call,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(inner),
         }
     }
 
