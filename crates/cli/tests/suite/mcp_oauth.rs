@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 
-use super::common::{mcp_test_server, Harness, Run};
+use super::common::{mcp_test_server, Harness, Run, Stream};
 
 /// The test server over HTTP with `--oauth` plus `args`; its URL (…/mcp). Killed on drop.
 struct OAuthServer(std::process::Child, String);
@@ -490,4 +490,52 @@ async fn a_configured_client_id_and_callback_port_are_used_instead_of_registerin
     let run = h.run(&["mcp", "add-json", "v", &bad], &[]).await;
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("oauth.callbackPort"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn an_sdk_session_sees_needs_auth_and_a_reconnect_after_login_connects() {
+    // What the SDKs drive: stream-json in and out, control requests.
+    let srv = OAuthServer::start(&[]);
+    let h = Harness::from_json(
+        r#"{"steps":[
+        {"kind":"tool_use","calls":[{"name":"mcp__w__echo","input":{"text":"after login"}}]},
+        {"kind":"text","text":"done"}]}"#,
+    )
+    .await;
+    add_server(&h, &srv.1).await;
+    let (browser, marker) = browser_spy(&h);
+    let env = [("BROWSER", browser.as_str()), ("DISPLAY", ":0")];
+    let mut s = Stream::start(&h, &["--allowedTools", "mcp__w"], &env);
+    let status = s.ask("s1", json!({"subtype": "mcp_status"})).await;
+    let servers = &status["response"]["mcpServers"];
+    assert_eq!(servers[0]["status"], "needs-auth", "{servers}");
+    assert!(
+        servers[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("keel mcp login w")),
+        "{servers}"
+    );
+    // The user signs in elsewhere; the host reconnects the server; its tools work.
+    assert_eq!(login(&h, &[], false).await.code, 0);
+    let again = s
+        .ask("re", json!({"subtype": "mcp_reconnect", "serverName": "w"}))
+        .await;
+    assert_eq!(again["subtype"], "success", "{again}");
+    let status = s.ask("s2", json!({"subtype": "mcp_status"})).await;
+    assert_eq!(
+        status["response"]["mcpServers"],
+        json!([{"name": "w", "status": "connected"}])
+    );
+    s.user("call it").await;
+    s.result().await;
+    let run = s.finish().await;
+    assert!(
+        run.tool_results()[0]
+            .to_string()
+            .contains("echo over http: after login"),
+        "{:?}",
+        run.tool_results()
+    );
+    assert!(!marker.exists(), "a session started a browser");
+    assert_eq!(srv.count("authorizations"), 1);
 }
