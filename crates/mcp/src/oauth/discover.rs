@@ -291,7 +291,11 @@ pub async fn discover(
         .ok_or_else(|| invalid(what, &prm_url, "names no authorization_servers".into()))?;
     let issuer = check_url(issuer_raw, "its authorization server", https_only)
         .map_err(|why| invalid(what, &prm_url, why))?;
-    let scope = challenge.scope.clone().or_else(|| {
+    // A scope is sent back in the authorization URL: printable and bounded, or left out.
+    let fits = |s: &String| {
+        !s.is_empty() && s.len() <= 1024 && s.bytes().all(|b| (0x20..0x7f).contains(&b))
+    };
+    let scope = challenge.scope.clone().filter(fits).or_else(|| {
         let scopes: Vec<&str> = prm
             .get("scopes_supported")
             .and_then(Value::as_array)?
