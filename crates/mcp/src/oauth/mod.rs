@@ -309,3 +309,123 @@ pub fn keel_home_from_env() -> Option<PathBuf> {
         std::env::current_dir().ok().map(|d| d.join(home))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A token endpoint answering with `answers` in turn (the last one repeated); its URL and
+    /// the number of requests it got.
+    async fn token_endpoint(answers: Vec<(u16, &'static str)>) -> (String, Arc<AtomicU32>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicU32::new(0));
+        let counted = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                // The whole request (headers, then Content-Length bytes), then the answer.
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let i = counted.fetch_add(1, Ordering::SeqCst) as usize;
+                let (status, body) = answers[i.min(answers.len() - 1)];
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(reply.as_bytes()).await;
+            }
+        });
+        (format!("http://127.0.0.1:{port}/token"), hits)
+    }
+
+    fn expired(token_endpoint: &str) -> Stored {
+        Stored {
+            server_url: "http://127.0.0.1:9/mcp".into(),
+            resource: "http://127.0.0.1:9/mcp".into(),
+            issuer: "http://127.0.0.1:9".into(),
+            token_endpoint: token_endpoint.into(),
+            client_id: "c1".into(),
+            client_secret: None,
+            access_token: "old".into(),
+            refresh_token: Some("rt-1".into()),
+            expires_at: Some(1),
+            scope: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_transient_refresh_failure_is_retried_with_backoff_and_a_refused_one_needs_login() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(store_path(dir.path()));
+        let fresh = r#"{"access_token":"fresh","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-2"}"#;
+        let (url, hits) = token_endpoint(vec![(503, "{}"), (502, "{}"), (200, fresh)]).await;
+        store.save("s", &expired(&url)).unwrap();
+        let auth = Auth::new(
+            "s",
+            "http://127.0.0.1:9/mcp",
+            Some(store.clone()),
+            Duration::from_secs(10),
+        );
+        assert_eq!(auth.bearer().await.unwrap().as_deref(), Some("fresh"));
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            3,
+            "two retries, then the answer"
+        );
+        let kept = store.load("s", "http://127.0.0.1:9/mcp").unwrap().unwrap();
+        assert_eq!(kept.access_token, "fresh");
+        assert_eq!(kept.refresh_token.as_deref(), Some("rt-2"));
+
+        // Always failing: three attempts, then the error (not a sign-in: it may pass).
+        let (url, hits) = token_endpoint(vec![(503, "{}")]).await;
+        store.save("s", &expired(&url)).unwrap();
+        let auth = Auth::new(
+            "s",
+            "http://127.0.0.1:9/mcp",
+            Some(store.clone()),
+            Duration::from_secs(10),
+        );
+        let e = auth.bearer().await.unwrap_err();
+        assert!(!e.needs_login() && e.to_string().contains("503"), "{e}");
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+
+        // Refused: at once, the entry dropped, and the user told to sign in.
+        let (url, hits) = token_endpoint(vec![(400, r#"{"error":"invalid_grant"}"#)]).await;
+        store.save("s", &expired(&url)).unwrap();
+        let auth = Auth::new(
+            "s",
+            "http://127.0.0.1:9/mcp",
+            Some(store.clone()),
+            Duration::from_secs(10),
+        );
+        let e = auth.bearer().await.unwrap_err();
+        assert!(
+            e.needs_login() && e.to_string().contains("invalid_grant"),
+            "{e}"
+        );
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        assert!(store.load("s", "http://127.0.0.1:9/mcp").unwrap().is_none());
+        assert!(auth.needs_login().is_some());
+    }
+}
