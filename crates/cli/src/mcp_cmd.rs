@@ -1,7 +1,9 @@
-//! `keel mcp list | get | add | add-json | remove`: the MCP servers of this directory, kept
-//! in the files users already have — `.mcp.json` (project scope), and `~/.claude.json` (user
-//! scope at its top level, local scope under the project's entry). `list` and `get` check
-//! each server as a session would start it.
+//! `keel mcp list | get | add | add-json | remove | login | logout`: the MCP servers of this
+//! directory, kept in the files users already have — `.mcp.json` (project scope), and
+//! `~/.claude.json` (user scope at its top level, local scope under the project's entry).
+//! `list` and `get` check each server as a session would start it. `login` runs the OAuth
+//! browser flow for a server at a URL (the only place keel ever opens a browser); `logout`
+//! forgets its tokens.
 
 use std::path::{Path, PathBuf};
 
@@ -67,6 +69,25 @@ enum Command {
         /// Its configuration, as in `mcpServers`.
         json: String,
     },
+    /// Sign in to a server at a URL that needs OAuth: prints the URL to open (and opens a
+    /// browser when run in a terminal with a display), waits for the redirect, keeps the tokens.
+    Login {
+        /// The server.
+        name: String,
+        /// A client id registered with the authorization server (default: the server's
+        /// `oauth.clientId`, else keel registers itself when the server allows it).
+        #[arg(long)]
+        client_id: Option<String>,
+        /// The loopback port of the redirect (default: the server's `oauth.callbackPort`,
+        /// else any free port).
+        #[arg(long)]
+        callback_port: Option<u16>,
+    },
+    /// Forget the tokens kept for a server.
+    Logout {
+        /// The server.
+        name: String,
+    },
     /// Remove a server.
     Remove {
         /// The scope to remove it from (needed when it is in more than one).
@@ -107,6 +128,12 @@ pub async fn run(args: &[String]) -> i32 {
             .map_err(|e| format!("the configuration is not JSON: {e}"))
             .and_then(|entry| add(&cwd, home.as_deref(), &scope, &name, entry)),
         Command::Remove { scope, name } => remove(&cwd, home.as_deref(), scope.as_deref(), &name),
+        Command::Login {
+            name,
+            client_id,
+            callback_port,
+        } => login(&cwd, &name, client_id, callback_port).await,
+        Command::Logout { name } => logout(&name),
     };
     match result {
         Ok(()) => 0,
@@ -453,6 +480,7 @@ async fn list(cwd: &Path, only: Option<&str>, as_json: bool) -> Result<(), Strin
                 "connected, {} tool(s)",
                 v["tools"].as_array().map_or(0, Vec::len)
             ),
+            Some("needs-auth") => format!("needs-auth: {}", v["error"].as_str().unwrap_or("")),
             _ => format!("failed: {}", v["error"].as_str().unwrap_or("")),
         };
         println!(
@@ -466,6 +494,137 @@ async fn list(cwd: &Path, only: Option<&str>, as_json: bool) -> Result<(), Strin
                 println!("  tool {}", t.as_str().unwrap_or(""));
             }
         }
+    }
+    Ok(())
+}
+
+/// How long the user has to finish signing in, in the browser.
+const LOGIN_BROWSER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The token file, under keel's home.
+fn token_store() -> Result<keel_core::mcp::oauth::TokenStore, String> {
+    let home = keel_core::mcp::oauth::keel_home_from_env()
+        .ok_or("keel's home is not known (set HOME or KEEL_HOME)")?;
+    Ok(keel_core::mcp::oauth::TokenStore::new(
+        keel_core::mcp::oauth::store_path(&home),
+    ))
+}
+
+/// `login NAME`: the OAuth flow for server NAME, its tokens kept for the sessions after.
+async fn login(
+    cwd: &Path,
+    name: &str,
+    client_id: Option<String>,
+    callback_port: Option<u16>,
+) -> Result<(), String> {
+    let builder = SessionBuilder::new(cwd).options(SessionOptions::default());
+    let (set, _) = builder.mcp_servers().map_err(|e| e.to_string())?;
+    let entry = set
+        .entries
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| format!("there is no server {name:?} here"))?;
+    let spec = match &entry.spec {
+        Ok(keel_core::mcp::ServerSpec::Http(u)) => u.clone(),
+        Ok(other) => {
+            return Err(format!(
+                "server {name:?} is a {} server; OAuth is for servers of type http",
+                other.kind()
+            ))
+        }
+        Err(e) => return Err(format!("server {name:?} is not configured right: {e}")),
+    };
+    let url = spec.url.clone();
+    let client_id = client_id.or(spec.oauth.client_id);
+    let callback_port = callback_port.or(spec.oauth.callback_port).unwrap_or(0);
+    if let Some(id) = &client_id {
+        if id.is_empty() || id.len() > 1024 || id.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
+            return Err("--client-id must be 1 to 1024 printable characters".into());
+        }
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let request_deadline =
+        keel_core::mcp::timeout_from_env(&env, "MCP_TIMEOUT", std::time::Duration::from_secs(30))?;
+    let store = token_store()?;
+    let path = store.path().to_owned();
+    let opts = keel_core::mcp::oauth::LoginOptions {
+        request_deadline,
+        browser_deadline: LOGIN_BROWSER_DEADLINE,
+        callback_port,
+        client_id,
+    };
+    let started = keel_core::mcp::oauth::login(name, &url, store, opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(flow) = started else {
+        println!("MCP server {name} at {url} answered without asking for authorization; there is nothing to sign in to.");
+        return Ok(());
+    };
+    println!(
+        "To sign in to MCP server {name}, open this URL in a browser:\n\n  {}\n",
+        flow.url
+    );
+    println!(
+        "Waiting for the browser to come back to keel (at most {} minutes)...",
+        LOGIN_BROWSER_DEADLINE.as_secs() / 60
+    );
+    open_browser(&flow.url);
+    flow.finish().await.map_err(|e| e.to_string())?;
+    println!(
+        "Signed in to MCP server {name}; its tokens are kept in {}.",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Open `url` in a browser, only when a person is at a terminal with a display: `$BROWSER`,
+/// else the desktop's opener. Never waited for; a failure leaves the printed URL to use.
+fn open_browser(url: &str) {
+    use std::io::IsTerminal;
+    let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let display = cfg!(target_os = "macos")
+        || ["DISPLAY", "WAYLAND_DISPLAY"]
+            .iter()
+            .any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
+    if !interactive || !display {
+        return;
+    }
+    let opener = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| {
+            if cfg!(target_os = "macos") {
+                "open".into()
+            } else {
+                "xdg-open".into()
+            }
+        });
+    let spawned = tokio::process::Command::new(&opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+            });
+        }
+        Err(e) => eprintln!("keel mcp: the browser ({opener}) could not be started: {e}; open the URL above yourself"),
+    }
+}
+
+/// `logout NAME`: forget the tokens kept for server NAME.
+fn logout(name: &str) -> Result<(), String> {
+    let store = token_store()?;
+    if store.remove(name).map_err(|e| e.to_string())? {
+        println!(
+            "Signed out of MCP server {name}: its tokens were removed from {}.",
+            store.path().display()
+        );
+    } else {
+        println!("No tokens were kept for MCP server {name}.");
     }
     Ok(())
 }

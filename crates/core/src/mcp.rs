@@ -8,8 +8,9 @@
 //! said (a warning frame) and shows in the next `mcp_status`.
 //!
 //! A server that does not start is reported (its status `failed`, a warning with the reason
-//! and its stderr) and the session goes on without it. HTTP and SSE servers are not connected
-//! yet: they are listed as `failed` with the reason.
+//! and its stderr) and the session goes on without it. A server at a URL that wants OAuth and
+//! has no usable token is `needs-auth`, its reason naming `keel mcp login <server>`; a session
+//! never opens a browser.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,8 +20,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 pub use keel_mcp::config::parse_servers;
 use keel_mcp::server::{content_text, CallOutcome, Server, ServerTool};
+use keel_mcp::ServerSet;
+/// OAuth for servers at a URL (`keel mcp login` uses it).
+pub use keel_mcp::{oauth, ServerSpec};
 pub use keel_mcp::{Origin, SdkHost};
-use keel_mcp::{ServerSet, ServerSpec};
 use keel_protocol::CancelReason;
 use keel_tools::{Tool, ToolContext, ToolKind, ToolOutcome};
 use serde_json::{json, Value};
@@ -43,7 +46,8 @@ const MAX_RESTARTS: u32 = 1;
 pub struct ServerStatus {
     /// Its name.
     pub name: String,
-    /// `connected`, `pending` (an SDK server not connected yet), `failed` or `disabled`.
+    /// `connected`, `pending` (an SDK server not connected yet), `failed`, `needs-auth` or
+    /// `disabled`.
     pub status: &'static str,
     /// Why it failed.
     pub error: Option<String>,
@@ -138,6 +142,8 @@ enum State {
     Pending,
     Connected,
     Failed,
+    /// A server at a URL that needs the user to sign in (`keel mcp login`).
+    NeedsAuth,
     Disabled,
 }
 
@@ -147,6 +153,7 @@ impl State {
             State::Pending => "pending",
             State::Connected => "connected",
             State::Failed => "failed",
+            State::NeedsAuth => "needs-auth",
             State::Disabled => "disabled",
         }
     }
@@ -263,6 +270,9 @@ impl std::fmt::Debug for McpHub {
     }
 }
 
+/// Why a server is not connected: the state it is left in, and the reason.
+type Down = (State, String);
+
 /// Start or connect one server.
 async fn connect(
     name: &str,
@@ -270,11 +280,12 @@ async fn connect(
     cwd: &Path,
     bounds: Bounds,
     host: Option<Arc<dyn SdkHost>>,
-) -> Result<Server, String> {
+) -> Result<Server, Down> {
+    let failed = |e: keel_mcp::StartError| (State::Failed, e.to_string());
     match spec {
         ServerSpec::Stdio(s) => Server::start_stdio(name, s, cwd, bounds.start)
             .await
-            .map_err(|e| e.to_string()),
+            .map_err(failed),
         ServerSpec::Http(u) | ServerSpec::Sse(u) => Server::start_url(
             name,
             u,
@@ -283,16 +294,23 @@ async fn connect(
             bounds.call.max(bounds.start),
         )
         .await
-        .map_err(|e| e.to_string()),
+        .map_err(|e| {
+            let state = if e.needs_auth {
+                State::NeedsAuth
+            } else {
+                State::Failed
+            };
+            (state, e.to_string())
+        }),
         ServerSpec::Sdk { .. } => match host {
             // Each message may take as long as a call (the host's tool runs inside it).
             Some(h) => Server::start_sdk(name, h, bounds.start, bounds.call.max(bounds.start))
                 .await
-                .map_err(|e| e.to_string()),
-            None => Err(
+                .map_err(failed),
+            None => Err((State::Failed,
                 "it is run by an SDK host, and this session has none (it needs --input-format stream-json and a host that defines the server)"
                     .to_owned(),
-            ),
+            )),
         },
     }
 }
@@ -324,7 +342,7 @@ impl McpHub {
     pub async fn start(set: &ServerSet, cwd: &Path, bounds: Bounds) -> Arc<McpHub> {
         let starts = set.entries.iter().map(|e| async move {
             let result = match &e.spec {
-                Err(err) => Err(err.to_string()),
+                Err(err) => Err((State::Failed, err.to_string())),
                 Ok(ServerSpec::Sdk { .. }) => return (e, None),
                 Ok(spec) => connect(&e.name, spec, cwd, bounds, None).await,
             };
@@ -343,9 +361,12 @@ impl McpHub {
                     notices.extend(server.left_out().iter().cloned());
                     slot.conn = Arc::new(tokio::sync::Mutex::new(Some(server)));
                 }
-                Some(Err(why)) => {
+                Some(Err((state, why))) => {
                     tracing::info!("MCP server {} is not available: {why}", e.name);
-                    slot.down(State::Failed, Some(why));
+                    if state == State::NeedsAuth {
+                        notices.push(why.clone());
+                    }
+                    slot.down(state, Some(why));
                 }
             }
             slots.push(slot);
@@ -404,13 +425,7 @@ impl McpHub {
     }
 
     /// Record how connecting `name` ended (`r`), with `said` as the notice for a success.
-    async fn settle(
-        &self,
-        name: &str,
-        conn: &Conn,
-        r: Result<Server, String>,
-        said: Option<String>,
-    ) {
+    async fn settle(&self, name: &str, conn: &Conn, r: Result<Server, Down>, said: Option<String>) {
         let outcome = match r {
             Ok(server) => {
                 let offer = Offer::of(&server);
@@ -433,12 +448,12 @@ impl McpHub {
                 st.notices.extend(noise);
                 st.notices.extend(said);
             }
-            Err(why) => {
+            Err((state, why)) => {
                 tracing::info!("MCP server {name} is not available: {why}");
                 st.notices
                     .push(format!("MCP server {name} is not available: {why}"));
                 if let Some(slot) = st.slot(name) {
-                    slot.down(State::Failed, Some(why));
+                    slot.down(state, Some(why));
                 }
             }
         }
@@ -618,8 +633,8 @@ impl McpHub {
                     "MCP server {name} stopped during a call ({how}) and was restarted"
                 ));
             }
-            Err(why) => {
-                slot.down(State::Failed, Some(why.clone()));
+            Err((state, why)) => {
+                slot.down(state, Some(why.clone()));
                 st.notices.push(format!(
                     "MCP server {name} stopped during a call ({how}) and could not be restarted: {why}"
                 ));

@@ -129,6 +129,17 @@ pub struct UrlSpec {
     pub url: String,
     /// Headers sent with every request (in the order written).
     pub headers: Vec<(String, String)>,
+    /// `oauth`: how `keel mcp login` signs in to it.
+    pub oauth: OAuthSpec,
+}
+
+/// A server's `oauth` settings (`{"clientId": ..., "callbackPort": ...}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OAuthSpec {
+    /// A client id registered with its authorization server (none: keel registers itself).
+    pub client_id: Option<String>,
+    /// The loopback port of the redirect that registration names (none: any free port).
+    pub callback_port: Option<u16>,
 }
 
 /// How to reach a server.
@@ -648,7 +659,55 @@ impl Field<'_> {
                 return Err(self.err(&format!("headers.{k}"), "holds a line break or a NUL byte"));
             }
         }
-        Ok(UrlSpec { url, headers })
+        let oauth = self.oauth(o)?;
+        Ok(UrlSpec {
+            url,
+            headers,
+            oauth,
+        })
+    }
+
+    /// The `oauth` object: `clientId` (1 to 1024 printable characters), `callbackPort`
+    /// (1 to 65535).
+    fn oauth(&self, o: &Map<String, Value>) -> Result<OAuthSpec, ConfigError> {
+        let obj = match o.get("oauth") {
+            None | Some(Value::Null) => return Ok(OAuthSpec::default()),
+            Some(Value::Object(m)) => m,
+            Some(other) => {
+                return Err(self.err("oauth", format!("must be an object, not {}", kind(other))))
+            }
+        };
+        let client_id = match obj.get("clientId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c))
+                if (1..=1024).contains(&c.len())
+                    && c.bytes().all(|b| (0x21..0x7f).contains(&b)) =>
+            {
+                Some(self.expand("oauth.clientId", c)?)
+            }
+            Some(_) => {
+                return Err(self.err(
+                    "oauth.clientId",
+                    "must be a string of 1 to 1024 printable characters",
+                ))
+            }
+        };
+        let callback_port = match obj.get("callbackPort") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64().and_then(|p| u16::try_from(p).ok()) {
+                Some(p) if p > 0 => Some(p),
+                _ => {
+                    return Err(self.err(
+                        "oauth.callbackPort",
+                        format!("must be a port from 1 to 65535, not {v}"),
+                    ))
+                }
+            },
+        };
+        Ok(OAuthSpec {
+            client_id,
+            callback_port,
+        })
     }
 
     /// An object of strings (`env`, `headers`), values expanded.

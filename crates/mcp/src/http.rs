@@ -137,6 +137,8 @@ struct Link {
     headers: reqwest::header::HeaderMap,
     incoming: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
     deadline: Duration,
+    /// OAuth (streamable HTTP without a configured `Authorization` header).
+    auth: Option<Arc<crate::oauth::Auth>>,
 }
 
 impl Link {
@@ -180,7 +182,23 @@ impl Link {
             headers,
             incoming,
             deadline,
+            auth: None,
         })
+    }
+
+    /// The request `req` with the access token, if the server has one; an error when the
+    /// token cannot be had (the user must sign in, or the refresh failed).
+    async fn authorized(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::RequestBuilder, Option<String>), crate::oauth::OAuthError> {
+        let Some(auth) = &self.auth else {
+            return Ok((req, None));
+        };
+        match auth.bearer().await? {
+            Some(t) => Ok((req.bearer_auth(&t), Some(t))),
+            None => Ok((req, None)),
+        }
     }
 
     /// Hand one message from the server to rmcp; false when it is not one.
@@ -277,8 +295,19 @@ pub struct UrlTransport {
 impl UrlTransport {
     /// Streamable HTTP to server `server` at `spec`; each POST waits at most `deadline`.
     pub fn streamable(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+        Self::streamable_with(server, spec, deadline, None)
+    }
+
+    /// [`UrlTransport::streamable`], authorized by `auth` (OAuth) when it is given.
+    pub fn streamable_with(
+        server: &str,
+        spec: &UrlSpec,
+        deadline: Duration,
+        auth: Option<Arc<crate::oauth::Auth>>,
+    ) -> Result<Self, String> {
         let (tx, rx) = mpsc::channel(INCOMING);
-        let link = Link::new(server, spec, deadline, tx)?;
+        let mut link = Link::new(server, spec, deadline, tx)?;
+        link.auth = auth;
         let (queue, mut out) = mpsc::channel::<Outgoing>(OUTGOING);
         let session: Arc<Mutex<Option<String>>> = Arc::default();
         let protocol: Arc<Mutex<Option<String>>> = Arc::default();
@@ -331,6 +360,9 @@ async fn listen(
     if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
         req = req.header("mcp-protocol-version", v);
     }
+    let Ok((req, _)) = link.authorized(req).await else {
+        return;
+    };
     let Ok(resp) = req.send().await else { return };
     let is_sse = resp
         .headers()
@@ -356,6 +388,53 @@ async fn listen(
     }
 }
 
+/// Send the request `make` builds, with the server's access token; once more with a
+/// refreshed token when the server refuses the first (401). What went wrong, as said to rmcp.
+async fn send_authorized(
+    link: &Link,
+    make: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<reqwest::Response, String> {
+    let sent = |req: reqwest::RequestBuilder| async move {
+        match req.send().await {
+            Ok(r) => Ok(r),
+            Err(e) if e.is_timeout() => Err(format!(
+                "no answer within {:.1} s",
+                link.deadline.as_secs_f64()
+            )),
+            Err(e) => Err(format!("could not be reached: {e}")),
+        }
+    };
+    let (req, used) = link.authorized(make()).await.map_err(|e| e.to_string())?;
+    let resp = sent(req).await?;
+    let Some(auth) = &link.auth else {
+        return Ok(resp);
+    };
+    if resp.status() != reqwest::StatusCode::UNAUTHORIZED {
+        return Ok(resp);
+    }
+    // A 401 without a token of keel's and without a Bearer challenge is not OAuth (a missing
+    // API key, say): it is reported as the HTTP failure it is, not as a sign-in to do.
+    let bearer = resp
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.trim_start().to_ascii_lowercase().starts_with("bearer"));
+    if used.is_none() && !bearer {
+        return Ok(resp);
+    }
+    // Refused: a refreshed token, once; or the user must sign in.
+    let token = auth
+        .refused(used.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let resp = sent(make().bearer_auth(token)).await?;
+    if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+        return Err(auth.refused_fresh().to_string());
+    }
+    Ok(resp)
+}
+
 /// POST one message and hand what comes back to rmcp.
 async fn post(
     link: Link,
@@ -366,23 +445,26 @@ async fn post(
 ) {
     let id = request_id(&message);
     let is_initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
-    let mut req = link
-        .client
-        .post(&url)
-        .headers(link.headers.clone())
-        .header(
-            reqwest::header::ACCEPT,
-            "application/json, text/event-stream",
-        )
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .timeout(link.deadline)
-        .body(message.to_string());
-    if let Some(s) = session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-        req = req.header("mcp-session-id", s);
-    }
-    if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-        req = req.header("mcp-protocol-version", v);
-    }
+    let request = || {
+        let mut req = link
+            .client
+            .post(&url)
+            .headers(link.headers.clone())
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(link.deadline)
+            .body(message.to_string());
+        if let Some(s) = session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            req = req.header("mcp-session-id", s);
+        }
+        if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            req = req.header("mcp-protocol-version", v);
+        }
+        req
+    };
     let fail = |why: String| {
         let link = link.clone();
         let url = url.clone();
@@ -393,16 +475,9 @@ async fn post(
             }
         }
     };
-    let resp = match req.send().await {
+    let resp = match send_authorized(&link, request).await {
         Ok(r) => r,
-        Err(e) if e.is_timeout() => {
-            return fail(format!(
-                "no answer within {:.1} s",
-                link.deadline.as_secs_f64()
-            ))
-            .await
-        }
-        Err(e) => return fail(format!("could not be reached: {e}")).await,
+        Err(why) => return fail(why).await,
     };
     let status = resp.status();
     if let Some(s) = resp
@@ -509,13 +584,16 @@ impl Transport<RoleClient> for UrlTransport {
         // Tell the server the session is over (bounded; a server may not support it).
         let farewell = self.farewell.as_ref().and_then(|(link, url, session)| {
             let s = session.lock().unwrap_or_else(|p| p.into_inner()).take()?;
-            Some(
-                link.client
-                    .delete(url)
-                    .headers(link.headers.clone())
-                    .header("mcp-session-id", s)
-                    .timeout(Duration::from_secs(2)),
-            )
+            let mut req = link
+                .client
+                .delete(url)
+                .headers(link.headers.clone())
+                .header("mcp-session-id", s)
+                .timeout(Duration::from_secs(2));
+            if let Some(t) = link.auth.as_ref().and_then(|a| a.current()) {
+                req = req.bearer_auth(t);
+            }
+            Some(req)
         });
         async move {
             if let Some(req) = farewell {

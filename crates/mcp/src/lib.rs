@@ -10,17 +10,20 @@
 //! - [`server`]: a connected server — a stdio server (a child process in its own process
 //!   group) or one an SDK host runs ([`sdk`]) — started, listed, called and stopped with every
 //!   wait bounded, a stdio server's stderr kept as a bounded tail.
+//! - [`oauth`]: OAuth for servers at a URL (discovery, registration, PKCE, refresh, the
+//!   token file).
 
 pub mod config;
 pub mod http;
 pub mod names;
+pub mod oauth;
 pub mod sdk;
 pub mod server;
 mod stdout;
 
 pub use config::{
-    expand, ConfigError, Entry, Origin, ServerSet, ServerSpec, Sources, StdioSpec, UrlSpec,
-    UserState,
+    expand, ConfigError, Entry, OAuthSpec, Origin, ServerSet, ServerSpec, Sources, StdioSpec,
+    UrlSpec, UserState,
 };
 pub use names::{assign, sanitize, server_part, tool_name, MAX_NAME_BYTES};
 pub use sdk::SdkHost;

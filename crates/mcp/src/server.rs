@@ -52,6 +52,8 @@ pub struct StartError {
     pub reason: String,
     /// The end of what the server wrote to stderr.
     pub stderr_tail: String,
+    /// The server needs the user to sign in (`keel mcp login`): status `needs-auth`.
+    pub needs_auth: bool,
 }
 
 fn tail_note(tail: &str) -> String {
@@ -219,14 +221,26 @@ impl Server {
         let fail = |reason: String| StartError {
             reason,
             stderr_tail: String::new(),
+            needs_auth: false,
         };
         let late = format!("{} did not finish starting", spec.url);
-        let transport = if sse {
-            crate::http::UrlTransport::legacy_sse(name, spec, message_deadline)
-        } else {
-            crate::http::UrlTransport::streamable(name, spec, message_deadline)
-        };
-        Self::start_on(name, transport.map_err(fail)?, deadline, &late).await
+        if sse {
+            let transport = crate::http::UrlTransport::legacy_sse(name, spec, message_deadline);
+            return Self::start_on(name, transport.map_err(fail)?, deadline, &late).await;
+        }
+        let auth = oauth_for(name, spec, deadline);
+        let transport =
+            crate::http::UrlTransport::streamable_with(name, spec, message_deadline, auth.clone());
+        let started = Self::start_on(name, transport.map_err(fail)?, deadline, &late).await;
+        match (started, auth.and_then(|a| a.needs_login())) {
+            // Said plainly, not as the handshake failure it caused.
+            (Err(_), Some(why)) => Err(StartError {
+                reason: why.to_string(),
+                stderr_tail: String::new(),
+                needs_auth: true,
+            }),
+            (started, _) => started,
+        }
     }
 
     /// Handshake and list the tools over `transport`, within `deadline` (`late`: what is said
@@ -269,10 +283,12 @@ impl Server {
             Ok(Err(reason)) => Err(StartError {
                 reason,
                 stderr_tail: String::new(),
+                needs_auth: false,
             }),
             Err(_) => Err(StartError {
                 reason: format!("{late} within {} (MCP_TIMEOUT)", seconds(deadline)),
                 stderr_tail: String::new(),
+                needs_auth: false,
             }),
         }
     }
@@ -321,6 +337,7 @@ impl Server {
                 dir.display()
             ),
             stderr_tail: String::new(),
+            needs_auth: false,
         })?;
         let pgid = child.id().and_then(|p| i32::try_from(p).ok());
         let stderr = Arc::new(Mutex::new(Tail {
@@ -346,6 +363,7 @@ impl Server {
             return Err(StartError {
                 reason: "its stdin and stdout could not be connected".into(),
                 stderr_tail: String::new(),
+                needs_auth: false,
             });
         };
         let noise = Arc::new(Mutex::new(Noise::default()));
@@ -396,6 +414,7 @@ impl Server {
                 Err(StartError {
                     reason,
                     stderr_tail: tail(&stderr),
+                    needs_auth: false,
                 })
             }
             Err(_) => {
@@ -407,6 +426,7 @@ impl Server {
                         seconds(deadline)
                     ),
                     stderr_tail: tail(&stderr),
+                    needs_auth: false,
                 })
             }
         }
@@ -544,6 +564,30 @@ impl Server {
             stop_group(p.pgid, &mut p.child).await;
         }
     }
+}
+
+/// OAuth for server `name` at `spec`, unless its configuration sends its own `Authorization`
+/// header (then that is what it uses, and a 401 is a plain failure).
+fn oauth_for(
+    name: &str,
+    spec: &crate::config::UrlSpec,
+    deadline: Duration,
+) -> Option<Arc<crate::oauth::Auth>> {
+    if spec
+        .headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        return None;
+    }
+    let store = crate::oauth::keel_home_from_env()
+        .map(|h| crate::oauth::TokenStore::new(crate::oauth::store_path(&h)));
+    Some(Arc::new(crate::oauth::Auth::new(
+        name,
+        &spec.url,
+        store,
+        deadline.min(Duration::from_secs(30)),
+    )))
 }
 
 /// Calls a server's tools (see [`Server::caller`]).

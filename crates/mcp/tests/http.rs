@@ -51,6 +51,7 @@ fn spec(url: &str, headers: &[(&str, &str)]) -> UrlSpec {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        oauth: Default::default(),
     }
 }
 

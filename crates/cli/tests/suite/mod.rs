@@ -19,6 +19,7 @@ mod hooks;
 mod interactive;
 mod live_context;
 mod mcp;
+mod mcp_oauth;
 mod ownership;
 mod permissions_check;
 mod protocol;

@@ -60,7 +60,7 @@ impl Session {
             .ctx
             .mcp_servers()
             .into_iter()
-            .filter(|s| s.status == "failed")
+            .filter(|s| matches!(s.status, "failed" | "needs-auth"))
             .map(|s| match s.error {
                 Some(e) => format!("{} ({e})", s.name),
                 None => s.name,

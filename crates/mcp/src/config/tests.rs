@@ -82,6 +82,7 @@ fn the_forms_users_keep_are_read() {
         ServerSpec::Http(UrlSpec {
             url: "https://mcp.example.test/s3cret".into(),
             headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+            oauth: Default::default(),
         })
     );
     assert!(matches!(

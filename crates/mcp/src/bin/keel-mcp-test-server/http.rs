@@ -16,6 +16,7 @@
 //!
 //! `--require-header "Name: value"`: every request must carry it (401 otherwise).
 //! `--redirect-to URL`: every request is answered with a 307 to URL.
+//! `--oauth`: `/mcp` needs an OAuth token this server issues itself (see `oauth.rs`).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,6 +51,8 @@ struct State {
     unsaid: std::sync::atomic::AtomicBool,
     /// Legacy SSE: where replies go (the open event stream).
     stream: Mutex<Option<mpsc::Sender<Bytes>>>,
+    /// `--oauth`: the authorization side.
+    oauth: Option<crate::oauth::OAuth>,
 }
 
 fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
@@ -115,6 +118,13 @@ async fn answer(state: &State, m: &Value) -> Option<Value> {
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let req = match &state.oauth {
+        Some(oauth) => match authorize(oauth, req).await {
+            Ok(req) => req,
+            Err(resp) => return Ok(resp),
+        },
+        None => req,
+    };
     if let Some(to) = &state.redirect {
         let mut resp = full(StatusCode::TEMPORARY_REDIRECT, "text/plain", "moved");
         if let Ok(v) = to.parse() {
@@ -216,6 +226,11 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     let Some(reply) = answer(&state, &m).await else {
         return Ok(full(StatusCode::ACCEPTED, "text/plain", ""));
     };
+    if let (Some(oauth), Some("tools/call")) =
+        (&state.oauth, m.get("method").and_then(Value::as_str))
+    {
+        oauth.call_answered();
+    }
     let mut resp = if state.mode == "sse-replies" {
         full(
             StatusCode::OK,
@@ -234,8 +249,62 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     Ok(resp)
 }
 
-/// Serve until killed; the URL is printed first.
-pub async fn serve(mode: String, sse: bool, require: Option<String>, redirect: Option<String>) {
+/// `--oauth`: the authorization server's answer, or a 401, or the request let through.
+async fn authorize(
+    oauth: &crate::oauth::OAuth,
+    req: Request<Incoming>,
+) -> Result<Request<Incoming>, Response<Body>> {
+    let respond = |(status, kind, body, headers): crate::oauth::Answer| {
+        let mut resp = full(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            kind,
+            body,
+        );
+        for (k, v) in headers {
+            if let Ok(v) = v.parse() {
+                resp.headers_mut().insert(k, v);
+            }
+        }
+        resp
+    };
+    let path = req.uri().path().to_owned();
+    if path == "/mcp" {
+        let auth = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        return match oauth.guard(auth) {
+            Some(answer) => Err(respond(answer)),
+            None => Ok(req),
+        };
+    }
+    let method = req.method().as_str().to_owned();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+        .unwrap_or_default();
+    Err(respond(
+        oauth.route(&method, &path, &query, &body).unwrap_or((
+            404,
+            "text/plain",
+            "not found".into(),
+            Vec::new(),
+        )),
+    ))
+}
+
+/// Serve until killed; the URL is printed first. `oauth`: `(token lifetime in seconds,
+/// whether the 401 names the metadata, what a tool call ends)`.
+pub async fn serve(
+    mode: String,
+    sse: bool,
+    require: Option<String>,
+    redirect: Option<String>,
+    oauth: Option<(u64, bool, Option<String>, Option<String>)>,
+) {
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => l,
         Err(e) => {
@@ -261,6 +330,9 @@ pub async fn serve(mode: String, sse: bool, require: Option<String>, redirect: O
         grown: std::sync::atomic::AtomicBool::new(false),
         unsaid: std::sync::atomic::AtomicBool::new(false),
         stream: Mutex::new(None),
+        oauth: oauth.map(|(ttl, hint, after, client)| {
+            crate::oauth::OAuth::new(format!("http://127.0.0.1:{port}"), ttl, hint, after, client)
+        }),
     });
     while let Ok((socket, _)) = listener.accept().await {
         let st = state.clone();

@@ -26,11 +26,13 @@
 //! Every mode offers one resource, `keel://notes/hello`. `--linger`: keep running after stdin
 //! closes, as a server whose other threads hold it up would.
 //!
-//! With `--http` or `--sse` it serves over HTTP instead of stdio (see `http.rs`).
+//! With `--http` or `--sse` it serves over HTTP instead of stdio (see `http.rs`); with
+//! `--http --oauth` it needs OAuth tokens it issues itself (see `oauth.rs`).
 //!
 //! Not part of keel: it exists for the tests (`CARGO_BIN_EXE_keel-mcp-test-server`).
 
 mod http;
+mod oauth;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -275,6 +277,16 @@ async fn main() {
             over_sse,
             flag("--require-header"),
             flag("--redirect-to"),
+            args.iter().any(|a| a == "--oauth").then(|| {
+                (
+                    flag("--token-ttl")
+                        .and_then(|t| t.parse().ok())
+                        .unwrap_or(3600),
+                    !args.iter().any(|a| a == "--oauth-no-hint"),
+                    flag("--after-call"),
+                    flag("--client"),
+                )
+            }),
         )
         .await;
         return;
