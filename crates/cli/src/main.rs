@@ -12,6 +12,7 @@ mod run;
 mod sessions;
 mod signals;
 mod stream_input;
+mod trust;
 
 use std::sync::Arc;
 
@@ -115,10 +116,14 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         for notice in cli.compat.notices(cli.input_format) {
             eprintln!("{notice}");
         }
+        let mut options = run::options(&cli);
+        if let Err(code) = trust::ask_if_needed(&cwd, &mut options) {
+            return code;
+        }
         return keel_tui::run(keel_tui::Launch {
             cwd,
             env,
-            options: run::options(&cli),
+            options,
             prompt: cli.prompt.clone(),
         })
         .await;

@@ -16,7 +16,7 @@ const ESC: &str = "\x1b";
 const ENTER: &str = "\r";
 
 /// keel in a pseudo-terminal, with this test's harness environment.
-fn start(h: &Harness, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Tty {
+pub(super) fn start(h: &Harness, args: &[&str], env: &[(&str, &str)], rows: u16, cols: u16) -> Tty {
     let mut cmd = CommandBuilder::new(keel_bin());
     cmd.args(args);
     cmd.cwd(h.cwd());

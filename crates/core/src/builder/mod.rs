@@ -11,6 +11,7 @@ mod cloud;
 mod knobs;
 pub(crate) mod settings;
 mod start;
+pub mod trust;
 
 pub use knobs::Env;
 pub use start::keel_home;

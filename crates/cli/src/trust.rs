@@ -1,0 +1,81 @@
+//! The folder-trust question the interactive UI asks before it starts, when the folder's own
+//! settings would run commands or widen what keel may do (see `keel_core::builder::trust`).
+//! Asked on the terminal before the session is built, so that nothing of those settings (a
+//! SessionStart hook, an MCP server) has run when the user answers.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use keel_core::builder::trust;
+use keel_core::SessionOptions;
+
+/// Ask whether the user trusts `cwd` if its settings need it and no answer is remembered; a
+/// "no" (or no answer) starts the session without the folder's settings (project and local).
+/// `Err(code)` only when the terminal itself fails.
+pub fn ask_if_needed(cwd: &Path, options: &mut SessionOptions) -> Result<(), i32> {
+    let wanted: Vec<String> = match options.setting_sources.as_deref() {
+        None => vec!["user".into(), "project".into(), "local".into()],
+        Some(s) => s
+            .split(',')
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .collect(),
+    };
+    if !wanted.iter().any(|w| w == "project" || w == "local") {
+        return Ok(());
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let risks = trust::project_risks(cwd);
+    if risks.is_empty() || home.as_deref().is_some_and(|h| trust::is_trusted(h, cwd)) {
+        return Ok(());
+    }
+    // Without a terminal the UI does not start (it says to use -p): nothing to ask.
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Ok(());
+    }
+    let mut err = std::io::stderr().lock();
+    let shown = risks
+        .iter()
+        .map(|r| format!("  - {r}\n"))
+        .collect::<String>();
+    let asked = write!(
+        err,
+        "This folder's settings would change what keel may do here:\n{shown}\
+         Do you trust the files in {}? Only say yes if you know where they came from. [y/N] ",
+        cwd.display()
+    )
+    .and_then(|_| err.flush());
+    if let Err(e) = asked {
+        eprintln!("keel: cannot ask on the terminal: {e}");
+        return Err(1);
+    }
+    let mut answer = String::new();
+    if let Err(e) = std::io::stdin().lock().read_line(&mut answer) {
+        eprintln!("keel: cannot read the answer: {e}");
+        return Err(1);
+    }
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        match home {
+            Some(h) => {
+                if let Err(e) = trust::remember_trust(&h, cwd) {
+                    eprintln!("keel: trusted for this run; the answer could not be kept ({e})");
+                }
+            }
+            None => {
+                eprintln!("keel: trusted for this run; HOME is not set, so the answer is not kept")
+            }
+        }
+        return Ok(());
+    }
+    let kept: Vec<String> = wanted
+        .into_iter()
+        .filter(|w| w != "project" && w != "local")
+        .collect();
+    options.setting_sources = Some(kept.join(","));
+    eprintln!(
+        "keel starts without this folder's settings (.claude/settings.json and .claude/settings.local.json); it will ask again next time"
+    );
+    Ok(())
+}
