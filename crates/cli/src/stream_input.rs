@@ -74,7 +74,7 @@ pub struct Queue {
 }
 
 enum Next {
-    Turn(Vec<ContentBlock>, Option<serde_json::Value>),
+    Turn(Vec<ContentBlock>, Option<serde_json::Value>, Option<String>),
     Edit(Edit),
     Done,
 }
@@ -156,9 +156,13 @@ impl Queue {
                     return Next::Done;
                 }
                 match s.items.pop_front() {
-                    Some(Item::Turn { blocks, origin, .. }) => {
+                    Some(Item::Turn {
+                        blocks,
+                        origin,
+                        uuid,
+                    }) => {
                         s.active = true;
-                        return Next::Turn(blocks, origin);
+                        return Next::Turn(blocks, origin, uuid);
                     }
                     Some(Item::Edit(e)) => return Next::Edit(e),
                     None if s.eof => return Next::Done,
@@ -197,6 +201,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     };
     let handle = session.handle();
     let ctx = handle.context().clone();
+    crate::control::rewind::enable_from_env(&ctx, &*env);
     let (control_tx, control_rx) = tokio::sync::mpsc::channel(CONTROL_CHANNEL_CAPACITY);
     let bridge = Arc::new(Bridge::new(
         control_tx,
@@ -245,7 +250,9 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let mut last: Option<TurnEnd> = None;
     loop {
         match queue.next().await {
-            Next::Turn(blocks, origin) => {
+            Next::Turn(blocks, origin, uuid) => {
+                let replay = cli.compat.replay_user_messages;
+                crate::control::rewind::start_prompt(&bridge, &ctx, replay, uuid, &blocks).await;
                 bridge.state("running").await;
                 session.set_turn_origin(origin);
                 let end = session.run_turn(blocks).await;
