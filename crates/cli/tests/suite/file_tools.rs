@@ -63,7 +63,11 @@ async fn todowrite_round_trip_shows_the_call_and_old_and_new_lists() {
     let reqs = h.requests();
     let sent = reqs[2].body["messages"].to_string();
     assert!(
-        sent.contains("1 pending") || sent.contains("0 pending, 1 in progress, 1 completed"),
+        sent.contains("1 pending, 1 in progress, 0 completed"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("0 pending, 1 in progress, 1 completed"),
         "{sent}"
     );
     // The tool is offered with Claude Code's input schema.
