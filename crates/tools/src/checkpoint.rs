@@ -24,7 +24,7 @@ use std::sync::Mutex;
 
 mod restore;
 
-pub use restore::{RewindError, RewindReport};
+pub use restore::{FileProblem, RewindError, RewindReport};
 
 /// The largest file whose content is snapshotted; a larger one is recorded as not kept (a
 /// rewind that needs it says so).

@@ -206,10 +206,10 @@ impl Job<'_> {
     }
 
     /// Change the notebook; the id and type of the cell changed, or why not.
-    fn edit(&self, nb: &mut Map<String, Value>) -> Result<(String, String), String> {
+    fn edit(&self, nb: &mut Map<String, Value>) -> Result<(String, String), NotebookError> {
         let with_ids = cells_have_ids(nb);
         let Some(Value::Array(cells)) = nb.get_mut("cells") else {
-            return Err("the notebook has no `cells` list".into());
+            return Err(NotebookError::NoCells);
         };
         let at = match &self.inp.cell_id {
             Some(id) => Some(find_cell(cells, id)?),
@@ -232,7 +232,7 @@ impl Job<'_> {
             (EditMode::Replace, Some(i)) => {
                 let cell = cells[i]
                     .as_object_mut()
-                    .ok_or_else(|| format!("cell {i} is not a JSON object"))?;
+                    .ok_or(NotebookError::CellNotObject(i))?;
                 if let Some(kind) = self.inp.cell_type {
                     cell.insert("cell_type".into(), json!(type_name(kind)));
                 }
@@ -248,29 +248,62 @@ impl Job<'_> {
                 let label = cell_label(&cells[i], i);
                 Ok((label, cell_type_of(&cells[i])))
             }
-            (_, None) => Err("`cell_id` is required to replace or delete a cell".into()),
+            (_, None) => Err(NotebookError::CellIdRequired),
         }
     }
 }
 
+/// Why a notebook cannot be edited (the sentence follows the notebook's path, or stands
+/// alone for a cell).
+#[derive(Debug, thiserror::Error)]
+pub enum NotebookError {
+    /// The file is not JSON.
+    #[error("is not valid notebook JSON ({0})")]
+    NotJson(serde_json::Error),
+    /// The JSON is not an object.
+    #[error("is not a notebook (its JSON is not an object)")]
+    NotObject,
+    /// It has no `nbformat` number.
+    #[error("is not a notebook (it has no `nbformat` number)")]
+    NoVersion,
+    /// It is another nbformat than 4.
+    #[error("is nbformat {0}; only nbformat 4 notebooks are supported")]
+    Version(u64),
+    /// It has no `cells` list.
+    #[error("is not a notebook (it has no `cells` list)")]
+    NoCells,
+    /// The cell named is not a JSON object.
+    #[error("cell {0} is not a JSON object")]
+    CellNotObject(usize),
+    /// No cell has this id.
+    #[error("no cell has the id `{0}`; Read the notebook to see the cells' ids")]
+    NoSuchId(String),
+    /// `cell-N` past the last cell.
+    #[error("there is no cell {id}: the notebook has {count} cells{}", if *.count == 0 { String::new() } else { format!(" (cell-0 to cell-{})", .count - 1) })]
+    NoSuchIndex {
+        /// The id asked for.
+        id: String,
+        /// How many cells there are.
+        count: usize,
+    },
+    /// Replace and delete need a cell.
+    #[error("`cell_id` is required to replace or delete a cell")]
+    CellIdRequired,
+}
+
 /// The notebook's top-level object, when it is nbformat 4 (or why it is not).
-pub(crate) fn parse_notebook(bytes: &[u8]) -> Result<Map<String, Value>, String> {
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("is not valid notebook JSON ({e})"))?;
+pub(crate) fn parse_notebook(bytes: &[u8]) -> Result<Map<String, Value>, NotebookError> {
+    let v: Value = serde_json::from_slice(bytes).map_err(NotebookError::NotJson)?;
     let Value::Object(nb) = v else {
-        return Err("is not a notebook (its JSON is not an object)".into());
+        return Err(NotebookError::NotObject);
     };
     match nb.get("nbformat").and_then(Value::as_u64) {
         Some(4) => {}
-        Some(n) => {
-            return Err(format!(
-                "is nbformat {n}; only nbformat 4 notebooks are supported"
-            ))
-        }
-        None => return Err("is not a notebook (it has no `nbformat` number)".into()),
+        Some(n) => return Err(NotebookError::Version(n)),
+        None => return Err(NotebookError::NoVersion),
     }
     if !nb.get("cells").is_some_and(Value::is_array) {
-        return Err("is not a notebook (it has no `cells` list)".into());
+        return Err(NotebookError::NoCells);
     }
     Ok(nb)
 }
@@ -284,7 +317,7 @@ fn cells_have_ids(nb: &Map<String, Value>) -> bool {
 }
 
 /// The index of the cell `id` names: a cell's own id, else `cell-N`.
-fn find_cell(cells: &[Value], id: &str) -> Result<usize, String> {
+fn find_cell(cells: &[Value], id: &str) -> Result<usize, NotebookError> {
     if let Some(i) = cells
         .iter()
         .position(|c| c.get("id").and_then(Value::as_str) == Some(id))
@@ -296,17 +329,11 @@ fn find_cell(cells: &[Value], id: &str) -> Result<usize, String> {
         .and_then(|n| n.parse::<usize>().ok())
     {
         Some(n) if n < cells.len() => Ok(n),
-        Some(_) if cells.is_empty() => {
-            Err(format!("there is no cell {id}: the notebook has no cells"))
-        }
-        Some(_) => Err(format!(
-            "there is no cell {id}: the notebook has {} cells (cell-0 to cell-{})",
-            cells.len(),
-            cells.len() - 1
-        )),
-        None => Err(format!(
-            "no cell has the id `{id}`; Read the notebook to see the cells' ids"
-        )),
+        Some(_) => Err(NotebookError::NoSuchIndex {
+            id: id.to_owned(),
+            count: cells.len(),
+        }),
+        None => Err(NotebookError::NoSuchId(id.to_owned())),
     }
 }
 

@@ -35,7 +35,7 @@ pub enum RewindError {
     #[error("nothing was restored, because {}", problems_text(.problems))]
     Refused {
         /// Each file that cannot be restored, and why.
-        problems: Vec<(PathBuf, String)>,
+        problems: Vec<(PathBuf, FileProblem)>,
     },
     /// Replacing a file failed midway; the files already replaced were put back.
     #[error("restoring {} failed ({error}); {}", .path.display(), if *.rolled_back { "the files already restored were put back, so nothing changed" } else { "some files could not be put back: check them" })]
@@ -49,7 +49,54 @@ pub enum RewindError {
     },
 }
 
-fn problems_text(problems: &[(PathBuf, String)]) -> String {
+/// Why one file cannot be put back (the sentence follows the file's path).
+#[derive(Debug, thiserror::Error)]
+pub enum FileProblem {
+    /// Its content differs from what keel's last write left.
+    #[error("changed outside keel since keel last wrote it")]
+    ChangedOutside,
+    /// It was deleted after keel wrote it.
+    #[error("was deleted since keel wrote it")]
+    Deleted,
+    /// It did not exist when keel last touched it, and exists now.
+    #[error("was created outside keel since keel last touched it")]
+    CreatedOutside,
+    /// A directory, a link or a device now stands where the file was.
+    #[error("is no longer a regular file")]
+    NotRegular,
+    /// It could not be read to check it.
+    #[error("cannot be checked: {0}")]
+    Unreadable(io::Error),
+    /// keel's last write of it failed and what it held before was not kept.
+    #[error(
+        "cannot be checked: keel's last write of it failed and its state before that was not kept"
+    )]
+    Unverifiable,
+    /// What it held at the prompt was not kept (too large, budget spent, unreadable).
+    #[error("cannot be restored: its content at that prompt was not kept ({0})")]
+    NotKept(String),
+    /// Its snapshot cannot be read.
+    #[error("cannot be restored: its snapshot {} cannot be read: {error}", .path.display())]
+    SnapshotUnreadable {
+        /// The snapshot.
+        path: PathBuf,
+        /// The OS's error.
+        error: io::Error,
+    },
+    /// Its snapshot is not what keel wrote.
+    #[error("cannot be restored: its snapshot {} was changed", .0.display())]
+    SnapshotChanged(PathBuf),
+    /// Its directory cannot be written (permission denied, read-only file system).
+    #[error("cannot be restored: {} cannot be written ({error})", .dir.display())]
+    NotWritable {
+        /// The directory.
+        dir: PathBuf,
+        /// The OS's error.
+        error: io::Error,
+    },
+}
+
+fn problems_text(problems: &[(PathBuf, FileProblem)]) -> String {
     problems
         .iter()
         .map(|(p, why)| format!("{} {why}", p.display()))
@@ -127,9 +174,12 @@ impl Checkpoints {
     }
 }
 
-/// What rewinding `entries` to mark `seq` does to `path`, with the lines it puts back and
-/// takes out; `None`: nothing; `Err`: why it cannot.
-fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<(Action, (u64, u64))>, String> {
+/// An action on one file and the lines it puts back and takes out.
+type Planned = (Action, (u64, u64));
+
+/// What rewinding `entries` to mark `seq` does to `path`; `None`: nothing; `Err`: why it
+/// cannot.
+fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<Planned>, FileProblem> {
     let Some(first) = entries.iter().position(|e| e.mark >= seq) else {
         return Ok(None);
     };
@@ -147,23 +197,19 @@ fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<(Action, (u64
             len: *len,
             hash: *hash,
         }),
-        (None, Before::NotKept(_)) => {
-            return Err("cannot be checked: keel's last write of it failed and its state before that was not kept".into())
-        }
+        (None, Before::NotKept(_)) => return Err(FileProblem::Unverifiable),
     };
     let current = read_current(path, expected.map_or(0, |w| w.len))?;
     match (&current, expected) {
-        (None, Some(_)) => return Err("was deleted since keel wrote it".into()),
-        (Some(_), None) => return Err("was created outside keel since keel last touched it".into()),
+        (None, Some(_)) => return Err(FileProblem::Deleted),
+        (Some(_), None) => return Err(FileProblem::CreatedOutside),
         (Some(c), Some(w)) if c.len() as u64 != w.len || hash_of(c) != w.hash => {
-            return Err("changed outside keel since keel last wrote it".into())
+            return Err(FileProblem::ChangedOutside)
         }
         _ => {}
     }
     match &since[0].before {
-        Before::NotKept(why) => Err(format!(
-            "cannot be restored: its content at that prompt was not kept ({why})"
-        )),
+        Before::NotKept(why) => Err(FileProblem::NotKept(why.clone())),
         Before::Missing => Ok(current.map(|c| (Action::Delete, (0, count_lines(&c))))),
         Before::Kept {
             blob, mode, len, ..
@@ -186,37 +232,32 @@ fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<(Action, (u64
 }
 
 /// The file's content now (`None`: it does not exist), read up to a little past `expect`.
-fn read_current(path: &Path, expect: u64) -> Result<Option<Vec<u8>>, String> {
+fn read_current(path: &Path, expect: u64) -> Result<Option<Vec<u8>>, FileProblem> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot be checked: {e}")),
+        Err(e) => return Err(FileProblem::Unreadable(e)),
     };
     if !meta.is_file() {
-        return Err("is no longer a regular file".into());
+        return Err(FileProblem::NotRegular);
     }
     let mut data = Vec::new();
     fs::File::open(path)
         .and_then(|f| f.take(expect.saturating_add(1)).read_to_end(&mut data))
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .map_err(FileProblem::Unreadable)?;
     Ok(Some(data))
 }
 
-fn read_blob(blob: &Path, len: u64) -> Result<Vec<u8>, String> {
+fn read_blob(blob: &Path, len: u64) -> Result<Vec<u8>, FileProblem> {
     let mut data = Vec::new();
     fs::File::open(blob)
         .and_then(|f| f.take(len.saturating_add(1)).read_to_end(&mut data))
-        .map_err(|e| {
-            format!(
-                "cannot be restored: its snapshot {} cannot be read: {e}",
-                blob.display()
-            )
+        .map_err(|error| FileProblem::SnapshotUnreadable {
+            path: blob.to_path_buf(),
+            error,
         })?;
     if data.len() as u64 != len {
-        return Err(format!(
-            "cannot be restored: its snapshot {} was changed",
-            blob.display()
-        ));
+        return Err(FileProblem::SnapshotChanged(blob.to_path_buf()));
     }
     Ok(data)
 }
@@ -252,31 +293,25 @@ fn side_name(path: &Path, what: &str) -> PathBuf {
 
 /// Prepare one step: the restored content beside the file and a second link to the file as
 /// it is now. A dry run only checks that the directory may be written.
-fn stage(st: &mut Step, dry_run: bool) -> Result<(), String> {
+fn stage(st: &mut Step, dry_run: bool) -> Result<(), FileProblem> {
     let dir = st.path.parent().unwrap_or(Path::new("."));
+    let not_writable = |error: io::Error| FileProblem::NotWritable {
+        dir: dir.to_path_buf(),
+        error,
+    };
     if dry_run {
         return nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK)
-            .map_err(|e| format!("cannot be restored: its directory is not writable ({e})"));
+            .map_err(|e| not_writable(io::Error::from(e)));
     }
     let backup = side_name(&st.path, "keel-rewind-old");
-    fs::hard_link(&st.path, &backup).map_err(|e| {
-        format!(
-            "cannot be restored: {} cannot be written ({e})",
-            dir.display()
-        )
-    })?;
+    fs::hard_link(&st.path, &backup).map_err(not_writable)?;
     st.backup = Some(backup);
     if let Action::Restore { blob, mode } = &st.action {
         let staged = side_name(&st.path, "keel-rewind-new");
         st.staged = Some(staged.clone());
         fs::copy(blob, &staged)
             .and_then(|_| fs::set_permissions(&staged, fs::Permissions::from_mode(*mode)))
-            .map_err(|e| {
-                format!(
-                    "cannot be restored: {} cannot be written ({e})",
-                    dir.display()
-                )
-            })?;
+            .map_err(not_writable)?;
     }
     Ok(())
 }
