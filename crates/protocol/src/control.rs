@@ -410,8 +410,16 @@ mod tests {
 
     #[test]
     fn unknown_subtypes_are_kept_and_bad_fields_named() {
-        let r = Request::from_wire(&wire(json!({"subtype": "rewind_files", "x": 1}))).unwrap();
-        assert_eq!(r.subtype(), "rewind_files");
+        let r = Request::from_wire(&wire(json!({"subtype": "seed_read_state", "x": 1}))).unwrap();
+        assert!(matches!(r, Request::Unknown { .. }));
+        assert_eq!(r.subtype(), "seed_read_state");
+        let e = Request::from_wire(&wire(json!({"subtype": "rewind_files"}))).unwrap_err();
+        assert!(e.message.contains("user_message_id"), "{e}");
+        let r = Request::from_wire(&wire(
+            json!({"subtype": "rewind_files", "user_message_id": "u", "dry_run": true}),
+        ))
+        .unwrap();
+        assert!(matches!(&r, Request::RewindFiles(f) if f.dry_run == Some(true)));
         let e = Request::from_wire(&wire(json!({"subtype": "set_model", "model": 5}))).unwrap_err();
         assert_eq!(e.subtype, "set_model");
         assert!(
