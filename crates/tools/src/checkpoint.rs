@@ -255,16 +255,22 @@ impl Mode0600 for fs::OpenOptions {
     }
 }
 
-/// The key of a file: its real path when it exists (its directory's when it does not yet).
+/// The key of a file: its real path, resolved as far as it exists (a file a Write creates,
+/// in directories it creates, is keyed under its nearest existing directory's real path).
 pub(crate) fn key_of(path: &Path) -> PathBuf {
-    if let Ok(p) = fs::canonicalize(path) {
-        return p;
-    }
-    match (path.parent(), path.file_name()) {
-        (Some(dir), Some(name)) => fs::canonicalize(dir)
-            .map(|d| d.join(name))
-            .unwrap_or_else(|_| path.to_path_buf()),
-        _ => path.to_path_buf(),
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
     }
 }
 

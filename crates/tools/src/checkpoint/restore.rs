@@ -64,6 +64,11 @@ pub enum FileProblem {
     /// A directory, a link or a device now stands where the file was.
     #[error("is no longer a regular file")]
     NotRegular,
+    /// A directory on its path is now a link (or gone): restoring would write elsewhere.
+    #[error(
+        "is no longer where it was: a directory on its path was replaced by a link or removed"
+    )]
+    Moved,
     /// It could not be read to check it.
     #[error("cannot be checked: {0}")]
     Unreadable(io::Error),
@@ -199,6 +204,12 @@ fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<Planned>, Fil
         }),
         (None, Before::NotKept(_)) => return Err(FileProblem::Unverifiable),
     };
+    // Keys are real paths: a directory that no longer resolves to itself was swapped for a
+    // link (or removed) since, and a restore through it would write somewhere else.
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    if fs::canonicalize(dir).ok().as_deref() != Some(dir) {
+        return Err(FileProblem::Moved);
+    }
     let current = read_current(path, expected.map_or(0, |w| w.len))?;
     match (&current, expected) {
         (None, Some(_)) => return Err(FileProblem::Deleted),

@@ -92,3 +92,21 @@ fn the_store_is_removed_with_the_session() {
     drop(store);
     assert!(!at.exists());
 }
+
+#[test]
+fn a_directory_swapped_for_a_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Checkpoints::new(dir.path().join("store"));
+    let sub = dir.path().join("sub");
+    fs::create_dir(&sub).unwrap();
+    let f = sub.join("a.txt");
+    fs::write(&f, "a0").unwrap();
+    store.mark("p1", "first");
+    write(&store, &f, "a1");
+    let elsewhere = dir.path().join("elsewhere");
+    fs::rename(&sub, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &sub).unwrap();
+    let text = store.rewind("p1", false).unwrap_err().to_string();
+    assert!(text.contains("is no longer where it was"), "{text}");
+    assert_eq!(fs::read_to_string(elsewhere.join("a.txt")).unwrap(), "a1");
+}
