@@ -34,6 +34,13 @@ pub(super) async fn rewind_files(
         ));
     }
     let dry_run = r.dry_run.unwrap_or(false);
+    // A tool of the running turn may be between its snapshot and its write.
+    if !dry_run && handle.is_running() {
+        return Err((
+            "Cannot rewind the files while a turn is running: its tools may be writing them. Interrupt it or wait for its result, then ask again.".into(),
+            "busy",
+        ));
+    }
     let outcome = tokio::task::spawn_blocking(move || store.rewind(&id, dry_run)).await;
     let outcome = match outcome {
         Ok(o) => o,

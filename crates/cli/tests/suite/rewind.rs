@@ -230,3 +230,53 @@ async fn without_checkpointing_rewind_says_it_is_off() {
     assert!(replays.is_empty(), "{replays:?}");
     s.finish().await;
 }
+
+#[tokio::test]
+async fn a_rewind_while_a_turn_runs_is_refused_as_busy() {
+    let h = Harness::from_json(
+        r#"{"steps":[
+            {"kind":"tool_use","calls":[{"name":"Write","input":{"file_path":"a.txt","content":"a\n"}}]},
+            {"kind":"text","text":"first done"},
+            {"kind":"tool_use","calls":[{"name":"Bash","input":{"command":"while [ ! -f go ]; do sleep 0.05; done"}}]},
+            {"kind":"text","text":"second done"}]}"#,
+    )
+    .await;
+    let mut s = Stream::start(
+        &h,
+        &[
+            "--permission-mode",
+            "acceptEdits",
+            "--replay-user-messages",
+            "--allowedTools",
+            "Bash",
+        ],
+        &[ON],
+    );
+    let first = prompt(&mut s, "write a").await;
+    s.user("wait").await;
+    s.wait(|f| {
+        f["type"] == "assistant"
+            && f["message"]["content"][0]["type"] == "tool_use"
+            && f["message"]["content"][0]["name"] == "Bash"
+    })
+    .await;
+    let r = s
+        .ask(
+            "r1",
+            json!({"subtype": "rewind_files", "user_message_id": first}),
+        )
+        .await;
+    assert_eq!(r["error_code"], "busy", "{r}");
+    assert_eq!(read(&h, "a.txt").unwrap(), "a\n");
+    std::fs::write(h.cwd().join("go"), "").unwrap();
+    assert_eq!(s.result().await["subtype"], "success");
+    let r = s
+        .ask(
+            "r2",
+            json!({"subtype": "rewind_files", "user_message_id": first}),
+        )
+        .await;
+    assert_eq!(r["subtype"], "success", "{r}");
+    assert_eq!(read(&h, "a.txt"), None);
+    s.finish().await;
+}
