@@ -317,3 +317,27 @@ pub fn diff_lines(old: &str, new: &str) -> Vec<Line<'static>> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_todo_list_renders_one_line_per_task_with_its_state() {
+        let input = serde_json::json!({"todos": [
+            {"content": "Parse", "status": "completed", "activeForm": "Parsing"},
+            {"content": "Test", "status": "in_progress", "activeForm": "Testing"},
+            {"content": "Ship", "status": "pending", "activeForm": "Shipping"}
+        ]});
+        let lines: Vec<String> = todo_lines(&input).iter().map(|l| l.to_string()).collect();
+        assert_eq!(lines, ["  ⎿ [x] Parse", "    [>] Test", "    [ ] Ship"]);
+        assert_eq!(summary("TodoWrite", &input), "3 tasks");
+        assert_eq!(
+            summary(
+                "NotebookEdit",
+                &serde_json::json!({"notebook_path": "a.ipynb"})
+            ),
+            "a.ipynb"
+        );
+    }
+}
