@@ -51,6 +51,11 @@ pub struct CompatArgs {
     #[arg(long = "include-hook-events")]
     pub include_hook_events: bool,
 
+    /// Echo each user message read from stdin as a `user` frame with its uuid (the id
+    /// `rewind_files` takes), before its turn starts.
+    #[arg(long = "replay-user-messages")]
+    pub replay_user_messages: bool,
+
     /// Wait for the host's initialize before the first turn (keel reads stdin in order anyway).
     #[arg(long = "await-initialize", hide = true)]
     pub await_initialize: bool,

@@ -1,10 +1,11 @@
 //! The control server: answers the host's control requests (`initialize`, `interrupt`,
 //! `set_permission_mode`, `set_model`, `mcp_status`, `mcp_reconnect`, `mcp_toggle`,
-//! `stop_task`; anything else is `unsupported_request`),
+//! `stop_task`, `rewind_files`; anything else is `unsupported_request`),
 //! and owns the keel → host side ([`host`]). Success and error envelopes are exactly the
 //! reference's; the texts are keel's.
 
 pub mod host;
+pub(crate) mod rewind;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -133,6 +134,7 @@ impl Controller {
                     .collect::<Vec<_>>()
             }))),
             Request::StopTask(r) => self.stop_task(&r).await,
+            Request::RewindFiles(r) => rewind::rewind_files(&self.handle, r).await,
             Request::CanUseTool(_)
             | Request::HookCallback(_)
             | Request::McpMessage(_)

@@ -204,6 +204,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     };
     let handle = session.handle();
     let ctx = handle.context().clone();
+    crate::control::rewind::enable_from_env(&ctx, &*env);
     let (control_tx, control_rx) = tokio::sync::mpsc::channel(CONTROL_CHANNEL_CAPACITY);
     let bridge = Arc::new(Bridge::new(
         control_tx,
@@ -255,6 +256,8 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         match queue.next().await {
             Next::Turn(blocks, origin, uuid) => {
                 session.set_turn_prompt_uuid(uuid.as_deref());
+                let replay = cli.compat.replay_user_messages;
+                crate::control::rewind::start_prompt(&bridge, &ctx, replay, uuid, &blocks).await;
                 bridge.state("running").await;
                 session.set_turn_origin(origin);
                 let end = session.run_turn(blocks).await;

@@ -181,8 +181,12 @@ pub fn suggestions(
                 .map(|(t, c)| json!({ "toolName": t, "ruleContent": c }))
                 .collect()
         }
-        ToolKind::Write | ToolKind::Edit | ToolKind::Read => {
-            match input.get("file_path").and_then(Value::as_str) {
+        ToolKind::Write | ToolKind::Edit | ToolKind::NotebookEdit | ToolKind::Read => {
+            match kind
+                .path_field()
+                .and_then(|f| input.get(f))
+                .and_then(Value::as_str)
+            {
                 Some(p) => {
                     let r = perms.roots.resolve(p);
                     vec![
@@ -212,7 +216,7 @@ pub fn suggestions(
     }
     if kind.edits_files() {
         let inside = input
-            .get("file_path")
+            .get(kind.path_field().unwrap_or("file_path"))
             .and_then(Value::as_str)
             .is_some_and(|p| perms.roots.contains(&perms.roots.resolve(p)));
         if inside {

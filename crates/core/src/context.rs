@@ -176,6 +176,8 @@ pub struct SessionContext {
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
+    /// The file checkpoints, when a front end turned them on.
+    checkpoints: RwLock<Option<Arc<keel_tools::Checkpoints>>>,
     /// The settings files' command hooks: fixed for the session, run beside a host's.
     settings_hooks: Option<Arc<dyn Hooks>>,
     approver: RwLock<Option<Arc<dyn Approver>>>,
@@ -269,6 +271,7 @@ impl SessionContext {
                 permissions: p.permissions,
             }),
             hooks: RwLock::new(None),
+            checkpoints: RwLock::new(None),
             settings_hooks: p.settings_hooks,
             approver: RwLock::new(None),
             cost: Mutex::new(CostTracker::default()),
@@ -402,6 +405,23 @@ impl SessionContext {
     /// Set (or clear) the hooks; every agent's next hook point uses them.
     pub fn set_hooks(&self, hooks: Option<Arc<dyn Hooks>>) {
         *write(&self.hooks) = hooks;
+    }
+
+    /// The file checkpoints (`None`: not kept).
+    pub fn checkpoints(&self) -> Option<Arc<keel_tools::Checkpoints>> {
+        read(&self.checkpoints).clone()
+    }
+
+    /// Keep file checkpoints in `store` (or stop keeping them): every agent's next file tool
+    /// call snapshots what it writes there.
+    pub fn set_checkpoints(&self, store: Option<Arc<keel_tools::Checkpoints>>) {
+        *write(&self.checkpoints) = store;
+    }
+
+    /// The directory a session's file checkpoints are kept in: `$KEEL_HOME/checkpoints/<id>`.
+    pub fn checkpoint_dir(&self, env: &crate::Env) -> Option<PathBuf> {
+        crate::builder::keel_home(env, &self.cwd)
+            .map(|h| h.join("checkpoints").join(&self.session_id))
     }
 
     /// Who is asked about calls the rules leave open (`None`: headless, they are denied).

@@ -102,6 +102,20 @@ pub struct SetModelRequest {
     pub extra: Extra,
 }
 
+/// `rewind_files` (host → keel): put the files keel's tools wrote back as they were when the
+/// user message `user_message_id` came.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RewindFilesRequest {
+    /// The uuid of the user message (a prompt) to rewind to.
+    pub user_message_id: String,
+    /// Only say what would change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Other fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
 /// `stop_task` (host → keel): stop one background task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StopTaskRequest {
@@ -243,6 +257,8 @@ pub enum Request {
     McpStatus(Extra),
     /// `stop_task`.
     StopTask(StopTaskRequest),
+    /// `rewind_files`.
+    RewindFiles(RewindFilesRequest),
     /// `mcp_message`.
     McpMessage(McpMessageRequest),
     /// `mcp_reconnect`.
@@ -311,6 +327,7 @@ impl Request {
             Request::SetModel(_) => "set_model",
             Request::McpStatus(_) => "mcp_status",
             Request::StopTask(_) => "stop_task",
+            Request::RewindFiles(_) => "rewind_files",
             Request::McpMessage(_) => "mcp_message",
             Request::McpReconnect(_) => "mcp_reconnect",
             Request::McpToggle(_) => "mcp_toggle",
@@ -331,6 +348,7 @@ impl Request {
             "set_model" => Request::SetModel(fields_of(s, f)?),
             "mcp_status" => Request::McpStatus(f.clone()),
             "stop_task" => Request::StopTask(fields_of(s, f)?),
+            "rewind_files" => Request::RewindFiles(fields_of(s, f)?),
             "mcp_message" => Request::McpMessage(fields_of(s, f)?),
             "mcp_reconnect" => Request::McpReconnect(fields_of(s, f)?),
             "mcp_toggle" => Request::McpToggle(fields_of(s, f)?),
@@ -352,6 +370,7 @@ impl Request {
             Request::SetModel(r) => fields_from(r),
             Request::McpStatus(f) => f.clone(),
             Request::StopTask(r) => fields_from(r),
+            Request::RewindFiles(r) => fields_from(r),
             Request::McpMessage(r) => fields_from(r),
             Request::McpReconnect(r) => fields_from(r),
             Request::McpToggle(r) => fields_from(r),
@@ -391,8 +410,16 @@ mod tests {
 
     #[test]
     fn unknown_subtypes_are_kept_and_bad_fields_named() {
-        let r = Request::from_wire(&wire(json!({"subtype": "rewind_files", "x": 1}))).unwrap();
-        assert_eq!(r.subtype(), "rewind_files");
+        let r = Request::from_wire(&wire(json!({"subtype": "seed_read_state", "x": 1}))).unwrap();
+        assert!(matches!(r, Request::Unknown { .. }));
+        assert_eq!(r.subtype(), "seed_read_state");
+        let e = Request::from_wire(&wire(json!({"subtype": "rewind_files"}))).unwrap_err();
+        assert!(e.message.contains("user_message_id"), "{e}");
+        let r = Request::from_wire(&wire(
+            json!({"subtype": "rewind_files", "user_message_id": "u", "dry_run": true}),
+        ))
+        .unwrap();
+        assert!(matches!(&r, Request::RewindFiles(f) if f.dry_run == Some(true)));
         let e = Request::from_wire(&wire(json!({"subtype": "set_model", "model": 5}))).unwrap_err();
         assert_eq!(e.subtype, "set_model");
         assert!(

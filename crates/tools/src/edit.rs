@@ -81,8 +81,12 @@ impl Tool for EditTool {
             }
             let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
+            let checkpoints = cx.checkpoints.clone();
             // What a stop means for the file: see Write.
-            run_blocking(&cx, move |cancel| edit_file(&path, &inp, &cancel, &reads)).await
+            run_blocking(&cx, move |cancel| {
+                edit_file(&path, &inp, &cancel, &reads, checkpoints.as_deref())
+            })
+            .await
         })
     }
 }
@@ -92,6 +96,7 @@ fn edit_file(
     inp: &Input,
     cancel: &CancelToken,
     reads: &ReadLedger,
+    checkpoints: Option<&crate::Checkpoints>,
 ) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     match std::fs::metadata(path) {
@@ -157,10 +162,16 @@ fn edit_file(
             ))
         }
     };
+    if let Some(c) = checkpoints {
+        c.before_write(path);
+    }
     let how = match replace_contents(path, &data, cancel)? {
         Ok(how) => how,
         Err(e) => return job_failed(format!("Cannot write {shown}: {e}")),
     };
+    if let Some(c) = checkpoints {
+        c.after_write(path, &data);
+    }
     if let Ok(m) = std::fs::metadata(path) {
         reads.record(path, FileStamp::of(&m));
     }

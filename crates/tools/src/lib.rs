@@ -5,6 +5,7 @@
 
 pub mod bash;
 pub mod cancel;
+pub mod checkpoint;
 pub mod edit;
 pub mod files;
 mod fsutil;
@@ -16,6 +17,8 @@ pub mod json_file;
 pub mod kpath;
 pub mod launcher;
 pub mod lineindex;
+pub mod notebook;
+mod notebook_view;
 pub mod output;
 pub mod process;
 pub mod read;
@@ -23,6 +26,7 @@ pub mod repofile;
 pub mod sandbox;
 pub mod shell;
 mod supervise;
+pub mod todo;
 pub mod walk;
 pub mod write;
 
@@ -34,16 +38,19 @@ use std::time::Duration;
 
 pub use bash::BashTool;
 pub use cancel::CancelToken;
+pub use checkpoint::Checkpoints;
 pub use edit::EditTool;
 pub use files::{FileStamp, Freshness, ReadLedger};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use input::{input_schema, parse_input, InputError, InputProblem};
 pub use keel_protocol::CancelReason;
+pub use notebook::NotebookEditTool;
 pub use process::ProcessRegistry;
 pub use read::ReadTool;
 use serde_json::Value;
 pub use shell::is_read_only_command;
+pub use todo::TodoWriteTool;
 pub use write::WriteTool;
 
 /// A boxed, sendable future: what [`Tool::call`] returns, so tools can live behind `dyn Tool`.
@@ -73,6 +80,10 @@ pub enum ToolKind {
     TaskStop,
     /// Stops a background shell (the older name of TaskStop, kept for models that use it).
     KillShell,
+    /// Edits one cell of a Jupyter notebook.
+    NotebookEdit,
+    /// Keeps the session's task list (writes no file).
+    TodoWrite,
     /// A tool defined outside keel (an MCP server, an SDK host).
     External,
 }
@@ -108,6 +119,8 @@ impl ToolKind {
             ToolKind::TaskOutput => "TaskOutput",
             ToolKind::TaskStop => "TaskStop",
             ToolKind::KillShell => "KillShell",
+            ToolKind::NotebookEdit => "NotebookEdit",
+            ToolKind::TodoWrite => "TodoWrite",
             ToolKind::External => "",
         }
     }
@@ -117,9 +130,21 @@ impl ToolKind {
         name == called || self.aliases().contains(&called)
     }
 
-    /// Whether calls of this tool write files named by their `file_path` input.
+    /// Whether calls of this tool write the file named by their [`ToolKind::path_field`].
     pub fn edits_files(self) -> bool {
-        matches!(self, ToolKind::Write | ToolKind::Edit)
+        matches!(
+            self,
+            ToolKind::Write | ToolKind::Edit | ToolKind::NotebookEdit
+        )
+    }
+
+    /// The input field that names the file a file tool acts on.
+    pub fn path_field(self) -> Option<&'static str> {
+        match self {
+            ToolKind::Read | ToolKind::Write | ToolKind::Edit => Some("file_path"),
+            ToolKind::NotebookEdit => Some("notebook_path"),
+            _ => None,
+        }
     }
 
     /// Whether a failed call cancels its running siblings of the same kind (shell commands
@@ -172,6 +197,9 @@ pub struct ToolContext {
     /// The path the permission check judged for this call, resolved as the kernel resolves
     /// it: the file tools open exactly this one (see [`ToolContext::target`]).
     pub judged: Option<PathBuf>,
+    /// The session's file checkpoints, when they are kept: the file tools snapshot a file
+    /// before they write it.
+    pub checkpoints: Option<Arc<Checkpoints>>,
 }
 
 /// A test on a path (true: it is hidden), shared between threads.
@@ -208,7 +236,14 @@ impl ToolContext {
             reads: Arc::new(ReadLedger::new()),
             hidden: None,
             judged: None,
+            checkpoints: None,
         }
+    }
+
+    /// Snapshot files into `checkpoints` before writing them.
+    pub fn with_checkpoints(mut self, checkpoints: Option<Arc<Checkpoints>>) -> Self {
+        self.checkpoints = checkpoints;
+        self
     }
 
     /// Open the path the permission check judged (already resolved) instead of resolving the
@@ -425,6 +460,8 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(EditTool),
         Arc::new(GlobTool),
         Arc::new(GrepTool),
+        Arc::new(NotebookEditTool),
+        Arc::new(TodoWriteTool::new()),
     ]
 }
 

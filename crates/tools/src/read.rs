@@ -32,7 +32,8 @@ pub const COUNT_REST_BYTES: u64 = 8 * 1024 * 1024;
 const DESCRIPTION: &str = "Read a text file and return its lines numbered like `cat -n` \
 (number, tab, text). Reads up to 2000 lines from the start by default; for longer files pass \
 `offset` (the first line, counting from 1) and `limit` to read another part. Very long lines are \
-cut. Images (PNG, JPEG, GIF, WebP) are shown to you as images. Other binary files are refused. \
+cut. Images (PNG, JPEG, GIF, WebP) are shown to you as images; Jupyter notebooks (.ipynb) as \
+their cells with ids. Other binary files are refused. \
 Read a file before editing it, so your edit matches its exact text.";
 
 /// Read's input.
@@ -91,7 +92,16 @@ impl Tool for ReadTool {
             };
             let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
+            // A notebook read whole is shown as cells; a window of it as its JSON lines.
+            let cells = inp.offset.is_none()
+                && inp.limit.is_none()
+                && path.extension().is_some_and(|e| e == "ipynb");
             run_blocking(&cx, move |cancel| {
+                if cells {
+                    if let Some(out) = crate::notebook_view::read_notebook(&path, &reads) {
+                        return Ok(out);
+                    }
+                }
                 read_file(&path, start, limit, &cancel, &reads)
             })
             .await

@@ -58,11 +58,12 @@ impl Tool for WriteTool {
             };
             let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
+            let checkpoints = cx.checkpoints.clone();
             // A stop reported while the write completes anyway says `started: true`, which
             // claims no more than that the file may have been written; a stop the write sees
             // before it touches the file leaves the old file in place.
             run_blocking(&cx, move |cancel| {
-                write_file(&path, &inp.content, &cancel, &reads)
+                write_file(&path, &inp.content, &cancel, &reads, checkpoints.as_deref())
             })
             .await
         })
@@ -74,6 +75,7 @@ fn write_file(
     content: &str,
     cancel: &CancelToken,
     reads: &ReadLedger,
+    checkpoints: Option<&crate::Checkpoints>,
 ) -> Result<ToolOutcome, Cancelled> {
     let shown = show(path);
     let existed = match std::fs::metadata(path) {
@@ -102,10 +104,16 @@ fn write_file(
             )));
         }
     }
+    if let Some(c) = checkpoints {
+        c.before_write(path);
+    }
     let how = match replace_contents(path, content.as_bytes(), cancel)? {
         Ok(how) => how,
         Err(e) => return Ok(ToolOutcome::failed(format!("Cannot write {shown}: {e}"))),
     };
+    if let Some(c) = checkpoints {
+        c.after_write(path, content.as_bytes());
+    }
     // What the agent wrote it knows: a following Edit needs no new Read.
     if let Ok(m) = std::fs::metadata(path) {
         reads.record(path, FileStamp::of(&m));

@@ -162,6 +162,11 @@ async fn build(
     let approver = TerminalApprover::with_sender(tx.clone());
     live.ctx.set_approver(Some(Arc::new(approver)));
     live.ctx.tasks().enable_backgrounding();
+    // The interactive UI always keeps file checkpoints, for /rewind.
+    if let Some(dir) = live.ctx.checkpoint_dir(&*launch.env) {
+        let store = keel_tools::Checkpoints::new(dir);
+        live.ctx.set_checkpoints(Some(Arc::new(store)));
+    }
     Ok((live, notices))
 }
 
@@ -244,6 +249,10 @@ pub async fn run(launch: Launch) -> i32 {
         for a in std::mem::take(&mut actions) {
             match a {
                 Action::Turn(_) | Action::Retry => {
+                    if let (Action::Turn(content), Some(store)) = (&a, live.ctx.checkpoints()) {
+                        let label = crate::rewind::label(content);
+                        store.mark(&keel_core::emit::new_uuid(), &label);
+                    }
                     let cmd = match a {
                         Action::Turn(content) => Cmd::Turn(content),
                         _ => Cmd::Retry,
@@ -279,6 +288,10 @@ pub async fn run(launch: Launch) -> i32 {
                 Action::SetModel(m) => live.ctx.set_model(m),
                 Action::Show(what) => {
                     let lines = listing(&live.ctx, what);
+                    app.commit(lines);
+                }
+                Action::Rewind(n) => {
+                    let lines = crate::rewind::run(live.ctx.checkpoints(), n).await;
                     app.commit(lines);
                 }
                 Action::ResumePicker => {

@@ -11,6 +11,7 @@ pub mod approve;
 mod driver;
 pub mod editor;
 pub mod markdown;
+pub mod rewind;
 pub mod screen;
 pub mod view;
 

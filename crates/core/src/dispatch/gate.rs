@@ -212,8 +212,9 @@ async fn ask(
         blocked_path: tool
             .kind()
             .edits_files()
-            .then(|| call.input.get("file_path").and_then(Value::as_str))
+            .then(|| tool.kind().path_field())
             .flatten()
+            .and_then(|f| call.input.get(f).and_then(Value::as_str))
             .map(|p| cx.ctx.cwd.join(p).display().to_string()),
         suggestions: suggestions(&perms, &call.name, tool.kind(), &call.input),
         reason,

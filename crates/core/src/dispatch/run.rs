@@ -28,6 +28,7 @@ pub(super) async fn run_batch(
     }
     let limits = cx.ctx.limits.tools.clone();
     let hidden = cx.ctx.permissions(cx.plan_only).read_filter();
+    let checkpoints = cx.ctx.checkpoints();
     let mut running = futures_util::stream::FuturesUnordered::new();
     let mut tokens: Vec<(String, keel_tools::ToolKind, CancelToken)> = Vec::new();
     for r in batch {
@@ -41,7 +42,8 @@ pub(super) async fn run_batch(
             .with_processes(cx.processes.clone())
             .with_reads(cx.reads.clone())
             .with_hidden(hidden.clone())
-            .with_judged(r.judged.clone());
+            .with_judged(r.judged.clone())
+            .with_checkpoints(checkpoints.clone());
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();

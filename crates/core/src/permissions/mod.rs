@@ -282,12 +282,16 @@ fn mcp_rule_allows(rule: &str, tool: &str) -> bool {
 pub(crate) fn subject_field(kind: ToolKind) -> Option<&'static str> {
     match kind {
         ToolKind::Bash => Some("command"),
-        ToolKind::Read | ToolKind::Write | ToolKind::Edit => Some("file_path"),
+        ToolKind::Read | ToolKind::Write | ToolKind::Edit | ToolKind::NotebookEdit => {
+            kind.path_field()
+        }
         ToolKind::Glob | ToolKind::Grep => Some("path"),
         ToolKind::Task => Some("subagent_type"),
-        ToolKind::TaskOutput | ToolKind::TaskStop | ToolKind::KillShell | ToolKind::External => {
-            None
-        }
+        ToolKind::TaskOutput
+        | ToolKind::TaskStop
+        | ToolKind::KillShell
+        | ToolKind::TodoWrite
+        | ToolKind::External => None,
     }
 }
 
@@ -400,7 +404,7 @@ pub(crate) fn wildcard_escaped(pattern: &str, text: &str) -> bool {
 fn path_family(kind: ToolKind) -> &'static [&'static str] {
     match kind {
         ToolKind::Read | ToolKind::Grep | ToolKind::Glob => &["Read"],
-        ToolKind::Write | ToolKind::Edit => &["Edit", "Write"],
+        ToolKind::Write | ToolKind::Edit | ToolKind::NotebookEdit => &["Edit", "Write"],
         _ => &[],
     }
 }

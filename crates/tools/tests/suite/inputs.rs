@@ -86,7 +86,19 @@ async fn wrong_types_are_named() {
 fn schemas_describe_every_tool() {
     let tools = builtin_tools();
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-    assert_eq!(names, ["Bash", "Read", "Write", "Edit", "Glob", "Grep"]);
+    assert_eq!(
+        names,
+        [
+            "Bash",
+            "Read",
+            "Write",
+            "Edit",
+            "Glob",
+            "Grep",
+            "NotebookEdit",
+            "TodoWrite"
+        ]
+    );
     for t in &tools {
         let s = t.input_schema();
         assert_eq!(s["type"], "object", "{}", t.name());

@@ -310,7 +310,18 @@ impl App {
             "resume" if !busy && args.is_empty() => vec![Action::ResumePicker],
             "resume" if !busy => vec![Action::Resume(args.to_owned())],
             "compact" if !busy => self.start_prompt(shown, format!("/{cmd}")),
-            "clear" | "new" | "resume" | "compact" => {
+            "rewind" if !busy && args.is_empty() => vec![Action::Rewind(None)],
+            "rewind" if !busy => match args.parse::<usize>() {
+                Ok(n) if n >= 1 => vec![Action::Rewind(Some(n))],
+                _ => {
+                    self.say(
+                        "/rewind N puts the files back as they were at prompt N; /rewind lists the prompts.",
+                        Style::new().fg(Color::Yellow),
+                    );
+                    Vec::new()
+                }
+            },
+            "clear" | "new" | "resume" | "compact" | "rewind" => {
                 self.say(
                     format!("/{name} waits until the turn ends (ESC stops it)."),
                     dim(),
@@ -365,5 +376,6 @@ pub const HELP: &str = "Keys
   Up/Down history · Esc stop the running turn · Ctrl+B move the running command to the background
   Shift+Tab cycle permission modes · Ctrl+C stop, or twice to exit · Ctrl+D exit on an empty prompt
 Commands
-  /help  /model [NAME]  /resume [ID]  /clear  /cost  /compact  /permissions  /agents  /tasks  /exit
+  /help  /model [NAME]  /resume [ID]  /clear  /cost  /compact  /rewind [N]  /permissions  /agents
+  /tasks  /exit
   and your own from .claude/commands/NAME.md ($ARGUMENTS is replaced by what follows the name)";

@@ -57,6 +57,9 @@ pub enum Action {
     Resume(String),
     /// List the permission rules, agents or tasks.
     Show(Listing),
+    /// `/rewind`: list the prompts the files can be put back to (`None`), or put them back as
+    /// they were when prompt N (from 1, oldest first) came.
+    Rewind(Option<usize>),
     /// Leave, with the session saved.
     Exit,
 }

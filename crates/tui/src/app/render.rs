@@ -26,7 +26,11 @@ pub fn summary(name: &str, input: &Value) -> String {
     let pick = |k: &str| input[k].as_str().map(str::to_owned);
     let s = match name {
         "Bash" => pick("command"),
-        "Read" | "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => pick("file_path"),
+        "Read" | "Write" | "Edit" | "MultiEdit" => pick("file_path"),
+        "NotebookEdit" => pick("notebook_path"),
+        "TodoWrite" => input["todos"]
+            .as_array()
+            .map(|t| format!("{} tasks", t.len())),
         "Glob" | "Grep" => pick("pattern"),
         "Task" | "Agent" => pick("description"),
         "WebFetch" => pick("url"),
@@ -223,8 +227,44 @@ fn succeeded(view: &ToolView, text: &str) -> Vec<Line<'static>> {
             format!("  ⎿ read {} lines", text.lines().count()),
             dim(),
         )),
+        "TodoWrite" => out.extend(todo_lines(&view.input)),
         _ if text.trim().is_empty() => out.push(Line::styled("  ⎿ (no output)", dim())),
         _ => out.extend(collapse(text, Style::new())),
+    }
+    out
+}
+
+/// The task list of a TodoWrite call, one line per task: `[x]` done, `[>]` in progress (in
+/// bold), `[ ]` pending; at most 20 tasks.
+pub fn todo_lines(input: &Value) -> Vec<Line<'static>> {
+    let todos = input["todos"].as_array().cloned().unwrap_or_default();
+    let mut out: Vec<Line<'static>> = todos
+        .iter()
+        .take(20)
+        .enumerate()
+        .map(|(i, t)| {
+            let content: String = t["content"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(120)
+                .collect();
+            let (mark, style) = match t["status"].as_str() {
+                Some("completed") => ("[x]", dim()),
+                Some("in_progress") => ("[>]", Style::new().add_modifier(Modifier::BOLD)),
+                _ => ("[ ]", Style::new()),
+            };
+            Line::from(vec![
+                Span::styled(if i == 0 { "  ⎿ " } else { "    " }, dim()),
+                Span::styled(format!("{mark} {content}"), style),
+            ])
+        })
+        .collect();
+    if todos.len() > 20 {
+        out.push(Line::styled(
+            format!("    … {} more tasks", todos.len() - 20),
+            dim(),
+        ));
     }
     out
 }
@@ -276,4 +316,28 @@ pub fn diff_lines(old: &str, new: &str) -> Vec<Line<'static>> {
         out.push(Line::styled(format!("    … {hidden} more lines"), dim()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_todo_list_renders_one_line_per_task_with_its_state() {
+        let input = serde_json::json!({"todos": [
+            {"content": "Parse", "status": "completed", "activeForm": "Parsing"},
+            {"content": "Test", "status": "in_progress", "activeForm": "Testing"},
+            {"content": "Ship", "status": "pending", "activeForm": "Shipping"}
+        ]});
+        let lines: Vec<String> = todo_lines(&input).iter().map(|l| l.to_string()).collect();
+        assert_eq!(lines, ["  ⎿ [x] Parse", "    [>] Test", "    [ ] Ship"]);
+        assert_eq!(summary("TodoWrite", &input), "3 tasks");
+        assert_eq!(
+            summary(
+                "NotebookEdit",
+                &serde_json::json!({"notebook_path": "a.ipynb"})
+            ),
+            "a.ipynb"
+        );
+    }
 }
