@@ -73,6 +73,8 @@ pub enum ToolKind {
     TaskStop,
     /// Stops a background shell (the older name of TaskStop, kept for models that use it).
     KillShell,
+    /// Loads a skill's instructions into the conversation.
+    Skill,
     /// A tool defined outside keel (an MCP server, an SDK host).
     External,
 }
@@ -108,6 +110,7 @@ impl ToolKind {
             ToolKind::TaskOutput => "TaskOutput",
             ToolKind::TaskStop => "TaskStop",
             ToolKind::KillShell => "KillShell",
+            ToolKind::Skill => "Skill",
             ToolKind::External => "",
         }
     }

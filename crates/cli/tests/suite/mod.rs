@@ -10,6 +10,7 @@ mod cancel;
 mod cloud;
 mod context;
 mod control;
+mod extensions;
 mod demo;
 mod failures;
 mod fleet;
