@@ -323,3 +323,20 @@ async fn a_commands_model_is_used_for_its_turn_only() {
     assert_eq!(requests[0].body["model"], "claude-opus-4-1");
     assert_eq!(requests[1].body["model"], "claude-sonnet-4-5");
 }
+
+#[tokio::test]
+async fn setting_sources_choose_whose_skills_and_commands_load() {
+    let h = Harness::from_json(r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#).await;
+    skills_fixture(&h);
+    commands_fixture(&h);
+    let run = h.run_stream("hi", &["--setting-sources", "user"], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let init = run.of("system")[0];
+    assert_eq!(init["skills"], json!(["haiku"]));
+    assert_eq!(init["slash_commands"], json!(["mine"]));
+    let run = h.run_stream("/greet Bob", &["--setting-sources", ""], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    assert_eq!(run.of("system")[0]["skills"], json!([]));
+    // Not loaded, so not a command: the prompt goes as typed.
+    assert!(texts(&h.requests()[1].body).iter().any(|t| t == "/greet Bob"));
+}

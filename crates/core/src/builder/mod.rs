@@ -409,7 +409,11 @@ impl SessionBuilder {
             limits.tools = Arc::new(tools);
         }
         let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
-        let extensions = Arc::new(crate::extend::Extensions::load(&self.cwd, home.as_deref()));
+        let extensions = Arc::new(crate::extend::Extensions::load(
+            &self.cwd,
+            home.as_deref(),
+            o.setting_sources.as_deref(),
+        ));
         // Memory files skipped or cut are said once, at start (keel's own prompt only).
         let memory_warnings = match system_prompt {
             None => crate::prompt::read_memory(&self.cwd, home.as_deref()).warnings,

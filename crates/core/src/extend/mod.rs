@@ -171,9 +171,16 @@ pub struct Extensions {
 }
 
 impl Extensions {
-    /// Load the skills and commands of `cwd` and of the user whose home is `home`.
-    pub fn load(cwd: &Path, home: Option<&Path>) -> Self {
-        let places = Place::all(cwd, home);
+    /// Load the skills and commands of `cwd` and of the user whose home is `home`, from the
+    /// scopes `--setting-sources` names (`None`: both; `project` and `user` count here).
+    pub fn load(cwd: &Path, home: Option<&Path>, sources: Option<&str>) -> Self {
+        let wants = |scope: Scope| {
+            sources.is_none_or(|s| s.split(',').any(|x| x.trim() == scope.as_str()))
+        };
+        let places: Vec<Place> = Place::all(cwd, home)
+            .into_iter()
+            .filter(|p| wants(p.scope))
+            .collect();
         let (skills, skill_errors) = skills::load(&places);
         let (commands, command_errors) = commands::load(&places);
         Self {
