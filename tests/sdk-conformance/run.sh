@@ -68,7 +68,7 @@ echo "== sdk-conformance: the Python SDK drives keel"
 
 if have_node; then
   echo "== sdk-conformance: the TypeScript SDK drives keel"
-  KEEL_SDK_NODE_DIR="$NODE_DIR" node --test "$ROOT/tests/sdk-conformance/ts_sdk.test.mjs" || status=1
+  KEEL_SDK_NODE_DIR="$NODE_DIR" node --test "$ROOT"/tests/sdk-conformance/*.test.mjs || status=1
 else
   msg="the TypeScript SDK conformance suite: node or npm is not installed on this machine"
   echo "!! NOT RUN: $msg"
