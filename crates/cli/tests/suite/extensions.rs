@@ -28,7 +28,9 @@ fn texts(request: &Value) -> Vec<String> {
                     match &b["content"] {
                         Value::String(s) => out.push(s.clone()),
                         Value::Array(inner) => out.extend(
-                            inner.iter().filter_map(|i| i["text"].as_str().map(str::to_owned)),
+                            inner
+                                .iter()
+                                .filter_map(|i| i["text"].as_str().map(str::to_owned)),
                         ),
                         _ => {}
                     }
@@ -85,7 +87,9 @@ async fn skills_are_listed_and_a_loaded_skill_reaches_the_model_with_its_argumen
     assert_eq!(init["skills"], json!(["release-notes", "haiku"]));
     assert!(init["tools"].as_array().unwrap().contains(&json!("Skill")));
     // The broken file is named, with its field, and the run went on without it.
-    let errors = init["keel_capabilities"]["skills"]["errors"].as_array().unwrap();
+    let errors = init["keel_capabilities"]["skills"]["errors"]
+        .as_array()
+        .unwrap();
     assert_eq!(errors.len(), 1, "{errors:?}");
     let e = errors[0].as_str().unwrap();
     assert!(e.contains("broken/SKILL.md") && e.contains("`name`"), "{e}");
@@ -101,24 +105,41 @@ async fn skills_are_listed_and_a_loaded_skill_reaches_the_model_with_its_argumen
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(listing.contains("- release-notes: Write release notes from the git log"), "{listing}");
+    assert!(
+        listing.contains("- release-notes: Write release notes from the git log"),
+        "{listing}"
+    );
     assert!(listing.contains("- haiku: Answer in a haiku"), "{listing}");
     let everything = first.to_string();
-    assert!(!everything.contains("group them by crate"), "no body before use");
+    assert!(
+        !everything.contains("group them by crate"),
+        "no body before use"
+    );
     // After the call: a short confirmation, then the skill's directory and its body with the
     // arguments put in.
     let second = texts(&requests[1].body);
-    let confirm = second.iter().position(|t| t.contains("Loaded the skill release-notes")).unwrap();
+    let confirm = second
+        .iter()
+        .position(|t| t.contains("Loaded the skill release-notes"))
+        .unwrap();
     let body = second
         .iter()
         .position(|t| t.contains("Collect the changes since v1.2.0 and group them by crate."))
         .expect("the body reached the model");
     assert!(confirm < body, "{second:?}");
     let skill_dir = h.cwd().join(".claude/skills/release-notes");
-    assert!(second[body].contains(&format!("Base directory for this skill: {}", skill_dir.display())));
+    assert!(second[body].contains(&format!(
+        "Base directory for this skill: {}",
+        skill_dir.display()
+    )));
     // The user's skill is loaded the same way.
     let third = texts(&requests[2].body);
-    assert!(third.iter().any(|t| t.contains("three lines of 5, 7 and 5")), "{third:?}");
+    assert!(
+        third
+            .iter()
+            .any(|t| t.contains("three lines of 5, 7 and 5")),
+        "{third:?}"
+    );
 }
 
 #[tokio::test]
@@ -146,10 +167,21 @@ async fn a_skill_can_be_denied_by_rule_and_an_unknown_one_is_a_clear_error() {
             .map(|b| b["content"].to_string())
             .unwrap()
     };
-    assert!(text("toolu_denied").contains("Skill(release-notes)"), "{}", text("toolu_denied"));
-    assert!(text("toolu_unknown").contains("no skill called"), "{}", text("toolu_unknown"));
+    assert!(
+        text("toolu_denied").contains("Skill(release-notes)"),
+        "{}",
+        text("toolu_denied")
+    );
+    assert!(
+        text("toolu_unknown").contains("no skill called"),
+        "{}",
+        text("toolu_unknown")
+    );
     let second = texts(&h.requests()[1].body);
-    assert!(!second.iter().any(|t| t.contains("group them by crate")), "{second:?}");
+    assert!(
+        !second.iter().any(|t| t.contains("group them by crate")),
+        "{second:?}"
+    );
 }
 
 #[tokio::test]
@@ -168,18 +200,29 @@ fn commands_fixture(h: &Harness) {
         ".claude/commands/greet.md",
         "---\ndescription: Greet someone\nargument-hint: NAME\n---\nSay hello to $ARGUMENTS, then to $1 again.\n",
     );
-    write(h.cwd(), ".claude/commands/tools/lint.md", "Lint $ARGUMENTS.\n");
+    write(
+        h.cwd(),
+        ".claude/commands/tools/lint.md",
+        "Lint $ARGUMENTS.\n",
+    );
     write(
         h.home.path(),
         ".claude/commands/mine.md",
         "---\ndescription: my own\n---\nThe user's command.\n",
     );
-    write(h.cwd(), ".claude/commands/bad.md", "---\nallowed-tools: Bash(\n---\nx\n");
+    write(
+        h.cwd(),
+        ".claude/commands/bad.md",
+        "---\nallowed-tools: Bash(\n---\nx\n",
+    );
 }
 
 #[tokio::test]
 async fn a_custom_command_in_print_mode_is_expanded_before_the_model_sees_it() {
-    let h = Harness::from_json(r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"hello Bob"}]}"#).await;
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"hello Bob"}]}"#,
+    )
+    .await;
     commands_fixture(&h);
     let run = h.run_stream("/greet Bob", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
@@ -189,39 +232,66 @@ async fn a_custom_command_in_print_mode_is_expanded_before_the_model_sees_it() {
         assert!(listed.contains(&json!(name)), "{name} in {listed:?}");
     }
     assert!(!init["skills"].as_array().unwrap().contains(&json!("greet")));
-    let e = init["keel_capabilities"]["commands"]["errors"][0].as_str().unwrap();
+    let e = init["keel_capabilities"]["commands"]["errors"][0]
+        .as_str()
+        .unwrap();
     assert!(e.contains("bad.md") && e.contains("`allowed-tools`"), "{e}");
     let sent = texts(&h.requests()[0].body);
-    let named = sent.iter().position(|t| t.contains("<command-name>/greet</command-name>") && t.contains("<command-args>Bob</command-args>")).expect("a block names the command");
-    let body = sent.iter().position(|t| t == "Say hello to Bob, then to Bob again.").expect("the body, arguments put in");
+    let named = sent
+        .iter()
+        .position(|t| {
+            t.contains("<command-name>/greet</command-name>")
+                && t.contains("<command-args>Bob</command-args>")
+        })
+        .expect("a block names the command");
+    let body = sent
+        .iter()
+        .position(|t| t == "Say hello to Bob, then to Bob again.")
+        .expect("the body, arguments put in");
     assert!(named < body, "{sent:?}");
     assert!(!sent.iter().any(|t| t == "/greet Bob"), "{sent:?}");
     // A namespaced one and the user's own work the same way.
     let run = h.run_stream("/tools:lint src", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
-    assert!(texts(&h.requests()[1].body).iter().any(|t| t == "Lint src."));
+    assert!(texts(&h.requests()[1].body)
+        .iter()
+        .any(|t| t == "Lint src."));
     let run = h.run_stream("/mine", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
-    assert!(texts(&h.requests()[2].body).iter().any(|t| t == "The user's command."));
+    assert!(texts(&h.requests()[2].body)
+        .iter()
+        .any(|t| t == "The user's command."));
     // A /word that names no command goes to the model as typed.
     let run = h.run_stream("/unknown-thing please", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
-    assert!(texts(&h.requests()[3].body).iter().any(|t| t == "/unknown-thing please"));
+    assert!(texts(&h.requests()[3].body)
+        .iter()
+        .any(|t| t == "/unknown-thing please"));
 }
 
 #[tokio::test]
 async fn a_custom_command_sent_as_stream_json_input_is_expanded() {
-    let h = Harness::from_json(r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#).await;
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#,
+    )
+    .await;
     commands_fixture(&h);
     let mut s = Stream::start(&h, &[], &[]);
     s.user("/greet Ada").await;
     let result = s.result().await;
     assert_eq!(result["subtype"], "success");
     let init = s.wait(|f| f["subtype"] == "init").await;
-    assert!(init["slash_commands"].as_array().unwrap().contains(&json!("greet")));
+    assert!(init["slash_commands"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("greet")));
     s.finish().await;
     let sent = texts(&h.requests()[0].body);
-    assert!(sent.iter().any(|t| t == "Say hello to Ada, then to Ada again."), "{sent:?}");
+    assert!(
+        sent.iter()
+            .any(|t| t == "Say hello to Ada, then to Ada again."),
+        "{sent:?}"
+    );
 }
 
 #[tokio::test]
@@ -242,7 +312,10 @@ async fn a_repository_command_cannot_approve_a_command_the_user_did_not_allow() 
     std::fs::write(h.cwd().join("victim.txt"), "keep me").unwrap();
     let run = h.run_stream("/cleanup", &[], &[]).await;
     run.assert_end("success", false, "completed", 0);
-    assert!(h.cwd().join("victim.txt").exists(), "the repository's command approved nothing");
+    assert!(
+        h.cwd().join("victim.txt").exists(),
+        "the repository's command approved nothing"
+    );
     let denials = run.result()["permission_denials"].as_array().unwrap();
     assert_eq!(denials.len(), 1, "{denials:?}");
     assert_eq!(denials[0]["tool_name"], "Bash");
@@ -272,16 +345,30 @@ async fn allowed_tools_narrow_the_commands_turn_only() {
     let mut s = Stream::start(&h, &["--allowedTools", "Bash"], &[]);
     s.user("/status").await;
     let first = s.result().await;
-    assert_eq!(first["permission_denials"].as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(
+        first["permission_denials"].as_array().unwrap().len(),
+        1,
+        "{first}"
+    );
     assert!(!h.cwd().join("outside-list.txt").exists());
     s.user("now touch it").await;
     let second = s.result().await;
     assert_eq!(second["permission_denials"], json!([]), "{second}");
     s.finish().await;
-    assert!(h.cwd().join("later.txt").exists(), "the next turn is not narrowed");
+    assert!(
+        h.cwd().join("later.txt").exists(),
+        "the next turn is not narrowed"
+    );
     let sent = texts(&h.requests()[1].body);
-    assert!(sent.iter().any(|t| t.contains("allowed-tools (Bash(git status:*))")), "{sent:?}");
-    assert!(sent.iter().any(|t| t.contains("notes")), "reads keep working: {sent:?}");
+    assert!(
+        sent.iter()
+            .any(|t| t.contains("allowed-tools (Bash(git status:*))")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter().any(|t| t.contains("notes")),
+        "reads keep working: {sent:?}"
+    );
 }
 
 #[tokio::test]
@@ -307,7 +394,10 @@ async fn a_users_own_command_pre_approves_what_it_lists() {
 
 #[tokio::test]
 async fn a_commands_model_is_used_for_its_turn_only() {
-    let h = Harness::from_json(r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#).await;
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#,
+    )
+    .await;
     write(
         h.cwd(),
         ".claude/commands/deep.md",
@@ -326,17 +416,26 @@ async fn a_commands_model_is_used_for_its_turn_only() {
 
 #[tokio::test]
 async fn setting_sources_choose_whose_skills_and_commands_load() {
-    let h = Harness::from_json(r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#).await;
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#,
+    )
+    .await;
     skills_fixture(&h);
     commands_fixture(&h);
-    let run = h.run_stream("hi", &["--setting-sources", "user"], &[]).await;
+    let run = h
+        .run_stream("hi", &["--setting-sources", "user"], &[])
+        .await;
     run.assert_end("success", false, "completed", 0);
     let init = run.of("system")[0];
     assert_eq!(init["skills"], json!(["haiku"]));
     assert_eq!(init["slash_commands"], json!(["mine"]));
-    let run = h.run_stream("/greet Bob", &["--setting-sources", ""], &[]).await;
+    let run = h
+        .run_stream("/greet Bob", &["--setting-sources", ""], &[])
+        .await;
     run.assert_end("success", false, "completed", 0);
     assert_eq!(run.of("system")[0]["skills"], json!([]));
     // Not loaded, so not a command: the prompt goes as typed.
-    assert!(texts(&h.requests()[1].body).iter().any(|t| t == "/greet Bob"));
+    assert!(texts(&h.requests()[1].body)
+        .iter()
+        .any(|t| t == "/greet Bob"));
 }

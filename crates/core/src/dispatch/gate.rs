@@ -102,9 +102,10 @@ pub(super) async fn gate(
         decision = Decision::Allow(AllowedBy::Hook);
     }
     // A custom command's allowed-tools only narrow (checked last: nothing lifts them).
-    if let Some(message) = cx.command.and_then(|c| {
-        c.refuses(&perms, &call.name, tool.kind(), &call.input, read_only)
-    }) {
+    if let Some(message) = cx
+        .command
+        .and_then(|c| c.refuses(&perms, &call.name, tool.kind(), &call.input, read_only))
+    {
         if !matches!(decision, Decision::Deny { .. }) {
             decision = Decision::Deny { message };
         }

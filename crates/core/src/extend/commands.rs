@@ -45,8 +45,7 @@ pub struct Command {
 
 fn valid_part(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
         && !s.starts_with('.')
 }
@@ -123,7 +122,11 @@ fn read_command(place: &Place, name: String, path: PathBuf) -> Result<Command, L
     let model = text_field("model");
     if let Some(m) = &model {
         if m.len() > 200 || m.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(LoadError::field(&path, "model", format!("{m:?} is not a model name")));
+            return Err(LoadError::field(
+                &path,
+                "model",
+                format!("{m:?} is not a model name"),
+            ));
         }
     }
     Ok(Command {
@@ -250,10 +253,17 @@ mod tests {
         assert_eq!(names, vec!["fe:review", "greet"]);
         assert_eq!(cmds[1].argument_hint.as_deref(), Some("NAME"));
         assert_eq!(cmds[1].allowed_tools.as_ref().map(Vec::len), Some(2));
-        assert!(errors[0].to_string().contains("`allowed-tools`"), "{}", errors[0]);
+        assert!(
+            errors[0].to_string().contains("`allowed-tools`"),
+            "{}",
+            errors[0]
+        );
         let e = cmds[1].expand(&places, "Bob").unwrap();
         assert_eq!(e.blocks[1], ContentBlock::text("Hello Bob!"));
-        assert_eq!(split_invocation("/fe:review  a b"), Some(("fe:review", "a b")));
+        assert_eq!(
+            split_invocation("/fe:review  a b"),
+            Some(("fe:review", "a b"))
+        );
         assert_eq!(split_invocation("/usr/bin/ls"), None);
         assert_eq!(split_invocation("hello"), None);
     }

@@ -146,8 +146,8 @@ fn unquote(v: &str) -> &str {
 /// stay together; a missing one becomes empty). When the text uses no placeholder and there
 /// are arguments, they are added at the end so the model still sees them.
 pub fn substitute(body: &str, args: &str) -> String {
-    let words = shlex::split(args)
-        .unwrap_or_else(|| args.split_whitespace().map(str::to_owned).collect());
+    let words =
+        shlex::split(args).unwrap_or_else(|| args.split_whitespace().map(str::to_owned).collect());
     let mut out = String::with_capacity(body.len() + args.len());
     let mut used = false;
     let mut rest = body;

@@ -10,8 +10,8 @@
 
 pub mod commands;
 pub mod frontmatter;
-pub mod skills;
 pub(crate) mod skill_tool;
+pub mod skills;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -174,9 +174,8 @@ impl Extensions {
     /// Load the skills and commands of `cwd` and of the user whose home is `home`, from the
     /// scopes `--setting-sources` names (`None`: both; `project` and `user` count here).
     pub fn load(cwd: &Path, home: Option<&Path>, sources: Option<&str>) -> Self {
-        let wants = |scope: Scope| {
-            sources.is_none_or(|s| s.split(',').any(|x| x.trim() == scope.as_str()))
-        };
+        let wants =
+            |scope: Scope| sources.is_none_or(|s| s.split(',').any(|x| x.trim() == scope.as_str()));
         let places: Vec<Place> = Place::all(cwd, home)
             .into_iter()
             .filter(|p| wants(p.scope))
@@ -251,7 +250,10 @@ impl Extensions {
 
     /// Warnings for the start of the session, one per file that could not be used.
     pub fn warnings(&self) -> Vec<String> {
-        let skill = self.skill_errors.iter().map(|e| format!("skill not loaded: {e}"));
+        let skill = self
+            .skill_errors
+            .iter()
+            .map(|e| format!("skill not loaded: {e}"));
         let command = self
             .command_errors
             .iter()

@@ -70,13 +70,16 @@ impl Tool for SkillTool {
             let args = inp.args.unwrap_or_default();
             match self.ext.skill_text(name, &args) {
                 None => {
-                    let known: Vec<&str> = self.ext.skills.iter().map(|s| s.name.as_str()).collect();
+                    let known: Vec<&str> =
+                        self.ext.skills.iter().map(|s| s.name.as_str()).collect();
                     ToolOutcome::failed(format!(
                         "There is no skill called {name:?}. The skills are: {}.",
                         known.join(", ")
                     ))
                 }
-                Some(Err(e)) => ToolOutcome::failed(format!("The skill {name:?} could not be loaded: {e}")),
+                Some(Err(e)) => {
+                    ToolOutcome::failed(format!("The skill {name:?} could not be loaded: {e}"))
+                }
                 Some(Ok(text)) => {
                     self.ext.queue(text);
                     ToolOutcome::Ok {

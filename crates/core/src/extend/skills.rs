@@ -72,7 +72,9 @@ fn read_skill(place: &Place, dir: PathBuf, path: PathBuf) -> Result<Skill, LoadE
         return Err(LoadError::field(
             &path,
             "name",
-            format!("{name:?} is not a skill name (letters, digits, '-' and '_', at most {MAX_NAME})"),
+            format!(
+                "{name:?} is not a skill name (letters, digits, '-' and '_', at most {MAX_NAME})"
+            ),
         ));
     }
     let description = fm.get("description").map(str::trim).unwrap_or_default();
@@ -134,27 +136,53 @@ mod tests {
     fn loads_project_then_user_and_names_bad_fields() {
         let cwd = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
-        write(cwd.path(), ".claude/skills/pdf/SKILL.md", "---\nname: pdf\ndescription: Fill PDF forms\n---\nUse $ARGUMENTS.\n");
-        write(cwd.path(), ".claude/skills/bad/SKILL.md", "---\nname: bad\n---\nno description\n");
-        write(home.path(), ".claude/skills/pdf/SKILL.md", "---\ndescription: the user's pdf\n---\nx\n");
-        write(home.path(), ".claude/skills/mine/SKILL.md", "---\ndescription: Mine\n---\nbody\n");
+        write(
+            cwd.path(),
+            ".claude/skills/pdf/SKILL.md",
+            "---\nname: pdf\ndescription: Fill PDF forms\n---\nUse $ARGUMENTS.\n",
+        );
+        write(
+            cwd.path(),
+            ".claude/skills/bad/SKILL.md",
+            "---\nname: bad\n---\nno description\n",
+        );
+        write(
+            home.path(),
+            ".claude/skills/pdf/SKILL.md",
+            "---\ndescription: the user's pdf\n---\nx\n",
+        );
+        write(
+            home.path(),
+            ".claude/skills/mine/SKILL.md",
+            "---\ndescription: Mine\n---\nbody\n",
+        );
         let places = Place::all(cwd.path(), Some(home.path()));
         let (skills, errors) = load(&places);
         let names: Vec<(&str, Scope)> = skills.iter().map(|s| (s.name.as_str(), s.scope)).collect();
         assert_eq!(names, vec![("pdf", Scope::Project), ("mine", Scope::User)]);
         assert_eq!(errors.len(), 1);
         let e = errors[0].to_string();
-        assert!(e.contains("bad/SKILL.md") && e.contains("`description`"), "{e}");
+        assert!(
+            e.contains("bad/SKILL.md") && e.contains("`description`"),
+            "{e}"
+        );
         let text = skills[0].load_text(&places, "form.pdf").unwrap();
         assert!(text.ends_with("Use form.pdf."), "{text}");
-        assert!(text.starts_with("Base directory for this skill: "), "{text}");
+        assert!(
+            text.starts_with("Base directory for this skill: "),
+            "{text}"
+        );
     }
 
     #[test]
     fn a_link_out_of_the_project_is_refused() {
         let cwd = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        write(outside.path(), "SKILL.md", "---\ndescription: stolen\n---\nsecret\n");
+        write(
+            outside.path(),
+            "SKILL.md",
+            "---\ndescription: stolen\n---\nsecret\n",
+        );
         std::fs::create_dir_all(cwd.path().join(".claude/skills/x")).unwrap();
         std::os::unix::fs::symlink(
             outside.path().join("SKILL.md"),
