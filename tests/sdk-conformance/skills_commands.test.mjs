@@ -91,7 +91,11 @@ test("a custom command is listed in init and expanded before the model sees it",
   const env = await start(t, "command_text");
   mkdirSync(join(env.cwd, ".claude", "commands"), { recursive: true });
   writeFileSync(join(env.cwd, ".claude", "commands", "greet.md"), "---\ndescription: Greet someone\n---\nGreet $ARGUMENTS warmly.\n");
-  const messages = await collect(query({ prompt: "/greet Bob", options: env.options() }));
+  const q = query({ prompt: "/greet Bob", options: env.options() });
+  const commands = await q.supportedCommands();
+  const greet = commands.find((c) => c.name === "greet");
+  assert.equal(greet?.description, "Greet someone", JSON.stringify(commands));
+  const messages = await collect(q);
   const init = initOf(messages);
   assert.ok(init.slash_commands.includes("greet"), JSON.stringify(init.slash_commands));
   assert.equal(messages.at(-1).subtype, "success");

@@ -54,10 +54,14 @@ def test_a_custom_command_is_listed_and_expanded(start):
 
     async def main():
         async with ClaudeSDKClient(options=env.options()) as client:
+            info = await client.get_server_info()
             await client.query("/greet Bob")
-            return [m async for m in client.receive_response()]
+            return info, [m async for m in client.receive_response()]
 
-    messages = run(main)
+    info, messages = run(main)
+    listed = {c["name"]: c for c in info["commands"]}
+    assert listed["greet"]["description"] == "Greet someone", info["commands"]
+    assert listed["greet"]["argumentHint"] == "NAME"
     init = init_of(messages)
     assert "greet" in init["slash_commands"], init["slash_commands"]
     assert "greet" not in init["skills"]

@@ -228,6 +228,22 @@ impl Extensions {
         self.commands.iter().map(|c| c.name.clone()).collect()
     }
 
+    /// The commands as the control protocol's `initialize` answer lists them (what an SDK's
+    /// supported-commands call returns).
+    pub fn initialize_commands(&self) -> Vec<Value> {
+        self.commands
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "description": c.description.clone().unwrap_or_default(),
+                    "argumentHint": c.argument_hint.clone().unwrap_or_default(),
+                    "builtin": false,
+                })
+            })
+            .collect()
+    }
+
     /// The capability account's part: what was loaded from where, and what was not.
     pub fn account(&self) -> Value {
         let list = |items: Vec<(String, Scope)>| -> Vec<Value> {
