@@ -439,3 +439,47 @@ async fn setting_sources_choose_whose_skills_and_commands_load() {
         .iter()
         .any(|t| t == "/greet Bob"));
 }
+
+#[tokio::test]
+async fn a_skill_loaded_beside_a_subagent_reaches_the_parent_not_the_subagent() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "match": {"first_user_contains": "parent prompt"}, "calls": [
+                {"name": "Skill", "input": {"skill": "haiku"}, "id": "toolu_skill"},
+                {"name": "Task", "input": {"description": "d", "prompt": "child prompt", "subagent_type": "general-purpose"}, "id": "toolu_task"}]},
+            {"kind": "tool_use", "match": {"first_user_contains": "child prompt"}, "calls": [
+                {"name": "Read", "input": {"file_path": "notes.txt"}, "id": "toolu_child_read"}]},
+            {"kind": "text", "match": {"first_user_contains": "child prompt"}, "text": "child done"},
+            {"kind": "text", "match": {"first_user_contains": "parent prompt"}, "text": "parent done"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    skills_fixture(&h);
+    std::fs::write(h.cwd().join("notes.txt"), "notes").unwrap();
+    let run = h.run_stream("parent prompt", &[], &[]).await;
+    run.assert_end("success", false, "completed", 0);
+    let requests = h.requests();
+    let of = |who: &str| -> Vec<Vec<String>> {
+        requests
+            .iter()
+            .filter(|r| texts(&r.body).first().is_some_and(|t| t.contains(who)))
+            .map(|r| texts(&r.body))
+            .collect()
+    };
+    let child = of("child prompt");
+    assert!(child.len() >= 2, "{child:?}");
+    assert!(
+        !child.concat().iter().any(|t| t.contains("three lines")),
+        "{child:?}"
+    );
+    let parent = of("parent prompt");
+    assert!(
+        parent
+            .last()
+            .unwrap()
+            .iter()
+            .any(|t| t.contains("three lines")),
+        "{parent:?}"
+    );
+}

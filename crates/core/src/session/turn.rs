@@ -648,7 +648,12 @@ impl Session {
             rejected_text(&c.name, turn.reason().unwrap_or(CancelReason::Shutdown))
         });
         // Skills loaded by these calls: their text follows the results, in the same message.
-        let loaded = self.ctx.extensions.take_pending();
+        // Only the main agent has the Skill tool; a subagent it started in the same batch
+        // must not take the text meant for its parent.
+        let loaded = match self.scope.role.is_main() {
+            true => self.ctx.extensions.take_pending(),
+            false => Vec::new(),
+        };
         if !loaded.is_empty() {
             let blocks = loaded.into_iter().map(ContentBlock::text).collect();
             self.tell_model(blocks)
