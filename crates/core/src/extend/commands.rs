@@ -267,4 +267,32 @@ mod tests {
         assert_eq!(split_invocation("/usr/bin/ls"), None);
         assert_eq!(split_invocation("hello"), None);
     }
+
+    #[test]
+    fn allowed_tools_cover_every_command_a_line_runs_and_never_widen_a_project() {
+        let cwd = tempfile::tempdir().unwrap();
+        let c = cwd.path().join(".claude/commands");
+        std::fs::create_dir_all(&c).unwrap();
+        std::fs::write(
+            c.join("st.md"),
+            "---\nallowed-tools: Bash(git status:*)\n---\nx\n",
+        )
+        .unwrap();
+        let places = Place::all(cwd.path(), None);
+        let (cmds, _) = load(&places);
+        let x = cmds[0].expand(&places, "").unwrap();
+        let mut perms = PermissionConfig::new(PermissionMode::Default, cwd.path());
+        x.widen_user(&mut perms);
+        assert!(perms.allow.is_empty(), "a project's list approves nothing");
+        let bash = |c: &str| serde_json::json!({ "command": c });
+        let refuses = |c: &str| x.refuses(&perms, "Bash", ToolKind::Bash, &bash(c), false);
+        assert_eq!(refuses("git status --short"), None);
+        assert!(
+            refuses("git status && rm -rf src").is_some(),
+            "the rm is not covered"
+        );
+        assert!(refuses("touch x").unwrap().contains("/st"));
+        // Reads are not narrowed.
+        assert_eq!(refuses("ls"), None);
+    }
 }
