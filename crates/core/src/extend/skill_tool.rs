@@ -13,6 +13,8 @@ use super::Extensions;
 
 /// The tool's name.
 pub const SKILL_TOOL: &str = "Skill";
+/// The most bytes of the tool's description (the skills' listing included).
+pub const LISTING_LIMIT: usize = 16 * 1024;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct SkillInput {
@@ -36,8 +38,18 @@ impl SkillTool {
 When a task matches a skill's description, load it before starting the task, then follow what it \
 says. The skill's text arrives in the next message. Skills available here:\n",
         );
+        // Bounded: hundreds of long descriptions would crowd every request.
+        let mut left = ext.skills.len();
         for s in &ext.skills {
-            description.push_str(&format!("- {}: {}\n", s.name, s.description));
+            let line = format!("- {}: {}\n", s.name, s.description);
+            if description.len() + line.len() > LISTING_LIMIT {
+                description.push_str(&format!(
+                    "({left} more skills are not listed here; load one by its exact name if the user names it.)\n"
+                ));
+                break;
+            }
+            description.push_str(&line);
+            left -= 1;
         }
         Self { ext, description }
     }
@@ -89,5 +101,27 @@ impl Tool for SkillTool {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_is_bounded_and_says_what_it_left_out() {
+        let cwd = tempfile::tempdir().unwrap();
+        for i in 0..100 {
+            let dir = cwd.path().join(format!(".claude/skills/s{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let text = format!("---\ndescription: {}\n---\nbody\n", "d".repeat(1000));
+            std::fs::write(dir.join("SKILL.md"), text).unwrap();
+        }
+        let ext = Arc::new(Extensions::load(cwd.path(), None, None));
+        assert_eq!(ext.skills.len(), 100);
+        let tool = SkillTool::new(ext);
+        let d = tool.description();
+        assert!(d.len() < LISTING_LIMIT + 200, "{}", d.len());
+        assert!(d.contains("more skills are not listed here"), "{d}");
     }
 }
