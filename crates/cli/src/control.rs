@@ -278,7 +278,7 @@ impl Controller {
         }
         let model = ctx.initial_model().to_owned();
         let response = json!({
-            "commands": [],
+            "commands": ctx.extensions().initialize_commands(),
             "agents": ctx.agent_names().iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
             "output_style": "default",
             "available_output_styles": ["default"],

@@ -173,6 +173,8 @@ pub struct SessionContext {
     pub(crate) mcp: Arc<crate::mcp::McpHub>,
     /// The copy of the transcript in object storage (`KEEL_TRANSCRIPT_URL`).
     pub(crate) remote: Option<Arc<crate::remote::Uploader>>,
+    /// Skills and custom commands.
+    pub(crate) extensions: Arc<crate::extend::Extensions>,
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
@@ -213,6 +215,7 @@ pub(crate) struct ContextParts {
     pub mcp: Arc<crate::mcp::McpHub>,
     pub remote: Option<Arc<crate::remote::Uploader>>,
     pub bypass: BypassGate,
+    pub extensions: Arc<crate::extend::Extensions>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -233,6 +236,11 @@ impl SessionContext {
 
     pub fn mcp_servers(&self) -> Vec<crate::mcp::ServerStatus> {
         self.mcp.statuses()
+    }
+
+    /// The session's skills and custom commands.
+    pub fn extensions(&self) -> &Arc<crate::extend::Extensions> {
+        &self.extensions
     }
 
     /// The session's MCP servers (reconnect, toggle, the route to an SDK host).
@@ -265,6 +273,7 @@ impl SessionContext {
             additional_directories: p.additional_directories,
             mcp: p.mcp,
             remote: p.remote,
+            extensions: p.extensions,
             initial_model: p.model.clone(),
             live: RwLock::new(Live {
                 model: p.model,

@@ -162,6 +162,10 @@ pub struct InitInfo {
     pub output_style: String,
     /// The capability account (`keel_capabilities`).
     pub account: serde_json::Value,
+    /// The skills loaded (`skills`).
+    pub skills: Vec<serde_json::Value>,
+    /// The custom commands loaded (`slash_commands`).
+    pub slash_commands: Vec<String>,
 }
 
 /// Why a call did not run (or did not finish).

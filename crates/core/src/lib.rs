@@ -19,6 +19,7 @@ pub(crate) mod dispatch;
 pub mod emit;
 pub mod end;
 pub mod event;
+pub mod extend;
 mod fault;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -84,6 +84,8 @@ pub enum ToolKind {
     NotebookEdit,
     /// Keeps the session's task list (writes no file).
     TodoWrite,
+    /// Loads a skill's instructions into the conversation.
+    Skill,
     /// A tool defined outside keel (an MCP server, an SDK host).
     External,
 }
@@ -121,6 +123,7 @@ impl ToolKind {
             ToolKind::KillShell => "KillShell",
             ToolKind::NotebookEdit => "NotebookEdit",
             ToolKind::TodoWrite => "TodoWrite",
+            ToolKind::Skill => "Skill",
             ToolKind::External => "",
         }
     }

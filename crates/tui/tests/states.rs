@@ -548,10 +548,11 @@ fn slash_commands_do_what_they_say() {
         key(&mut a, KeyCode::Enter),
         vec![Action::Resume("s2".into())]
     );
-    // A project's command: its body, with the arguments put in, is the prompt.
+    // A project's command goes to the engine as typed; the engine expands it (the same
+    // loader and expansion as -p and the SDKs).
     match &send(&mut a, "/review src/lib.rs")[..] {
         [Action::Turn(c)] => {
-            assert_eq!(c, &vec![ContentBlock::text("Review src/lib.rs for bugs.")])
+            assert_eq!(c, &vec![ContentBlock::text("/review src/lib.rs")])
         }
         other => panic!("{other:?}"),
     }

@@ -71,7 +71,7 @@ async fn a_new_folders_hooks_and_rules_wait_for_the_users_trust() {
     );
 
     // Asked once: the next start goes straight to the UI.
-    let mut t = start(&h, &[], &[], 30, 120);
+    let t = start(&h, &[], &[], 30, 120);
     let s = t.wait_text("shift+tab mode").await;
     assert!(!s.contains("Do you trust"), "{s}");
     assert_eq!(t.exit().await, 0);

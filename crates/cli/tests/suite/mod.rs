@@ -11,6 +11,7 @@ mod cloud;
 mod context;
 mod control;
 mod demo;
+mod extensions;
 mod failures;
 mod file_tools;
 mod fleet;

@@ -436,6 +436,11 @@ impl SessionBuilder {
             limits.tools = Arc::new(tools);
         }
         let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
+        let extensions = Arc::new(crate::extend::Extensions::load(
+            &self.cwd,
+            home.as_deref(),
+            o.setting_sources.as_deref(),
+        ));
         // Memory files skipped or cut are said once, at start (keel's own prompt only).
         let memory_warnings = match system_prompt {
             None => crate::prompt::read_memory(&self.cwd, home.as_deref()).warnings,
@@ -502,8 +507,15 @@ impl SessionBuilder {
             mcp,
             remote,
             bypass,
+            extensions: extensions.clone(),
         });
-        let tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
+        let mut tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
+        // Offered when there is a skill to load (a tool with nothing behind it is noise).
+        if !extensions.skills.is_empty() && self.wants_tool("Skill") {
+            tools.push(Arc::new(crate::extend::skill_tool::SkillTool::new(
+                extensions.clone(),
+            )));
+        }
         let scope = AgentScope {
             max_turns: ctx.limits.max_turns,
             system_prompt,
@@ -527,10 +539,12 @@ impl SessionBuilder {
             notices.push(format!("keel: warning: {w}"));
             session.queue_warning(w, Extra::new());
         }
+        let extension_warnings = extensions.warnings();
         for w in agent_warnings
             .into_iter()
             .chain(memory_warnings)
             .chain(trust_warnings)
+            .chain(extension_warnings)
         {
             notices.push(format!("keel: {w}"));
             session.queue_warning(w, Extra::new());
@@ -840,11 +854,14 @@ impl SessionBuilder {
 
     /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
     fn wants(&self, kind: ToolKind) -> bool {
+        self.wants_tool(agents::agent_tool_name(kind))
+    }
+
+    /// Whether the engine's tool `name` is offered: always, unless `--tools` leaves it out.
+    fn wants_tool(&self, name: &str) -> bool {
         match self.options.tools.as_deref().map(str::trim) {
             None | Some("default") => true,
-            Some(spec) => split_rule_list(spec)
-                .iter()
-                .any(|w| w == agents::agent_tool_name(kind)),
+            Some(spec) => split_rule_list(spec).iter().any(|w| w == name),
         }
     }
 }
@@ -877,7 +894,8 @@ fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
     for w in &wanted {
         let agent_tool = agents::AGENT_TOOLS
             .iter()
-            .any(|k| agents::agent_tool_name(*k) == w);
+            .any(|k| agents::agent_tool_name(*k) == w)
+            || w == crate::extend::skill_tool::SKILL_TOOL;
         if !all.iter().any(|t| t.name() == w) && !agent_tool {
             let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
             names.extend(

@@ -89,7 +89,10 @@ pub(super) async fn gate(
         Err(gate) => return Ok(gate),
     };
     // The mode and rules may have changed while the hooks ran: decide on the live ones.
-    let perms = live_permissions(cx);
+    let mut perms = live_permissions(cx);
+    if let Some(c) = cx.command {
+        c.widen_user(&mut perms);
+    }
     let read_only = tool.is_read_only(&call.input);
     let mut decision = perms.decide(&call.name, tool.kind(), &call.input, read_only);
     if hooks.ask.is_some() && matches!(decision, Decision::Allow(_)) {
@@ -97,6 +100,15 @@ pub(super) async fn gate(
     }
     if hooks.allow && matches!(decision, Decision::Ask | Decision::AskWhy(_)) {
         decision = Decision::Allow(AllowedBy::Hook);
+    }
+    // A custom command's allowed-tools only narrow (checked last: nothing lifts them).
+    if let Some(message) = cx
+        .command
+        .and_then(|c| c.refuses(&perms, &call.name, tool.kind(), &call.input, read_only))
+    {
+        if !matches!(decision, Decision::Deny { .. }) {
+            decision = Decision::Deny { message };
+        }
     }
     match decision {
         Decision::Allow(allowed_by) => {

@@ -41,6 +41,8 @@ pub(crate) struct DispatchCx<'a> {
     pub state: &'a TurnState,
     /// The session's transcript, for hook inputs (empty when none is kept).
     pub transcript_path: String,
+    /// The custom command the turn runs: its `allowed-tools` bind the turn's calls.
+    pub command: Option<&'a crate::extend::Expanded>,
 }
 
 /// What happened while dispatching.

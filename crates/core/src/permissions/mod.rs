@@ -287,6 +287,8 @@ pub(crate) fn subject_field(kind: ToolKind) -> Option<&'static str> {
         }
         ToolKind::Glob | ToolKind::Grep => Some("path"),
         ToolKind::Task => Some("subagent_type"),
+        // `Skill(name)` names one skill.
+        ToolKind::Skill => Some("skill"),
         ToolKind::TaskOutput
         | ToolKind::TaskStop
         | ToolKind::KillShell

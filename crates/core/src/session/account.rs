@@ -37,7 +37,7 @@ impl Session {
             Some(sb) => json!({"enabled": true, "network": sb.policy().network}),
             None => json!({"enabled": false}),
         };
-        json!({
+        let mut account = json!({
             "mcp_servers": servers,
             "strict_mcp_config": self.requested.strict_mcp,
             "sandbox": sandbox,
@@ -47,7 +47,14 @@ impl Session {
                 "requested": self.structured.is_some(),
                 "met": met,
             },
-        })
+        });
+        // `skills` and `commands`: what was loaded, from where, and what could not be.
+        if let (Some(a), Value::Object(ext)) =
+            (account.as_object_mut(), self.ctx.extensions.account())
+        {
+            a.extend(ext);
+        }
+        account
     }
 
     /// A capability the run required that is missing: with `--strict-mcp-config`, a

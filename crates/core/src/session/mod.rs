@@ -8,6 +8,7 @@
 
 mod account;
 mod boundary;
+mod command;
 mod compact;
 mod handle;
 mod hook_points;
@@ -113,6 +114,8 @@ pub struct Session {
     pub(crate) output_style: crate::output_style::OutputStyle,
     /// What the run asked for, for the capability account.
     pub(crate) requested: Requested,
+    /// The custom command the running turn runs, if any.
+    pub(crate) command: Option<command::CommandTurn>,
 }
 
 impl Session {
@@ -148,6 +151,7 @@ impl Session {
             structured: None,
             output_style: Default::default(),
             requested: Requested::default(),
+            command: None,
         };
         s.sync_mcp_tools();
         s.system = s.build_system();

@@ -174,6 +174,7 @@ impl Session {
         } else {
             None
         };
+        self.end_command_turn();
         // Over for anyone who asks from here on: a client that read the result and then sends
         // an interrupt must hear that nothing was running, not race the final sync.
         self.turn_state.end();
@@ -273,6 +274,8 @@ impl Session {
                     .iter()
                     .map(crate::mcp::ServerStatus::to_json)
                     .collect(),
+                skills: self.ctx.extensions.skill_names(),
+                slash_commands: self.ctx.extensions.command_names(),
             };
             // Sent even when it cannot be persisted, like the result: a run whose transcript
             // cannot be written still starts and ends visibly, with an error result.
@@ -311,6 +314,8 @@ impl Session {
         if let Some(end) = self.prompt_hooks(&mut prompt, start_notes, turn).await? {
             return Ok(Some(end));
         }
+        // After the hooks, which see the prompt as typed.
+        self.expand_command(&mut prompt).await?;
         // The prompt is persisted (for resume) but not echoed to the front end.
         let uuid = self.prompt_uuid.take();
         if let Err(e) = self.tell_model_as(prompt, uuid).await {
@@ -650,12 +655,26 @@ impl Session {
             reads: &self.reads,
             state: &self.turn_state,
             transcript_path: self.transcript_path(),
+            command: self.command.as_ref().map(|c| &c.expanded),
         };
         let dispatched = run_calls(&dcx, &mut pending).await;
         // Close the obligation before anything else, even if emitting failed.
         self.history.close(pending, |c| {
             rejected_text(&c.name, turn.reason().unwrap_or(CancelReason::Shutdown))
         });
+        // Skills loaded by these calls: their text follows the results, in the same message.
+        // Only the main agent has the Skill tool; a subagent it started in the same batch
+        // must not take the text meant for its parent.
+        let loaded = match self.scope.role.is_main() {
+            true => self.ctx.extensions.take_pending(),
+            false => Vec::new(),
+        };
+        if !loaded.is_empty() {
+            let blocks = loaded.into_iter().map(ContentBlock::text).collect();
+            self.tell_model(blocks)
+                .await
+                .map_err(TellError::into_emit)?;
+        }
         let dispatched = dispatched?;
         stats.denials.extend(dispatched.denials);
         self.emitter.sync().await?;

@@ -1,4 +1,4 @@
-//! The UI's file I/O: custom slash commands read from `.claude/commands`, allow rules
+//! The UI's file I/O: which custom slash commands exist (the engine's loader), allow rules
 //! written to `.claude/settings.local.json`.
 
 use std::path::PathBuf;
@@ -6,38 +6,12 @@ use std::path::PathBuf;
 use keel_tools::json_file::{self, JsonFileError};
 use serde_json::Value;
 
-/// A command from `.claude/commands/NAME.md` (the project's, then the user's).
-pub(super) fn custom_command(cwd: &std::path::Path, name: &str) -> Option<String> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == ':')
-    {
-        return None;
-    }
-    let file = format!("{}.md", name.replace(':', "/"));
-    let mut dirs = vec![cwd.join(".claude/commands")];
-    if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(PathBuf::from(home).join(".claude/commands"));
-    }
-    dirs.into_iter()
-        .find_map(|d| {
-            // A repository's command file: bounded, regular files only.
-            let how = keel_core::repofile::RepoRead::bounded(keel_core::repofile::REPO_FILE_LIMIT);
-            keel_core::repofile::read_repo_file(&d.join(&file), &how).ok()
-        })
-        .map(|f| f.text)
-        .map(|s| strip_front_matter(&s).trim().to_owned())
-}
-
-pub(super) fn strip_front_matter(s: &str) -> &str {
-    if let Some(rest) = s.strip_prefix("---\n") {
-        if let Some(end) = rest.find("\n---") {
-            let after = &rest[end + 4..];
-            return after.strip_prefix('\n').unwrap_or(after);
-        }
-    }
-    s
+/// Whether `name` is a custom command of the project or the user (`.claude/commands`), found
+/// by the engine's loader. The engine expands `/name args` itself when the prompt reaches it,
+/// so the interactive UI, `-p` and the SDKs run the same command the same way.
+pub(super) fn is_custom_command(cwd: &std::path::Path, name: &str) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    keel_core::extend::commands::find(cwd, home.as_deref(), name).is_some()
 }
 
 /// Add allow rules to `.claude/settings.local.json` in `cwd`, keeping everything else in it,

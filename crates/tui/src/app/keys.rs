@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use keel_core::permissions::PermissionMode;
 use ratatui::style::{Color, Style};
 
-use super::commands::custom_command;
+use super::commands::is_custom_command;
 use super::{can_background, dim, Action, App, Listing, Modal, DOUBLE_PRESS, MAX_PROMPTED_RETRIES};
 
 impl App {
@@ -328,22 +328,17 @@ impl App {
                 );
                 Vec::new()
             }
-            _ => match custom_command(&self.cwd, name) {
-                Some(body) => {
-                    let prompt = if body.contains("$ARGUMENTS") {
-                        body.replace("$ARGUMENTS", args)
-                    } else if args.is_empty() {
-                        body
-                    } else {
-                        format!("{body}\n\n{args}")
-                    };
+            _ => match is_custom_command(&self.cwd, name) {
+                true => {
+                    // Sent as typed: the engine expands it (arguments, allowed-tools, model).
+                    let prompt = format!("/{cmd}");
                     if busy {
                         self.queued.push(prompt);
                         return Vec::new();
                     }
                     self.start_prompt(shown, prompt)
                 }
-                None => {
+                false => {
                     self.say(
                         format!("Unknown command /{name}. /help lists the commands."),
                         Style::new().fg(Color::Yellow),

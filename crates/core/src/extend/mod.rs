@@ -1,0 +1,291 @@
+//! What users add to keel as files: skills (`.claude/skills/<name>/SKILL.md`) and custom
+//! slash commands (`.claude/commands/*.md`), from the project and from the user's config
+//! directory. Loaded once when a session is built, for every front end alike (`-p`,
+//! stream-json and the SDKs, the interactive UI).
+//!
+//! These files are repository input: each is read bounded, as a regular file whose real path
+//! stays inside the directory tree it belongs to (a link out of the project is refused). A file
+//! keel cannot use is an error naming the file and the field; the session goes on without it,
+//! and the capability account lists it.
+
+pub mod commands;
+pub mod frontmatter;
+pub(crate) mod skill_tool;
+pub mod skills;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use keel_protocol::ContentBlock;
+use keel_tools::repofile::{read_repo_file, Confine, RepoFileError, RepoRead};
+use serde_json::{json, Value};
+
+pub use commands::{Command, Expanded};
+pub use skills::Skill;
+
+/// The most bytes of one skill or command file.
+pub const FILE_LIMIT: u64 = 256 << 10;
+/// The most entries keel looks at in one skills or commands directory.
+pub const MAX_ENTRIES: usize = 500;
+
+/// The user's config directory (`~/.claude`), where their own settings, skills and commands
+/// live. The one place that decides it for skills and commands.
+pub fn user_config_dir(home: Option<&Path>) -> Option<PathBuf> {
+    home.map(|h| h.join(".claude"))
+}
+
+/// Whose a file is: the project's (repository input) or the user's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `<cwd>/.claude/...`.
+    Project,
+    /// `~/.claude/...`.
+    User,
+}
+
+impl Scope {
+    /// `project` or `user`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Project => "project",
+            Scope::User => "user",
+        }
+    }
+}
+
+/// A skill or command file keel could not use.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// It could not be read (too large, not a regular file, a link leading outside, ...).
+    #[error("{0}")]
+    Read(#[from] RepoFileError),
+    /// Its header or one of its fields is wrong.
+    #[error("{path}: field `{field}`: {problem}")]
+    Field {
+        /// The file.
+        path: PathBuf,
+        /// The field (or `front matter` for the header as a whole).
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Its directory holds more entries than keel reads.
+    #[error("{path}: more than {MAX_ENTRIES} entries; the rest were not loaded")]
+    TooMany {
+        /// The directory.
+        path: PathBuf,
+    },
+}
+
+impl LoadError {
+    pub(crate) fn field(path: &Path, field: &str, problem: impl Into<String>) -> Self {
+        LoadError::Field {
+            path: path.to_owned(),
+            field: field.to_owned(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Where one scope's files are, and the tree they must really live in.
+#[derive(Clone, Debug)]
+pub(crate) struct Place {
+    pub scope: Scope,
+    /// `.claude` of the project or the user.
+    pub dir: PathBuf,
+    /// A file's real path must be inside this (the project, or the user's home).
+    pub root: PathBuf,
+    pub home: Option<PathBuf>,
+}
+
+impl Place {
+    /// The project's then the user's.
+    pub(crate) fn all(cwd: &Path, home: Option<&Path>) -> Vec<Place> {
+        let mut out = vec![Place {
+            scope: Scope::Project,
+            dir: cwd.join(".claude"),
+            root: keel_tools::kpath::kernel_path(cwd).unwrap_or_else(|_| cwd.to_owned()),
+            home: home.map(Path::to_path_buf),
+        }];
+        if let (Some(dir), Some(h)) = (user_config_dir(home), home) {
+            out.push(Place {
+                scope: Scope::User,
+                dir,
+                root: keel_tools::kpath::kernel_path(h).unwrap_or_else(|_| h.to_owned()),
+                home: Some(h.to_owned()),
+            });
+        }
+        out
+    }
+
+    /// Read one file of this place: bounded, regular, confined to its tree.
+    pub(crate) fn read(&self, path: &Path) -> Result<String, RepoFileError> {
+        let roots = [self.root.clone()];
+        let how = RepoRead {
+            limit: FILE_LIMIT,
+            over: keel_tools::repofile::OverLimit::Fail,
+            confine: Some(Confine {
+                roots: &roots,
+                home: self.home.as_deref(),
+            }),
+        };
+        read_repo_file(path, &how).map(|f| f.text)
+    }
+}
+
+/// A directory's entries, sorted, at most [`MAX_ENTRIES`] (an error says when there were
+/// more). A directory that does not exist has none.
+pub(crate) fn entries(dir: &Path, errors: &mut Vec<LoadError>) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        if out.len() == MAX_ENTRIES {
+            errors.push(LoadError::TooMany {
+                path: dir.to_owned(),
+            });
+            break;
+        }
+        out.push(e.path());
+    }
+    out.sort();
+    out
+}
+
+/// The skills and commands of a session, with what could not be loaded.
+#[derive(Debug, Default)]
+pub struct Extensions {
+    /// Skills, the project's first; a name is taken by its first definition.
+    pub skills: Vec<Skill>,
+    /// Commands, the project's first; a name is taken by its first definition.
+    pub commands: Vec<Command>,
+    /// Files that could not be used, worded for the user.
+    pub skill_errors: Vec<String>,
+    /// Command files that could not be used.
+    pub command_errors: Vec<String>,
+    /// Skill texts loaded by the Skill tool and not yet given to the model.
+    pending: Mutex<Vec<String>>,
+    /// Where the files were found (read again on use).
+    places: Vec<Place>,
+}
+
+impl Extensions {
+    /// Load the skills and commands of `cwd` and of the user whose home is `home`, from the
+    /// scopes `--setting-sources` names (`None`: both; `project` and `user` count here).
+    pub fn load(cwd: &Path, home: Option<&Path>, sources: Option<&str>) -> Self {
+        let wants =
+            |scope: Scope| sources.is_none_or(|s| s.split(',').any(|x| x.trim() == scope.as_str()));
+        let places: Vec<Place> = Place::all(cwd, home)
+            .into_iter()
+            .filter(|p| wants(p.scope))
+            .collect();
+        let (skills, skill_errors) = skills::load(&places);
+        let (commands, command_errors) = commands::load(&places);
+        Self {
+            skills,
+            commands,
+            skill_errors: skill_errors.iter().map(ToString::to_string).collect(),
+            command_errors: command_errors.iter().map(ToString::to_string).collect(),
+            pending: Mutex::new(Vec::new()),
+            places,
+        }
+    }
+
+    /// The text the model gets when it loads the skill `name` with `args`.
+    pub fn skill_text(&self, name: &str, args: &str) -> Option<Result<String, LoadError>> {
+        self.skill(name).map(|s| s.load_text(&self.places, args))
+    }
+
+    /// A prompt whose first block is `/name args` naming a custom command, expanded; `None`
+    /// for any other prompt (an unknown `/word` is left as it is).
+    pub fn expand(&self, prompt: &[ContentBlock]) -> Option<Result<Expanded, LoadError>> {
+        let Some(ContentBlock::Text(t)) = prompt.first() else {
+            return None;
+        };
+        let (name, args) = commands::split_invocation(&t.text)?;
+        let command = self.command(name)?;
+        Some(command.expand(&self.places, args))
+    }
+
+    /// The skill called `name`.
+    pub fn skill(&self, name: &str) -> Option<&Skill> {
+        self.skills.iter().find(|s| s.name == name)
+    }
+
+    /// The command called `name`.
+    pub fn command(&self, name: &str) -> Option<&Command> {
+        self.commands.iter().find(|c| c.name == name)
+    }
+
+    /// What `system/init` lists as `skills`.
+    pub fn skill_names(&self) -> Vec<Value> {
+        self.skills.iter().map(|s| json!(s.name)).collect()
+    }
+
+    /// What `system/init` lists as `slash_commands`.
+    pub fn command_names(&self) -> Vec<String> {
+        self.commands.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// The commands as the control protocol's `initialize` answer lists them (what an SDK's
+    /// supported-commands call returns).
+    pub fn initialize_commands(&self) -> Vec<Value> {
+        self.commands
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "description": c.description.clone().unwrap_or_default(),
+                    "argumentHint": c.argument_hint.clone().unwrap_or_default(),
+                    "builtin": false,
+                })
+            })
+            .collect()
+    }
+
+    /// The capability account's part: what was loaded from where, and what was not.
+    pub fn account(&self) -> Value {
+        let list = |items: Vec<(String, Scope)>| -> Vec<Value> {
+            items
+                .into_iter()
+                .map(|(n, s)| json!({"name": n, "scope": s.as_str()}))
+                .collect()
+        };
+        json!({
+            "skills": {
+                "loaded": list(self.skills.iter().map(|s| (s.name.clone(), s.scope)).collect()),
+                "errors": self.skill_errors,
+            },
+            "commands": {
+                "loaded": list(self.commands.iter().map(|c| (c.name.clone(), c.scope)).collect()),
+                "errors": self.command_errors,
+            },
+        })
+    }
+
+    /// Warnings for the start of the session, one per file that could not be used.
+    pub fn warnings(&self) -> Vec<String> {
+        let skill = self
+            .skill_errors
+            .iter()
+            .map(|e| format!("skill not loaded: {e}"));
+        let command = self
+            .command_errors
+            .iter()
+            .map(|e| format!("custom command not loaded: {e}"));
+        skill.chain(command).collect()
+    }
+
+    pub(crate) fn queue(&self, text: String) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(text);
+    }
+
+    /// Skill texts to give the model with the results of the calls that loaded them.
+    pub(crate) fn take_pending(&self) -> Vec<String> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
