@@ -24,6 +24,7 @@ pub mod sandbox;
 pub mod shell;
 mod supervise;
 pub mod walk;
+pub mod web;
 pub mod write;
 
 use std::future::Future;
@@ -44,6 +45,7 @@ pub use process::ProcessRegistry;
 pub use read::ReadTool;
 use serde_json::Value;
 pub use shell::is_read_only_command;
+pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
 
 /// A boxed, sendable future: what [`Tool::call`] returns, so tools can live behind `dyn Tool`.
@@ -73,6 +75,10 @@ pub enum ToolKind {
     TaskStop,
     /// Stops a background shell (the older name of TaskStop, kept for models that use it).
     KillShell,
+    /// Fetches a web page and answers a question about it.
+    WebFetch,
+    /// Searches the web through the provider's search tool.
+    WebSearch,
     /// A tool defined outside keel (an MCP server, an SDK host).
     External,
 }
@@ -108,6 +114,8 @@ impl ToolKind {
             ToolKind::TaskOutput => "TaskOutput",
             ToolKind::TaskStop => "TaskStop",
             ToolKind::KillShell => "KillShell",
+            ToolKind::WebFetch => "WebFetch",
+            ToolKind::WebSearch => "WebSearch",
             ToolKind::External => "",
         }
     }
