@@ -160,7 +160,7 @@ pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<
         let addrs = checked_addrs(cx, &url, &host, named, deadline).await?;
         // Plain http stays plain only towards a private host a rule names: a local test or
         // development server rarely has a certificate; anything else is upgraded.
-        if url.scheme() == "http" && !(named && addrs.iter().all(|a| non_public(*a).is_some())) {
+        if url.scheme() == "http" && !keeps_http(named, &addrs) {
             let _ = url.set_scheme("https");
         }
         let resp = send(cx, &url, &host, &addrs, deadline).await?;
@@ -193,6 +193,12 @@ pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<
         }
         return read_page(cx, resp, url, redirects, deadline).await;
     }
+}
+
+/// Whether a plain http URL stays plain: only towards a host a rule names whose every address
+/// is local.
+pub(crate) fn keeps_http(named: bool, addrs: &[IpAddr]) -> bool {
+    named && !addrs.is_empty() && addrs.iter().all(|a| non_public(*a).is_some())
 }
 
 /// The permission for the host a redirect leads to: the same host keeps its permission; any

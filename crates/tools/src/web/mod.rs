@@ -9,6 +9,8 @@
 
 pub mod addr;
 pub mod fetch;
+#[cfg(test)]
+mod fetch_tests;
 mod fetch_tool;
 pub mod html;
 mod search_tool;
