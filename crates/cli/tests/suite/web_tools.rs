@@ -351,3 +351,37 @@ async fn websearch_on_a_provider_without_search_is_a_clear_error() {
     assert!(t.contains("not available with the openai provider"), "{t}");
     assert_eq!(h.requests().len(), 2, "no search request");
 }
+
+/// A reply in which the provider ran its search tool goes back into the history whole: the
+/// `server_tool_use` block with the input that streamed in, and the result block, through the
+/// transcript and `--resume`.
+#[tokio::test(flavor = "multi_thread")]
+async fn server_tool_blocks_round_trip_in_history() {
+    let h = Harness::new(Scenario::new(vec![
+        Step::web_search(
+            "rust html parser",
+            &[SearchHit::new("html5ever", "https://docs.rs/html5ever")],
+            "html5ever parses HTML.",
+        ),
+        Step::text("again"),
+    ]))
+    .await;
+    let first = h.run_stream("search for me", &[], &[]).await;
+    first.assert_end("success", false, "completed", 0);
+    let session = first.result()["session_id"].as_str().unwrap().to_owned();
+    let second = h
+        .run_stream("and now?", &["--resume", &session], &[])
+        .await;
+    second.assert_end("success", false, "completed", 0);
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2);
+    let sent = &reqs[1].body["messages"][1];
+    assert_eq!(sent["role"], "assistant");
+    let blocks = sent["content"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "server_tool_use");
+    assert_eq!(blocks[0]["input"], json!({"query": "rust html parser"}));
+    assert_eq!(blocks[1]["type"], "web_search_tool_result");
+    assert_eq!(blocks[1]["content"][0]["url"], "https://docs.rs/html5ever");
+    assert_eq!(blocks[2]["text"], "html5ever parses HTML.");
+    h.validate(&reqs[1]).unwrap();
+}
