@@ -4,6 +4,7 @@
 //! body read in chunks that stop at the byte cap or the deadline.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
@@ -163,7 +164,7 @@ pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<
         if url.scheme() == "http" && !keeps_http(named, &addrs) {
             let _ = url.set_scheme("https");
         }
-        let resp = send(cx, &url, &host, &addrs, deadline).await?;
+        let resp = send(cx, &url, &addrs, deadline).await?;
         let status = resp.status();
         if status.is_redirection() {
             let Some(next) = location(&resp, &url)? else {
@@ -281,20 +282,22 @@ async fn checked_addrs(
 async fn send(
     cx: &FetchCx<'_>,
     url: &Url,
-    host: &str,
     addrs: &[IpAddr],
     deadline: Instant,
 ) -> Result<reqwest::Response, WebError> {
     let port = url.port_or_known_default().unwrap_or(443);
     let sockets: Vec<SocketAddr> = addrs.iter().map(|a| SocketAddr::new(*a, port)).collect();
     let remaining = deadline.saturating_duration_since(Instant::now());
-    let mut builder = reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .connect_timeout(remaining.min(Duration::from_secs(15)))
         .user_agent(concat!("keel/", env!("CARGO_PKG_VERSION"), " (WebFetch)"));
+    let mut builder = builder;
     if matches!(url.host(), Some(Host::Domain(_))) {
-        builder = builder.resolve_to_addrs(host, &sockets);
+        // Every name this client asks for gets the addresses checked above: the client serves
+        // this one hop, so no spelling of the host can slip past to a lookup of its own.
+        builder = builder.dns_resolver(Arc::new(Pinned(sockets)));
     }
     let client = builder.build().map_err(|e| WebError::Connect {
         url: url.to_string(),
@@ -313,6 +316,16 @@ async fn send(
             url: url.to_string(), limit: cx.limits.total, bytes: 0,
             phase: "connecting or waiting for the server to answer",
         }),
+    }
+}
+
+/// A resolver that answers every name with the addresses keel checked.
+struct Pinned(Vec<SocketAddr>);
+
+impl reqwest::dns::Resolve for Pinned {
+    fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let addrs = self.0.clone();
+        Box::pin(async move { Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs) })
     }
 }
 
