@@ -93,6 +93,8 @@ async fn text_reply_prints_init_assistant_result_and_sends_a_real_request() {
             "Edit",
             "Glob",
             "Grep",
+            "WebFetch",
+            "WebSearch",
             "Task",
             "TaskOutput",
             "KillShell",

@@ -385,3 +385,34 @@ async fn server_tool_blocks_round_trip_in_history() {
     assert_eq!(blocks[2]["text"], "html5ever parses HTML.");
     h.validate(&reqs[1]).unwrap();
 }
+
+/// With a host that approves calls, WebFetch to a host no rule names is asked about, and the
+/// suggested rule is that host only; a refusal is a denial the model is told about.
+#[tokio::test(flavor = "multi_thread")]
+async fn webfetch_asks_the_host_and_suggests_only_that_domain() {
+    let h = Harness::new(Scenario::new(vec![
+        Step::tool_use(vec![fetch_call("https://docs.example.com/guide")]),
+        Step::text("ok"),
+    ]))
+    .await;
+    let mut s = super::common::Stream::start(&h, &["--permission-prompt-tool", "stdio"], &[]);
+    s.user("read the guide").await;
+    let req = s.keel_request("can_use_tool").await;
+    assert_eq!(req["request"]["tool_name"], "WebFetch");
+    let suggestions = req["request"]["permission_suggestions"].to_string();
+    assert!(
+        suggestions.contains(r#""ruleContent":"domain:docs.example.com""#),
+        "{suggestions}"
+    );
+    s.answer(
+        req["request_id"].as_str().unwrap(),
+        json!({"behavior": "deny", "message": "not that site"}),
+    )
+    .await;
+    let result = s.result().await;
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["permission_denials"][0]["tool_name"], "WebFetch");
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "stderr: {}", run.stderr);
+    assert!(run.tool_results()[0].to_string().contains("not that site"));
+}

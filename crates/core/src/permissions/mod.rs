@@ -137,7 +137,7 @@ impl Rule {
         }
         if let (true, Some(p)) = (tool == "WebFetch", pattern.as_deref()) {
             if !p.is_empty() && p != "*" {
-                web::check_pattern(text, p)?;
+                web::check_pattern(text, p).map_err(|e| e.0)?;
             }
         }
         let tool = if tool == "Agent" {

@@ -23,12 +23,12 @@ struct DomainSpec {
 }
 
 /// Check a WebFetch rule's pattern when the rule is read: only `domain:HOST[:PORT]`.
-pub(super) fn check_pattern(text: &str, pattern: &str) -> Result<(), String> {
+pub(super) fn check_pattern(text: &str, pattern: &str) -> Result<(), super::RuleError> {
     match parse_spec(pattern) {
         Some(_) => Ok(()),
-        None => Err(format!(
+        None => Err(super::RuleError(format!(
             "permission rule {text:?}: a WebFetch rule names a host, as WebFetch(domain:example.com), WebFetch(domain:*.example.com) or WebFetch(domain:127.0.0.1:8080)"
-        )),
+        ))),
     }
 }
 
