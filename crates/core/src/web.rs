@@ -145,9 +145,8 @@ fn search_answer(blocks: &[ContentBlock]) -> SearchAnswer {
                 Some("web_search_tool_result") => match v.get("content") {
                     Some(Value::Array(results)) => {
                         for r in results {
-                            let field = |k: &str| {
-                                r.get(k).and_then(Value::as_str).unwrap_or("").to_owned()
-                            };
+                            let field =
+                                |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
                             if !field("url").is_empty() {
                                 a.links.push((field("title"), field("url")));
                             }
@@ -190,7 +189,10 @@ impl WebHost for SessionWeb {
                 req.url, req.page, req.prompt
             );
             let reply = self
-                .call(self.request(DIGEST_SYSTEM, text, DIGEST_MAX_TOKENS, Vec::new()), cancel)
+                .call(
+                    self.request(DIGEST_SYSTEM, text, DIGEST_MAX_TOKENS, Vec::new()),
+                    cancel,
+                )
                 .await?;
             let answer = crate::session::text_of(&reply.message.content);
             if answer.trim().is_empty() {
@@ -230,7 +232,10 @@ impl WebHost for SessionWeb {
             let text = format!("Search the web for: {}", req.query);
             let tools = vec![ToolSpec::server_tool(def)];
             let reply = self
-                .call(self.request(SEARCH_SYSTEM, text, SEARCH_MAX_TOKENS, tools), cancel)
+                .call(
+                    self.request(SEARCH_SYSTEM, text, SEARCH_MAX_TOKENS, tools),
+                    cancel,
+                )
                 .await?;
             Ok(search_answer(&reply.message.content))
         })
@@ -254,7 +259,10 @@ mod tests {
         ]))
         .unwrap();
         let a = search_answer(&blocks);
-        assert_eq!(a.links, vec![("A".to_owned(), "https://a.test/".to_owned())]);
+        assert_eq!(
+            a.links,
+            vec![("A".to_owned(), "https://a.test/".to_owned())]
+        );
         assert_eq!(a.errors, vec!["max_uses_exceeded".to_owned()]);
         assert_eq!(a.text, "A says so.");
         assert_eq!(a.searches, 1);

@@ -12,7 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::common::{Harness, Provider};
 
-const PAGE: &str = "<html><head><title>Keel test page</title><script>stealCookies()</script></head>\
+const PAGE: &str =
+    "<html><head><title>Keel test page</title><script>stealCookies()</script></head>\
 <body><h1>Keel page</h1><p>The secret word is <b>marmalade</b>.</p></body></html>";
 
 /// A tiny web server: each path answers one way; every request line is recorded.
@@ -94,7 +95,9 @@ async fn serve(mut sock: TcpStream, log: Arc<Mutex<Vec<String>>>) {
         "/endless" => {
             // No length, and no end: only keel's byte cap stops the read.
             let _ = sock
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n",
+                )
                 .await;
             let chunk = vec![b'a'; 8192];
             while sock.write_all(&chunk).await.is_ok() {}
@@ -115,7 +118,10 @@ async fn serve(mut sock: TcpStream, log: Arc<Mutex<Vec<String>>>) {
 }
 
 fn fetch_call(url: &str) -> Call {
-    Call::new("WebFetch", json!({"url": url, "prompt": "What is the secret word?"}))
+    Call::new(
+        "WebFetch",
+        json!({"url": url, "prompt": "What is the secret word?"}),
+    )
 }
 
 fn text_of(v: &Value) -> String {
@@ -146,16 +152,25 @@ async fn webfetch_allowed_by_an_exact_rule_reads_the_page_through_a_separate_req
         .run_stream("fetch it", &["--allowedTools", &web.rule()], &[])
         .await;
     run.assert_end("success", false, "completed", 0);
-    assert_eq!(web.seen(), vec!["GET /moved HTTP/1.1", "GET /page HTTP/1.1"]);
+    assert_eq!(
+        web.seen(),
+        vec!["GET /moved HTTP/1.1", "GET /page HTTP/1.1"]
+    );
     let reqs = h.requests();
     assert_eq!(reqs.len(), 3, "main, reading request, main");
     let digest = &reqs[1].body;
-    assert!(digest.get("tools").is_none(), "the reading request has no tools: {digest}");
+    assert!(
+        digest.get("tools").is_none(),
+        "the reading request has no tools: {digest}"
+    );
     let asked = digest["messages"][0].to_string();
     assert!(asked.contains("# Keel page"), "{asked}");
     assert!(asked.contains("**marmalade**"), "{asked}");
     assert!(asked.contains("What is the secret word?"), "{asked}");
-    assert!(!asked.contains("stealCookies"), "scripts are dropped: {asked}");
+    assert!(
+        !asked.contains("stealCookies"),
+        "scripts are dropped: {asked}"
+    );
     // The main model gets the answer, never the raw page.
     let results = run.tool_results();
     assert_eq!(results.len(), 1);
@@ -165,7 +180,10 @@ async fn webfetch_allowed_by_an_exact_rule_reads_the_page_through_a_separate_req
     assert!(got.contains("after 1 redirect"), "{got}");
     assert!(!got.contains("<h1>"), "{got}");
     let third = reqs[2].body["messages"].to_string();
-    assert!(!third.contains("<h1>") && !third.contains("# Keel page"), "{third}");
+    assert!(
+        !third.contains("<h1>") && !third.contains("# Keel page"),
+        "{third}"
+    );
 }
 
 /// Loopback, private, metadata and local names are refused without a rule naming them, in
@@ -199,12 +217,19 @@ async fn webfetch_refuses_local_private_and_metadata_addresses_without_a_naming_
             assert!(t.contains("local or private"), "{url}: {t}");
             assert!(t.contains("WebFetch(domain:"), "{url}: {t}");
         }
-        let denials = run.result()["permission_denials"].as_array().unwrap().clone();
+        let denials = run.result()["permission_denials"]
+            .as_array()
+            .unwrap()
+            .clone();
         assert_eq!(denials.len(), urls.len(), "{denials:?}");
         assert!(denials.iter().all(|d| d["tool_name"] == "WebFetch"));
         assert_eq!(h.requests().len(), 2, "no reading request was made");
     }
-    assert!(web.seen().is_empty(), "no request reached the server: {:?}", web.seen());
+    assert!(
+        web.seen().is_empty(),
+        "no request reached the server: {:?}",
+        web.seen()
+    );
 }
 
 /// Headless with no rule: a public URL is denied (nobody can approve), the denial names the
@@ -220,8 +245,14 @@ async fn webfetch_without_a_rule_is_denied_headless_and_names_the_domain_rule() 
     run.assert_end("success", false, "completed", 0);
     let r = run.tool_results()[0];
     assert_eq!(r["is_error"], true);
-    assert!(text_of(r).contains("WebFetch(domain:docs.example.com)"), "{r}");
-    assert_eq!(run.result()["permission_denials"][0]["tool_name"], "WebFetch");
+    assert!(
+        text_of(r).contains("WebFetch(domain:docs.example.com)"),
+        "{r}"
+    );
+    assert_eq!(
+        run.result()["permission_denials"][0]["tool_name"],
+        "WebFetch"
+    );
 }
 
 /// A redirect from an allowed host to the metadata address is not followed.
@@ -229,9 +260,17 @@ async fn webfetch_without_a_rule_is_denied_headless_and_names_the_domain_rule() 
 async fn webfetch_refuses_a_redirect_to_a_refused_address() {
     let web = Web::start().await;
     for flags in [
-        vec!["--allowedTools", &*web.rule()].into_iter().map(str::to_owned).collect::<Vec<_>>(),
+        vec!["--allowedTools", &*web.rule()]
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
         // Even where the mode allows every host, the address itself is refused.
-        vec!["--allowedTools".into(), web.rule(), "--permission-mode".into(), "bypassPermissions".into()],
+        vec![
+            "--allowedTools".into(),
+            web.rule(),
+            "--permission-mode".into(),
+            "bypassPermissions".into(),
+        ],
     ] {
         let h = Harness::new(Scenario::new(vec![
             Step::tool_use(vec![fetch_call(&web.url("/to-metadata"))]),
@@ -248,7 +287,12 @@ async fn webfetch_refuses_a_redirect_to_a_refused_address() {
         assert!(t.contains("redirect") || t.contains("metadata"), "{t}");
         assert_eq!(h.requests().len(), 2, "no reading request");
     }
-    assert_eq!(web.seen().len(), 2, "only the redirecting page: {:?}", web.seen());
+    assert_eq!(
+        web.seen().len(),
+        2,
+        "only the redirecting page: {:?}",
+        web.seen()
+    );
 }
 
 /// Size, time and type bounds end the call with an error that says which bound and where.
@@ -276,18 +320,29 @@ async fn webfetch_bounds_size_time_and_type_truthfully() {
         )
         .await;
     run.assert_end("success", false, "completed", 0);
-    assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
     let results = run.tool_results();
     assert_eq!(results.len(), 3);
     let size = text_of(results[0]);
     assert!(size.contains("65536-byte limit"), "{size}");
     let time = text_of(results[1]);
-    assert!(time.contains("after 2.0 s") && time.contains("reading the page"), "{time}");
+    assert!(
+        time.contains("after 2.0 s") && time.contains("reading the page"),
+        "{time}"
+    );
     assert!(time.contains("bytes of the page had arrived"), "{time}");
     let kind = text_of(results[2]);
     assert!(kind.contains("image/png"), "{kind}");
     assert!(results.iter().all(|r| r["is_error"] == true));
-    assert_eq!(h.requests().len(), 2, "no reading request for a failed fetch");
+    assert_eq!(
+        h.requests().len(),
+        2,
+        "no reading request for a failed fetch"
+    );
 }
 
 /// WebSearch hands the query to the provider's server-side search tool and returns what it
@@ -318,14 +373,20 @@ async fn websearch_runs_on_the_server_search_tool() {
         reqs[1].body["tools"],
         json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 8, "allowed_domains": ["docs.rs"]}])
     );
-    assert!(reqs[1].body["messages"][0].to_string().contains("keel agent runtime"));
+    assert!(reqs[1].body["messages"][0]
+        .to_string()
+        .contains("keel agent runtime"));
     let r = run.tool_results()[0];
     assert!(r["is_error"] != true, "{r}");
     let t = text_of(r);
     assert!(t.contains("1. keel docs — https://docs.rs/keel"), "{t}");
     assert!(t.contains("keel is an agent runtime."), "{t}");
     // Offered to the model like any tool, and denied headless without a rule.
-    assert!(reqs[0].body["tools"].as_array().unwrap().iter().any(|t| t["name"] == "WebSearch"));
+    assert!(reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "WebSearch"));
 }
 
 /// On a provider without a server-side search tool the call fails clearly, naming the
@@ -369,9 +430,7 @@ async fn server_tool_blocks_round_trip_in_history() {
     let first = h.run_stream("search for me", &[], &[]).await;
     first.assert_end("success", false, "completed", 0);
     let session = first.result()["session_id"].as_str().unwrap().to_owned();
-    let second = h
-        .run_stream("and now?", &["--resume", &session], &[])
-        .await;
+    let second = h.run_stream("and now?", &["--resume", &session], &[]).await;
     second.assert_end("success", false, "completed", 0);
     let reqs = h.requests();
     assert_eq!(reqs.len(), 2);

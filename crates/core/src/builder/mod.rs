@@ -831,7 +831,11 @@ impl SessionBuilder {
 /// `KEEL_WEBFETCH_MAX_BYTES` (the body read).
 fn web_limits(k: &Knobs<'_>) -> Result<keel_tools::web::FetchLimits, BuildError> {
     let mut l = keel_tools::web::FetchLimits::default();
-    if let Some(d) = k.ms("KEEL_WEBFETCH_TIMEOUT_MS", 100, std::time::Duration::from_secs(600))? {
+    if let Some(d) = k.ms(
+        "KEEL_WEBFETCH_TIMEOUT_MS",
+        100,
+        std::time::Duration::from_secs(600),
+    )? {
         l.total = d;
     }
     if let Some(n) = k.count("KEEL_WEBFETCH_MAX_BYTES", 1024, 100 * 1024 * 1024)? {
@@ -869,7 +873,9 @@ fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
         let agent_tool = agents::AGENT_TOOLS
             .iter()
             .any(|k| agents::agent_tool_name(*k) == w)
-            || crate::web::WEB_TOOLS.iter().any(|k| k.canonical_name() == w);
+            || crate::web::WEB_TOOLS
+                .iter()
+                .any(|k| k.canonical_name() == w);
         if !all.iter().any(|t| t.name() == w) && !agent_tool {
             let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
             names.extend(

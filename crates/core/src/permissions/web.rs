@@ -33,7 +33,11 @@ pub(super) fn check_pattern(text: &str, pattern: &str) -> Result<(), super::Rule
 }
 
 fn parse_spec(pattern: &str) -> Option<DomainSpec> {
-    let spec = pattern.trim().strip_prefix("domain:")?.trim().to_ascii_lowercase();
+    let spec = pattern
+        .trim()
+        .strip_prefix("domain:")?
+        .trim()
+        .to_ascii_lowercase();
     let (host, port) = if let Some(rest) = spec.strip_prefix('[') {
         // [v6] or [v6]:port
         let (h, after) = rest.split_once(']')?;
@@ -95,7 +99,11 @@ fn restrict_match(rule: &Rule, host: &str) -> bool {
 fn target(input: &Value) -> Option<(String, u16, bool)> {
     let url = parse_url(input.get("url")?.as_str()?).ok()?;
     let local = local_host(&url);
-    Some((rule_host(&url), url.port_or_known_default().unwrap_or(443), local))
+    Some((
+        rule_host(&url),
+        url.port_or_known_default().unwrap_or(443),
+        local,
+    ))
 }
 
 impl PermissionConfig {
@@ -222,7 +230,7 @@ impl PermissionConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Decision, PermissionConfig, PermissionMode, Rule, RuleSource, Roots};
+    use super::super::{Decision, PermissionConfig, PermissionMode, Roots, Rule, RuleSource};
     use super::*;
     use serde_json::json;
 
@@ -247,19 +255,50 @@ mod tests {
     }
 
     fn fetch(c: &PermissionConfig, url: &str) -> Decision {
-        c.decide("WebFetch", ToolKind::WebFetch, &json!({"url": url, "prompt": "p"}), false)
+        c.decide(
+            "WebFetch",
+            ToolKind::WebFetch,
+            &json!({"url": url, "prompt": "p"}),
+            false,
+        )
     }
 
     #[test]
     fn domain_rules_allow_their_host_and_local_hosts_need_an_exact_rule() {
-        let c = cfg(PermissionMode::Default, &["WebFetch(domain:example.com)"], &[]);
-        assert!(matches!(fetch(&c, "https://example.com/a"), Decision::Allow(_)));
-        assert!(matches!(fetch(&c, "https://EXAMPLE.com./a"), Decision::Allow(_)));
-        assert!(matches!(fetch(&c, "https://www.example.com/"), Decision::AskWhy(_)));
-        assert!(matches!(fetch(&c, "https://example.org/"), Decision::AskWhy(_)));
-        let sub = cfg(PermissionMode::Default, &["WebFetch(domain:*.example.com)"], &[]);
-        assert!(matches!(fetch(&sub, "https://docs.example.com/"), Decision::Allow(_)));
-        assert!(matches!(fetch(&sub, "https://badexample.com/"), Decision::AskWhy(_)));
+        let c = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:example.com)"],
+            &[],
+        );
+        assert!(matches!(
+            fetch(&c, "https://example.com/a"),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            fetch(&c, "https://EXAMPLE.com./a"),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            fetch(&c, "https://www.example.com/"),
+            Decision::AskWhy(_)
+        ));
+        assert!(matches!(
+            fetch(&c, "https://example.org/"),
+            Decision::AskWhy(_)
+        ));
+        let sub = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:*.example.com)"],
+            &[],
+        );
+        assert!(matches!(
+            fetch(&sub, "https://docs.example.com/"),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            fetch(&sub, "https://badexample.com/"),
+            Decision::AskWhy(_)
+        ));
 
         // Local addresses: not by a bare rule, not by bypass, not by a wildcard.
         for c in [
@@ -277,13 +316,30 @@ mod tests {
                 "http://2130706433/",
                 "http://intranet/",
             ] {
-                assert!(matches!(fetch(&c, url), Decision::Deny { .. }), "{url}: {:?}", fetch(&c, url));
+                assert!(
+                    matches!(fetch(&c, url), Decision::Deny { .. }),
+                    "{url}: {:?}",
+                    fetch(&c, url)
+                );
             }
-            assert!(matches!(fetch(&c, "https://example.com/"), Decision::Allow(_)));
+            assert!(matches!(
+                fetch(&c, "https://example.com/"),
+                Decision::Allow(_)
+            ));
         }
-        let exact = cfg(PermissionMode::Default, &["WebFetch(domain:127.0.0.1:8080)"], &[]);
-        assert!(matches!(fetch(&exact, "http://127.0.0.1:8080/x"), Decision::Allow(_)));
-        assert!(matches!(fetch(&exact, "http://127.0.0.1:9090/x"), Decision::Deny { .. }));
+        let exact = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:127.0.0.1:8080)"],
+            &[],
+        );
+        assert!(matches!(
+            fetch(&exact, "http://127.0.0.1:8080/x"),
+            Decision::Allow(_)
+        ));
+        assert!(matches!(
+            fetch(&exact, "http://127.0.0.1:9090/x"),
+            Decision::Deny { .. }
+        ));
         assert_eq!(
             exact.web_permit("127.0.0.1", 8080),
             HostPermit::Allowed { named: true }
@@ -297,12 +353,27 @@ mod tests {
             &[],
             &["WebFetch(domain:evil.test)"],
         );
-        assert!(matches!(fetch(&c, "https://evil.test/"), Decision::Deny { .. }));
-        assert!(matches!(fetch(&c, "https://a.evil.test:444/"), Decision::Deny { .. }));
-        assert!(matches!(c.web_permit("x.evil.test", 443), HostPermit::Refused { .. }));
-        assert_eq!(c.web_permit("fine.test", 443), HostPermit::Allowed { named: false });
+        assert!(matches!(
+            fetch(&c, "https://evil.test/"),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            fetch(&c, "https://a.evil.test:444/"),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            c.web_permit("x.evil.test", 443),
+            HostPermit::Refused { .. }
+        ));
+        assert_eq!(
+            c.web_permit("fine.test", 443),
+            HostPermit::Allowed { named: false }
+        );
         let d = cfg(PermissionMode::Default, &["WebFetch(domain:a.test)"], &[]);
-        assert!(matches!(d.web_permit("b.test", 443), HostPermit::Refused { .. }));
+        assert!(matches!(
+            d.web_permit("b.test", 443),
+            HostPermit::Refused { .. }
+        ));
         assert!(Rule::parse("WebFetch(https://x)", RuleSource::Flag).is_err());
         assert!(Rule::parse("WebFetch(domain:[::1]:80)", RuleSource::Flag).is_ok());
     }
@@ -313,11 +384,21 @@ mod tests {
         let input = json!({"url": "https://docs.example.com/x", "prompt": "p"});
         let msg = c.headless_denial("WebFetch", ToolKind::WebFetch, &input, None);
         assert!(msg.contains("WebFetch(domain:docs.example.com)"), "{msg}");
-        let s = c.decide("WebSearch", ToolKind::WebSearch, &json!({"query": "q"}), false);
+        let s = c.decide(
+            "WebSearch",
+            ToolKind::WebSearch,
+            &json!({"query": "q"}),
+            false,
+        );
         assert_eq!(s, Decision::Ask);
         let s = cfg(PermissionMode::Plan, &["WebSearch"], &[]);
         assert!(matches!(
-            s.decide("WebSearch", ToolKind::WebSearch, &json!({"query": "q"}), false),
+            s.decide(
+                "WebSearch",
+                ToolKind::WebSearch,
+                &json!({"query": "q"}),
+                false
+            ),
             Decision::Allow(_)
         ));
     }

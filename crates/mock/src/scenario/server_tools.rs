@@ -63,8 +63,10 @@ impl Step {
         ));
         let results: Vec<Value> = hits
             .iter()
-            .map(|h| json!({"type": "web_search_result", "title": h.title, "url": h.url,
-                "encrypted_content": "mock-encrypted", "page_age": null}))
+            .map(|h| {
+                json!({"type": "web_search_result", "title": h.title, "url": h.url,
+                "encrypted_content": "mock-encrypted", "page_age": null})
+            })
             .collect();
         events.extend(block_events(
             1,
@@ -81,7 +83,10 @@ impl Step {
             json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
                 "usage": {"output_tokens": 20, "server_tool_use": {"web_search_requests": 1}}}),
         ));
-        events.push(RawEvent::json("message_stop", json!({"type": "message_stop"})));
+        events.push(RawEvent::json(
+            "message_stop",
+            json!({"type": "message_stop"}),
+        ));
         Step::raw(events)
     }
 }

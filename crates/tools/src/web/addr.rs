@@ -23,7 +23,9 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
         [127, ..] => "a loopback address",
         [10, ..] | [192, 168, ..] => "a private (RFC 1918) address",
         [172, b, ..] if (16..32).contains(&b) => "a private (RFC 1918) address",
-        [100, b, ..] if (64..128).contains(&b) => "a shared carrier-grade NAT address (100.64.0.0/10)",
+        [100, b, ..] if (64..128).contains(&b) => {
+            "a shared carrier-grade NAT address (100.64.0.0/10)"
+        }
         [169, 254, ..] => "a link-local address",
         [192, 0, 0, _] => "an IETF protocol address (192.0.0.0/24)",
         [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "a documentation address",
@@ -63,9 +65,8 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
 /// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
 /// (`2002:AABB:CCDD::/48`).
 fn embedded_v4(s: &[u16; 8]) -> Option<Ipv4Addr> {
-    let tail = |hi: u16, lo: u16| {
-        Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)
-    };
+    let tail =
+        |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
         [0, 0, 0, 0, 0, 0xffff, hi, lo] | [0, 0, 0, 0, 0, 0, hi, lo] => Some(tail(*hi, *lo)),
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(tail(*hi, *lo)),
@@ -151,6 +152,9 @@ mod tests {
         assert!(refused_name("db.localhost").is_some());
         assert!(refused_name("intranet").is_some());
         assert!(refused_name("example.com").is_none());
-        assert!(refused_name("127.0.0.1").is_none(), "addresses are judged as addresses");
+        assert!(
+            refused_name("127.0.0.1").is_none(),
+            "addresses are judged as addresses"
+        );
     }
 }

@@ -109,7 +109,10 @@ fn check_url(url: &Url) -> Result<(), WebError> {
     if !matches!(url.scheme(), "http" | "https") {
         return Err(WebError::BadUrl {
             url: url.to_string(),
-            why: format!("the scheme is {:?}; WebFetch fetches http and https URLs only", url.scheme()),
+            why: format!(
+                "the scheme is {:?}; WebFetch fetches http and https URLs only",
+                url.scheme()
+            ),
         });
     }
     if !url.username().is_empty() || url.password().is_some() {
@@ -176,7 +179,10 @@ pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<
             };
             if redirects.len() >= cx.limits.max_redirects {
                 return Err(WebError::TooManyRedirects {
-                    url: redirects.first().cloned().unwrap_or_else(|| url.to_string()),
+                    url: redirects
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| url.to_string()),
                     max: cx.limits.max_redirects,
                 });
             }
@@ -361,7 +367,11 @@ async fn read_page(
     if !readable_type(&media) {
         return Err(WebError::ContentType {
             url: url.to_string(),
-            found: if media.is_empty() { "none".into() } else { media },
+            found: if media.is_empty() {
+                "none".into()
+            } else {
+                media
+            },
         });
     }
     let max = cx.limits.max_bytes;

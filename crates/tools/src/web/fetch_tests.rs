@@ -8,7 +8,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::fetch::{fetch, parse_url, FetchCx, FetchLimits, Resolver};
-use super::{DigestRequest, HostPermit, SearchAnswer, SearchRequest, WebError, WebHost, WebModelError};
+use super::{
+    DigestRequest, HostPermit, SearchAnswer, SearchRequest, WebError, WebHost, WebModelError,
+};
 use crate::{BoxFuture, CancelToken};
 
 /// Answers every name with the same addresses.
@@ -28,10 +30,18 @@ impl WebHost for Open {
     fn permit(&self, _host: &str, _port: u16) -> HostPermit {
         HostPermit::Allowed { named: false }
     }
-    fn digest<'a>(&'a self, _: DigestRequest, _: &'a CancelToken) -> BoxFuture<'a, Result<String, WebModelError>> {
+    fn digest<'a>(
+        &'a self,
+        _: DigestRequest,
+        _: &'a CancelToken,
+    ) -> BoxFuture<'a, Result<String, WebModelError>> {
         Box::pin(async { Err(WebModelError::Failed("unused".into())) })
     }
-    fn search<'a>(&'a self, _: SearchRequest, _: &'a CancelToken) -> BoxFuture<'a, Result<SearchAnswer, WebModelError>> {
+    fn search<'a>(
+        &'a self,
+        _: SearchRequest,
+        _: &'a CancelToken,
+    ) -> BoxFuture<'a, Result<SearchAnswer, WebModelError>> {
         Box::pin(async { Err(WebModelError::Failed("unused".into())) })
     }
 }
@@ -55,7 +65,11 @@ async fn server() -> (u16, Arc<AtomicUsize>) {
     (port, hits)
 }
 
-async fn get(url: &str, addrs: Vec<IpAddr>, permit: HostPermit) -> Result<super::fetch::Page, WebError> {
+async fn get(
+    url: &str,
+    addrs: Vec<IpAddr>,
+    permit: HostPermit,
+) -> Result<super::fetch::Page, WebError> {
     let limits = FetchLimits::default();
     let cancel = CancelToken::new();
     let resolver = Fixed(addrs);
@@ -76,7 +90,10 @@ async fn a_name_resolving_to_loopback_is_refused_without_connecting() {
     let url = format!("http://rebind.example.com:{port}/");
     for addrs in [
         vec!["127.0.0.1".parse().unwrap()],
-        vec!["93.184.216.34".parse().unwrap(), "127.0.0.1".parse().unwrap()],
+        vec![
+            "93.184.216.34".parse().unwrap(),
+            "127.0.0.1".parse().unwrap(),
+        ],
         vec!["::ffff:169.254.169.254".parse().unwrap()],
     ] {
         match get(&url, addrs.clone(), HostPermit::Allowed { named: false }).await {
@@ -93,9 +110,13 @@ async fn a_name_resolving_to_loopback_is_refused_without_connecting() {
 async fn a_named_local_host_is_reached_at_the_checked_address_over_http() {
     let (port, hits) = server().await;
     let url = format!("http://dev.example.invalid:{port}/");
-    let page = get(&url, vec!["127.0.0.1".parse().unwrap()], HostPermit::Allowed { named: true })
-        .await
-        .unwrap();
+    let page = get(
+        &url,
+        vec!["127.0.0.1".parse().unwrap()],
+        HostPermit::Allowed { named: true },
+    )
+    .await
+    .unwrap();
     assert_eq!(page.body, "hi");
     assert_eq!(page.url.scheme(), "http");
     assert_eq!(hits.load(Ordering::SeqCst), 1);

@@ -149,11 +149,16 @@ impl WebFetchTool {
         cx: &ToolContext,
         started: Instant,
     ) -> ToolOutcome {
-        let is_html = matches!(page.media_type.as_str(), "text/html" | "application/xhtml+xml");
+        let is_html = matches!(
+            page.media_type.as_str(),
+            "text/html" | "application/xhtml+xml"
+        );
         let (text, flattened) = if is_html {
             match html::to_markdown(page.body).await {
                 Ok(c) => (c.text, c.flattened),
-                Err(e) => return ToolOutcome::failed(format!("WebFetch fetched {} but {e}.", page.url)),
+                Err(e) => {
+                    return ToolOutcome::failed(format!("WebFetch fetched {} but {e}.", page.url))
+                }
             }
         } else {
             (page.body, false)
@@ -170,22 +175,30 @@ impl WebFetchTool {
             Err(WebModelError::Cancelled) => {
                 return cx.stopped(true, String::new(), started.elapsed(), 0)
             }
-            Err(e) => {
-                return ToolOutcome::failed(format!(
-                    "WebFetch fetched {} ({} bytes) but the model request that reads it failed: {e}",
-                    page.url, page.bytes
-                ))
-            }
+            Err(e) => return ToolOutcome::failed(format!(
+                "WebFetch fetched {} ({} bytes) but the model request that reads it failed: {e}",
+                page.url, page.bytes
+            )),
         };
         let mut notes = Vec::new();
         if !page.redirects.is_empty() {
-            notes.push(format!("(Fetched from {} after {} redirect(s).)", page.url, page.redirects.len()));
+            notes.push(format!(
+                "(Fetched from {} after {} redirect(s).)",
+                page.url,
+                page.redirects.len()
+            ));
         }
         if truncated {
-            notes.push(format!("(The page was longer than {} characters; only its start was read.)", self.text_chars));
+            notes.push(format!(
+                "(The page was longer than {} characters; only its start was read.)",
+                self.text_chars
+            ));
         }
         if flattened {
-            notes.push("(The page was nested too deeply to convert to markdown; only its text was read.)".to_owned());
+            notes.push(
+                "(The page was nested too deeply to convert to markdown; only its text was read.)"
+                    .to_owned(),
+            );
         }
         let content = if notes.is_empty() {
             answer.clone()

@@ -57,8 +57,8 @@ pub async fn to_markdown(html: String) -> Result<Converted, ConvertError> {
 /// Elements that never hold others, or that the parser closes by itself: a quick scan does
 /// not count them as nesting.
 const NOT_NESTING: [&str; 21] = [
-    "br", "img", "input", "meta", "link", "hr", "area", "base", "col", "embed", "source",
-    "track", "wbr", "param", "p", "li", "option", "td", "tr", "dt", "dd",
+    "br", "img", "input", "meta", "link", "hr", "area", "base", "col", "embed", "source", "track",
+    "wbr", "param", "p", "li", "option", "td", "tr", "dt", "dd",
 ];
 
 /// How deep the tags of `html` nest, by a quick scan (not a parse): opening tags less closing
@@ -97,13 +97,20 @@ fn stripped(html: &str) -> String {
     while let Some(i) = rest.find('<') {
         out.push_str(&rest[..i]);
         rest = &rest[i..];
-        let lower: String = rest.chars().take(8).collect::<String>().to_ascii_lowercase();
+        let lower: String = rest
+            .chars()
+            .take(8)
+            .collect::<String>()
+            .to_ascii_lowercase();
         let skip_to = ["<script", "<style"]
             .iter()
             .find(|t| lower.starts_with(*t))
             .map(|t| format!("</{}", &t[1..]));
         let end = match skip_to {
-            Some(close) => rest.to_ascii_lowercase().find(&close).map(|j| j + close.len()),
+            Some(close) => rest
+                .to_ascii_lowercase()
+                .find(&close)
+                .map(|j| j + close.len()),
             None => Some(0),
         };
         rest = &rest[end.unwrap_or(rest.len())..];
@@ -181,8 +188,10 @@ fn plain_text(root: &Rc<Node>) -> String {
             if SKIPPED.contains(&name) {
                 continue;
             }
-            if matches!(name, "p" | "div" | "br" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6")
-                && !out.ends_with('\n')
+            if matches!(
+                name,
+                "p" | "div" | "br" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6"
+            ) && !out.ends_with('\n')
                 && !out.is_empty()
             {
                 out.push('\n');
@@ -223,17 +232,29 @@ mod tests {
     async fn a_page_nested_too_deep_is_flattened_not_a_crash() {
         // Deep enough to overflow htmd's recursive walk, shallow enough to parse.
         let n = 1500;
-        let html = format!("<b>top</b>{}deep text{}", "<div>".repeat(n), "</div>".repeat(n));
+        let html = format!(
+            "<b>top</b>{}deep text{}",
+            "<div>".repeat(n),
+            "</div>".repeat(n)
+        );
         let c = to_markdown(html).await.unwrap();
         assert!(c.flattened);
         assert_eq!(c.text, "top\ndeep text");
         // Far deeper: not even parsed (the parser slows with the square of the depth).
         let n = 200_000;
-        let html = format!("<script>x</script>{}deep text{}", "<div>".repeat(n), "</div>".repeat(n));
+        let html = format!(
+            "<script>x</script>{}deep text{}",
+            "<div>".repeat(n),
+            "</div>".repeat(n)
+        );
         let started = std::time::Instant::now();
         let c = to_markdown(html).await.unwrap();
         assert!(c.flattened);
         assert_eq!(c.text, "deep text");
-        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

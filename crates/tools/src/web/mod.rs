@@ -139,7 +139,9 @@ pub enum WebError {
         why: String,
     },
     /// A redirect led to a host the rules do not allow.
-    #[error("WebFetch did not follow the redirect from {from} to {to}: {why}. Nothing was sent there.")]
+    #[error(
+        "WebFetch did not follow the redirect from {from} to {to}: {why}. Nothing was sent there."
+    )]
     RedirectRefused {
         /// Where the redirect came from.
         from: String,

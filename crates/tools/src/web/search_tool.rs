@@ -53,7 +53,9 @@ fn bad(why: impl std::fmt::Display) -> ToolOutcome {
 fn domains(field: &str, list: Option<Vec<String>>) -> Result<Vec<String>, ToolOutcome> {
     let list = list.unwrap_or_default();
     if list.len() > MAX_DOMAINS {
-        return Err(bad(format!("`{field}` names more than {MAX_DOMAINS} domains")));
+        return Err(bad(format!(
+            "`{field}` names more than {MAX_DOMAINS} domains"
+        )));
     }
     list.into_iter()
         .map(|d| {
@@ -76,7 +78,9 @@ fn request(inp: Input) -> Result<SearchRequest, ToolOutcome> {
         return Err(bad("`query` must have at least 2 characters"));
     }
     if query.chars().count() > MAX_QUERY_CHARS {
-        return Err(bad(format!("`query` is longer than {MAX_QUERY_CHARS} characters")));
+        return Err(bad(format!(
+            "`query` is longer than {MAX_QUERY_CHARS} characters"
+        )));
     }
     let allowed_domains = domains("allowed_domains", inp.allowed_domains)?;
     let blocked_domains = domains("blocked_domains", inp.blocked_domains)?;
