@@ -346,10 +346,16 @@ async fn webfetch_bounds_size_time_and_type_truthfully() {
 }
 
 /// WebSearch hands the query to the provider's server-side search tool and returns what it
-/// found, links first.
+/// found, links first — on the Anthropic API and on Claude through Vertex AI alike.
 #[tokio::test(flavor = "multi_thread")]
 async fn websearch_runs_on_the_server_search_tool() {
-    let h = Harness::new(Scenario::new(vec![
+    for provider in [Provider::Anthropic, Provider::Vertex] {
+        websearch_on(provider).await;
+    }
+}
+
+async fn websearch_on(provider: Provider) {
+    let mut h = Harness::new(Scenario::new(vec![
         Step::tool_use(vec![Call::new(
             "WebSearch",
             json!({"query": "keel agent runtime", "allowed_domains": ["docs.rs"]}),
@@ -363,12 +369,13 @@ async fn websearch_runs_on_the_server_search_tool() {
         Step::text("done"),
     ]))
     .await;
+    h.provider = provider;
     let run = h
         .run_stream("search", &["--allowedTools", "WebSearch"], &[])
         .await;
     run.assert_end("success", false, "completed", 0);
     let reqs = h.requests();
-    assert_eq!(reqs.len(), 3);
+    assert_eq!(reqs.len(), 3, "{provider:?}");
     assert_eq!(
         reqs[1].body["tools"],
         json!([{"type": "web_search_20250305", "name": "web_search", "max_uses": 8, "allowed_domains": ["docs.rs"]}])
@@ -381,7 +388,7 @@ async fn websearch_runs_on_the_server_search_tool() {
     let t = text_of(r);
     assert!(t.contains("1. keel docs — https://docs.rs/keel"), "{t}");
     assert!(t.contains("keel is an agent runtime."), "{t}");
-    // Offered to the model like any tool, and denied headless without a rule.
+    // Offered to the model like any other tool.
     assert!(reqs[0].body["tools"]
         .as_array()
         .unwrap()

@@ -175,10 +175,12 @@ impl WebFetchTool {
             Err(WebModelError::Cancelled) => {
                 return cx.stopped(true, String::new(), started.elapsed(), 0)
             }
-            Err(e) => return ToolOutcome::failed(format!(
+            Err(e) => {
+                return ToolOutcome::failed(format!(
                 "WebFetch fetched {} ({} bytes) but the model request that reads it failed: {e}",
                 page.url, page.bytes
-            )),
+            ))
+            }
         };
         let mut notes = Vec::new();
         if !page.redirects.is_empty() {
