@@ -205,6 +205,11 @@ pub fn suggestions(
             }
             None => Vec::new(),
         },
+        // The host the call reaches, never every host.
+        ToolKind::WebFetch => match crate::permissions::PermissionConfig::web_suggestion(input) {
+            Some(rule) => vec![json!({ "toolName": tool, "ruleContent": rule })],
+            None => Vec::new(),
+        },
         // A rule naming a resource tool would reach every server's resources.
         _ if crate::permissions::RESOURCE_TOOLS.contains(&tool) => Vec::new(),
         _ => vec![json!({ "toolName": tool })],

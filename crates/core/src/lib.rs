@@ -36,6 +36,7 @@ pub mod session;
 pub mod structured;
 pub mod tasks;
 pub mod transcript;
+pub mod web;
 pub mod wire;
 
 /// Owning every process keel's sessions start, in the process that runs them.

@@ -192,6 +192,7 @@ mod tests {
             name: "Bash".into(),
             description: String::new(),
             input_schema: serde_json::json!({}),
+            server: None,
         }];
         let p = default_prompt(&PromptContext {
             cwd: &proj,

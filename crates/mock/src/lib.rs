@@ -30,8 +30,8 @@ mod validate;
 pub use record::RecordedRequest;
 pub use scenario::{
     default_error_message, default_error_type, status_for_error_type, Call, Match, OnExhausted,
-    RawData, RawEnd, RawEvent, Scenario, ScenarioError, StallPhase, Step, StepKind, UsageOverride,
-    DEFAULT_DROP_AFTER_EVENTS, DEFAULT_DROP_TEXT, DEFAULT_SSE_ERROR_AFTER_EVENTS,
+    RawData, RawEnd, RawEvent, Scenario, ScenarioError, SearchHit, StallPhase, Step, StepKind,
+    UsageOverride, DEFAULT_DROP_AFTER_EVENTS, DEFAULT_DROP_TEXT, DEFAULT_SSE_ERROR_AFTER_EVENTS,
     DEFAULT_STALL_AFTER_EVENTS, DEFAULT_STALL_TEXT, MAX_AFTER_EVENTS, MAX_MS, MAX_TIMES,
 };
 pub use server::{MockConfig, MockServer};

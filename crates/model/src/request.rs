@@ -127,7 +127,7 @@ fn shared_tools<S: Serializer>(t: &Arc<Vec<ToolSpec>>, s: S) -> Result<S::Ok, S:
 }
 
 /// A tool as offered to the model.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct ToolSpec {
     /// The tool's name.
     pub name: String,
@@ -135,6 +135,40 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON schema of its input.
     pub input_schema: Value,
+    /// For a tool the provider runs itself (a server tool such as web search): its whole
+    /// definition (`{"type": "web_search_20250305", "name": "web_search", ...}`), sent as it
+    /// is in place of the name, description and schema.
+    pub server: Option<Value>,
+}
+
+impl ToolSpec {
+    /// A server tool, from its definition (which names it).
+    pub fn server_tool(definition: Value) -> Self {
+        ToolSpec {
+            name: definition
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            description: String::new(),
+            input_schema: Value::Null,
+            server: Some(definition),
+        }
+    }
+}
+
+impl Serialize for ToolSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        if let Some(def) = &self.server {
+            return def.serialize(s);
+        }
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("name", &self.name)?;
+        m.serialize_entry("description", &self.description)?;
+        m.serialize_entry("input_schema", &self.input_schema)?;
+        m.end()
+    }
 }
 
 /// The most cache breakpoints one request may carry (the API refuses more).

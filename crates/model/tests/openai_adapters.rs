@@ -183,6 +183,7 @@ fn follow_up(api: OpenAiApi, a: &Assembled) -> Value {
                     name: (*n).into(),
                     description: "t".into(),
                     input_schema: json!({"type": "object"}),
+                    server: None,
                 })
                 .collect(),
         ),

@@ -28,6 +28,7 @@ pub mod shell;
 mod supervise;
 pub mod todo;
 pub mod walk;
+pub mod web;
 pub mod write;
 
 use std::future::Future;
@@ -51,6 +52,7 @@ pub use read::ReadTool;
 use serde_json::Value;
 pub use shell::is_read_only_command;
 pub use todo::TodoWriteTool;
+pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
 
 /// A boxed, sendable future: what [`Tool::call`] returns, so tools can live behind `dyn Tool`.
@@ -86,6 +88,10 @@ pub enum ToolKind {
     TodoWrite,
     /// Loads a skill's instructions into the conversation.
     Skill,
+    /// Fetches a web page and answers a question about it.
+    WebFetch,
+    /// Searches the web through the provider's search tool.
+    WebSearch,
     /// A tool defined outside keel (an MCP server, an SDK host).
     External,
 }
@@ -124,6 +130,8 @@ impl ToolKind {
             ToolKind::NotebookEdit => "NotebookEdit",
             ToolKind::TodoWrite => "TodoWrite",
             ToolKind::Skill => "Skill",
+            ToolKind::WebFetch => "WebFetch",
+            ToolKind::WebSearch => "WebSearch",
             ToolKind::External => "",
         }
     }

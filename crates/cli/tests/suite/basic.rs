@@ -95,6 +95,8 @@ async fn text_reply_prints_init_assistant_result_and_sends_a_real_request() {
             "Grep",
             "NotebookEdit",
             "TodoWrite",
+            "WebFetch",
+            "WebSearch",
             "Task",
             "TaskOutput",
             "KillShell",

@@ -32,3 +32,4 @@ mod rewind;
 mod sandbox;
 mod session_mirror;
 mod sessions;
+mod web_tools;

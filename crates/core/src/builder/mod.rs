@@ -316,6 +316,7 @@ impl SessionBuilder {
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
+        let web_limits = web_limits(&k)?;
         // A schema keel cannot use stops the run before anything starts.
         let structured = crate::structured::Structured::from_options(o.json_schema.as_deref(), env)
             .map_err(|e| BuildError::Usage(format!("Error: {e}")))?;
@@ -509,6 +510,10 @@ impl SessionBuilder {
             bypass,
             extensions: extensions.clone(),
         });
+        // Subagents get the web tools too: they are part of the base set.
+        base_tools.extend(crate::web::web_tools(&ctx, &emitter, web_limits, |kind| {
+            self.wants(kind)
+        }));
         let mut tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
         // Offered when there is a skill to load (a tool with nothing behind it is noise).
         if !extensions.skills.is_empty() && self.wants_tool("Skill") {
@@ -852,9 +857,15 @@ impl SessionBuilder {
         Ok((set, bounds))
     }
 
-    /// Whether an agent tool is offered: always, unless `--tools` lists tools and leaves it out.
+    /// Whether an agent or web tool is offered: always, unless `--tools` lists tools and
+    /// leaves it out.
     fn wants(&self, kind: ToolKind) -> bool {
-        self.wants_tool(agents::agent_tool_name(kind))
+        let name = if crate::web::WEB_TOOLS.contains(&kind) {
+            kind.canonical_name()
+        } else {
+            agents::agent_tool_name(kind)
+        };
+        self.wants_tool(name)
     }
 
     /// Whether the engine's tool `name` is offered: always, unless `--tools` leaves it out.
@@ -864,6 +875,23 @@ impl SessionBuilder {
             Some(spec) => split_rule_list(spec).iter().any(|w| w == name),
         }
     }
+}
+
+/// WebFetch's bounds: `KEEL_WEBFETCH_TIMEOUT_MS` (the whole call) and
+/// `KEEL_WEBFETCH_MAX_BYTES` (the body read).
+fn web_limits(k: &Knobs<'_>) -> Result<keel_tools::web::FetchLimits, BuildError> {
+    let mut l = keel_tools::web::FetchLimits::default();
+    if let Some(d) = k.ms(
+        "KEEL_WEBFETCH_TIMEOUT_MS",
+        100,
+        std::time::Duration::from_secs(600),
+    )? {
+        l.total = d;
+    }
+    if let Some(n) = k.count("KEEL_WEBFETCH_MAX_BYTES", 1024, 100 * 1024 * 1024)? {
+        l.max_bytes = n as usize;
+    }
+    Ok(l)
 }
 
 /// bypassPermissions is refused as root, unless `IS_SANDBOX` says this is a disposable box.
@@ -895,7 +923,10 @@ fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
         let agent_tool = agents::AGENT_TOOLS
             .iter()
             .any(|k| agents::agent_tool_name(*k) == w)
-            || w == crate::extend::skill_tool::SKILL_TOOL;
+            || w == crate::extend::skill_tool::SKILL_TOOL
+            || crate::web::WEB_TOOLS
+                .iter()
+                .any(|k| k.canonical_name() == w);
         if !all.iter().any(|t| t.name() == w) && !agent_tool {
             let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
             names.extend(
@@ -903,6 +934,7 @@ fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
                     .iter()
                     .map(|k| agents::agent_tool_name(*k)),
             );
+            names.extend(crate::web::WEB_TOOLS.iter().map(|k| k.canonical_name()));
             return Err(BuildError::Usage(format!(
                 "Error: --tools names {w:?}, which is not a keel tool; the tools are {}",
                 names.join(", ")

@@ -8,6 +8,7 @@ mod bash;
 #[cfg(test)]
 mod kernel_tests;
 pub mod paths;
+mod web;
 
 use std::fmt;
 use std::path::Path;
@@ -133,6 +134,11 @@ impl Rule {
             return Err(format!(
                 "permission rule {text:?} does not start with a tool name"
             ));
+        }
+        if let (true, Some(p)) = (tool == "WebFetch", pattern.as_deref()) {
+            if !p.is_empty() && p != "*" {
+                web::check_pattern(text, p).map_err(|e| e.0)?;
+            }
         }
         let tool = if tool == "Agent" {
             "Task".to_owned()
@@ -289,6 +295,8 @@ pub(crate) fn subject_field(kind: ToolKind) -> Option<&'static str> {
         ToolKind::Task => Some("subagent_type"),
         // `Skill(name)` names one skill.
         ToolKind::Skill => Some("skill"),
+        ToolKind::WebFetch => Some("url"),
+        ToolKind::WebSearch => Some("query"),
         ToolKind::TaskOutput
         | ToolKind::TaskStop
         | ToolKind::KillShell
@@ -581,6 +589,7 @@ impl PermissionConfig {
         };
         match kind {
             ToolKind::Bash => self.bash_rule_hit(rules, tool, subj.as_deref().unwrap_or("")),
+            ToolKind::WebFetch => self.web_rule_hit(rules, tool, kind, input),
             _ if is_resource_tool(tool) => self.resource_rule_hit(rules, tool, input),
             _ if !path_family(kind).is_empty() => {
                 let p = self.roots.resolve(subj.as_deref().unwrap_or("."));
@@ -694,6 +703,8 @@ impl PermissionConfig {
             _ if !path_family(kind).is_empty() => {
                 self.decide_path(tool, kind, subj.as_deref(), read_only)
             }
+            ToolKind::WebFetch => self.decide_web_fetch(tool, input),
+            ToolKind::WebSearch => self.decide_web_search(tool, kind, input),
             _ if is_resource_tool(tool) => self.decide_resource(tool, kind, input),
             _ => self.decide_other(tool, kind, subj.as_deref(), read_only),
         }
@@ -883,6 +894,10 @@ impl PermissionConfig {
                     .resolve(&self.path_subject(kind, input).unwrap_or_else(|| ".".into()));
                 read_suggestion(&p)
             }
+            (ToolKind::WebFetch, _) => match Self::web_suggestion(input) {
+                Some(rule) => format!("--allowedTools \"{tool}({rule})\" (that host only)"),
+                None => format!("--allowedTools {tool}"),
+            },
             _ if is_resource_tool(tool) => match input.get("server").and_then(Value::as_str) {
                 Some(server) => format!(
                     "--allowedTools \"mcp__{server}\" (every tool and resource of that server)"

@@ -33,6 +33,9 @@ enum Building {
         signature: String,
         extra: Extra,
     },
+    /// A tool the provider runs itself (`server_tool_use`, e.g. web search): kept as it came,
+    /// with its input assembled from the JSON deltas, so it goes back in the history whole.
+    ServerToolUse(Value, String),
     Verbatim(ContentBlock),
 }
 
@@ -51,6 +54,11 @@ impl Building {
                 signature: t.signature,
                 extra: t.extra,
             },
+            ContentBlock::Other(v)
+                if v.get("type").and_then(Value::as_str) == Some("server_tool_use") =>
+            {
+                Building::ServerToolUse(v, String::new())
+            }
             other => Building::Verbatim(other),
         }
     }
@@ -58,7 +66,8 @@ impl Building {
     fn apply(&mut self, delta: Delta) {
         match (self, delta) {
             (Building::Text(s, _), Delta::TextDelta(d)) => s.push_str(&d.text),
-            (Building::ToolUse { json, .. }, Delta::InputJsonDelta(d)) => {
+            (Building::ToolUse { json, .. }, Delta::InputJsonDelta(d))
+            | (Building::ServerToolUse(_, json), Delta::InputJsonDelta(d)) => {
                 json.push_str(&d.partial_json)
             }
             (Building::Thinking { thinking, .. }, Delta::ThinkingDelta(d)) => {
@@ -104,6 +113,12 @@ impl Building {
                 signature,
                 extra,
             }),
+            Building::ServerToolUse(mut v, json) => {
+                if let Ok(input) = serde_json::from_str::<Value>(&json) {
+                    v["input"] = input;
+                }
+                ContentBlock::Other(v)
+            }
             Building::Verbatim(b) => b,
         }
     }

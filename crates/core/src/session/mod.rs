@@ -295,6 +295,7 @@ impl Session {
                 name: t.name().to_owned(),
                 description: t.description().to_owned(),
                 input_schema: t.input_schema(),
+                server: None,
             })
             .collect()
     }

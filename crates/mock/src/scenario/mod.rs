@@ -10,6 +10,7 @@ mod de;
 mod error;
 mod file;
 mod read;
+mod server_tools;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use error::ScenarioError;
+pub use server_tools::SearchHit;
 
 /// Default `after_events` of a `drop` step: message_start, ping, content_block_start and one delta.
 pub const DEFAULT_DROP_AFTER_EVENTS: usize = 4;
