@@ -88,9 +88,9 @@ pub async fn run(args: &[String]) -> i32 {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    // The user's state file: `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+    let env = |k: &str| std::env::var(k).ok();
+    let home = keel_core::builder::claude_json(&env, &cwd);
     let result = match cli.command {
         Command::List { json } => list(&cwd, None, json).await,
         Command::Get { name, json } => list(&cwd, Some(&name), json).await,
@@ -203,8 +203,8 @@ fn scope_place(
     scope: &str,
 ) -> Result<(PathBuf, Vec<String>), String> {
     let state = || {
-        home.map(|h| h.join(".claude.json")).ok_or_else(|| {
-            format!("the {scope} scope lives in ~/.claude.json, and HOME is not set")
+        home.map(Path::to_path_buf).ok_or_else(|| {
+            format!("the {scope} scope lives in ~/.claude.json (or $CLAUDE_CONFIG_DIR/.claude.json), and neither HOME nor CLAUDE_CONFIG_DIR is set")
         })
     };
     match scope {

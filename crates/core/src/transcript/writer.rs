@@ -13,10 +13,12 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use keel_protocol::Frame;
-use nix::fcntl::{Flock, FlockArg};
-use serde::Serialize;
+use std::collections::HashMap;
 
+use keel_protocol::{AssistantFrame, ContentBlock, Frame, UserFrame};
+use nix::fcntl::{Flock, FlockArg};
+
+use super::cc::{agent_id, entry_line, Place};
 use super::{FsyncMode, SessionHeader};
 use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
@@ -38,7 +40,12 @@ enum Target {
 
 struct State {
     target: Target,
+    /// The last entry of the main file's `parentUuid` chain.
     last_uuid: Option<String>,
+    /// Subagents' files, by agent id.
+    subagents: HashMap<String, SubFile>,
+    /// The Task calls seen so far: tool_use id -> (subagent type, the agent that made the call).
+    calls: HashMap<String, (String, Option<String>)>,
     /// A file created since the last sync: its directory entry must be made durable too.
     new_file: bool,
 }
@@ -47,6 +54,9 @@ struct State {
 pub struct TranscriptWriter {
     path: PathBuf,
     session_id: String,
+    cwd: String,
+    /// The file is in keel's old format: records go on in that format.
+    legacy: bool,
     mode: FsyncMode,
     state: Mutex<State>,
 }
@@ -60,8 +70,34 @@ impl std::fmt::Debug for TranscriptWriter {
     }
 }
 
-#[derive(Serialize)]
-struct RecordOut<'a> {
+/// One line (newline included) for `frame`, its uuid, and whether it joins the file's
+/// `parentUuid` chain (user and assistant entries do; keel's own entries do not).
+fn record_line(
+    frame: &Frame,
+    place: &Place<'_>,
+) -> Result<(String, bool, Vec<u8>), serde_json::Error> {
+    let uuid = frame
+        .uuid()
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(new_uuid);
+    let timestamp = match frame {
+        Frame::User(UserFrame {
+            timestamp: Some(t), ..
+        })
+        | Frame::Assistant(AssistantFrame {
+            timestamp: Some(t), ..
+        }) => t.clone(),
+        _ => now_rfc3339(),
+    };
+    let (chained, line) = entry_line(frame, place, &uuid, &timestamp)?;
+    Ok((uuid, chained, line))
+}
+
+/// keel's old record format, still written to a file that holds it (a resumed old session),
+/// so that no file mixes two formats.
+#[derive(serde::Serialize)]
+struct LegacyRecordOut<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     uuid: &'a str,
@@ -71,18 +107,17 @@ struct RecordOut<'a> {
     frame: &'a Frame,
 }
 
-/// One record line (newline included) for `frame`, and the record's uuid.
-fn record_line(
+fn legacy_line(
     frame: &Frame,
     session_id: &str,
     parent: Option<&str>,
-) -> Result<(String, Vec<u8>), serde_json::Error> {
+) -> Result<(String, bool, Vec<u8>), serde_json::Error> {
     let uuid = frame
         .uuid()
         .filter(|u| !u.is_empty())
         .map(str::to_owned)
         .unwrap_or_else(new_uuid);
-    let mut line = serde_json::to_vec(&RecordOut {
+    let mut line = serde_json::to_vec(&LegacyRecordOut {
         kind: "frame",
         uuid: &uuid,
         parent_uuid: parent,
@@ -91,7 +126,15 @@ fn record_line(
         frame,
     })?;
     line.push(b'\n');
-    Ok((uuid, line))
+    Ok((uuid, true, line))
+}
+
+/// A subagent's own file (`<session>/subagents/agent-<id>.jsonl`), opened at its first entry.
+struct SubFile {
+    file: File,
+    path: PathBuf,
+    last_uuid: Option<String>,
+    dirty: bool,
 }
 
 impl TranscriptWriter {
@@ -108,44 +151,51 @@ impl TranscriptWriter {
         prefix.push(b'\n');
         let mut last: Option<String> = None;
         for f in history {
-            let (uuid, line) = record_line(f, &header.session_id, last.as_deref()).map_err(bad)?;
+            let place = Place {
+                session_id: &header.session_id,
+                cwd: &header.cwd,
+                parent: last.as_deref(),
+                agent_id: None,
+            };
+            let (uuid, chained, line) = record_line(f, &place).map_err(bad)?;
             prefix.extend_from_slice(&line);
-            last = Some(uuid);
+            if chained {
+                last = Some(uuid);
+            }
         }
         Ok(Self {
             path,
             session_id: header.session_id.clone(),
+            cwd: header.cwd.clone(),
+            legacy: false,
             mode,
-            state: Mutex::new(State {
-                target: Target::Pending { prefix },
-                last_uuid: last,
-                new_file: false,
-            }),
+            state: Mutex::new(State::new(Target::Pending { prefix }, last)),
         })
     }
 
     /// A writer appending to an existing, already locked and cut transcript of `len` bytes.
+    /// `last_uuid` is the last entry of the file's `parentUuid` chain.
     pub(crate) fn continuing(
         path: PathBuf,
         session_id: String,
+        cwd: String,
         file: Flock<File>,
         len: u64,
         last_uuid: Option<String>,
-        mode: FsyncMode,
+        (legacy, mode): (bool, FsyncMode),
     ) -> Self {
+        let target = Target::Open {
+            file,
+            len,
+            dirty: false,
+        };
         Self {
             path,
             session_id,
+            cwd,
+            legacy,
             mode,
-            state: Mutex::new(State {
-                target: Target::Open {
-                    file,
-                    len,
-                    dirty: false,
-                },
-                last_uuid,
-                new_file: false,
-            }),
+            state: Mutex::new(State::new(target, last_uuid)),
         }
     }
 
@@ -155,12 +205,10 @@ impl TranscriptWriter {
         Self {
             path,
             session_id,
+            cwd: String::new(),
+            legacy: false,
             mode: FsyncMode::Turn,
-            state: Mutex::new(State {
-                target: Target::Broken(error),
-                last_uuid: None,
-                new_file: false,
-            }),
+            state: Mutex::new(State::new(Target::Broken(error), None)),
         }
     }
 
@@ -199,28 +247,106 @@ impl TranscriptWriter {
         }
         let mut st = self.lock();
         self.ensure_open(&mut st)?;
-        let (uuid, line) = record_line(frame, &self.session_id, st.last_uuid.as_deref())
-            .map_err(|e| encode_error(&e))?;
-        let Target::Open { file, len, dirty } = &mut st.target else {
-            unreachable!("ensure_open leaves the file open");
-        };
-        if let Err(e) = (&**file).write_all(&line) {
-            // Cut a partly written line back off, so the file holds only whole records.
-            let _ = file.set_len(*len);
-            let message = format!(
-                "could not write the transcript {}: {e}",
-                self.path.display()
-            );
-            return Err(PersistError::io(PersistOp::Write, &self.path, &e, message));
+        st.note_calls(frame);
+        if self.legacy {
+            let (uuid, _, line) = legacy_line(frame, &self.session_id, st.last_uuid.as_deref())
+                .map_err(|e| encode_error(&e))?;
+            let Target::Open { file, len, dirty } = &mut st.target else {
+                unreachable!("ensure_open leaves the file open");
+            };
+            append_line(file, &self.path, len, &line)?;
+            *dirty = true;
+            st.last_uuid = Some(uuid);
+        } else if let Some(call) = subagent_call(frame) {
+            self.append_subagent(&mut st, call, frame)?;
+        } else {
+            let place = Place {
+                session_id: &self.session_id,
+                cwd: &self.cwd,
+                parent: st.last_uuid.as_deref(),
+                agent_id: None,
+            };
+            let (uuid, chained, line) = record_line(frame, &place).map_err(|e| encode_error(&e))?;
+            let Target::Open { file, len, dirty } = &mut st.target else {
+                unreachable!("ensure_open leaves the file open");
+            };
+            append_line(file, &self.path, len, &line)?;
+            *dirty = true;
+            if chained {
+                st.last_uuid = Some(uuid);
+            }
         }
-        *len += line.len() as u64;
-        *dirty = true;
-        st.last_uuid = Some(uuid);
         if self.mode == FsyncMode::Message {
             drop(st);
             return self.sync_records();
         }
         Ok(())
+    }
+
+    /// A subagent's frame goes to its own file, created (with its `.meta.json` sidecar) at its
+    /// first frame.
+    fn append_subagent(
+        &self,
+        st: &mut State,
+        call: &str,
+        frame: &Frame,
+    ) -> Result<(), PersistError> {
+        let id = agent_id(call);
+        if !st.subagents.contains_key(&id) {
+            let sub = self.open_subagent(st, call, &id)?;
+            st.subagents.insert(id.clone(), sub);
+        }
+        let Some(sub) = st.subagents.get_mut(&id) else {
+            unreachable!("inserted above");
+        };
+        let place = Place {
+            session_id: &self.session_id,
+            cwd: &self.cwd,
+            parent: sub.last_uuid.as_deref(),
+            agent_id: Some(&id),
+        };
+        let (uuid, chained, line) = record_line(frame, &place).map_err(|e| encode_error(&e))?;
+        let mut len = sub.file.metadata().map_or(0, |m| m.len());
+        append_line(&sub.file, &sub.path, &mut len, &line)?;
+        sub.dirty = true;
+        if chained {
+            sub.last_uuid = Some(uuid);
+        }
+        Ok(())
+    }
+
+    fn open_subagent(&self, st: &State, call: &str, id: &str) -> Result<SubFile, PersistError> {
+        let dir = self.path.with_extension("").join("subagents");
+        let path = dir.join(format!("agent-{id}.jsonl"));
+        let (agent_type, parent) = st.calls.get(call).cloned().unwrap_or_default();
+        let meta = serde_json::json!({
+            "agentType": if agent_type.is_empty() { "general-purpose" } else { agent_type.as_str() },
+            "toolUseId": call,
+            "parentAgentId": parent,
+        });
+        make_dir(&dir, &path)?;
+        let meta_path = dir.join(format!("agent-{id}.meta.json"));
+        let meta_bytes = serde_json::to_vec(&meta).map_err(|e| encode_error(&e))?;
+        std::fs::write(&meta_path, meta_bytes).map_err(|e| {
+            let message = format!("could not write {}: {e}", meta_path.display());
+            PersistError::io(PersistOp::Write, &meta_path, &e, message)
+        })?;
+        // A resumed session's subagent may already have a file: go on appending to it.
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| {
+                let message = format!("could not open the transcript {}: {e}", path.display());
+                PersistError::io(PersistOp::Create, &path, &e, message)
+            })?;
+        Ok(SubFile {
+            file,
+            path,
+            last_uuid: None,
+            dirty: true,
+        })
     }
 
     /// fsync what was appended since the last sync.
@@ -243,6 +369,10 @@ impl TranscriptWriter {
                 } else if *dirty {
                     file.sync_data().map_err(|e| self.sync_error(e))?;
                     *dirty = false;
+                }
+                for sub in st.subagents.values_mut().filter(|s| s.dirty) {
+                    sub.file.sync_data().map_err(|e| self.sync_error(e))?;
+                    sub.dirty = false;
                 }
                 Ok(())
             }
@@ -282,18 +412,7 @@ impl TranscriptWriter {
 /// caller makes it durable at its next sync).
 fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), PersistError> {
     let shown = path.display();
-    let dir = path.parent().unwrap_or(Path::new("."));
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| {
-            let message = format!(
-                "could not create the transcript directory {} (for {shown}): {e}",
-                dir.display()
-            );
-            PersistError::io(PersistOp::Create, dir, &e, message)
-        })?;
+    make_dir(path.parent().unwrap_or(Path::new(".")), path)?;
     let file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -308,13 +427,80 @@ fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), PersistError
         let message = format!("could not lock the transcript {shown}: {e}");
         PersistError::io(PersistOp::Lock, path, &e, message)
     })?;
-    let written = (&*file).write_all(prefix);
-    if let Err(e) = written {
-        let _ = file.set_len(0);
-        let message = format!("could not write the transcript {shown}: {e}");
+    let mut len = 0;
+    append_line(&file, path, &mut len, prefix)?;
+    Ok((file, len))
+}
+
+/// Append whole lines to a transcript file (`len` bytes long before, updated after). THE one
+/// place through which every line of every transcript file (main and subagent) is written:
+/// a failed write is cut back off, so the file holds only whole lines.
+fn append_line(file: &File, path: &Path, len: &mut u64, line: &[u8]) -> Result<(), PersistError> {
+    let mut f = file;
+    if let Err(e) = f.write_all(line) {
+        let _ = file.set_len(*len);
+        let message = format!("could not write the transcript {}: {e}", path.display());
         return Err(PersistError::io(PersistOp::Write, path, &e, message));
     }
-    Ok((file, prefix.len() as u64))
+    *len += line.len() as u64;
+    Ok(())
+}
+
+/// Create `dir` (and its parents) for the transcript `path`.
+fn make_dir(dir: &Path, path: &Path) -> Result<(), PersistError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            let message = format!(
+                "could not create the transcript directory {} (for {}): {e}",
+                dir.display(),
+                path.display()
+            );
+            PersistError::io(PersistOp::Create, dir, &e, message)
+        })
+}
+
+/// The Task call a subagent's frame belongs to.
+fn subagent_call(frame: &Frame) -> Option<&str> {
+    match frame {
+        Frame::User(u) => u.parent_tool_use_id.as_deref(),
+        Frame::Assistant(a) => a.parent_tool_use_id.as_deref(),
+        _ => None,
+    }
+}
+
+impl State {
+    fn new(target: Target, last_uuid: Option<String>) -> Self {
+        Self {
+            target,
+            last_uuid,
+            subagents: HashMap::new(),
+            calls: HashMap::new(),
+            new_file: false,
+        }
+    }
+
+    /// Remember the Task calls of an assistant frame: their subagent type, and which agent
+    /// made the call (for a nested subagent's `parentAgentId`).
+    fn note_calls(&mut self, frame: &Frame) {
+        let Frame::Assistant(a) = frame else { return };
+        for b in &a.message.content {
+            if let ContentBlock::ToolUse(t) = b {
+                if matches!(t.name.as_str(), "Task" | "Agent") {
+                    let kind = t
+                        .input
+                        .get("subagent_type")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("general-purpose")
+                        .to_owned();
+                    let parent = a.parent_tool_use_id.as_deref().map(agent_id);
+                    self.calls.insert(t.id.clone(), (kind, parent));
+                }
+            }
+        }
+    }
 }
 
 /// A record that could not be turned into JSON (a keel bug: records are keel's own types).
