@@ -24,3 +24,4 @@ mod providers;
 pub mod pty;
 mod sandbox;
 mod sessions;
+mod sessions_cc;
