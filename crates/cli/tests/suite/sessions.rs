@@ -168,7 +168,10 @@ async fn resume_and_continue_send_the_whole_conversation_back() {
 
     // One file, one header, one unbroken parentUuid chain of messages (Claude Code's).
     let recs = records(&path);
-    assert_eq!(recs.iter().filter(|r| r["type"] == "keel-session").count(), 1);
+    assert_eq!(
+        recs.iter().filter(|r| r["type"] == "keel-session").count(),
+        1
+    );
     let chain: Vec<&Value> = recs
         .iter()
         .filter(|r| r["type"] == "user" || r["type"] == "assistant")
@@ -259,7 +262,10 @@ async fn stream_json_input_sessions_are_the_same_files_and_resume_the_same_way()
     assert_eq!(texts(&body).len(), 7);
     assert_eq!(texts(&body)[5], "C");
     let recs = records(&transcript(&h, &id));
-    assert_eq!(recs.iter().filter(|r| r["type"] == "keel-session").count(), 1);
+    assert_eq!(
+        recs.iter().filter(|r| r["type"] == "keel-session").count(),
+        1
+    );
 }
 
 #[tokio::test]

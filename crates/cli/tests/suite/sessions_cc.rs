@@ -102,7 +102,11 @@ async fn a_session_claude_code_wrote_resumes_with_the_history_claude_code_sends(
     let sent = reqs[0].body["messages"].as_array().unwrap();
     let got: Vec<Value> = sent.iter().map(plain).collect();
     let mut want = cc_history();
-    assert_eq!(got[..4], want[..], "the history of the session, as Claude Code sends it");
+    assert_eq!(
+        got[..4],
+        want[..],
+        "the history of the session, as Claude Code sends it"
+    );
     assert_eq!(got.len(), 5, "{got:#?}");
     assert!(got[4]["content"].to_string().contains("what next?"));
 
@@ -116,7 +120,10 @@ async fn a_session_claude_code_wrote_resumes_with_the_history_claude_code_sends(
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert_eq!(warnings[0]["entry_type"], "attachment");
     assert!(
-        warnings[0]["message"].as_str().unwrap().contains("11 `attachment` entries"),
+        warnings[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("11 `attachment` entries"),
         "{}",
         warnings[0]["message"]
     );
@@ -139,7 +146,14 @@ async fn a_session_claude_code_wrote_resumes_with_the_history_claude_code_sends(
     // --continue finds it too, and sends everything so far.
     let run = h
         .run(
-            &["-p", "and then?", "--output-format", "stream-json", "--verbose", "--continue"],
+            &[
+                "-p",
+                "and then?",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--continue",
+            ],
             &[],
         )
         .await;
@@ -211,7 +225,15 @@ async fn an_old_keel_transcript_resumes_in_its_own_format_and_lists_as_keel_v1()
 
     let run = h
         .run(
-            &["-p", "new question", "--output-format", "stream-json", "--verbose", "--resume", sid],
+            &[
+                "-p",
+                "new question",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--resume",
+                sid,
+            ],
             &env,
         )
         .await;
@@ -239,20 +261,29 @@ async fn an_old_keel_transcript_resumes_in_its_own_format_and_lists_as_keel_v1()
     assert!(!added.is_empty());
     assert!(added.iter().all(|r| r["type"] == "frame"), "{added:#?}");
     assert!(
-        !config.join("projects").join(keel_core::transcript::slug(h.cwd())).join(format!("{sid}.jsonl")).exists(),
+        !config
+            .join("projects")
+            .join(keel_core::transcript::slug(h.cwd()))
+            .join(format!("{sid}.jsonl"))
+            .exists(),
         "no copy was made"
     );
 
     // A new session goes under the config root, in Claude Code's format; both are listed,
     // each with its format.
-    let run = h.run(&["-p", "fresh", "--output-format", "json"], &env).await;
+    let run = h
+        .run(&["-p", "fresh", "--output-format", "json"], &env)
+        .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let new_id = run.result()["session_id"].as_str().unwrap().to_owned();
     let new_path = config
         .join("projects")
         .join(keel_core::transcript::slug(h.cwd()))
         .join(format!("{new_id}.jsonl"));
-    assert!(new_path.is_file(), "the new session is under CLAUDE_CONFIG_DIR");
+    assert!(
+        new_path.is_file(),
+        "the new session is under CLAUDE_CONFIG_DIR"
+    );
     let entries = lines(&new_path);
     let prompt = entries.iter().find(|e| e["type"] == "user").unwrap();
     assert_eq!(prompt["message"]["content"], "fresh");
@@ -270,7 +301,11 @@ async fn an_old_keel_transcript_resumes_in_its_own_format_and_lists_as_keel_v1()
     assert_eq!(format_of(sid), Some(json!("keel-v1")), "{all:#}");
     assert_eq!(format_of(&new_id), Some(json!("claude-code")), "{all:#}");
     let table = h.run(&["sessions"], &env).await;
-    assert!(table.stdout.contains("FORMAT") && table.stdout.contains("keel-v1"), "{}", table.stdout);
+    assert!(
+        table.stdout.contains("FORMAT") && table.stdout.contains("keel-v1"),
+        "{}",
+        table.stdout
+    );
 }
 
 #[tokio::test]
@@ -287,7 +322,14 @@ async fn claude_config_dir_holds_the_users_settings_and_state_file() {
     let cfg = config.display().to_string();
     let run = h
         .run(
-            &["-p", "hi", "--output-format", "json", "--allowedTools", "Bash"],
+            &[
+                "-p",
+                "hi",
+                "--output-format",
+                "json",
+                "--allowedTools",
+                "Bash",
+            ],
             &[("CLAUDE_CONFIG_DIR", cfg.as_str())],
         )
         .await;
@@ -295,13 +337,30 @@ async fn claude_config_dir_holds_the_users_settings_and_state_file() {
     let offered = |i: usize| -> Vec<String> {
         h.requests()[i].body["tools"]
             .as_array()
-            .map(|t| t.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect())
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     assert!(!offered(0).contains(&"Bash".to_owned()), "{:?}", offered(0));
     let run = h
-        .run(&["-p", "hi", "--output-format", "json", "--allowedTools", "Bash"], &[])
+        .run(
+            &[
+                "-p",
+                "hi",
+                "--output-format",
+                "json",
+                "--allowedTools",
+                "Bash",
+            ],
+            &[],
+        )
         .await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(offered(1).contains(&"Bash".to_owned()), "without it, the settings are not read");
+    assert!(
+        offered(1).contains(&"Bash".to_owned()),
+        "without it, the settings are not read"
+    );
 }

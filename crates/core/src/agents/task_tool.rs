@@ -58,6 +58,9 @@ pub struct TaskTool {
     /// Task call.
     emitter: Emitter,
     depth: u32,
+    /// The subagent this Task tool belongs to (`None`: the main agent's): the parent of the
+    /// agents it starts, in their transcripts' metadata.
+    owner: Option<String>,
 }
 
 impl TaskTool {
@@ -72,6 +75,7 @@ impl TaskTool {
             base_tools,
             emitter,
             depth: 0,
+            owner: None,
         }
     }
 }
@@ -221,6 +225,7 @@ impl TaskTool {
                 base_tools: self.base_tools.clone(),
                 emitter: self.emitter.clone(),
                 depth: self.depth + 1,
+                owner: Some(agent_id.to_owned()),
             }));
         }
         let mut emitter = self.emitter.for_subagent(tool_use_id);
@@ -231,6 +236,12 @@ impl TaskTool {
                 let resuming = inp.resume.is_some();
                 let (sid, cwd, model) = (ctx.session_id.clone(), ctx.cwd.clone(), ctx.model());
                 let id = agent_id.to_owned();
+                let meta = super::transcript::AgentMeta {
+                    agent_id: agent_id.to_owned(),
+                    agent_type: def.name.clone(),
+                    tool_use_id: tool_use_id.to_owned(),
+                    parent_agent_id: self.owner.clone(),
+                };
                 let opened = tokio::task::spawn_blocking(move || {
                     if resuming && !path.exists() {
                         return Err(format!(
@@ -238,7 +249,8 @@ impl TaskTool {
                             path.display()
                         ));
                     }
-                    super::transcript::open(&path, &sid, &cwd, &model).map_err(|e| e.to_string())
+                    super::transcript::open(&path, &sid, &cwd, &model, &meta)
+                        .map_err(|e| e.to_string())
                 })
                 .await
                 .map_err(|e| format!("could not open the agent's transcript: {e}"))??;

@@ -49,6 +49,41 @@ impl Persist for AgentPersist {
     }
 }
 
+/// Who a subagent is, for the `agent-<id>.meta.json` sidecar beside its transcript (the
+/// fields Claude Code's and its SDKs' readers take from it).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentMeta {
+    /// The agent's id (its file is `agent-<id>.jsonl`).
+    #[serde(skip)]
+    pub agent_id: String,
+    /// Its type (`general-purpose`, a custom agent's name).
+    pub agent_type: String,
+    /// The Task call that started it.
+    pub tool_use_id: String,
+    /// The subagent whose Task call started it (`None`: the main agent).
+    pub parent_agent_id: Option<String>,
+}
+
+/// Write the sidecar beside the transcript `path` (written whole, then renamed into place).
+fn write_meta(path: &Path, meta: &AgentMeta) -> Result<(), PersistError> {
+    let file = path.with_extension("meta.json");
+    let tmp = path.with_extension("meta.json.tmp");
+    let bytes = serde_json::to_vec(meta).map_err(|e| {
+        PersistError::new(
+            PersistOp::Encode,
+            format!("could not encode {}: {e}", file.display()),
+        )
+    })?;
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, &file))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            let message = format!("could not write {}: {e}", file.display());
+            PersistError::io(PersistOp::Write, &file, &e, message)
+        })
+}
+
 /// Open the transcript of a subagent at `path`: a new one, or (when the file exists) the old
 /// conversation rebuilt — repaired if a crash left a call open — to continue.
 pub fn open(
@@ -56,6 +91,7 @@ pub fn open(
     session_id: &str,
     cwd: &Path,
     model: &str,
+    meta: &AgentMeta,
 ) -> Result<(Arc<dyn Persist>, Option<History>), PersistError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -63,9 +99,17 @@ pub fn open(
             PersistError::io(PersistOp::Create, dir, &e, message)
         })?;
     }
+    write_meta(path, meta)?;
     let header = SessionHeader::new(session_id, cwd, model);
+    let agent = Some(meta.agent_id.as_str());
     if !path.exists() {
-        let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)?;
+        let w = TranscriptWriter::create_lazily_as(
+            path.to_path_buf(),
+            &header,
+            &[],
+            FsyncMode::Turn,
+            agent,
+        )?;
         return Ok((
             Arc::new(AgentPersist {
                 inner: w,
@@ -84,8 +128,13 @@ pub fn open(
     let rebuilt = rebuild(loaded.records, session_id);
     let tmp = path.with_extension("jsonl.resuming");
     let _ = std::fs::remove_file(&tmp);
-    let w =
-        TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
+    let w = TranscriptWriter::create_lazily_as(
+        tmp.clone(),
+        &header,
+        &rebuilt.frames,
+        FsyncMode::Turn,
+        agent,
+    )?;
     let persist = AgentPersist {
         inner: w,
         replace: Mutex::new(Some((tmp, path.to_path_buf()))),

@@ -135,6 +135,16 @@ pub(super) fn entry_line(
         keel,
     };
     let mut line = match frame {
+        // A subagent's frame that reaches this file (its own file is written elsewhere) is
+        // not part of this conversation: keel's own entry, outside the chain.
+        Frame::User(UserFrame {
+            parent_tool_use_id: Some(_),
+            ..
+        })
+        | Frame::Assistant(AssistantFrame {
+            parent_tool_use_id: Some(_),
+            ..
+        }) => return keel_frame(frame, place, uuid, timestamp),
         Frame::User(u) => {
             let content = match &u.message.content {
                 MessageContent::Text(t) => ContentOut::Text(t),
@@ -175,20 +185,27 @@ pub(super) fn entry_line(
                 keel,
             ))?
         }
-        other => {
-            let mut line = serde_json::to_vec(&KeelFrameOut {
-                kind: KEEL_FRAME,
-                uuid,
-                session_id: place.session_id,
-                timestamp,
-                frame: other,
-            })?;
-            line.push(b'\n');
-            return Ok((false, line));
-        }
+        other => return keel_frame(other, place, uuid, timestamp),
     };
     line.push(b'\n');
     Ok((true, line))
+}
+
+fn keel_frame(
+    frame: &Frame,
+    place: &Place<'_>,
+    uuid: &str,
+    timestamp: &str,
+) -> Result<(bool, Vec<u8>), serde_json::Error> {
+    let mut line = serde_json::to_vec(&KeelFrameOut {
+        kind: KEEL_FRAME,
+        uuid,
+        session_id: place.session_id,
+        timestamp,
+        frame,
+    })?;
+    line.push(b'\n');
+    Ok((false, line))
 }
 
 /// A text block that is nothing but text (no citations, no cache control): written as the
@@ -295,17 +312,4 @@ pub(super) fn is_bookkeeping(kind: &str) -> bool {
             | "permission-mode"
             | "mode"
     )
-}
-
-/// A subagent's id in file names (`agent-<id>.jsonl`), derived from the tool call that started
-/// it so that every frame of one subagent lands in one file: `a` and 16 hex digits, as Claude
-/// Code's ids look.
-pub(super) fn agent_id(tool_use_id: &str) -> String {
-    // FNV-1a: stable across Rust releases and runs.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in tool_use_id.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("a{h:016x}")
 }

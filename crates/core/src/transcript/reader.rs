@@ -144,6 +144,11 @@ pub(crate) fn parse_reader_at(
     mut sink: impl FnMut(Record),
 ) -> std::io::Result<Loaded> {
     let mut seen_record = at.0 > 0;
+    // In a subagent's own file, its sidechain entries are the conversation.
+    let sidechain_is_main = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == "subagents");
     let mut out = Loaded {
         path: path.to_owned(),
         file_len,
@@ -166,7 +171,7 @@ pub(crate) fn parse_reader_at(
         let has_newline = buf.last() == Some(&b'\n');
         let raw = if has_newline { &buf[..n - 1] } else { &buf[..] };
         let next = offset + n as u64;
-        match parse_line(raw, line_no) {
+        match parse_line(raw, line_no, sidechain_is_main) {
             Ok(Parsed::Blank) => {}
             Ok(parsed) => {
                 // Everything damaged before this good line is a middle line: skipped, reported.
@@ -224,7 +229,7 @@ pub(crate) fn parse_reader_at(
     Ok(out)
 }
 
-fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
+fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed, String> {
     // Zero bytes are what a file system leaves where an interrupted append had reserved
     // space; a record may follow them on the same line.
     let zeros = raw.iter().take_while(|b| **b == 0).count();
@@ -240,7 +245,7 @@ fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
     // they cannot read, takes the general path, which words the error.
     if rest.starts_with(br#"{"parentUuid":"#) {
         if let Ok(e) = serde_json::from_slice::<EntryIn>(rest) {
-            if let Some(parsed) = from_entry(e, line) {
+            if let Some(parsed) = from_entry(e, line, sidechain_is_main) {
                 return Ok(parsed);
             }
         }
@@ -325,7 +330,8 @@ fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
             if !e.is_message() {
                 return Ok(Parsed::Unmapped(kind));
             }
-            from_entry(e, line).ok_or_else(|| format!("a {kind} entry that cannot be read"))
+            from_entry(e, line, sidechain_is_main)
+                .ok_or_else(|| format!("a {kind} entry that cannot be read"))
         }
         "" => Err("a JSON value that is not a keel record".to_owned()),
         k if is_bookkeeping(k) => Ok(Parsed::Unknown),
@@ -334,11 +340,11 @@ fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
 }
 
 /// A `user`/`assistant` entry as a record. `None`: the message does not read as one.
-fn from_entry(e: EntryIn<'_>, line: usize) -> Option<Parsed> {
+fn from_entry(e: EntryIn<'_>, line: usize, sidechain_is_main: bool) -> Option<Parsed> {
     if !e.is_message() {
         return None;
     }
-    if e.is_sidechain {
+    if e.is_sidechain && !sidechain_is_main {
         // A subagent's message written into the main file (older Claude Code): not part of
         // the main conversation, and not something the model of this session saw.
         return Some(Parsed::Unknown);

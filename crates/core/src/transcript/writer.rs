@@ -13,12 +13,10 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use std::collections::HashMap;
-
-use keel_protocol::{AssistantFrame, ContentBlock, Frame, UserFrame};
+use keel_protocol::{AssistantFrame, Frame, UserFrame};
 use nix::fcntl::{Flock, FlockArg};
 
-use super::cc::{agent_id, entry_line, Place};
+use super::cc::{entry_line, Place};
 use super::{FsyncMode, SessionHeader};
 use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
@@ -42,10 +40,6 @@ struct State {
     target: Target,
     /// The last entry of the main file's `parentUuid` chain.
     last_uuid: Option<String>,
-    /// Subagents' files, by agent id.
-    subagents: HashMap<String, SubFile>,
-    /// The Task calls seen so far: tool_use id -> (subagent type, the agent that made the call).
-    calls: HashMap<String, (String, Option<String>)>,
     /// A file created since the last sync: its directory entry must be made durable too.
     new_file: bool,
 }
@@ -57,6 +51,8 @@ pub struct TranscriptWriter {
     cwd: String,
     /// The file is in keel's old format: records go on in that format.
     legacy: bool,
+    /// A subagent's file: its agent id (its entries are a sidechain, as Claude Code's are).
+    agent_id: Option<String>,
     mode: FsyncMode,
     state: Mutex<State>,
 }
@@ -129,14 +125,6 @@ fn legacy_line(
     Ok((uuid, true, line))
 }
 
-/// A subagent's own file (`<session>/subagents/agent-<id>.jsonl`), opened at its first entry.
-struct SubFile {
-    file: File,
-    path: PathBuf,
-    last_uuid: Option<String>,
-    dirty: bool,
-}
-
 impl TranscriptWriter {
     /// A writer for a new transcript at `path`, created at the first append with `header` and
     /// then `history` (a fork's copy of the conversation) as its first records.
@@ -145,6 +133,19 @@ impl TranscriptWriter {
         header: &SessionHeader,
         history: &[Frame],
         mode: FsyncMode,
+    ) -> Result<Self, PersistError> {
+        Self::create_lazily_as(path, header, history, mode, None)
+    }
+
+    /// [`TranscriptWriter::create_lazily`] for the file of subagent `agent_id`
+    /// (`<session>/subagents/agent-<id>.jsonl`): its entries are marked as Claude Code marks
+    /// a subagent's (`isSidechain`, `agentId`).
+    pub fn create_lazily_as(
+        path: PathBuf,
+        header: &SessionHeader,
+        history: &[Frame],
+        mode: FsyncMode,
+        agent_id: Option<&str>,
     ) -> Result<Self, PersistError> {
         let bad = |e: serde_json::Error| encode_error(&e);
         let mut prefix = serde_json::to_vec(header).map_err(bad)?;
@@ -155,7 +156,7 @@ impl TranscriptWriter {
                 session_id: &header.session_id,
                 cwd: &header.cwd,
                 parent: last.as_deref(),
-                agent_id: None,
+                agent_id,
             };
             let (uuid, chained, line) = record_line(f, &place).map_err(bad)?;
             prefix.extend_from_slice(&line);
@@ -168,6 +169,7 @@ impl TranscriptWriter {
             session_id: header.session_id.clone(),
             cwd: header.cwd.clone(),
             legacy: false,
+            agent_id: agent_id.map(str::to_owned),
             mode,
             state: Mutex::new(State::new(Target::Pending { prefix }, last)),
         })
@@ -194,6 +196,7 @@ impl TranscriptWriter {
             session_id,
             cwd,
             legacy,
+            agent_id: None,
             mode,
             state: Mutex::new(State::new(target, last_uuid)),
         }
@@ -207,6 +210,7 @@ impl TranscriptWriter {
             session_id,
             cwd: String::new(),
             legacy: false,
+            agent_id: None,
             mode: FsyncMode::Turn,
             state: Mutex::new(State::new(Target::Broken(error), None)),
         }
@@ -247,7 +251,6 @@ impl TranscriptWriter {
         }
         let mut st = self.lock();
         self.ensure_open(&mut st)?;
-        st.note_calls(frame);
         if self.legacy {
             let (uuid, _, line) = legacy_line(frame, &self.session_id, st.last_uuid.as_deref())
                 .map_err(|e| encode_error(&e))?;
@@ -257,14 +260,12 @@ impl TranscriptWriter {
             append_line(file, &self.path, len, &line)?;
             *dirty = true;
             st.last_uuid = Some(uuid);
-        } else if let Some(call) = subagent_call(frame) {
-            self.append_subagent(&mut st, call, frame)?;
         } else {
             let place = Place {
                 session_id: &self.session_id,
                 cwd: &self.cwd,
                 parent: st.last_uuid.as_deref(),
-                agent_id: None,
+                agent_id: self.agent_id.as_deref(),
             };
             let (uuid, chained, line) = record_line(frame, &place).map_err(|e| encode_error(&e))?;
             let Target::Open { file, len, dirty } = &mut st.target else {
@@ -281,72 +282,6 @@ impl TranscriptWriter {
             return self.sync_records();
         }
         Ok(())
-    }
-
-    /// A subagent's frame goes to its own file, created (with its `.meta.json` sidecar) at its
-    /// first frame.
-    fn append_subagent(
-        &self,
-        st: &mut State,
-        call: &str,
-        frame: &Frame,
-    ) -> Result<(), PersistError> {
-        let id = agent_id(call);
-        if !st.subagents.contains_key(&id) {
-            let sub = self.open_subagent(st, call, &id)?;
-            st.subagents.insert(id.clone(), sub);
-        }
-        let Some(sub) = st.subagents.get_mut(&id) else {
-            unreachable!("inserted above");
-        };
-        let place = Place {
-            session_id: &self.session_id,
-            cwd: &self.cwd,
-            parent: sub.last_uuid.as_deref(),
-            agent_id: Some(&id),
-        };
-        let (uuid, chained, line) = record_line(frame, &place).map_err(|e| encode_error(&e))?;
-        let mut len = sub.file.metadata().map_or(0, |m| m.len());
-        append_line(&sub.file, &sub.path, &mut len, &line)?;
-        sub.dirty = true;
-        if chained {
-            sub.last_uuid = Some(uuid);
-        }
-        Ok(())
-    }
-
-    fn open_subagent(&self, st: &State, call: &str, id: &str) -> Result<SubFile, PersistError> {
-        let dir = self.path.with_extension("").join("subagents");
-        let path = dir.join(format!("agent-{id}.jsonl"));
-        let (agent_type, parent) = st.calls.get(call).cloned().unwrap_or_default();
-        let meta = serde_json::json!({
-            "agentType": if agent_type.is_empty() { "general-purpose" } else { agent_type.as_str() },
-            "toolUseId": call,
-            "parentAgentId": parent,
-        });
-        make_dir(&dir, &path)?;
-        let meta_path = dir.join(format!("agent-{id}.meta.json"));
-        let meta_bytes = serde_json::to_vec(&meta).map_err(|e| encode_error(&e))?;
-        std::fs::write(&meta_path, meta_bytes).map_err(|e| {
-            let message = format!("could not write {}: {e}", meta_path.display());
-            PersistError::io(PersistOp::Write, &meta_path, &e, message)
-        })?;
-        // A resumed session's subagent may already have a file: go on appending to it.
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| {
-                let message = format!("could not open the transcript {}: {e}", path.display());
-                PersistError::io(PersistOp::Create, &path, &e, message)
-            })?;
-        Ok(SubFile {
-            file,
-            path,
-            last_uuid: None,
-            dirty: true,
-        })
     }
 
     /// fsync what was appended since the last sync.
@@ -369,10 +304,6 @@ impl TranscriptWriter {
                 } else if *dirty {
                     file.sync_data().map_err(|e| self.sync_error(e))?;
                     *dirty = false;
-                }
-                for sub in st.subagents.values_mut().filter(|s| s.dirty) {
-                    sub.file.sync_data().map_err(|e| self.sync_error(e))?;
-                    sub.dirty = false;
                 }
                 Ok(())
             }
@@ -462,43 +393,12 @@ fn make_dir(dir: &Path, path: &Path) -> Result<(), PersistError> {
         })
 }
 
-/// The Task call a subagent's frame belongs to.
-fn subagent_call(frame: &Frame) -> Option<&str> {
-    match frame {
-        Frame::User(u) => u.parent_tool_use_id.as_deref(),
-        Frame::Assistant(a) => a.parent_tool_use_id.as_deref(),
-        _ => None,
-    }
-}
-
 impl State {
     fn new(target: Target, last_uuid: Option<String>) -> Self {
         Self {
             target,
             last_uuid,
-            subagents: HashMap::new(),
-            calls: HashMap::new(),
             new_file: false,
-        }
-    }
-
-    /// Remember the Task calls of an assistant frame: their subagent type, and which agent
-    /// made the call (for a nested subagent's `parentAgentId`).
-    fn note_calls(&mut self, frame: &Frame) {
-        let Frame::Assistant(a) = frame else { return };
-        for b in &a.message.content {
-            if let ContentBlock::ToolUse(t) = b {
-                if matches!(t.name.as_str(), "Task" | "Agent") {
-                    let kind = t
-                        .input
-                        .get("subagent_type")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("general-purpose")
-                        .to_owned();
-                    let parent = a.parent_tool_use_id.as_deref().map(agent_id);
-                    self.calls.insert(t.id.clone(), (kind, parent));
-                }
-            }
         }
     }
 }
