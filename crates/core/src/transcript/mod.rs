@@ -283,3 +283,5 @@ impl Notice {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cc;

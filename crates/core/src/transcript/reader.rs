@@ -333,6 +333,30 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
             from_entry(e, line, sidechain_is_main)
                 .ok_or_else(|| format!("a {kind} entry that cannot be read"))
         }
+        // Claude Code's compaction: what the model sees starts again after it (the summary
+        // follows as a prompt). The same as keel's own compaction record, with no messages.
+        "system" if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") => {
+            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+            let frame: Frame = serde_json::from_value(serde_json::json!({
+                "type": "system",
+                "subtype": crate::wire::COMPACTED_HISTORY,
+                "messages": [],
+            }))
+            .map_err(|e| format!("a compaction entry that cannot be read ({e})"))?;
+            Ok(Parsed::Record(Box::new(Read {
+                record: Record {
+                    line,
+                    uuid: s("uuid").unwrap_or_default(),
+                    parent_uuid: s("parentUuid"),
+                    session_id: s("sessionId").unwrap_or_default(),
+                    timestamp: s("timestamp"),
+                    frame,
+                },
+                chained: true,
+                cwd: s("cwd"),
+                legacy: false,
+            })))
+        }
         "" => Err("a JSON value that is not a keel record".to_owned()),
         k if is_bookkeeping(k) => Ok(Parsed::Unknown),
         _ => Ok(Parsed::Unmapped(kind)),
