@@ -280,7 +280,7 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
             })));
         }
     }
-    let mut v: Value = serde_json::from_slice(rest).map_err(|e| {
+    let v: Value = serde_json::from_slice(rest).map_err(|e| {
         if e.is_eof() {
             "the record is incomplete (cut off while being written)".to_owned()
         } else {
@@ -296,34 +296,7 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
         "session" | KEEL_SESSION => serde_json::from_value::<SessionHeader>(v)
             .map(|h| Parsed::Header(Box::new(h)))
             .map_err(|e| format!("a session header that cannot be read ({e})")),
-        "frame" | KEEL_FRAME => {
-            let frame_v = v
-                .get_mut("frame")
-                .map(Value::take)
-                .ok_or_else(|| "a frame record without a frame".to_owned())?;
-            let frame: Frame = serde_json::from_value(frame_v)
-                .map_err(|e| format!("a frame that cannot be read ({e})"))?;
-            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-            let uuid = s("uuid")
-                .or_else(|| frame.uuid().map(str::to_owned))
-                .unwrap_or_default();
-            let legacy = kind == "frame";
-            Ok(Parsed::Record(Box::new(Read {
-                record: Record {
-                    line,
-                    uuid,
-                    parent_uuid: s("parent_uuid"),
-                    session_id: s("session_id")
-                        .or_else(|| s("sessionId"))
-                        .unwrap_or_default(),
-                    timestamp: s("timestamp"),
-                    frame,
-                },
-                chained: legacy,
-                cwd: None,
-                legacy,
-            })))
-        }
+        "frame" | KEEL_FRAME => wrapped_frame(v, kind == "frame", line),
         "user" | "assistant" => {
             let e: EntryIn = serde_json::from_slice(rest)
                 .map_err(|e| format!("a {kind} entry that cannot be read ({e})"))?;
@@ -334,33 +307,69 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
                 .ok_or_else(|| format!("a {kind} entry that cannot be read"))
         }
         // Claude Code's compaction: what the model sees starts again after it (the summary
-        // follows as a prompt). The same as keel's own compaction record, with no messages.
+        // follows as a prompt).
         "system" if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") => {
-            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-            let frame: Frame = serde_json::from_value(serde_json::json!({
-                "type": "system",
-                "subtype": crate::wire::COMPACTED_HISTORY,
-                "messages": [],
-            }))
-            .map_err(|e| format!("a compaction entry that cannot be read ({e})"))?;
-            Ok(Parsed::Record(Box::new(Read {
-                record: Record {
-                    line,
-                    uuid: s("uuid").unwrap_or_default(),
-                    parent_uuid: s("parentUuid"),
-                    session_id: s("sessionId").unwrap_or_default(),
-                    timestamp: s("timestamp"),
-                    frame,
-                },
-                chained: true,
-                cwd: s("cwd"),
-                legacy: false,
-            })))
+            compact_boundary(&v, line)
         }
         "" => Err("a JSON value that is not a keel record".to_owned()),
         k if is_bookkeeping(k) => Ok(Parsed::Unknown),
         _ => Ok(Parsed::Unmapped(kind)),
     }
+}
+
+/// A frame wrapped in a record: keel's old `frame` record (`legacy`) or a `keel-frame` entry.
+fn wrapped_frame(mut v: Value, legacy: bool, line: usize) -> Result<Parsed, String> {
+    let frame_v = v
+        .get_mut("frame")
+        .map(Value::take)
+        .ok_or_else(|| "a frame record without a frame".to_owned())?;
+    let frame: Frame = serde_json::from_value(frame_v)
+        .map_err(|e| format!("a frame that cannot be read ({e})"))?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let uuid = s("uuid")
+        .or_else(|| frame.uuid().map(str::to_owned))
+        .unwrap_or_default();
+    Ok(Parsed::Record(Box::new(Read {
+        record: Record {
+            line,
+            uuid,
+            parent_uuid: s("parent_uuid"),
+            session_id: s("session_id")
+                .or_else(|| s("sessionId"))
+                .unwrap_or_default(),
+            timestamp: s("timestamp"),
+            frame,
+        },
+        // An old record chains to the one before it, whatever its kind.
+        chained: legacy,
+        cwd: None,
+        legacy,
+    })))
+}
+
+/// Claude Code's `compact_boundary` as keel's own compaction record with no messages: the
+/// rebuild starts again from it.
+fn compact_boundary(v: &Value, line: usize) -> Result<Parsed, String> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let frame: Frame = serde_json::from_value(serde_json::json!({
+        "type": "system",
+        "subtype": crate::wire::COMPACTED_HISTORY,
+        "messages": [],
+    }))
+    .map_err(|e| format!("a compaction entry that cannot be read ({e})"))?;
+    Ok(Parsed::Record(Box::new(Read {
+        record: Record {
+            line,
+            uuid: s("uuid").unwrap_or_default(),
+            parent_uuid: s("parentUuid"),
+            session_id: s("sessionId").unwrap_or_default(),
+            timestamp: s("timestamp"),
+            frame,
+        },
+        chained: true,
+        cwd: s("cwd"),
+        legacy: false,
+    })))
 }
 
 /// A `user`/`assistant` entry as a record. `None`: the message does not read as one.
