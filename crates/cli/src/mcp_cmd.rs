@@ -109,9 +109,9 @@ pub async fn run(args: &[String]) -> i32 {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    // The user's state file: `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+    let env = |k: &str| std::env::var(k).ok();
+    let state_file = keel_core::builder::claude_json(&env, &cwd);
     let result = match cli.command {
         Command::List { json } => list(&cwd, None, json).await,
         Command::Get { name, json } => list(&cwd, Some(&name), json).await,
@@ -123,11 +123,13 @@ pub async fn run(args: &[String]) -> i32 {
             name,
             target,
         } => entry_from_flags(&transport, &env, &header, &target)
-            .and_then(|entry| add(&cwd, home.as_deref(), &scope, &name, entry)),
+            .and_then(|entry| add(&cwd, state_file.as_deref(), &scope, &name, entry)),
         Command::AddJson { scope, name, json } => serde_json::from_str::<Value>(&json)
             .map_err(|e| format!("the configuration is not JSON: {e}"))
-            .and_then(|entry| add(&cwd, home.as_deref(), &scope, &name, entry)),
-        Command::Remove { scope, name } => remove(&cwd, home.as_deref(), scope.as_deref(), &name),
+            .and_then(|entry| add(&cwd, state_file.as_deref(), &scope, &name, entry)),
+        Command::Remove { scope, name } => {
+            remove(&cwd, state_file.as_deref(), scope.as_deref(), &name)
+        }
         Command::Login {
             name,
             client_id,
@@ -226,12 +228,13 @@ fn valid_name(name: &str) -> bool {
 /// Where a scope's servers are kept: the file, and the path of keys to its `mcpServers`.
 fn scope_place(
     cwd: &Path,
-    home: Option<&Path>,
+    state_file: Option<&Path>,
     scope: &str,
 ) -> Result<(PathBuf, Vec<String>), String> {
     let state = || {
-        home.map(|h| h.join(".claude.json")).ok_or_else(|| {
-            format!("the {scope} scope lives in ~/.claude.json, and HOME is not set")
+        state_file
+            .map(Path::to_path_buf).ok_or_else(|| {
+            format!("the {scope} scope lives in ~/.claude.json (or $CLAUDE_CONFIG_DIR/.claude.json), and neither HOME nor CLAUDE_CONFIG_DIR is set")
         })
     };
     match scope {
@@ -302,7 +305,7 @@ fn object_at<'a>(
 
 fn add(
     cwd: &Path,
-    home: Option<&Path>,
+    state_file: Option<&Path>,
     scope: &str,
     name: &str,
     entry: Value,
@@ -317,7 +320,7 @@ fn add(
     let mut one = Map::new();
     one.insert(name.to_owned(), entry.clone());
     let checked = keel_mcp_check(&Value::Object(one), &any)?;
-    let (path, keys) = scope_place(cwd, home, scope)?;
+    let (path, keys) = scope_place(cwd, state_file, scope)?;
     update_object(&path, |root| {
         let servers = object_at(root, &keys, &path)?;
         if servers.contains_key(name) {
@@ -362,14 +365,19 @@ fn keel_mcp_check(
     }
 }
 
-fn remove(cwd: &Path, home: Option<&Path>, scope: Option<&str>, name: &str) -> Result<(), String> {
+fn remove(
+    cwd: &Path,
+    state_file: Option<&Path>,
+    scope: Option<&str>,
+    name: &str,
+) -> Result<(), String> {
     let scopes: Vec<&str> = match scope {
         Some(s) => vec![s],
         None => vec!["local", "project", "user"],
     };
     let mut found = Vec::new();
     for s in scopes {
-        let (path, keys) = scope_place(cwd, home, s)?;
+        let (path, keys) = scope_place(cwd, state_file, s)?;
         let root = Value::Object(read_object(&path)?);
         let mut at = Some(&root);
         for k in &keys {

@@ -41,7 +41,7 @@ pub fn run(args: &[String]) -> i32 {
         eprintln!("Error: neither KEEL_HOME nor HOME is set, so keel does not know where sessions are kept");
         return 1;
     };
-    let store = Store::new(home);
+    let store = Store::from_env(&env, &cwd, Some(home.clone())).unwrap_or_else(|| Store::new(home));
     let sessions = store.list((!cli.all).then_some(cwd.as_path()));
     let out = if cli.json {
         let all: Vec<Value> = sessions.iter().map(to_json).collect();
@@ -78,6 +78,7 @@ fn to_json(s: &SessionSummary) -> Value {
         "last_result": s.last_result,
         "damaged_lines": s.damaged_lines,
         "forked_from": s.forked_from,
+        "format": s.format,
     })
 }
 
@@ -99,8 +100,8 @@ fn table(sessions: &[SessionSummary], all: bool, store: &Store, cwd: &Path) -> S
     let mut out = String::new();
     let dir_col = if all { "DIRECTORY  " } else { "" };
     out.push_str(&format!(
-        "{:<36}  {:<19}  {:>5}  {:<5}  {dir_col}FIRST PROMPT\n",
-        "SESSION", "LAST ACTIVITY", "MSGS", "ENDED"
+        "{:<36}  {:<19}  {:>5}  {:<5}  {:<11}  {dir_col}FIRST PROMPT\n",
+        "SESSION", "LAST ACTIVITY", "MSGS", "ENDED", "FORMAT"
     ));
     for s in sessions {
         let when = chrono::DateTime::<chrono::Local>::from(s.last_activity)
@@ -118,8 +119,8 @@ fn table(sessions: &[SessionSummary], all: bool, store: &Store, cwd: &Path) -> S
             n => format!(" [{n} damaged line{}]", if n == 1 { "" } else { "s" }),
         };
         out.push_str(&format!(
-            "{:<36}  {:<19}  {:>5}  {:<5}  {dir}{prompt}{damaged}\n",
-            s.session_id, when, s.messages, ended
+            "{:<36}  {:<19}  {:>5}  {:<5}  {:<11}  {dir}{prompt}{damaged}\n",
+            s.session_id, when, s.messages, ended, s.format
         ));
     }
     out

@@ -1,6 +1,6 @@
 //! Benchmark (not a test): the cost of transcripts.
 //!
-//! 1. Writes a 10,000-message session transcript (a realistic mix: prompts, replies with text
+//! 1. Writes a 10,000-message session transcript in Claude Code's format (a realistic mix: prompts, replies with text
 //!    and a tool call, tool results of 1-2 KB, init and result frames per turn) through the real
 //!    writer, with an fsync at every turn boundary as a run does.
 //! 2. Measures the latency of one record with `KEEL_FSYNC=turn` (write only) and

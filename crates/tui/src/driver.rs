@@ -559,7 +559,8 @@ fn sessions(env: &Env, cwd: &std::path::Path, current: &str) -> Vec<(String, Str
     let Some(home) = keel_home(env, cwd) else {
         return Vec::new();
     };
-    Store::new(home)
+    Store::from_env(env, cwd, Some(home.clone()))
+        .unwrap_or_else(|| Store::new(home))
         .list(Some(cwd))
         .into_iter()
         .filter(|s| s.session_id != current)

@@ -379,7 +379,7 @@ async fn a_session_that_outgrows_its_threshold_compacts_once_and_goes_on() {
     );
     let h = Harness::from_json(&scenario).await;
     // Above twice what keel's system prompt and tool schemas take (a compaction needs room).
-    let env = [("KEEL_COMPACT_THRESHOLD_TOKENS", "7000")];
+    let env = [("KEEL_COMPACT_THRESHOLD_TOKENS", "8500")];
     let run = h
         .run_stream("print a lot", &["--allowedTools", "Bash"], &env)
         .await;

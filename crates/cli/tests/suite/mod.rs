@@ -32,4 +32,5 @@ mod rewind;
 mod sandbox;
 mod session_mirror;
 mod sessions;
+mod sessions_cc;
 mod web_tools;

@@ -166,11 +166,19 @@ async fn resume_and_continue_send_the_whole_conversation_back() {
     assert_eq!(plain(&reqs[3].body["messages"]), Value::Array(expected));
     keel_mock::validate_request(&reqs[3].body).unwrap();
 
-    // One file, one header, one unbroken chain of records.
+    // One file, one header, one unbroken parentUuid chain of messages (Claude Code's).
     let recs = records(&path);
-    assert_eq!(recs.iter().filter(|r| r["type"] == "session").count(), 1);
-    for w in recs[1..].windows(2) {
-        assert_eq!(w[1]["parent_uuid"], w[0]["uuid"]);
+    assert_eq!(
+        recs.iter().filter(|r| r["type"] == "keel-session").count(),
+        1
+    );
+    let chain: Vec<&Value> = recs
+        .iter()
+        .filter(|r| r["type"] == "user" || r["type"] == "assistant")
+        .collect();
+    assert_eq!(chain[0]["parentUuid"], Value::Null);
+    for w in chain.windows(2) {
+        assert_eq!(w[1]["parentUuid"], w[0]["uuid"]);
     }
     let results = recs
         .iter()
@@ -254,7 +262,10 @@ async fn stream_json_input_sessions_are_the_same_files_and_resume_the_same_way()
     assert_eq!(texts(&body).len(), 7);
     assert_eq!(texts(&body)[5], "C");
     let recs = records(&transcript(&h, &id));
-    assert_eq!(recs.iter().filter(|r| r["type"] == "session").count(), 1);
+    assert_eq!(
+        recs.iter().filter(|r| r["type"] == "keel-session").count(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -524,7 +535,7 @@ async fn a_call_left_running_by_a_kill_gets_a_truthful_result_on_resume() {
     let recs = records(&transcript(&h, &id));
     assert!(recs
         .iter()
-        .any(|r| r["frame"]["tool_result_meta"][0]["repair"] == "session_ended"));
+        .any(|r| r["keel"]["tool_result_meta"][0]["repair"] == "session_ended"));
 }
 
 #[tokio::test]

@@ -58,6 +58,9 @@ pub struct TaskTool {
     /// Task call.
     emitter: Emitter,
     depth: u32,
+    /// The subagent this Task tool belongs to (`None`: the main agent's): the parent of the
+    /// agents it starts, in their transcripts' metadata.
+    owner: Option<String>,
 }
 
 impl TaskTool {
@@ -72,6 +75,7 @@ impl TaskTool {
             base_tools,
             emitter,
             depth: 0,
+            owner: None,
         }
     }
 }
@@ -221,6 +225,7 @@ impl TaskTool {
                 base_tools: self.base_tools.clone(),
                 emitter: self.emitter.clone(),
                 depth: self.depth + 1,
+                owner: Some(agent_id.to_owned()),
             }));
         }
         let mut emitter = self.emitter.for_subagent(tool_use_id);
@@ -231,14 +236,14 @@ impl TaskTool {
                 let resuming = inp.resume.is_some();
                 let (sid, cwd, model) = (ctx.session_id.clone(), ctx.cwd.clone(), ctx.model());
                 let id = agent_id.to_owned();
-                let mirror = emitter.mirror().map(|sink| super::transcript::AgentMirror {
-                    sink: sink.clone(),
-                    metadata: serde_json::Map::from_iter([
-                        ("agentType".to_owned(), def.name.clone().into()),
-                        ("description".to_owned(), inp.description.clone().into()),
-                        ("toolUseId".to_owned(), tool_use_id.to_owned().into()),
-                    ]),
-                });
+                let meta = super::transcript::AgentMeta {
+                    agent_id: agent_id.to_owned(),
+                    agent_type: def.name.clone(),
+                    description: inp.description.clone(),
+                    tool_use_id: tool_use_id.to_owned(),
+                    parent_agent_id: self.owner.clone(),
+                };
+                let mirror = emitter.mirror().cloned();
                 let opened = tokio::task::spawn_blocking(move || {
                     if resuming && !path.exists() {
                         return Err(format!(
@@ -246,7 +251,7 @@ impl TaskTool {
                             path.display()
                         ));
                     }
-                    super::transcript::open(&path, &sid, &cwd, &model, mirror)
+                    super::transcript::open(&path, &sid, &cwd, &model, &meta, mirror)
                         .map_err(|e| e.to_string())
                 })
                 .await

@@ -12,15 +12,6 @@ use crate::transcript::{
     read_file, rebuild, FsyncMode, MirrorSink, SessionHeader, TranscriptWriter,
 };
 
-/// `--session-mirror` for one subagent: the sink, and what its `agent_metadata` entry says
-/// (`agentType`, `description`, `toolUseId`).
-pub struct AgentMirror {
-    /// Where the agent's lines go.
-    pub sink: MirrorSink,
-    /// The sidecar's fields.
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-}
-
 /// Persists a subagent's frames; on resume the rewritten file replaces the old one atomically
 /// once its first new record is written.
 struct AgentPersist {
@@ -60,6 +51,43 @@ impl Persist for AgentPersist {
     }
 }
 
+/// Who a subagent is, for the `agent-<id>.meta.json` sidecar beside its transcript (the
+/// fields Claude Code's and its SDKs' readers take from it).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentMeta {
+    /// The agent's id (its file is `agent-<id>.jsonl`).
+    #[serde(skip)]
+    pub agent_id: String,
+    /// Its type (`general-purpose`, a custom agent's name).
+    pub agent_type: String,
+    /// What the Task call said it is for.
+    pub description: String,
+    /// The Task call that started it.
+    pub tool_use_id: String,
+    /// The subagent whose Task call started it (`None`: the main agent).
+    pub parent_agent_id: Option<String>,
+}
+
+/// Write the sidecar beside the transcript `path` (written whole, then renamed into place).
+fn write_meta(path: &Path, meta: &AgentMeta) -> Result<(), PersistError> {
+    let file = path.with_extension("meta.json");
+    let tmp = path.with_extension("meta.json.tmp");
+    let bytes = serde_json::to_vec(meta).map_err(|e| {
+        PersistError::new(
+            PersistOp::Encode,
+            format!("could not encode {}: {e}", file.display()),
+        )
+    })?;
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, &file))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            let message = format!("could not write {}: {e}", file.display());
+            PersistError::io(PersistOp::Write, &file, &e, message)
+        })
+}
+
 /// Open the transcript of a subagent at `path`: a new one, or (when the file exists) the old
 /// conversation rebuilt — repaired if a crash left a call open — to continue.
 pub fn open(
@@ -67,7 +95,8 @@ pub fn open(
     session_id: &str,
     cwd: &Path,
     model: &str,
-    mirror: Option<AgentMirror>,
+    meta: &AgentMeta,
+    mirror: Option<MirrorSink>,
 ) -> Result<(Arc<dyn Persist>, Option<History>), PersistError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -75,14 +104,22 @@ pub fn open(
             PersistError::io(PersistOp::Create, dir, &e, message)
         })?;
     }
+    write_meta(path, meta)?;
     let header = SessionHeader::new(session_id, cwd, model);
-    if let Some(m) = &mirror {
-        write_metadata(path, m)?;
+    if let Some(sink) = &mirror {
+        mirror_metadata(path, meta, sink);
     }
+    let agent = Some(meta.agent_id.as_str());
     if !path.exists() {
-        let w = TranscriptWriter::create_lazily(path.to_path_buf(), &header, &[], FsyncMode::Turn)?;
-        if let Some(m) = mirror {
-            w.mirror_to(m.sink, path.to_path_buf());
+        let w = TranscriptWriter::create_lazily_as(
+            path.to_path_buf(),
+            &header,
+            &[],
+            FsyncMode::Turn,
+            agent,
+        )?;
+        if let Some(sink) = mirror {
+            w.mirror_to(sink, path.to_path_buf());
         }
         return Ok((
             Arc::new(AgentPersist {
@@ -102,11 +139,16 @@ pub fn open(
     let rebuilt = rebuild(loaded.records, session_id);
     let tmp = path.with_extension("jsonl.resuming");
     let _ = std::fs::remove_file(&tmp);
-    let w =
-        TranscriptWriter::create_lazily(tmp.clone(), &header, &rebuilt.frames, FsyncMode::Turn)?;
-    if let Some(m) = mirror {
+    let w = TranscriptWriter::create_lazily_as(
+        tmp.clone(),
+        &header,
+        &rebuilt.frames,
+        FsyncMode::Turn,
+        agent,
+    )?;
+    if let Some(sink) = mirror {
         // Named by its final path: the host keeps one file per agent.
-        w.mirror_to(m.sink, path.to_path_buf());
+        w.mirror_to(sink, path.to_path_buf());
     }
     let persist = AgentPersist {
         inner: w,
@@ -115,32 +157,15 @@ pub fn open(
     Ok((Arc::new(persist), Some(rebuilt.history)))
 }
 
-/// The agent's sidecar `agent-<id>.meta.json` (what kind of agent, started by which call),
-/// mirrored as an `agent_metadata` entry of the agent's file, as the SDKs' stores expect.
-fn write_metadata(path: &Path, m: &AgentMirror) -> Result<(), PersistError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let meta_path = path.with_extension("meta.json");
-    let body = serde_json::Value::Object(m.metadata.clone()).to_string();
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&meta_path)
-        .and_then(|mut f| f.write_all(body.as_bytes()));
-    written.map_err(|e| {
-        let message = format!(
-            "could not write the agent metadata {}: {e}",
-            meta_path.display()
-        );
-        PersistError::io(PersistOp::Create, &meta_path, &e, message)
-    })?;
+/// The agent's sidecar (written by [`write_meta`]) mirrored as an `agent_metadata` entry of the
+/// agent's file, as the SDKs' stores expect.
+fn mirror_metadata(path: &Path, meta: &AgentMeta, sink: &MirrorSink) {
     let mut entry = serde_json::Map::new();
     entry.insert("type".into(), "agent_metadata".into());
-    entry.extend(m.metadata.clone());
+    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(meta) {
+        entry.extend(fields);
+    }
     let mut line = serde_json::Value::Object(entry).to_string().into_bytes();
     line.push(b'\n');
-    m.sink.offer(path, &line);
-    Ok(())
+    sink.offer(path, &line);
 }

@@ -14,7 +14,7 @@ mod start;
 pub mod trust;
 
 pub use knobs::Env;
-pub use start::keel_home;
+pub use start::{claude_json, keel_home, user_config_dir};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -285,11 +285,12 @@ impl SessionBuilder {
         let home = (self.env)("HOME")
             .filter(|h| !h.trim().is_empty())
             .map(PathBuf::from);
+        let user_dir = start::user_config_dir(&*self.env, &self.cwd);
         let settings = settings::load(
             self.options.settings.as_deref(),
             self.options.setting_sources.as_deref(),
             &self.cwd,
-            home.as_deref(),
+            user_dir.as_deref(),
         )?;
         Ok((settings, home))
     }
@@ -788,28 +789,21 @@ impl SessionBuilder {
                 .as_deref()
                 .is_none_or(|s| s.split(',').any(|x| x.trim() == scope))
         };
-        let home = (self.env)("HOME")
-            .filter(|h| !h.trim().is_empty())
-            .map(PathBuf::from);
-        let user_state = match home {
-            Some(h) if !o.strict_mcp_config && (wants("user") || wants("local")) => {
+        let user_state = match start::claude_json(&*self.env, &self.cwd) {
+            Some(state_file) if !o.strict_mcp_config && (wants("user") || wants("local")) => {
                 let cache = start::keel_home(env, &self.cwd)
                     .map(|k| k.join("cache").join("claude-json-mcp.json"));
-                keel_mcp::UserState::read_cached(
-                    &h.join(".claude.json"),
-                    &self.cwd,
-                    cache.as_deref(),
-                )
-                .map_err(|e| usage(e.to_string()))?
-                .map(|mut s| {
-                    if !wants("user") {
-                        s.user = None;
-                    }
-                    if !wants("local") {
-                        s.local = None;
-                    }
-                    s
-                })
+                keel_mcp::UserState::read_cached(&state_file, &self.cwd, cache.as_deref())
+                    .map_err(|e| usage(e.to_string()))?
+                    .map(|mut s| {
+                        if !wants("user") {
+                            s.user = None;
+                        }
+                        if !wants("local") {
+                            s.local = None;
+                        }
+                        s
+                    })
             }
             _ => None,
         };

@@ -202,7 +202,7 @@ pub fn hold_back_repository(
 fn files(
     sources: Option<&str>,
     cwd: &Path,
-    home: Option<&Path>,
+    user_dir: Option<&Path>,
 ) -> Result<Vec<PathBuf>, BuildError> {
     let wanted: Vec<String> = match sources {
         None => vec!["user".into(), "project".into(), "local".into()],
@@ -218,7 +218,7 @@ fn files(
             continue;
         }
         match kind {
-            "user" => out.extend(home.map(|h| h.join(".claude/settings.json"))),
+            "user" => out.extend(user_dir.map(|h| h.join("settings.json"))),
             "project" => out.push(cwd.join(".claude/settings.json")),
             _ => out.push(cwd.join(".claude/settings.local.json")),
         }
@@ -234,16 +234,17 @@ fn files(
     Ok(out)
 }
 
-/// Read the settings that apply to a run in `cwd`.
+/// Read the settings that apply to a run in `cwd`; `user_dir` is the user's config directory
+/// (`$CLAUDE_CONFIG_DIR`, else `~/.claude`), which holds the user's `settings.json`.
 pub fn load(
     flag: Option<&str>,
     sources: Option<&str>,
     cwd: &Path,
-    home: Option<&Path>,
+    user_dir: Option<&Path>,
 ) -> Result<SettingsRules, BuildError> {
     let mut out = SettingsRules::default();
-    let user_file = home.map(|h| h.join(".claude/settings.json"));
-    for path in files(sources, cwd, home)? {
+    let user_file = user_dir.map(|h| h.join("settings.json"));
+    for path in files(sources, cwd, user_dir)? {
         let text = match read_repo_file(&path, &RepoRead::bounded(REPO_FILE_LIMIT)) {
             Ok(f) => f.text,
             Err(RepoFileError::Missing { .. }) => continue,
@@ -636,7 +637,7 @@ mod tests {
             Some(r#"{"permissions": {"deny": ["Write"], "ask": ["Bash(git push:*)"]}}"#),
             None,
             cwd.path(),
-            Some(home.path()),
+            Some(&home.path().join(".claude")),
         )
         .unwrap();
         assert_eq!(r.ask[0].text(), "Bash(git push:*)");
@@ -644,7 +645,7 @@ mod tests {
             Some(r#"{"permissions": {"ask": "Bash"}}"#),
             None,
             cwd.path(),
-            Some(home.path()),
+            Some(&home.path().join(".claude")),
         )
         .unwrap_err()
         .to_string();
@@ -659,10 +660,16 @@ mod tests {
             matches!(&r.deny[0].source, RuleSource::Settings(p) if p.ends_with(".claude/settings.json"))
         );
         assert_eq!(r.deny[1].source, RuleSource::Flag);
-        let only_project = load(None, Some("project"), cwd.path(), Some(home.path())).unwrap();
+        let only_project = load(
+            None,
+            Some("project"),
+            cwd.path(),
+            Some(&home.path().join(".claude")),
+        )
+        .unwrap();
         assert!(only_project.deny.is_empty());
         std::fs::write(cwd.path().join(".claude/settings.local.json"), "{oops").unwrap();
-        let err = load(None, None, cwd.path(), Some(home.path()))
+        let err = load(None, None, cwd.path(), Some(&home.path().join(".claude")))
             .unwrap_err()
             .to_string();
         assert!(
@@ -674,7 +681,7 @@ mod tests {
             r#"{"permissions": ["Bash(rm:*)"]}"#,
         )
         .unwrap();
-        let err = load(None, None, cwd.path(), Some(home.path()))
+        let err = load(None, None, cwd.path(), Some(&home.path().join(".claude")))
             .unwrap_err()
             .to_string();
         assert!(

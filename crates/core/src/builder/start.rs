@@ -36,6 +36,33 @@ pub fn keel_home(env: &Env, cwd: &Path) -> Option<PathBuf> {
     })
 }
 
+/// The user's config directory, as Claude Code has it: `$CLAUDE_CONFIG_DIR`, else
+/// `$HOME/.claude` (user `settings.json`). A relative value is taken from `cwd`.
+pub fn user_config_dir(env: &Env, cwd: &Path) -> Option<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+    let dir = nonempty("CLAUDE_CONFIG_DIR").or_else(|| Some(nonempty("HOME")?.join(".claude")))?;
+    Some(if dir.is_absolute() {
+        dir
+    } else {
+        cwd.join(dir)
+    })
+}
+
+/// The user's state file (MCP servers of the user and local scopes), as Claude Code has it:
+/// `$CLAUDE_CONFIG_DIR/.claude.json`, else `$HOME/.claude.json`.
+pub fn claude_json(env: &Env, cwd: &Path) -> Option<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+    let file = match nonempty("CLAUDE_CONFIG_DIR") {
+        Some(d) => d.join(".claude.json"),
+        None => nonempty("HOME")?.join(".claude.json"),
+    };
+    Some(if file.is_absolute() {
+        file
+    } else {
+        cwd.join(file)
+    })
+}
+
 /// The durability setting from `KEEL_FSYNC` (default `turn`).
 fn fsync_mode(env: &Env) -> Result<FsyncMode, BuildError> {
     match env("KEEL_FSYNC").filter(|v| !v.trim().is_empty()) {
@@ -165,7 +192,9 @@ pub(crate) fn open(
             notices: Vec::new(),
         });
     };
-    let store = Store::new(home);
+    // Sessions live under the config root (CLAUDE_CONFIG_DIR, else KEEL_HOME, else
+    // ~/.claude); old ones are still found under KEEL_HOME (else ~/.keel).
+    let store = Store::from_env(env, cwd, Some(home.clone())).unwrap_or_else(|| Store::new(home));
     if let (Start::Resume(id), Some(remote)) = (&start, remote) {
         fetch_if_absent(&store, remote, cwd, id)?;
     }

@@ -41,6 +41,9 @@ pub struct Position {
     pub lines: usize,
     /// That record's uuid.
     pub uuid: String,
+    /// The last entry of the `parentUuid` chain up to there (the parent of the next one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain_uuid: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -275,6 +278,9 @@ fn load_as(
         if loaded.last_uuid.is_none() {
             loaded.last_uuid = Some(at.uuid.clone());
         }
+        if loaded.last_chain_uuid.is_none() {
+            loaded.last_chain_uuid = at.chain_uuid.clone();
+        }
     }
     let read = loaded.good_len - start;
     if loaded.good_len >= MIN_TRANSCRIPT && read >= REWRITE_AFTER && !loaded.needs_newline {
@@ -283,6 +289,7 @@ fn load_as(
                 len: loaded.good_len,
                 lines: loaded.good_lines,
                 uuid,
+                chain_uuid: loaded.last_chain_uuid.clone(),
             };
             let path = transcript.to_owned();
             let id = session_id.to_owned();

@@ -19,7 +19,7 @@ use super::Store;
 /// The cache file, in each project directory.
 const INDEX: &str = ".sessions-index.json";
 /// Its format.
-const INDEX_VERSION: u32 = 1;
+const INDEX_VERSION: u32 = 2;
 
 /// One session, as `keel sessions` lists it.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,6 +46,9 @@ pub struct SessionSummary {
     pub damaged_lines: usize,
     /// The session it was forked from.
     pub forked_from: Option<String>,
+    /// The file's format: `claude-code` (Claude Code's entries, what keel writes), or
+    /// `keel-v1` (keel's old records, still read and resumed).
+    pub format: &'static str,
 }
 
 /// One cached summary, valid while the transcript keeps this size and modification time.
@@ -61,6 +64,7 @@ struct Cached {
     last_result: Option<ResultSubtype>,
     damaged_lines: usize,
     forked_from: Option<String>,
+    legacy: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -97,6 +101,7 @@ fn write_index(dir: &Path, index: &Index) {
 /// Summarize a transcript in one streaming pass (its records are never all held).
 fn summarize(id: &str, path: &Path, len: u64, modified: SystemTime) -> Option<Cached> {
     let mut last_result: Option<ResultSubtype> = None;
+    let mut first_timestamp: Option<String> = None;
     let mut rebuilder = super::Rebuilder::new(id, false);
     let file = std::fs::File::open(path).ok()?;
     let loaded = super::parse_reader_with(
@@ -104,6 +109,9 @@ fn summarize(id: &str, path: &Path, len: u64, modified: SystemTime) -> Option<Ca
         std::io::BufReader::with_capacity(256 * 1024, file),
         len,
         |r| {
+            if first_timestamp.is_none() {
+                first_timestamp = r.timestamp.clone();
+            }
             last_result = match &r.frame {
                 Frame::Result(res) => Some(res.subtype.clone()),
                 _ => None,
@@ -114,11 +122,16 @@ fn summarize(id: &str, path: &Path, len: u64, modified: SystemTime) -> Option<Ca
     .ok()?;
     let rebuilt = rebuilder.finish();
     let header = loaded.header;
+    let legacy = loaded.legacy || header.as_ref().is_some_and(|h| h.schema < 2);
     Some(Cached {
         len,
         modified_ns: nanos(modified),
-        cwd: header.as_ref().map(|h| h.cwd.clone()),
-        created_at: header.as_ref().map(|h| h.created_at.clone()),
+        legacy,
+        cwd: header.as_ref().map(|h| h.cwd.clone()).or(loaded.first_cwd),
+        created_at: header
+            .as_ref()
+            .map(|h| h.created_at.clone())
+            .or(first_timestamp),
         first_prompt: rebuilt.first_prompt,
         messages: rebuilt.history.len(),
         ended_cleanly: last_result.is_some() && loaded.torn.is_none(),
@@ -135,7 +148,7 @@ impl Store {
     /// The sessions of `cwd` (or of every directory when `None`), most recent first.
     pub fn list(&self, cwd: Option<&Path>) -> Vec<SessionSummary> {
         let dirs = match cwd {
-            Some(c) => vec![self.project_dir(c)],
+            Some(c) => self.project_dirs_of(c),
             None => self.project_dirs(),
         };
         let want = cwd.map(|c| c.display().to_string());
@@ -178,6 +191,7 @@ impl Store {
                     last_result: c.last_result,
                     damaged_lines: c.damaged_lines,
                     forked_from: c.forked_from,
+                    format: if c.legacy { "keel-v1" } else { "claude-code" },
                 });
             }
             if changed || index.sessions.len() != old.sessions.len() {

@@ -13,6 +13,7 @@
 //!   result that says why.
 //! - [`store`]: where files live; new, resume, continue, fork; listing sessions.
 
+mod cc;
 pub mod checkpoint;
 mod list;
 pub mod mirror;
@@ -70,12 +71,13 @@ pub fn load_file(
         keep_frames,
     )
 }
-pub use store::{OpenError, OpenRequest, Opened, Start, Store};
+pub use store::{config_root, OpenError, OpenRequest, Opened, Start, Store};
 pub use truncate::{load_truncated, TruncateError, Truncation};
 pub use writer::TranscriptWriter;
 
 /// The record format version this keel writes (and the newest it reads).
-pub const SCHEMA: u32 = 1;
+/// Schema 1: keel's old `{"type":"frame"}` records; schema 2: Claude Code's entries.
+pub const SCHEMA: u32 = 2;
 
 /// When the transcript is fsynced. Every record is handed to the OS (one `write` per line)
 /// before the frame is emitted in both modes; the modes differ in when it reaches the disk.
@@ -113,7 +115,7 @@ impl FsyncMode {
 /// The first record of every transcript.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionHeader {
-    /// Always `"session"`.
+    /// `"keel-session"` (`"session"` in files of schema 1).
     #[serde(rename = "type")]
     pub kind: String,
     /// The record format version ([`SCHEMA`]).
@@ -140,7 +142,7 @@ impl SessionHeader {
     /// A header for a session created now.
     pub fn new(session_id: &str, cwd: &Path, model: &str) -> Self {
         Self {
-            kind: "session".to_owned(),
+            kind: cc::KEEL_SESSION.to_owned(),
             schema: SCHEMA,
             keel_version: crate::KEEL_VERSION.to_owned(),
             session_id: session_id.to_owned(),
@@ -153,10 +155,29 @@ impl SessionHeader {
     }
 }
 
-/// The directory name for a working directory: every character that is not an ASCII letter or
-/// digit becomes `-` (`/work/main` → `-work-main`). Very long paths are cut and get a hash of
-/// the full path, so the name stays within file-name limits and stays unique.
+/// The project key of a working directory, as Claude Code and its SDKs name the directory of
+/// its sessions: every character that is not an ASCII letter or digit becomes `-`
+/// (`/work/main` → `-work-main`); a key over 200 characters is cut to 200 and gets `-` and a
+/// 32-bit string hash of the whole path in base 36, so it stays within file-name limits and
+/// unique. Characters are Unicode scalar values, as the SDKs' function counts them.
 pub fn slug(cwd: &Path) -> String {
+    let path = cwd.to_string_lossy();
+    let full: String = path
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    const MAX: usize = 200;
+    if full.chars().count() <= MAX {
+        return full;
+    }
+    let cut: String = full.chars().take(MAX).collect();
+    format!("{cut}-{}", string_hash(&path))
+}
+
+/// The directory name keel gave a working directory before it used Claude Code's project key:
+/// the same for paths up to 200 bytes of ASCII; longer ones had an FNV-1a hex hash. Only
+/// used to find old sessions.
+pub fn slug_v1(cwd: &Path) -> String {
     let full: String = cwd
         .to_string_lossy()
         .chars()
@@ -166,13 +187,33 @@ pub fn slug(cwd: &Path) -> String {
     if full.len() <= MAX {
         return full;
     }
-    // FNV-1a: stable across Rust releases, unlike std's hasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in cwd.to_string_lossy().as_bytes() {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{}-{h:016x}", &full[..MAX])
+}
+
+/// The JavaScript string hash (`h = (h << 5) - h + c | 0` over the characters), absolute
+/// value, in base 36.
+fn string_hash(s: &str) -> String {
+    let mut h: i32 = 0;
+    for c in s.chars() {
+        h = (h << 5).wrapping_sub(h).wrapping_add(c as i32);
+    }
+    let mut n = h.unsigned_abs();
+    if n == 0 {
+        return "0".to_owned();
+    }
+    let digits = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    while n > 0 {
+        out.push(digits[(n % 36) as usize]);
+        n /= 36;
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// What a notice is about.
@@ -188,6 +229,8 @@ pub enum NoticeKind {
     MissingPrompt,
     /// The file was written by a newer keel.
     NewerSchema,
+    /// Entries of a type keel cannot map onto the conversation were not sent to the model.
+    UnmappedEntry,
 }
 
 impl NoticeKind {
@@ -199,6 +242,7 @@ impl NoticeKind {
             NoticeKind::RepairedToolCalls => "repaired_tool_calls",
             NoticeKind::MissingPrompt => "missing_prompt",
             NoticeKind::NewerSchema => "newer_schema",
+            NoticeKind::UnmappedEntry => "unmapped_entry",
         }
     }
 }
@@ -217,6 +261,8 @@ pub struct Notice {
     pub line: Option<usize>,
     /// The tool calls concerned (repairs).
     pub tool_use_ids: Vec<String>,
+    /// The entry type concerned (unmapped entries).
+    pub entry_type: Option<String>,
 }
 
 impl Notice {
@@ -232,9 +278,14 @@ impl Notice {
         if !self.tool_use_ids.is_empty() {
             m.insert("tool_use_ids".into(), json!(self.tool_use_ids));
         }
+        if let Some(t) = &self.entry_type {
+            m.insert("entry_type".into(), json!(t));
+        }
         m
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cc;

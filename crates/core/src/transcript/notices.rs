@@ -25,6 +25,7 @@ pub(super) fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> V
         path: path.clone(),
         line,
         tool_use_ids: Vec::new(),
+        entry_type: None,
     };
     if let Some(h) = &loaded.header {
         if h.schema > SCHEMA {
@@ -62,6 +63,24 @@ pub(super) fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> V
             ),
             Some(t.line),
         ));
+    }
+    for (kind, n, line) in &loaded.unmapped {
+        let (s, were) = if *n == 1 {
+            ("y", "was")
+        } else {
+            ("ies", "were")
+        };
+        out.push(Notice {
+            entry_type: Some(kind.clone()),
+            ..notice(
+                NoticeKind::UnmappedEntry,
+                format!(
+                    "{n} `{kind}` entr{s} of the transcript {shown} (the first on line {line}) {were} not sent to the model: keel has no message to map {} onto; the entries stay in the file",
+                    if *n == 1 { "it" } else { "them" }
+                ),
+                Some(*line),
+            )
+        });
     }
     if rebuilt.missing_prompt {
         out.push(notice(
@@ -119,6 +138,7 @@ pub(super) fn repair_notices(rebuilt: &Rebuilt, path: &Path, recorded: bool) -> 
             path: path.to_owned(),
             line: None,
             tool_use_ids: rs.iter().map(|r| r.tool_use_id.clone()).collect(),
+            entry_type: None,
         });
     }
     out

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use keel_protocol::Frame;
 use serde_json::Value;
 
+use super::cc::{is_bookkeeping, EntryIn, KEEL_FRAME, KEEL_SESSION};
 use super::SessionHeader;
 
 /// One frame record.
@@ -64,8 +65,18 @@ pub struct Loaded {
     pub good_len: u64,
     /// The last good record has no newline yet (the writer adds one before appending).
     pub needs_newline: bool,
-    /// The id of the last good record, the parent of the next one.
+    /// The id of the last good record.
     pub last_uuid: Option<String>,
+    /// The id of the last `user`/`assistant` entry of the main conversation: the
+    /// `parentUuid` of the next one.
+    pub last_chain_uuid: Option<String>,
+    /// Entries that carry something keel does not send to the model (`attachment`, ...):
+    /// `(type, how many, first line)`, in order of first appearance.
+    pub unmapped: Vec<(String, usize, usize)>,
+    /// The working directory named by the first entry that has one (a file without a header).
+    pub first_cwd: Option<String>,
+    /// The file is keel's own old format (`{"type":"frame"}` records).
+    pub legacy: bool,
     /// Total length of the file.
     pub file_len: u64,
     /// Lines up to `good_len`.
@@ -86,9 +97,11 @@ pub fn read_file(path: &Path) -> std::io::Result<Loaded> {
 /// What one line turned out to be.
 enum Parsed {
     Header(Box<SessionHeader>),
-    Record(Box<Record>),
+    Record(Box<Read>),
     /// A well-formed record of a kind this keel does not know (kept in the file, ignored).
     Unknown,
+    /// An entry keel cannot map onto the conversation (kept in the file, reported).
+    Unmapped(String),
     Blank,
 }
 
@@ -131,6 +144,11 @@ pub(crate) fn parse_reader_at(
     mut sink: impl FnMut(Record),
 ) -> std::io::Result<Loaded> {
     let mut seen_record = at.0 > 0;
+    // In a subagent's own file, its sidechain entries are the conversation.
+    let sidechain_is_main = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|d| d == "subagents");
     let mut out = Loaded {
         path: path.to_owned(),
         file_len,
@@ -153,7 +171,7 @@ pub(crate) fn parse_reader_at(
         let has_newline = buf.last() == Some(&b'\n');
         let raw = if has_newline { &buf[..n - 1] } else { &buf[..] };
         let next = offset + n as u64;
-        match parse_line(raw, line_no) {
+        match parse_line(raw, line_no, sidechain_is_main) {
             Ok(Parsed::Blank) => {}
             Ok(parsed) => {
                 // Everything damaged before this good line is a middle line: skipped, reported.
@@ -169,8 +187,21 @@ pub(crate) fn parse_reader_at(
                     }
                     Parsed::Record(r) => {
                         seen_record = true;
-                        out.last_uuid = Some(r.uuid.clone());
-                        sink(*r);
+                        out.last_uuid = Some(r.record.uuid.clone());
+                        if r.chained {
+                            out.last_chain_uuid = Some(r.record.uuid.clone());
+                        }
+                        if out.first_cwd.is_none() {
+                            out.first_cwd = r.cwd.clone();
+                        }
+                        out.legacy |= r.legacy;
+                        sink(r.into_record());
+                    }
+                    Parsed::Unmapped(kind) => {
+                        match out.unmapped.iter_mut().find(|(k, _, _)| *k == kind) {
+                            Some((_, n, _)) => *n += 1,
+                            None => out.unmapped.push((kind, 1, line_no)),
+                        }
                     }
                     Parsed::Unknown | Parsed::Blank => {}
                 }
@@ -198,7 +229,7 @@ pub(crate) fn parse_reader_at(
     Ok(out)
 }
 
-fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
+fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed, String> {
     // Zero bytes are what a file system leaves where an interrupted append had reserved
     // space; a record may follow them on the same line.
     let zeros = raw.iter().take_while(|b| **b == 0).count();
@@ -210,63 +241,182 @@ fn parse_line(raw: &[u8], line: usize) -> Result<Parsed, String> {
             Ok(Parsed::Blank)
         };
     }
-    // The fast path, for the records keel writes (`type` first): one typed parse. Anything
-    // else, or a record it cannot read, takes the general path, which words the error.
-    if rest.starts_with(br#"{"type":"frame","#) {
+    // The fast paths, for the lines keel writes: one typed parse. Anything else, or a line
+    // they cannot read, takes the general path, which words the error.
+    if rest.starts_with(br#"{"parentUuid":"#) {
+        if let Ok(e) = serde_json::from_slice::<EntryIn>(rest) {
+            if let Some(parsed) = from_entry(e, line, sidechain_is_main) {
+                return Ok(parsed);
+            }
+        }
+    } else if rest.starts_with(br#"{"type":"keel-frame","#)
+        || rest.starts_with(br#"{"type":"frame","#)
+    {
         if let Ok(RecordIn {
             uuid,
             parent_uuid,
             session_id,
+            session_id_cc,
             timestamp,
             frame: Some(frame),
         }) = serde_json::from_slice::<RecordIn>(rest)
         {
-            return Ok(Parsed::Record(Box::new(Record {
-                line,
-                uuid: uuid
-                    .or_else(|| frame.uuid().map(str::to_owned))
-                    .unwrap_or_default(),
-                parent_uuid,
-                session_id: session_id.unwrap_or_default(),
-                timestamp,
-                frame,
+            let legacy = rest.starts_with(br#"{"type":"frame","#);
+            return Ok(Parsed::Record(Box::new(Read {
+                record: Record {
+                    line,
+                    uuid: uuid
+                        .or_else(|| frame.uuid().map(str::to_owned))
+                        .unwrap_or_default(),
+                    parent_uuid,
+                    session_id: session_id.or(session_id_cc).unwrap_or_default(),
+                    timestamp,
+                    frame,
+                },
+                // An old record chains to the one before it, whatever its kind.
+                chained: legacy,
+                cwd: None,
+                legacy,
             })));
         }
     }
-    let mut v: Value = serde_json::from_slice(rest).map_err(|e| {
+    let v: Value = serde_json::from_slice(rest).map_err(|e| {
         if e.is_eof() {
             "the record is incomplete (cut off while being written)".to_owned()
         } else {
             format!("not valid JSON ({e})")
         }
     })?;
-    let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-    match kind {
-        "session" => serde_json::from_value::<SessionHeader>(v)
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    match kind.as_str() {
+        "session" | KEEL_SESSION => serde_json::from_value::<SessionHeader>(v)
             .map(|h| Parsed::Header(Box::new(h)))
             .map_err(|e| format!("a session header that cannot be read ({e})")),
-        "frame" => {
-            let frame_v = v
-                .get_mut("frame")
-                .map(Value::take)
-                .ok_or_else(|| "a frame record without a frame".to_owned())?;
-            let frame: Frame = serde_json::from_value(frame_v)
-                .map_err(|e| format!("a frame that cannot be read ({e})"))?;
-            let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-            let uuid = s("uuid")
-                .or_else(|| frame.uuid().map(str::to_owned))
-                .unwrap_or_default();
-            Ok(Parsed::Record(Box::new(Record {
-                line,
-                uuid,
-                parent_uuid: s("parent_uuid"),
-                session_id: s("session_id").unwrap_or_default(),
-                timestamp: s("timestamp"),
-                frame,
-            })))
+        "frame" | KEEL_FRAME => wrapped_frame(v, kind == "frame", line),
+        "user" | "assistant" => {
+            let e: EntryIn = serde_json::from_slice(rest)
+                .map_err(|e| format!("a {kind} entry that cannot be read ({e})"))?;
+            if !e.is_message() {
+                return Ok(Parsed::Unmapped(kind));
+            }
+            from_entry(e, line, sidechain_is_main)
+                .ok_or_else(|| format!("a {kind} entry that cannot be read"))
+        }
+        // Claude Code's compaction: what the model sees starts again after it (the summary
+        // follows as a prompt).
+        "system" if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") => {
+            compact_boundary(&v, line)
         }
         "" => Err("a JSON value that is not a keel record".to_owned()),
-        _ => Ok(Parsed::Unknown),
+        k if is_bookkeeping(k) => Ok(Parsed::Unknown),
+        _ => Ok(Parsed::Unmapped(kind)),
+    }
+}
+
+/// A frame wrapped in a record: keel's old `frame` record (`legacy`) or a `keel-frame` entry.
+fn wrapped_frame(mut v: Value, legacy: bool, line: usize) -> Result<Parsed, String> {
+    let frame_v = v
+        .get_mut("frame")
+        .map(Value::take)
+        .ok_or_else(|| "a frame record without a frame".to_owned())?;
+    let frame: Frame = serde_json::from_value(frame_v)
+        .map_err(|e| format!("a frame that cannot be read ({e})"))?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let uuid = s("uuid")
+        .or_else(|| frame.uuid().map(str::to_owned))
+        .unwrap_or_default();
+    Ok(Parsed::Record(Box::new(Read {
+        record: Record {
+            line,
+            uuid,
+            parent_uuid: s("parent_uuid"),
+            session_id: s("session_id")
+                .or_else(|| s("sessionId"))
+                .unwrap_or_default(),
+            timestamp: s("timestamp"),
+            frame,
+        },
+        // An old record chains to the one before it, whatever its kind.
+        chained: legacy,
+        cwd: None,
+        legacy,
+    })))
+}
+
+/// Claude Code's `compact_boundary` as keel's own compaction record with no messages: the
+/// rebuild starts again from it.
+fn compact_boundary(v: &Value, line: usize) -> Result<Parsed, String> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let frame: Frame = serde_json::from_value(serde_json::json!({
+        "type": "system",
+        "subtype": crate::wire::COMPACTED_HISTORY,
+        "messages": [],
+    }))
+    .map_err(|e| format!("a compaction entry that cannot be read ({e})"))?;
+    Ok(Parsed::Record(Box::new(Read {
+        record: Record {
+            line,
+            uuid: s("uuid").unwrap_or_default(),
+            parent_uuid: s("parentUuid"),
+            session_id: s("sessionId").unwrap_or_default(),
+            timestamp: s("timestamp"),
+            frame,
+        },
+        chained: true,
+        cwd: s("cwd"),
+        legacy: false,
+    })))
+}
+
+/// A `user`/`assistant` entry as a record. `None`: the message does not read as one.
+fn from_entry(e: EntryIn<'_>, line: usize, sidechain_is_main: bool) -> Option<Parsed> {
+    if !e.is_message() {
+        return None;
+    }
+    if e.is_sidechain && !sidechain_is_main {
+        // A subagent's message written into the main file (older Claude Code): not part of
+        // the main conversation, and not something the model of this session saw.
+        return Some(Parsed::Unknown);
+    }
+    let uuid = e.uuid.clone().unwrap_or_default();
+    let parent_uuid = e.parent_uuid.clone();
+    let session_id = e.session_id.clone().unwrap_or_default();
+    let timestamp = e.timestamp.clone();
+    let cwd = e.cwd.clone();
+    let frame = e.into_frame().ok()?;
+    Some(Parsed::Record(Box::new(Read {
+        record: Record {
+            line,
+            uuid,
+            parent_uuid,
+            session_id,
+            timestamp,
+            frame,
+        },
+        chained: true,
+        cwd,
+        legacy: false,
+    })))
+}
+
+/// A record and what the reader notes about it.
+struct Read {
+    record: Record,
+    /// Part of the file's `parentUuid` chain.
+    chained: bool,
+    /// The entry's working directory.
+    cwd: Option<String>,
+    /// Written in keel's old format.
+    legacy: bool,
+}
+
+impl Read {
+    fn into_record(self) -> Record {
+        self.record
     }
 }
 
@@ -279,6 +429,8 @@ struct RecordIn {
     parent_uuid: Option<String>,
     #[serde(default)]
     session_id: Option<String>,
+    #[serde(default, rename = "sessionId")]
+    session_id_cc: Option<String>,
     #[serde(default)]
     timestamp: Option<String>,
     #[serde(default)]

@@ -20,10 +20,28 @@ use crate::history::History;
 /// How long a resume waits for another process to let go of the transcript.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The transcripts under one `KEEL_HOME`.
+/// Where sessions live: the config root's `projects/` (Claude Code's layout, where new
+/// sessions are written), and keel's old `projects/` (read, so old sessions still list and
+/// resume) when that is another directory.
 #[derive(Clone, Debug)]
 pub struct Store {
     home: PathBuf,
+    legacy: Option<PathBuf>,
+}
+
+/// The config root (Claude Code's `~/.claude`): `$CLAUDE_CONFIG_DIR` when set, else
+/// `$KEEL_HOME` when set (it isolates everything), else `$HOME/.claude`. A relative value is
+/// taken from `cwd`. `None`: none of them is set.
+pub fn config_root(env: &dyn Fn(&str) -> Option<String>, cwd: &Path) -> Option<PathBuf> {
+    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+    let root = nonempty("CLAUDE_CONFIG_DIR")
+        .or_else(|| nonempty("KEEL_HOME"))
+        .or_else(|| Some(nonempty("HOME")?.join(".claude")))?;
+    Some(if root.is_absolute() {
+        root
+    } else {
+        cwd.join(root)
+    })
 }
 
 /// Which conversation a run starts from.
@@ -148,19 +166,50 @@ fn elsewhere_hint(e: &Option<(PathBuf, Option<String>)>) -> String {
 }
 
 impl Store {
-    /// The store under `home` (`$KEEL_HOME`).
+    /// The store under the config root `home` (`<home>/projects`), and nothing else.
     pub fn new(home: impl Into<PathBuf>) -> Self {
-        Self { home: home.into() }
+        Self {
+            home: home.into(),
+            legacy: None,
+        }
     }
 
-    /// `$KEEL_HOME`.
+    /// The store of a run: sessions under [`config_root`]`/projects`, and old ones still read
+    /// from `<keel_home>/projects` (`$KEEL_HOME`, else `~/.keel`) when that is elsewhere.
+    pub fn from_env(
+        env: &dyn Fn(&str) -> Option<String>,
+        cwd: &Path,
+        keel_home: Option<PathBuf>,
+    ) -> Option<Self> {
+        let home = config_root(env, cwd)?;
+        let legacy = keel_home
+            .map(|h| h.join("projects"))
+            .filter(|p| *p != home.join("projects"));
+        Some(Self { home, legacy })
+    }
+
+    /// The config root.
     pub fn home(&self) -> &Path {
         &self.home
     }
 
-    /// `$KEEL_HOME/projects`.
+    /// `<config root>/projects`, where sessions are written.
     pub fn projects_dir(&self) -> PathBuf {
         self.home.join("projects")
+    }
+
+    /// keel's old sessions directory, when it is not [`Store::projects_dir`].
+    pub fn legacy_dir(&self) -> Option<&Path> {
+        self.legacy.as_deref()
+    }
+
+    /// The directories `cwd`'s sessions may be in: the current one first, then the old one.
+    pub(super) fn project_dirs_of(&self, cwd: &Path) -> Vec<PathBuf> {
+        let old = super::slug_v1(cwd);
+        let mut dirs = vec![self.project_dir(cwd), self.projects_dir().join(&old)];
+        dirs.extend(self.legacy.as_ref().map(|l| l.join(&old)));
+        dirs.dedup();
+        dirs
     }
 
     /// The directory of `cwd`'s sessions.
@@ -348,14 +397,24 @@ impl Store {
                 });
         }
         let writer = match cut {
-            Ok(()) => TranscriptWriter::continuing(
-                path.clone(),
-                id.clone(),
-                file,
-                len,
-                loaded.last_uuid.clone(),
-                req.fsync,
-            ),
+            Ok(()) => {
+                // A file in keel's old format goes on in it: no file mixes two formats.
+                let legacy = len > 0
+                    && (loaded.legacy || loaded.header.as_ref().is_some_and(|h| h.schema < 2));
+                let last = match legacy {
+                    true => loaded.last_uuid.clone(),
+                    false => loaded.last_chain_uuid.clone(),
+                };
+                TranscriptWriter::continuing(
+                    path.clone(),
+                    id.clone(),
+                    req.cwd.display().to_string(),
+                    file,
+                    len,
+                    last,
+                    (legacy, req.fsync),
+                )
+            }
             Err(m) => TranscriptWriter::broken(path.clone(), id.clone(), m),
         };
         // Record the repairs at the end of the file, so the file itself is well-formed again.
@@ -395,13 +454,16 @@ impl Store {
     fn find(&self, cwd: &Path, id: &str) -> Result<(String, PathBuf), OpenError> {
         let id = normalize_id(id)?;
         let path = self.session_path(cwd, &id);
-        if path.is_file() {
-            return Ok((id, path));
+        for dir in self.project_dirs_of(cwd) {
+            let p = dir.join(format!("{id}.jsonl"));
+            if p.is_file() {
+                return Ok((id, p));
+            }
         }
         let elsewhere = self.project_dirs().into_iter().find_map(|d| {
             let p = d.join(format!("{id}.jsonl"));
             p.is_file().then(|| {
-                let cwd = read_header(&p).map(|h| h.cwd);
+                let cwd = session_cwd(&p);
                 (p, cwd)
             })
         });
@@ -416,24 +478,30 @@ impl Store {
     /// name maps to the same slug is skipped).
     fn latest(&self, cwd: &Path) -> Option<(String, PathBuf)> {
         let want = cwd.display().to_string();
-        transcripts_in(&self.project_dir(cwd))
-            .into_iter()
-            .filter(|(_, p, _)| read_header(p).is_none_or(|h| h.cwd == want))
+        self.project_dirs_of(cwd)
+            .iter()
+            .flat_map(|d| transcripts_in(d))
+            .filter(|(_, p, _)| session_cwd(p).is_none_or(|c| c == want))
             .max_by_key(|(_, _, t)| *t)
             .map(|(id, p, _)| (id, p))
     }
 
+    /// Every project directory, the current ones first, then the old ones.
     pub(super) fn project_dirs(&self) -> Vec<PathBuf> {
-        let Ok(rd) = std::fs::read_dir(self.projects_dir()) else {
-            return Vec::new();
-        };
-        let mut dirs: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        dirs
+        let mut all = Vec::new();
+        for root in std::iter::once(self.projects_dir()).chain(self.legacy.clone()) {
+            let Ok(rd) = std::fs::read_dir(root) else {
+                continue;
+            };
+            let mut dirs: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            dirs.sort();
+            all.extend(dirs);
+        }
+        all
     }
 }
 
@@ -466,6 +534,22 @@ pub(super) fn read_header(path: &Path) -> Option<SessionHeader> {
         .read_until(b'\n', &mut line)
         .ok()?;
     serde_json::from_slice(&line).ok()
+}
+
+/// The working directory of a transcript: its header's, else the first entry's that names
+/// one (a file Claude Code wrote has no header). Only the file's first 64 KiB are read.
+pub(super) fn session_cwd(path: &Path) -> Option<String> {
+    if let Some(h) = read_header(path) {
+        return Some(h.cwd);
+    }
+    let f = File::open(path).ok()?;
+    BufReader::new(f.take(64 * 1024))
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(&l).ok()?;
+            v.get("cwd")?.as_str().map(str::to_owned)
+        })
 }
 
 fn normalize_id(id: &str) -> Result<String, OpenError> {

@@ -26,15 +26,17 @@ fn init() -> Frame {
 fn prompt(text: &str) -> Frame {
     frame(
         json!({"type":"user","message":{"role":"user","content":[{"type":"text","text":text}]},
-        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid()}),
+        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid(),"timestamp":TS}),
     )
 }
+
+const TS: &str = "2026-01-01T00:00:00.000Z";
 
 fn assistant(msg_id: &str, block: Value) -> Frame {
     frame(
         json!({"type":"assistant","message":{"id":msg_id,"type":"message","role":"assistant",
         "model":"m","content":[block],"stop_reason":null,"stop_sequence":null,"usage":{}},
-        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid()}),
+        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid(),"timestamp":TS}),
     )
 }
 
@@ -49,7 +51,7 @@ fn call(id: &str) -> Value {
 fn result_of(id: &str, out: &str) -> Frame {
     frame(json!({"type":"user","message":{"role":"user","content":[
         {"type":"tool_result","tool_use_id":id,"content":out,"is_error":false}]},
-        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid()}))
+        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid(),"timestamp":TS}))
 }
 
 fn result_frame() -> Frame {
@@ -135,31 +137,49 @@ fn records_round_trip_with_a_header_a_chain_and_no_partial_events() {
     w.sync().unwrap();
 
     let raw = lines(&path);
-    assert_eq!(raw[0]["type"], "session");
-    assert_eq!(raw[0]["schema"], 1);
+    assert_eq!(raw[0]["type"], "keel-session");
+    assert_eq!(raw[0]["schema"], 2);
     assert_eq!(raw[0]["session_id"], SID);
     assert_eq!(raw[0]["cwd"], "/w");
     assert_eq!(raw[0]["model"], "m");
     assert!(raw[0]["keel_version"].is_string() && raw[0]["created_at"].is_string());
     assert_eq!(raw.len(), 1 + frames.len() - 1, "stream_event is not kept");
-    for (i, r) in raw[1..].iter().enumerate() {
-        assert_eq!(r["type"], "frame");
-        assert_eq!(r["session_id"], SID);
+    let mut parent = Value::Null;
+    for (r, f) in raw[1..]
+        .iter()
+        .zip(frames.iter().filter(|f| f.kind() != "stream_event"))
+    {
         assert!(r["timestamp"].is_string());
-        assert_eq!(
-            r["uuid"], r["frame"]["uuid"],
-            "a record's id is its frame's"
-        );
-        let parent = if i == 0 {
-            Value::Null
-        } else {
-            raw[i]["uuid"].clone()
-        };
-        assert_eq!(
-            r["parent_uuid"], parent,
-            "each record names the one before it"
-        );
+        assert_eq!(r["uuid"].as_str(), f.uuid(), "an entry's id is its frame's");
+        match f.kind() {
+            "user" | "assistant" => {
+                // Claude Code's entry: its fields, and a chain of message entries.
+                assert_eq!(r["type"], f.kind());
+                assert_eq!(r["sessionId"], SID);
+                assert_eq!(r["cwd"], "/w");
+                assert_eq!(r["isSidechain"], false);
+                assert!(r["version"].is_string());
+                assert_eq!(r["message"]["role"], f.kind());
+                assert_eq!(
+                    r["parentUuid"], parent,
+                    "each message names the one before it"
+                );
+                parent = r["uuid"].clone();
+            }
+            _ => {
+                // keel's own facts: a type other readers skip, outside the chain.
+                assert_eq!(r["type"], "keel-frame");
+                assert_eq!(r["frame"]["type"], f.kind());
+                assert!(r.get("parentUuid").is_none());
+            }
+        }
     }
+    // A prompt is the string Claude Code writes.
+    assert_eq!(raw[2]["message"]["content"], "list the files");
+    assert!(
+        raw[6]["message"]["content"].is_array(),
+        "tool results stay blocks"
+    );
 
     let loaded = read_file(&path).unwrap();
     assert_eq!(loaded.header.as_ref().unwrap().session_id, SID);
@@ -247,7 +267,8 @@ fn a_torn_tail_is_ignored_reported_and_cut_before_the_next_append() {
     opened.writer.append_frame(&prompt("next")).unwrap();
     let raw = lines(&path);
     assert_eq!(raw.len(), 11);
-    assert_eq!(raw[10]["parent_uuid"], raw[9]["uuid"]);
+    // The next message hangs off the last message (line 9: the line before is the result).
+    assert_eq!(raw[10]["parentUuid"], raw[8]["uuid"]);
 }
 
 #[test]
@@ -346,7 +367,7 @@ fn a_call_left_open_by_a_crash_is_repaired_reported_and_recorded() {
     let loaded = read_file(&path).unwrap();
     let last = lines(&path).pop().unwrap();
     assert_eq!(
-        last["frame"]["tool_result_meta"][0]["repair"],
+        last["keel"]["tool_result_meta"][0]["repair"],
         "session_ended"
     );
     let r = rebuild(loaded.records.clone(), SID);
@@ -430,8 +451,10 @@ fn fork_copies_the_conversation_and_leaves_the_old_file_alone() {
     assert_eq!(raw[0]["forked_from"]["session_id"], SID);
     // (The last record is the test's own prompt frame.)
     for r in &raw[1..raw.len() - 1] {
-        assert_eq!(r["session_id"], forked.session_id.as_str());
-        assert_eq!(r["frame"]["session_id"], forked.session_id.as_str());
+        assert_eq!(r["sessionId"], forked.session_id.as_str());
+        if r["type"] == "keel-frame" {
+            assert_eq!(r["frame"]["session_id"], forked.session_id.as_str());
+        }
     }
     // Self-contained: the copy reads back to the same conversation without any repair.
     let loaded = read_file(&new_path).unwrap();
@@ -637,9 +660,9 @@ fn a_file_torn_inside_its_header_starts_again_with_a_header() {
     opened.writer.append_frame(&prompt("hello")).unwrap();
     let raw = lines(&path);
     assert_eq!(raw.len(), 2);
-    assert_eq!(raw[0]["type"], "session");
+    assert_eq!(raw[0]["type"], "keel-session");
     assert_eq!(raw[0]["session_id"], SID);
-    assert_eq!(raw[1]["parent_uuid"], Value::Null);
+    assert_eq!(raw[1]["parentUuid"], Value::Null);
 }
 
 #[test]

@@ -13,11 +13,11 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use keel_protocol::Frame;
+use keel_protocol::{AssistantFrame, Frame, UserFrame};
 use nix::fcntl::{Flock, FlockArg};
-use serde::Serialize;
 
 use super::mirror::MirrorSink;
+use super::cc::{entry_line, Place};
 use super::{FsyncMode, SessionHeader};
 use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
@@ -39,6 +39,7 @@ enum Target {
 
 struct State {
     target: Target,
+    /// The last entry of the main file's `parentUuid` chain.
     last_uuid: Option<String>,
     /// A file created since the last sync: its directory entry must be made durable too.
     new_file: bool,
@@ -48,6 +49,11 @@ struct State {
 pub struct TranscriptWriter {
     path: PathBuf,
     session_id: String,
+    cwd: String,
+    /// The file is in keel's old format: records go on in that format.
+    legacy: bool,
+    /// A subagent's file: its agent id (its entries are a sidechain, as Claude Code's are).
+    agent_id: Option<String>,
     mode: FsyncMode,
     state: Mutex<State>,
     /// `--session-mirror`: where every appended line also goes, and the path to name.
@@ -63,8 +69,34 @@ impl std::fmt::Debug for TranscriptWriter {
     }
 }
 
-#[derive(Serialize)]
-struct RecordOut<'a> {
+/// One line (newline included) for `frame`, its uuid, and whether it joins the file's
+/// `parentUuid` chain (user and assistant entries do; keel's own entries do not).
+fn record_line(
+    frame: &Frame,
+    place: &Place<'_>,
+) -> Result<(String, bool, Vec<u8>), serde_json::Error> {
+    let uuid = frame
+        .uuid()
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(new_uuid);
+    let timestamp = match frame {
+        Frame::User(UserFrame {
+            timestamp: Some(t), ..
+        })
+        | Frame::Assistant(AssistantFrame {
+            timestamp: Some(t), ..
+        }) => t.clone(),
+        _ => now_rfc3339(),
+    };
+    let (chained, line) = entry_line(frame, place, &uuid, &timestamp)?;
+    Ok((uuid, chained, line))
+}
+
+/// keel's old record format, still written to a file that holds it (a resumed old session),
+/// so that no file mixes two formats.
+#[derive(serde::Serialize)]
+struct LegacyRecordOut<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     uuid: &'a str,
@@ -74,18 +106,17 @@ struct RecordOut<'a> {
     frame: &'a Frame,
 }
 
-/// One record line (newline included) for `frame`, and the record's uuid.
-fn record_line(
+fn legacy_line(
     frame: &Frame,
     session_id: &str,
     parent: Option<&str>,
-) -> Result<(String, Vec<u8>), serde_json::Error> {
+) -> Result<(String, bool, Vec<u8>), serde_json::Error> {
     let uuid = frame
         .uuid()
         .filter(|u| !u.is_empty())
         .map(str::to_owned)
         .unwrap_or_else(new_uuid);
-    let mut line = serde_json::to_vec(&RecordOut {
+    let mut line = serde_json::to_vec(&LegacyRecordOut {
         kind: "frame",
         uuid: &uuid,
         parent_uuid: parent,
@@ -94,7 +125,7 @@ fn record_line(
         frame,
     })?;
     line.push(b'\n');
-    Ok((uuid, line))
+    Ok((uuid, true, line))
 }
 
 impl TranscriptWriter {
@@ -106,50 +137,72 @@ impl TranscriptWriter {
         history: &[Frame],
         mode: FsyncMode,
     ) -> Result<Self, PersistError> {
+        Self::create_lazily_as(path, header, history, mode, None)
+    }
+
+    /// [`TranscriptWriter::create_lazily`] for the file of subagent `agent_id`
+    /// (`<session>/subagents/agent-<id>.jsonl`): its entries are marked as Claude Code marks
+    /// a subagent's (`isSidechain`, `agentId`).
+    pub fn create_lazily_as(
+        path: PathBuf,
+        header: &SessionHeader,
+        history: &[Frame],
+        mode: FsyncMode,
+        agent_id: Option<&str>,
+    ) -> Result<Self, PersistError> {
         let bad = |e: serde_json::Error| encode_error(&e);
         let mut prefix = serde_json::to_vec(header).map_err(bad)?;
         prefix.push(b'\n');
         let mut last: Option<String> = None;
         for f in history {
-            let (uuid, line) = record_line(f, &header.session_id, last.as_deref()).map_err(bad)?;
+            let place = Place {
+                session_id: &header.session_id,
+                cwd: &header.cwd,
+                parent: last.as_deref(),
+                agent_id,
+            };
+            let (uuid, chained, line) = record_line(f, &place).map_err(bad)?;
             prefix.extend_from_slice(&line);
-            last = Some(uuid);
+            if chained {
+                last = Some(uuid);
+            }
         }
         Ok(Self {
             path,
             session_id: header.session_id.clone(),
+            cwd: header.cwd.clone(),
+            legacy: false,
+            agent_id: agent_id.map(str::to_owned),
             mode,
-            state: Mutex::new(State {
-                target: Target::Pending { prefix },
-                last_uuid: last,
-                new_file: false,
-            }),
+            state: Mutex::new(State::new(Target::Pending { prefix }, last)),
             mirror: std::sync::OnceLock::new(),
         })
     }
 
     /// A writer appending to an existing, already locked and cut transcript of `len` bytes.
+    /// `last_uuid` is the last entry of the file's `parentUuid` chain.
     pub(crate) fn continuing(
         path: PathBuf,
         session_id: String,
+        cwd: String,
         file: Flock<File>,
         len: u64,
         last_uuid: Option<String>,
-        mode: FsyncMode,
+        (legacy, mode): (bool, FsyncMode),
     ) -> Self {
+        let target = Target::Open {
+            file,
+            len,
+            dirty: false,
+        };
         Self {
             path,
             session_id,
+            cwd,
+            legacy,
+            agent_id: None,
             mode,
-            state: Mutex::new(State {
-                target: Target::Open {
-                    file,
-                    len,
-                    dirty: false,
-                },
-                last_uuid,
-                new_file: false,
-            }),
+            state: Mutex::new(State::new(target, last_uuid)),
             mirror: std::sync::OnceLock::new(),
         }
     }
@@ -160,12 +213,11 @@ impl TranscriptWriter {
         Self {
             path,
             session_id,
+            cwd: String::new(),
+            legacy: false,
+            agent_id: None,
             mode: FsyncMode::Turn,
-            state: Mutex::new(State {
-                target: Target::Broken(error),
-                last_uuid: None,
-                new_file: false,
-            }),
+            state: Mutex::new(State::new(Target::Broken(error), None)),
             mirror: std::sync::OnceLock::new(),
         }
     }
@@ -212,23 +264,34 @@ impl TranscriptWriter {
         }
         let mut st = self.lock();
         let created = self.ensure_open(&mut st)?;
-        let (uuid, line) = record_line(frame, &self.session_id, st.last_uuid.as_deref())
-            .map_err(|e| encode_error(&e))?;
-        let Target::Open { file, len, dirty } = &mut st.target else {
-            unreachable!("ensure_open leaves the file open");
+        let line = if self.legacy {
+            let (uuid, _, line) = legacy_line(frame, &self.session_id, st.last_uuid.as_deref())
+                .map_err(|e| encode_error(&e))?;
+            let Target::Open { file, len, dirty } = &mut st.target else {
+                unreachable!("ensure_open leaves the file open");
+            };
+            append_line(file, &self.path, len, &line)?;
+            *dirty = true;
+            st.last_uuid = Some(uuid);
+            line
+        } else {
+            let place = Place {
+                session_id: &self.session_id,
+                cwd: &self.cwd,
+                parent: st.last_uuid.as_deref(),
+                agent_id: self.agent_id.as_deref(),
+            };
+            let (uuid, chained, line) = record_line(frame, &place).map_err(|e| encode_error(&e))?;
+            let Target::Open { file, len, dirty } = &mut st.target else {
+                unreachable!("ensure_open leaves the file open");
+            };
+            append_line(file, &self.path, len, &line)?;
+            *dirty = true;
+            if chained {
+                st.last_uuid = Some(uuid);
+            }
+            line
         };
-        if let Err(e) = (&**file).write_all(&line) {
-            // Cut a partly written line back off, so the file holds only whole records.
-            let _ = file.set_len(*len);
-            let message = format!(
-                "could not write the transcript {}: {e}",
-                self.path.display()
-            );
-            return Err(PersistError::io(PersistOp::Write, &self.path, &e, message));
-        }
-        *len += line.len() as u64;
-        *dirty = true;
-        st.last_uuid = Some(uuid);
         // The mirror tap: after the local write, under the lock, so batches keep file order.
         if let Some((sink, shown)) = self.mirror.get() {
             match created {
@@ -312,18 +375,7 @@ impl TranscriptWriter {
 /// caller makes it durable at its next sync).
 fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), PersistError> {
     let shown = path.display();
-    let dir = path.parent().unwrap_or(Path::new("."));
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| {
-            let message = format!(
-                "could not create the transcript directory {} (for {shown}): {e}",
-                dir.display()
-            );
-            PersistError::io(PersistOp::Create, dir, &e, message)
-        })?;
+    make_dir(path.parent().unwrap_or(Path::new(".")), path)?;
     let file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -338,13 +390,49 @@ fn create(path: &Path, prefix: &[u8]) -> Result<(Flock<File>, u64), PersistError
         let message = format!("could not lock the transcript {shown}: {e}");
         PersistError::io(PersistOp::Lock, path, &e, message)
     })?;
-    let written = (&*file).write_all(prefix);
-    if let Err(e) = written {
-        let _ = file.set_len(0);
-        let message = format!("could not write the transcript {shown}: {e}");
+    let mut len = 0;
+    append_line(&file, path, &mut len, prefix)?;
+    Ok((file, len))
+}
+
+/// Append whole lines to a transcript file (`len` bytes long before, updated after). THE one
+/// place through which every line of every transcript file (main and subagent) is written:
+/// a failed write is cut back off, so the file holds only whole lines.
+fn append_line(file: &File, path: &Path, len: &mut u64, line: &[u8]) -> Result<(), PersistError> {
+    let mut f = file;
+    if let Err(e) = f.write_all(line) {
+        let _ = file.set_len(*len);
+        let message = format!("could not write the transcript {}: {e}", path.display());
         return Err(PersistError::io(PersistOp::Write, path, &e, message));
     }
-    Ok((file, prefix.len() as u64))
+    *len += line.len() as u64;
+    Ok(())
+}
+
+/// Create `dir` (and its parents) for the transcript `path`.
+fn make_dir(dir: &Path, path: &Path) -> Result<(), PersistError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            let message = format!(
+                "could not create the transcript directory {} (for {}): {e}",
+                dir.display(),
+                path.display()
+            );
+            PersistError::io(PersistOp::Create, dir, &e, message)
+        })
+}
+
+impl State {
+    fn new(target: Target, last_uuid: Option<String>) -> Self {
+        Self {
+            target,
+            last_uuid,
+            new_file: false,
+        }
+    }
 }
 
 /// A record that could not be turned into JSON (a keel bug: records are keel's own types).
