@@ -102,12 +102,6 @@ def test_a_directory_the_sdk_materialized_from_the_store_resumes(start):
     assert "Remember the word tangerine." in str(msgs[0]), "the resumed request carries the old conversation"
 
 
-@pytest.mark.xfail(
-    reason="needs keel to take its transcripts from CLAUDE_CONFIG_DIR (issue 31 items 1 and 3, "
-    "the sessions-format branch): the SDK points keel at the materialized directory through "
-    "CLAUDE_CONFIG_DIR only",
-    strict=False,
-)
 def test_a_store_backed_resume_through_the_sdk(start):
     env = start("resume")
     store = InMemorySessionStore()
