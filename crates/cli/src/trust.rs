@@ -4,7 +4,7 @@
 //! SessionStart hook, an MCP server) has run when the user answers.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use keel_core::builder::trust;
 use keel_core::SessionOptions;
@@ -24,11 +24,12 @@ pub fn ask_if_needed(cwd: &Path, options: &mut SessionOptions) -> Result<(), i32
     if !wanted.iter().any(|w| w == "project" || w == "local") {
         return Ok(());
     }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    // The user's state file, where Claude Code keeps its answer too:
+    // `$CLAUDE_CONFIG_DIR/.claude.json`, else `~/.claude.json`.
+    let env = |k: &str| std::env::var(k).ok();
+    let state = keel_core::builder::claude_json(&env, cwd);
     let risks = trust::project_risks(cwd);
-    if risks.is_empty() || home.as_deref().is_some_and(|h| trust::is_trusted(h, cwd)) {
+    if risks.is_empty() || state.as_deref().is_some_and(|f| trust::is_trusted(f, cwd)) {
         return Ok(());
     }
     // Without a terminal the UI does not start (it says to use -p): nothing to ask.
@@ -57,9 +58,9 @@ pub fn ask_if_needed(cwd: &Path, options: &mut SessionOptions) -> Result<(), i32
         return Err(1);
     }
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        match home {
-            Some(h) => {
-                if let Err(e) = trust::remember_trust(&h, cwd) {
+        match state {
+            Some(f) => {
+                if let Err(e) = trust::remember_trust(&f, cwd) {
                     eprintln!("keel: trusted for this run; the answer could not be kept ({e})");
                 }
             }

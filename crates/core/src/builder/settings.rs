@@ -559,7 +559,7 @@ mod tests {
         std::fs::create_dir_all(cwd.path().join(".claude")).unwrap();
         std::fs::write(home.path().join(".claude/settings.json"), user).unwrap();
         std::fs::write(cwd.path().join(".claude/settings.json"), project).unwrap();
-        let mut r = load(None, None, cwd.path(), Some(home.path())).unwrap();
+        let mut r = load(None, None, cwd.path(), Some(&home.path().join(".claude"))).unwrap();
         let mut w = Vec::new();
         hold_back_repository(&mut r, false, sandbox_flag, &mut w);
         (r, w)

@@ -1,8 +1,8 @@
 //! Folder trust: before the interactive UI applies a folder's own settings that run commands or
 //! widen what keel may do (hooks, allow rules, a permission mode, MCP servers, the sandbox off,
 //! environment), it asks whether the user trusts the folder. The answer is kept per folder in
-//! the user's `~/.claude.json` (`projects.<path>.hasTrustDialogAccepted`, the field Claude Code
-//! keeps there too). Headless runs do not ask (nobody could answer); what a repository can never
+//! the user's state file (`~/.claude.json`, or `$CLAUDE_CONFIG_DIR/.claude.json`), as
+//! `projects.<path>.hasTrustDialogAccepted`, the field Claude Code keeps there too. Headless runs do not ask (nobody could answer); what a repository can never
 //! do, trusted or not, is choose bypassPermissions or weaken the user's sandbox (see
 //! [`super::settings::hold_back_repository`]).
 
@@ -112,11 +112,6 @@ fn shorten(items: &[&str]) -> String {
     s
 }
 
-/// The user's state file that keeps the answers.
-pub fn state_file(home: &Path) -> PathBuf {
-    home.join(".claude.json")
-}
-
 /// The key a folder's answer is kept under: its absolute path, links resolved.
 fn folder_key(cwd: &Path) -> String {
     std::fs::canonicalize(cwd)
@@ -125,9 +120,10 @@ fn folder_key(cwd: &Path) -> String {
         .to_string()
 }
 
-/// Whether the user said they trust `cwd` (or a folder above it).
-pub fn is_trusted(home: &Path, cwd: &Path) -> bool {
-    let Ok(f) = read_repo_file(&state_file(home), &RepoRead::bounded(16 << 20)) else {
+/// Whether the user's state file `state` (see [`super::claude_json`]) says they trust `cwd`
+/// (or a folder above it).
+pub fn is_trusted(state: &Path, cwd: &Path) -> bool {
+    let Ok(f) = read_repo_file(state, &RepoRead::bounded(16 << 20)) else {
         return false;
     };
     let Ok(Value::Object(state)) = serde_json::from_str::<Value>(&f.text) else {
@@ -145,11 +141,11 @@ pub fn is_trusted(home: &Path, cwd: &Path) -> bool {
     })
 }
 
-/// Remember that the user trusts `cwd` (a locked, atomic update of the state file that keeps
-/// everything else in it).
-pub fn remember_trust(home: &Path, cwd: &Path) -> Result<(), JsonFileError> {
+/// Remember in the user's state file `state` that they trust `cwd` (a locked, atomic update
+/// that keeps everything else in it).
+pub fn remember_trust(state: &Path, cwd: &Path) -> Result<(), JsonFileError> {
     let key = folder_key(cwd);
-    json_file::update(&state_file(home), |state| {
+    json_file::update(state, |state| {
         let projects = state
             .entry("projects")
             .or_insert_with(|| Value::Object(Map::new()));
@@ -222,15 +218,14 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let sub = work.path().join("sub");
         std::fs::create_dir_all(&sub).unwrap();
-        std::fs::write(state_file(home.path()), r#"{"mcpServers": {"keep": {}}}"#).unwrap();
-        assert!(!is_trusted(home.path(), work.path()));
-        remember_trust(home.path(), work.path()).unwrap();
-        assert!(is_trusted(home.path(), work.path()));
-        assert!(is_trusted(home.path(), &sub));
-        assert!(!is_trusted(home.path(), home.path()));
-        let state: Value =
-            serde_json::from_str(&std::fs::read_to_string(state_file(home.path())).unwrap())
-                .unwrap();
+        let file = home.path().join(".claude.json");
+        std::fs::write(&file, r#"{"mcpServers": {"keep": {}}}"#).unwrap();
+        assert!(!is_trusted(&file, work.path()));
+        remember_trust(&file, work.path()).unwrap();
+        assert!(is_trusted(&file, work.path()));
+        assert!(is_trusted(&file, &sub));
+        assert!(!is_trusted(&file, home.path()));
+        let state: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
         assert_eq!(
             state["mcpServers"]["keep"],
             serde_json::json!({}),

@@ -16,8 +16,8 @@ use std::sync::{Mutex, MutexGuard};
 use keel_protocol::{AssistantFrame, Frame, UserFrame};
 use nix::fcntl::{Flock, FlockArg};
 
-use super::mirror::MirrorSink;
 use super::cc::{entry_line, Place};
+use super::mirror::MirrorSink;
 use super::{FsyncMode, SessionHeader};
 use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
