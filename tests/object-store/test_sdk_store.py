@@ -208,3 +208,41 @@ def test_a_session_the_store_holds_is_resumed_by_keel_on_a_fresh_machine(s3, tmp
     after = asyncio.run(store.load(key))
     assert after[:2] == entries
     assert "what was the word?" in json.dumps(after[2:])
+
+
+def test_bytes_uploaded_per_turn_stay_flat_over_200_turns(s3, tmp_path):
+    endpoint, client = s3
+    cwd = (tmp_path / "long").resolve()
+    cwd.mkdir()
+    turns = 200
+    mock = Mock([{"kind": "text", "text": f"reply {i} " + "x" * 200} for i in range(turns)], tmp_path)
+    home = tmp_path / "h"
+    env = dict(os.environ, ANTHROPIC_BASE_URL=mock.url, ANTHROPIC_API_KEY="sk-test-keel",
+               HOME=str(home), KEEL_HOME=str(home / "keel"), KEEL_MAX_RETRIES="0",
+               KEEL_TRANSCRIPT_URL=f"s3://{BUCKET}/{PREFIX}", AWS_ENDPOINT_URL=endpoint,
+               AWS_ALLOW_HTTP="true", AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
+    env.pop("CLAUDE_CONFIG_DIR", None)
+    lines = "".join(json.dumps({"type": "user", "message": {"role": "user", "content": f"turn {i}"}}) + "\n"
+                    for i in range(turns))
+    try:
+        out = subprocess.run([str(KEEL), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+                              "--verbose"], cwd=cwd, env=env, input=lines, capture_output=True, text=True,
+                             timeout=600)
+    finally:
+        mock.stop()
+    results = [json.loads(l) for l in out.stdout.splitlines() if '"type":"result"' in l]
+    assert out.returncode == 0 and len(results) == turns, (out.returncode, len(results), out.stderr[-2000:])
+    assert all(r["transcript_remote_current"] for r in results), results[-1]
+    sid = results[-1]["session_id"]
+    d = f"{PREFIX}/{project_key_for_directory(str(cwd))}/{sid}/"
+    store = S3SessionStore(client, BUCKET, PREFIX)
+    parts = sorted((o["Key"], o["Size"]) for o in store._keys(d))
+    sizes = [size for _, size in parts]
+    local = next((home / "keel" / "projects").rglob(f"{sid}.jsonl")).stat().st_size
+    # Every byte went up once, and no part grew with the session: the last hundred turns' parts
+    # are no bigger than the first hundred's (an upload of the whole file would be 100x).
+    assert sum(sizes) == local, (sum(sizes), local)
+    half = len(sizes) // 2
+    print(f"\n{turns} turns: {len(sizes)} parts, {sum(sizes)} bytes in all; largest part of the first "
+          f"half {max(sizes[:half])} B, of the second half {max(sizes[half:])} B; transcript {local} B")
+    assert max(sizes[half:]) <= 2 * max(sizes[:half]), sizes
