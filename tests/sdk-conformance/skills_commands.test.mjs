@@ -4,65 +4,12 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { start as startIn, collect, sdk } from "./harness.mjs";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, "..", "..");
-const KEEL = process.env.KEEL_BIN ?? join(REPO, "target", "debug", "keel");
-const KEEL_MOCK = process.env.KEEL_MOCK_BIN ?? join(REPO, "target", "debug", "keel-mock");
-const NODE_DIR = process.env.KEEL_SDK_NODE_DIR ?? join(REPO, "target", "sdk-node");
-const SDK = join(NODE_DIR, "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.mjs");
-const { query } = await import(pathToFileURL(SDK).href);
-
-async function start(t, scenario) {
-  const tmp = mkdtempSync(join(tmpdir(), "keel-ts-ext-"));
-  const cwd = join(tmp, "work");
-  mkdirSync(cwd);
-  mkdirSync(join(tmp, "home"));
-  const log = join(tmp, "mock.jsonl");
-  const mock = spawn(KEEL_MOCK, ["--scenario", join(HERE, "scenarios", `${scenario}.json`), "--port", "0", "--log", log], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  t.after(() => mock.kill("SIGTERM"));
-  const url = await new Promise((ok, fail) => {
-    const rl = createInterface({ input: mock.stdout });
-    rl.once("line", (l) => ok(l.trim()));
-    mock.once("exit", (c) => fail(new Error(`keel-mock exited ${c}`)));
-  });
-  const options = (extra = {}) => ({
-    pathToClaudeCodeExecutable: KEEL,
-    cwd,
-    env: {
-      ...process.env,
-      ANTHROPIC_BASE_URL: url,
-      ANTHROPIC_API_KEY: "sk-test-keel",
-      HOME: join(tmp, "home"),
-      KEEL_HOME: join(tmp, "keel-home"),
-      IS_SANDBOX: "1",
-    },
-    ...extra,
-  });
-  const requests = () =>
-    existsSync(log)
-      ? readFileSync(log, "utf8")
-          .split("\n")
-          .filter((l) => l.trim())
-          .map((l) => JSON.parse(l))
-          .filter((r) => r.path.startsWith("/v1/messages") && !r.path.includes("count_tokens"))
-      : [];
-  return { cwd, options, requests };
-}
-
-async function collect(q) {
-  const out = [];
-  for await (const m of q) out.push(m);
-  return out;
-}
+const { query } = sdk;
+const start = (t, scenario) => startIn(t, scenario, "keel-ts-ext-");
 
 /** Every text a recorded request's messages carry (tool results included). */
 function sentTexts(request) {

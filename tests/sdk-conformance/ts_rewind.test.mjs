@@ -4,50 +4,12 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { existsSync, mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { start as startIn, sdk } from "./harness.mjs";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, "..", "..");
-const KEEL = process.env.KEEL_BIN ?? join(REPO, "target", "debug", "keel");
-const KEEL_MOCK = process.env.KEEL_MOCK_BIN ?? join(REPO, "target", "debug", "keel-mock");
-const NODE_DIR = process.env.KEEL_SDK_NODE_DIR ?? join(REPO, "target", "sdk-node");
-const SDK = join(NODE_DIR, "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.mjs");
-const { query } = await import(pathToFileURL(SDK).href);
-
-async function start(t, scenario) {
-  const tmp = mkdtempSync(join(tmpdir(), "keel-ts-rewind-"));
-  const cwd = join(tmp, "work");
-  mkdirSync(cwd);
-  mkdirSync(join(tmp, "home"));
-  const mock = spawn(KEEL_MOCK, ["--scenario", join(HERE, "scenarios", `${scenario}.json`), "--port", "0"], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  t.after(() => mock.kill("SIGTERM"));
-  const url = await new Promise((ok, fail) => {
-    const rl = createInterface({ input: mock.stdout });
-    rl.once("line", (l) => ok(l.trim()));
-    mock.once("exit", (c) => fail(new Error(`keel-mock exited ${c}`)));
-  });
-  const options = (extra = {}) => ({
-    pathToClaudeCodeExecutable: KEEL,
-    cwd,
-    env: {
-      ...process.env,
-      ANTHROPIC_BASE_URL: url,
-      ANTHROPIC_API_KEY: "sk-test-keel",
-      HOME: join(tmp, "home"),
-      KEEL_HOME: join(tmp, "keel-home"),
-      IS_SANDBOX: "1",
-    },
-    ...extra,
-  });
-  return { cwd, options };
-}
+const { query } = sdk;
+const start = (t, scenario) => startIn(t, scenario, "keel-ts-rewind-");
 
 /** A prompt stream the test feeds; it stays open (as stdin does) until `close()`. */
 function channel() {

@@ -4,70 +4,15 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { existsSync, mkdtempSync, mkdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { start as startIn, collect, sdk, NODE_DIR } from "./harness.mjs";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const REPO = resolve(HERE, "..", "..");
-const KEEL = process.env.KEEL_BIN ?? join(REPO, "target", "debug", "keel");
-const KEEL_MOCK = process.env.KEEL_MOCK_BIN ?? join(REPO, "target", "debug", "keel-mock");
-const NODE_DIR = process.env.KEEL_SDK_NODE_DIR ?? join(REPO, "target", "sdk-node");
-const SDK = join(NODE_DIR, "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.mjs");
-const { query, tool, createSdkMcpServer } = await import(pathToFileURL(SDK).href);
+const { query, tool, createSdkMcpServer } = sdk;
 // zod comes with the SDK (its peer dependency): tool() takes a zod shape.
 const { z } = await import(pathToFileURL(join(NODE_DIR, "node_modules", "zod", "index.js")).href);
-
-/** A keel-mock serving `scenario`, a scratch directory, and SDK options pointing at keel. */
-async function start(t, scenario) {
-  const tmp = mkdtempSync(join(tmpdir(), "keel-ts-sdk-"));
-  const cwd = join(tmp, "work");
-  mkdirSync(cwd);
-  mkdirSync(join(tmp, "home"));
-  const log = join(tmp, "mock.jsonl");
-  const mock = spawn(KEEL_MOCK, ["--scenario", join(HERE, "scenarios", `${scenario}.json`), "--port", "0", "--log", log], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  t.after(() => mock.kill("SIGTERM"));
-  const url = await new Promise((ok, fail) => {
-    const rl = createInterface({ input: mock.stdout });
-    rl.once("line", (l) => ok(l.trim()));
-    mock.once("exit", (c) => fail(new Error(`keel-mock exited ${c}`)));
-  });
-  const stderr = [];
-  const options = (extra = {}) => ({
-    pathToClaudeCodeExecutable: KEEL,
-    cwd,
-    env: {
-      ...process.env,
-      ANTHROPIC_BASE_URL: url,
-      ANTHROPIC_API_KEY: "sk-test-keel",
-      HOME: join(tmp, "home"),
-      KEEL_HOME: join(tmp, "keel-home"),
-      IS_SANDBOX: "1",
-    },
-    stderr: (s) => stderr.push(s),
-    ...extra,
-  });
-  const requests = () =>
-    existsSync(log)
-      ? readFileSync(log, "utf8")
-          .split("\n")
-          .filter((l) => l.trim())
-          .map((l) => JSON.parse(l))
-          .filter((r) => r.path.startsWith("/v1/messages") && !r.path.includes("count_tokens"))
-      : [];
-  return { cwd, options, requests, stderr };
-}
-
-async function collect(q) {
-  const out = [];
-  for await (const m of q) out.push(m);
-  return out;
-}
+const start = (t, scenario) => startIn(t, scenario, "keel-ts-sdk-");
 
 function assertKeelRan(env, messages) {
   assert.ok(env.requests().length > 0, `keel-mock saw no request; stderr: ${env.stderr.join("")}`);
