@@ -29,4 +29,9 @@ export KEEL_BIN="${KEEL_BIN:-$TARGET/debug/keel}" KEEL_MOCK_BIN="${KEEL_MOCK_BIN
 # Ray keeps its session files under the temp directory; a scratch one is removed afterwards.
 export RAY_TMPDIR="$(mktemp -d)"
 trap 'rm -rf "$RAY_TMPDIR"' EXIT
-"$VENV/bin/python" -m pytest -q -s -p no:cacheprovider "$HERE/tests"
+"$VENV/bin/python" -m pytest -q -s -p no:cacheprovider "$HERE/tests" || exit 1
+# Again, the cancellation alone, from a process that ignores SIGINT (as one started with nohup
+# or as a background job does, and passes on to the cluster's workers): Ray's cancellation of a
+# running attempt must still arrive.
+"$VENV/bin/python" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])' \
+  "$VENV/bin/python" -m pytest -q -s -p no:cacheprovider "$HERE/tests" -k cancelling

@@ -160,6 +160,19 @@ def _workdir(job: Job, scratch: Path) -> str:
     return str(scratch)
 
 
+def _hear_cancellation() -> None:
+    """Ray cancels a running task by simulating SIGINT in the worker's main thread, which does
+    nothing when SIGINT is ignored there: a cluster started from a shell that ignores it (nohup,
+    a background job, some CI runners) passes that on to every worker, and a cancelled attempt
+    then ran on until keel's own timeouts. Python's own handler is put back so that the
+    cancellation arrives as KeyboardInterrupt."""
+    try:
+        if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:
+        pass  # not the main thread: Ray's interruption cannot reach this task anyway
+
+
 # How long a cancelled attempt gives keel to stop its tools and write its result after
 # SIGTERM (it needs well under a second), and then to die after SIGKILL.
 CANCEL_GRACE_S = 10
@@ -170,6 +183,7 @@ def _attempt(keel: str, job: Job, session_id: str, resume: bool, env: dict, scra
     """One attempt: run keel, read its stream, return how it ended. Cancelling the task sends
     keel SIGTERM, so it stops its tools and writes its honest result before the task ends."""
     started = time.time()
+    _hear_cancellation()
     child_env = dict(os.environ)
     child_env.update(env)
     child_env.update(job.env)
