@@ -441,6 +441,7 @@ impl SessionBuilder {
         let extensions = Arc::new(crate::extend::Extensions::load(
             &self.cwd,
             home.as_deref(),
+            start::user_config_dir(&*self.env, &self.cwd).as_deref(),
             o.setting_sources.as_deref(),
         ));
         // Memory files skipped or cut are said once, at start (keel's own prompt only).

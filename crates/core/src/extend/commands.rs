@@ -140,10 +140,15 @@ fn read_command(place: &Place, name: String, path: PathBuf) -> Result<Command, L
     })
 }
 
-/// The command `name` of `cwd`'s project or of the user whose home is `home` (what the
-/// interactive UI checks before it sends `/name args` on).
-pub fn find(cwd: &Path, home: Option<&Path>, name: &str) -> Option<Command> {
-    let (all, _) = load(&Place::all(cwd, home));
+/// The command `name` of `cwd`'s project or of the user whose home is `home` and config
+/// directory `user_dir` (what the interactive UI checks before it sends `/name args` on).
+pub fn find(
+    cwd: &Path,
+    home: Option<&Path>,
+    user_dir: Option<&Path>,
+    name: &str,
+) -> Option<Command> {
+    let (all, _) = load(&Place::all(cwd, home, user_dir));
     all.into_iter().find(|c| c.name == name)
 }
 
@@ -247,7 +252,7 @@ mod tests {
         std::fs::write(c.join("fe/review.md"), "Review $ARGUMENTS").unwrap();
         std::fs::write(c.join("broken.md"), "---\nallowed-tools: Bash(oops\n---\n").unwrap();
         std::fs::write(c.join("notes.txt"), "not a command").unwrap();
-        let places = Place::all(cwd.path(), None);
+        let places = Place::all(cwd.path(), None, None);
         let (cmds, errors) = load(&places);
         let names: Vec<&str> = cmds.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, vec!["fe:review", "greet"]);
@@ -278,7 +283,7 @@ mod tests {
             "---\nallowed-tools: Bash(git status:*)\n---\nx\n",
         )
         .unwrap();
-        let places = Place::all(cwd.path(), None);
+        let places = Place::all(cwd.path(), None, None);
         let (cmds, _) = load(&places);
         let x = cmds[0].expand(&places, "").unwrap();
         let mut perms = PermissionConfig::new(PermissionMode::Default, cwd.path());

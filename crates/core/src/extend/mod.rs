@@ -28,12 +28,6 @@ pub const FILE_LIMIT: u64 = 256 << 10;
 /// The most entries keel looks at in one skills or commands directory.
 pub const MAX_ENTRIES: usize = 500;
 
-/// The user's config directory (`~/.claude`), where their own settings, skills and commands
-/// live. The one place that decides it for skills and commands.
-pub fn user_config_dir(home: Option<&Path>) -> Option<PathBuf> {
-    home.map(|h| h.join(".claude"))
-}
-
 /// Whose a file is: the project's (repository input) or the user's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -99,20 +93,31 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// The project's then the user's.
-    pub(crate) fn all(cwd: &Path, home: Option<&Path>) -> Vec<Place> {
+    /// The project's then the user's. `user_dir` is the user's config directory as the builder
+    /// resolves it (`$CLAUDE_CONFIG_DIR`, else `~/.claude`: [`crate::builder::user_config_dir`]);
+    /// `None` falls back to `~/.claude`.
+    pub(crate) fn all(cwd: &Path, home: Option<&Path>, user_dir: Option<&Path>) -> Vec<Place> {
         let mut out = vec![Place {
             scope: Scope::Project,
             dir: cwd.join(".claude"),
             root: keel_tools::kpath::kernel_path(cwd).unwrap_or_else(|_| cwd.to_owned()),
             home: home.map(Path::to_path_buf),
         }];
-        if let (Some(dir), Some(h)) = (user_config_dir(home), home) {
+        let dir = user_dir
+            .map(Path::to_path_buf)
+            .or_else(|| home.map(|h| h.join(".claude")));
+        if let Some(dir) = dir {
+            // Files may lead anywhere in the user's home (dotfiles kept elsewhere and linked);
+            // a config directory outside it confines them to itself.
+            let tree = match home {
+                Some(h) if dir.starts_with(h) => h.to_owned(),
+                _ => dir.clone(),
+            };
             out.push(Place {
                 scope: Scope::User,
+                root: keel_tools::kpath::kernel_path(&tree).unwrap_or(tree),
                 dir,
-                root: keel_tools::kpath::kernel_path(h).unwrap_or_else(|_| h.to_owned()),
-                home: Some(h.to_owned()),
+                home: home.map(Path::to_path_buf),
             });
         }
         out
@@ -173,10 +178,15 @@ pub struct Extensions {
 impl Extensions {
     /// Load the skills and commands of `cwd` and of the user whose home is `home`, from the
     /// scopes `--setting-sources` names (`None`: both; `project` and `user` count here).
-    pub fn load(cwd: &Path, home: Option<&Path>, sources: Option<&str>) -> Self {
+    pub fn load(
+        cwd: &Path,
+        home: Option<&Path>,
+        user_dir: Option<&Path>,
+        sources: Option<&str>,
+    ) -> Self {
         let wants =
             |scope: Scope| sources.is_none_or(|s| s.split(',').any(|x| x.trim() == scope.as_str()));
-        let places: Vec<Place> = Place::all(cwd, home)
+        let places: Vec<Place> = Place::all(cwd, home, user_dir)
             .into_iter()
             .filter(|p| wants(p.scope))
             .collect();

@@ -156,7 +156,7 @@ mod tests {
             ".claude/skills/mine/SKILL.md",
             "---\ndescription: Mine\n---\nbody\n",
         );
-        let places = Place::all(cwd.path(), Some(home.path()));
+        let places = Place::all(cwd.path(), Some(home.path()), None);
         let (skills, errors) = load(&places);
         let names: Vec<(&str, Scope)> = skills.iter().map(|s| (s.name.as_str(), s.scope)).collect();
         assert_eq!(names, vec![("pdf", Scope::Project), ("mine", Scope::User)]);
@@ -175,6 +175,33 @@ mod tests {
     }
 
     #[test]
+    fn the_users_skills_come_from_their_config_directory_when_it_is_elsewhere() {
+        let cwd = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let config = tempfile::tempdir().unwrap();
+        write(
+            home.path(),
+            ".claude/skills/old/SKILL.md",
+            "---\ndescription: Old\n---\nx\n",
+        );
+        write(
+            config.path(),
+            "skills/moved/SKILL.md",
+            "---\ndescription: Moved\n---\nbody\n",
+        );
+        let places = Place::all(cwd.path(), Some(home.path()), Some(config.path()));
+        let (skills, errors) = load(&places);
+        assert!(errors.is_empty(), "{errors:?}");
+        let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["moved"],
+            "CLAUDE_CONFIG_DIR replaces ~/.claude entirely"
+        );
+        assert!(skills[0].load_text(&places, "").unwrap().ends_with("body"));
+    }
+
+    #[test]
     fn a_link_out_of_the_project_is_refused() {
         let cwd = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
@@ -189,7 +216,7 @@ mod tests {
             cwd.path().join(".claude/skills/x/SKILL.md"),
         )
         .unwrap();
-        let (skills, errors) = load(&Place::all(cwd.path(), None));
+        let (skills, errors) = load(&Place::all(cwd.path(), None, None));
         assert!(skills.is_empty());
         assert!(errors[0].to_string().contains("outside"), "{}", errors[0]);
     }

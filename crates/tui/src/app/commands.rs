@@ -11,7 +11,9 @@ use serde_json::Value;
 /// so the interactive UI, `-p` and the SDKs run the same command the same way.
 pub(super) fn is_custom_command(cwd: &std::path::Path, name: &str) -> bool {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    keel_core::extend::commands::find(cwd, home.as_deref(), name).is_some()
+    let env = |k: &str| std::env::var(k).ok();
+    let user_dir = keel_core::builder::user_config_dir(&env, cwd);
+    keel_core::extend::commands::find(cwd, home.as_deref(), user_dir.as_deref(), name).is_some()
 }
 
 /// Add allow rules to `.claude/settings.local.json` in `cwd`, keeping everything else in it,
