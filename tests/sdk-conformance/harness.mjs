@@ -67,3 +67,47 @@ export async function collect(q) {
   for await (const m of q) out.push(m);
   return out;
 }
+
+/** A prompt stream the test feeds, starting with `first`; it stays open (as stdin does, which
+ * hook callbacks and rewinds need) until `close()`. */
+export function channel(...first) {
+  const items = [...first];
+  let wake = null;
+  let closed = false;
+  async function* gen() {
+    for (;;) {
+      while (items.length) {
+        yield { type: "user", message: { role: "user", content: items.shift() }, parent_tool_use_id: null, session_id: "" };
+      }
+      if (closed) return;
+      await new Promise((r) => (wake = r));
+    }
+  }
+  const poke = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  return {
+    stream: gen(),
+    send: (text) => {
+      items.push(text);
+      poke();
+    },
+    close: () => {
+      closed = true;
+      poke();
+    },
+  };
+}
+
+/** Messages up to the next result. (`break` in a for-await loop would close the query.) */
+export async function untilResult(q) {
+  const out = [];
+  for (;;) {
+    const { value, done } = await q.next();
+    if (done) throw new Error(`the query ended before a result; got ${JSON.stringify(out.map((m) => m.type))}`);
+    out.push(value);
+    if (value.type === "result") return out;
+  }
+}

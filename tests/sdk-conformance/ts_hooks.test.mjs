@@ -6,37 +6,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { start as startIn, sdk } from "./harness.mjs";
+import { start as startIn, sdk, channel, untilResult } from "./harness.mjs";
 
 const { query } = sdk;
 const start = (t, scenario) => startIn(t, scenario, "keel-ts-hooks-");
-
-/** A prompt stream that stays open (as stdin does, which hook callbacks need) until `close()`. */
-function channel(first) {
-  let closed = false;
-  let wake = null;
-  async function* gen() {
-    yield { type: "user", message: { role: "user", content: first }, parent_tool_use_id: null, session_id: "" };
-    while (!closed) await new Promise((r) => (wake = r));
-  }
-  return {
-    stream: gen(),
-    close: () => {
-      closed = true;
-      wake?.();
-    },
-  };
-}
-
-async function untilResult(q) {
-  const out = [];
-  for (;;) {
-    const { value, done } = await q.next();
-    if (done) throw new Error(`the query ended before a result; got ${JSON.stringify(out.map((m) => m.type))}`);
-    out.push(value);
-    if (value.type === "result") return out;
-  }
-}
 
 test("hook callbacks for many events", { timeout: 90_000 }, async (t) => {
   const env = await start(t, "hook_events");

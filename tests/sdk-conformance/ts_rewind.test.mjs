@@ -6,52 +6,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { start as startIn, sdk } from "./harness.mjs";
+import { start as startIn, sdk, channel, untilResult } from "./harness.mjs";
 
 const { query } = sdk;
 const start = (t, scenario) => startIn(t, scenario, "keel-ts-rewind-");
-
-/** A prompt stream the test feeds; it stays open (as stdin does) until `close()`. */
-function channel() {
-  const items = [];
-  let wake = null;
-  let closed = false;
-  async function* gen() {
-    for (;;) {
-      while (items.length) {
-        yield { type: "user", message: { role: "user", content: items.shift() }, parent_tool_use_id: null, session_id: "" };
-      }
-      if (closed) return;
-      await new Promise((r) => (wake = r));
-    }
-  }
-  const poke = () => {
-    const w = wake;
-    wake = null;
-    w?.();
-  };
-  return {
-    stream: gen(),
-    send: (text) => {
-      items.push(text);
-      poke();
-    },
-    close: () => {
-      closed = true;
-      poke();
-    },
-  };
-}
-
-async function untilResult(q) {
-  const out = [];
-  for (;;) {
-    const { value, done } = await q.next();
-    if (done) throw new Error(`the query ended before a result; got ${JSON.stringify(out.map((m) => m.type))}`);
-    out.push(value);
-    if (value.type === "result") return out;
-  }
-}
 
 /** The uuid keel gave the replayed prompt `text`. */
 function promptUuid(messages, text) {

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { start as startIn, collect, sdk, NODE_DIR } from "./harness.mjs";
+import { start as startIn, collect, sdk, NODE_DIR, channel, untilResult } from "./harness.mjs";
 
 const { query, tool, createSdkMcpServer } = sdk;
 // zod comes with the SDK (its peer dependency): tool() takes a zod shape.
@@ -28,49 +28,6 @@ const toolResults = (messages) =>
   messages
     .filter((m) => m.type === "user" && Array.isArray(m.message.content))
     .flatMap((m) => m.message.content.filter((b) => b.type === "tool_result"));
-
-/** A prompt stream the test feeds; it stays open (as stdin does) until `close()`. */
-function channel(...first) {
-  const items = [...first];
-  let wake = null;
-  let closed = false;
-  async function* gen() {
-    for (;;) {
-      while (items.length) {
-        yield { type: "user", message: { role: "user", content: items.shift() }, parent_tool_use_id: null, session_id: "" };
-      }
-      if (closed) return;
-      await new Promise((r) => (wake = r));
-    }
-  }
-  const poke = () => {
-    const w = wake;
-    wake = null;
-    w?.();
-  };
-  return {
-    stream: gen(),
-    send: (text) => {
-      items.push(text);
-      poke();
-    },
-    close: () => {
-      closed = true;
-      poke();
-    },
-  };
-}
-
-/** Messages up to the next result. (`break` in a for-await loop would close the query.) */
-async function untilResult(q) {
-  const out = [];
-  for (;;) {
-    const { value, done } = await q.next();
-    if (done) throw new Error(`the query ended before a result; got ${JSON.stringify(out.map((m) => m.type))}`);
-    out.push(value);
-    if (value.type === "result") return out;
-  }
-}
 
 test("plain query", { timeout: 90_000 }, async (t) => {
   const env = await start(t, "text");
