@@ -299,41 +299,9 @@ pub(crate) fn chunk(event: &[u8]) -> Bytes {
     )
 }
 
-/// One AWS event-stream message: prelude (total length, headers length, CRC32), string
-/// headers, payload, CRC32 of everything before it.
+/// One AWS event-stream message (the encoder keel's Bedrock decoder is tested against).
 pub fn frame(headers: &[(&str, &str)], payload: &[u8]) -> Bytes {
-    let mut h = Vec::new();
-    for (name, value) in headers {
-        h.push(name.len() as u8);
-        h.extend_from_slice(name.as_bytes());
-        h.push(7);
-        h.extend_from_slice(&(value.len() as u16).to_be_bytes());
-        h.extend_from_slice(value.as_bytes());
-    }
-    let total = 12 + h.len() + payload.len() + 4;
-    let mut out = Vec::with_capacity(total);
-    out.extend_from_slice(&(total as u32).to_be_bytes());
-    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-    let prelude_crc = crc32(&out);
-    out.extend_from_slice(&prelude_crc.to_be_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(payload);
-    let crc = crc32(&out);
-    out.extend_from_slice(&crc.to_be_bytes());
-    Bytes::from(out)
-}
-
-/// CRC-32 (IEEE 802.3), as the event-stream format uses.
-pub fn crc32(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            let mask = (crc & 1).wrapping_neg();
-            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
-        }
-    }
-    !crc
+    Bytes::from(keel_protocol::eventstream::encode(headers, payload))
 }
 
 #[cfg(test)]
@@ -366,11 +334,6 @@ mod tests {
         );
         assert!(route("/model/x/converse").is_none());
         assert!(route("/v1/projects/p/publishers/anthropic/models/m:predict").is_none());
-    }
-
-    #[test]
-    fn crc32_of_the_check_string() {
-        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod cancel;
 pub mod content;
 pub mod control;
 pub mod ends;
+pub mod eventstream;
 pub mod frames;
 pub mod input;
 pub mod json;

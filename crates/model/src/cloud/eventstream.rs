@@ -3,8 +3,8 @@
 //! before it. Every length is bounded before anything is buffered; a bad CRC or a length out
 //! of range is a protocol error (retried like a garbled stream), never an allocation.
 
-use super::crc32::crc32;
 use crate::error::{ApiError, ApiErrorKind};
+use keel_protocol::eventstream::crc32;
 
 /// The largest message accepted (Bedrock's are a few KiB).
 pub const MAX_MESSAGE: usize = 16 * 1024 * 1024;
@@ -140,32 +140,10 @@ fn parse_headers(mut b: &[u8]) -> Result<Vec<(String, String)>, ApiError> {
     Ok(out)
 }
 
-/// Encode one message with string headers (for tests and fuzzing).
-pub fn encode(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
-    let mut h = Vec::new();
-    for (name, value) in headers {
-        h.push(name.len() as u8);
-        h.extend_from_slice(name.as_bytes());
-        h.push(7);
-        h.extend_from_slice(&(value.len() as u16).to_be_bytes());
-        h.extend_from_slice(value.as_bytes());
-    }
-    let total = 12 + h.len() + payload.len() + 4;
-    let mut out = Vec::with_capacity(total);
-    out.extend_from_slice(&(total as u32).to_be_bytes());
-    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-    let c = crc32(&out);
-    out.extend_from_slice(&c.to_be_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(payload);
-    let c = crc32(&out);
-    out.extend_from_slice(&c.to_be_bytes());
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_protocol::eventstream::encode;
 
     fn chunk() -> Vec<u8> {
         encode(

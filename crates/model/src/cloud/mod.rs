@@ -5,7 +5,6 @@
 
 pub mod aws;
 pub mod bedrock;
-mod crc32;
 pub mod eventstream;
 pub mod gcp;
 pub mod sigv4;
