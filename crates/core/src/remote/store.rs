@@ -17,6 +17,8 @@ use object_store::{ObjectStore, PutPayload};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 
+use keel_tools::repofile::{read_repo_file, RepoRead};
+
 use super::layout::{self, Stream};
 use super::{RemoteError, MAX_FETCH_BYTES};
 
@@ -613,8 +615,8 @@ type Parts = BTreeMap<Stream, Vec<(String, ObjectPath, u64)>>;
 /// the name of its directory (`<projects>/<project key>/<session>.jsonl`).
 fn stored_project(local: &Path) -> Result<String, RemoteError> {
     let marker = local.with_extension("").join(PROJECT_FILE);
-    if let Ok(text) = std::fs::read_to_string(&marker) {
-        let key = text.trim();
+    if let Ok(f) = read_repo_file(&marker, &RepoRead::bounded(4 << 10)) {
+        let key = f.text.trim();
         if layout::safe_id(key) {
             return Ok(key.to_owned());
         }
@@ -700,11 +702,11 @@ async fn read_new_lines(file: &Path, offset: u64) -> Result<(Vec<u8>, u64), Remo
 async fn read_meta_line(transcript: &Path) -> Option<Vec<u8>> {
     let name = transcript.file_name()?.to_str()?.strip_suffix(".jsonl")?;
     let path = transcript.with_file_name(format!("{name}.meta.json"));
-    let text = tokio::fs::read(&path).await.ok()?;
-    if text.len() > 64 << 10 {
-        return None;
-    }
-    let Ok(Value::Object(mut meta)) = serde_json::from_slice::<Value>(&text) else {
+    // A regular file of at most 64 KiB (a sidecar is a few hundred bytes).
+    let text = read_repo_file(&path, &RepoRead::bounded(64 << 10))
+        .ok()?
+        .text;
+    let Ok(Value::Object(mut meta)) = serde_json::from_str::<Value>(&text) else {
         return None;
     };
     meta.insert("type".into(), Value::from("agent_metadata"));
