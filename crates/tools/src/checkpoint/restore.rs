@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::{hash_of, Before, Checkpoints, Entry, State, Written};
@@ -297,9 +297,14 @@ fn line_changes(now: &[u8], then: &[u8]) -> (u64, u64) {
     (ins, del)
 }
 
+/// A name beside `path` no one can have prepared: the unique temporary name (process id and
+/// counter) with `.what` appended (a fixed name could be a link planted by the repository).
 fn side_name(path: &Path, what: &str) -> PathBuf {
     let dir = path.parent().unwrap_or(Path::new("."));
-    crate::fsutil::temp_name(path, dir).with_extension(what)
+    let mut name = crate::fsutil::temp_name(path, dir).into_os_string();
+    name.push(".");
+    name.push(what);
+    PathBuf::from(name)
 }
 
 /// Prepare one step: the restored content beside the file and a second link to the file as
@@ -320,9 +325,18 @@ fn stage(st: &mut Step, dry_run: bool) -> Result<(), FileProblem> {
     if let Action::Restore { blob, mode } = &st.action {
         let staged = side_name(&st.path, "keel-rewind-new");
         st.staged = Some(staged.clone());
-        fs::copy(blob, &staged)
-            .and_then(|_| fs::set_permissions(&staged, fs::Permissions::from_mode(*mode)))
-            .map_err(not_writable)?;
+        // A new file, never an existing name (create_new does not follow a link there), its
+        // mode set through the handle.
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&staged)
+            .and_then(|mut out| {
+                io::copy(&mut fs::File::open(blob)?, &mut out)?;
+                out.set_permissions(fs::Permissions::from_mode(*mode))
+            });
+        written.map_err(not_writable)?;
     }
     Ok(())
 }

@@ -110,3 +110,31 @@ fn a_directory_swapped_for_a_link_is_refused() {
     assert!(text.contains("is no longer where it was"), "{text}");
     assert_eq!(fs::read_to_string(elsewhere.join("a.txt")).unwrap(), "a1");
 }
+
+#[test]
+fn links_planted_beside_a_file_are_never_written_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("bashrc");
+    fs::write(&victim, "mine\n").unwrap();
+    let store = Checkpoints::new(dir.path().join("store"));
+    let a = dir.path().join("foo.txt");
+    fs::write(&a, "planted by the repository\n").unwrap();
+    // The names the side files once had (fixed), pointing out of the project.
+    for what in ["keel-rewind-new", "keel-rewind-old"] {
+        std::os::unix::fs::symlink(&victim, dir.path().join(format!(".foo.txt.{what}"))).unwrap();
+    }
+    store.mark("p1", "first");
+    write(&store, &a, "edited by keel\n");
+    store.rewind("p1", false).unwrap();
+    assert_eq!(
+        fs::read_to_string(&a).unwrap(),
+        "planted by the repository\n"
+    );
+    assert!(!fs::symlink_metadata(&a).unwrap().file_type().is_symlink());
+    assert_eq!(
+        fs::read_to_string(&victim).unwrap(),
+        "mine\n",
+        "nothing written outside"
+    );
+}
