@@ -5,7 +5,9 @@
 //! A loopback, private or link-local address, `localhost` or a name without a dot is reached
 //! only through an allow rule that names that host exactly, in every mode: neither
 //! bypassPermissions nor a bare `WebFetch` rule nor a wildcard opens them. Deny rules err
-//! towards denying: `domain:example.com` also denies its subdomains, on every port.
+//! towards denying: `domain:example.com` also denies its subdomains, on every port. A rule for a
+//! DNS name never opens non-public addresses: were the name to resolve to one (DNS rebinding),
+//! the fetch is refused; a private machine is allowed by naming its address.
 
 use keel_tools::web::fetch::{local_host, parse_url, rule_host};
 use keel_tools::web::HostPermit;
@@ -71,7 +73,11 @@ fn allow_match(rule: &Rule, host: &str, port: u16) -> Option<bool> {
         return None;
     }
     if spec.host == host {
-        return Some(true);
+        // "Named" opens non-public addresses, so only a rule whose host is itself local (an
+        // address that is not public, `localhost`, a name without a dot) names one: a rule
+        // for a DNS name keeps the public-address check, or the name's owner could point it
+        // at the metadata service or this machine after the user allowed it (DNS rebinding).
+        return Some(!spec.host.contains('*') && names_local(&spec.host));
     }
     if spec.host == "*" {
         return Some(false);
@@ -80,6 +86,18 @@ fn allow_match(rule: &Rule, host: &str, port: u16) -> Option<bool> {
     host.strip_suffix(sub)
         .is_some_and(|head| head.ends_with('.'))
         .then_some(false)
+}
+
+/// Whether a rule's host is itself local: an address that is not public, or a local name.
+fn names_local(host: &str) -> bool {
+    match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+    {
+        Ok(ip) => keel_tools::web::addr::non_public(ip).is_some(),
+        Err(_) => keel_tools::web::addr::refused_name(host).is_some(),
+    }
 }
 
 /// Whether a deny or ask rule reaches `host`: the host, its subdomains, any port; a pattern
@@ -261,6 +279,28 @@ mod tests {
             &json!({"url": url, "prompt": "p"}),
             false,
         )
+    }
+
+    #[test]
+    fn only_a_rule_for_a_local_host_opens_non_public_addresses() {
+        let c = cfg(
+            PermissionMode::Default,
+            &[
+                "WebFetch(domain:attacker.example)",
+                "WebFetch(domain:127.0.0.1:8080)",
+                "WebFetch(domain:buildbox)",
+                "WebFetch(domain:*)",
+            ],
+            &[],
+        );
+        let named = |host: &str, port: u16| c.web_allowed(host, port).map(|(_, n)| n);
+        // Allowed, but its addresses are still checked: a rebinding to 169.254.169.254 fails.
+        assert_eq!(named("attacker.example", 443), Some(false));
+        assert_eq!(named("127.0.0.1", 8080), Some(true));
+        assert_eq!(named("buildbox", 80), Some(true));
+        // A literal `*` host (the url crate takes it) is not named by `domain:*`.
+        assert_eq!(named("*", 443), Some(false));
+        assert!(matches!(fetch(&c, "https://*/"), Decision::Deny { .. }));
     }
 
     #[test]
