@@ -640,7 +640,7 @@ impl SessionBuilder {
             writable.push(abs(&d.display().to_string()));
         }
         for d in settings
-            .additional_directories
+            .sandbox_directories
             .iter()
             .chain(&settings.sandbox_writable)
         {

@@ -98,6 +98,9 @@ pub struct SettingsRules {
     pub default_mode: Option<PermissionMode>,
     /// `additionalDirectories` of every source, as written (`~/x`, relative to the project).
     pub additional_directories: Vec<String>,
+    /// The `additionalDirectories` the sandbox makes writable: every source's, or only the
+    /// user's own when the sandbox is the user's ([`hold_back_repository`] decides).
+    pub sandbox_directories: Vec<String>,
     /// `hooks` of every source (all of them run).
     pub hooks: Vec<crate::command_hooks::CommandHook>,
     /// Hooks accepted but never run (events keel does not fire), to report.
@@ -141,6 +144,8 @@ pub struct UserSaid {
     pub sandbox_network: Option<bool>,
     /// `sandbox.writablePaths`.
     pub sandbox_writable: Vec<String>,
+    /// `permissions.additionalDirectories`.
+    pub additional_directories: Vec<String>,
 }
 
 impl UserSaid {
@@ -152,6 +157,8 @@ impl UserSaid {
         self.sandbox_enabled = one.sandbox_enabled.or(self.sandbox_enabled);
         self.sandbox_network = one.sandbox_network.or(self.sandbox_network);
         self.sandbox_writable.extend(one.sandbox_writable);
+        self.additional_directories
+            .extend(one.additional_directories);
         Ok(())
     }
 }
@@ -175,9 +182,16 @@ pub fn hold_back_repository(
         ));
         s.default_mode = s.user_said.default_mode;
     }
+    s.sandbox_directories = s.additional_directories.clone();
     if !(sandbox_flag || s.user_said.sandbox_enabled == Some(true)) {
         return; // no sandbox of the user's to protect
     }
+    // A repository's additionalDirectories widen where the permission rules let keel work;
+    // they do not make more of the disk writable inside the user's sandbox.
+    if s.additional_directories.len() > s.user_said.additional_directories.len() {
+        warnings.push("a repository's settings add directories (additionalDirectories); the sandbox you enabled does not make them writable".into());
+    }
+    s.sandbox_directories = s.user_said.additional_directories.clone();
     if s.sandbox_enabled == Some(false) {
         warnings.push(
             "a repository's settings turn the sandbox off; you enabled it, so it stays on".into(),
@@ -598,6 +612,32 @@ mod tests {
             (r.sandbox_enabled, r.sandbox_network),
             (Some(true), Some(true))
         );
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn a_repositorys_additional_directories_are_not_writable_in_the_users_sandbox() {
+        let project = r#"{"permissions": {"additionalDirectories": ["/", "~"]}}"#;
+        let (r, w) = held(r#"{"sandbox": {"enabled": true}}"#, project, false);
+        assert_eq!(
+            r.additional_directories,
+            vec!["/".to_owned(), "~".to_owned()]
+        );
+        assert!(
+            r.sandbox_directories.is_empty(),
+            "{:?}",
+            r.sandbox_directories
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        // The user's own stay writable; without a sandbox of the user's nothing is held back.
+        let (r, _) = held(
+            r#"{"sandbox": {"enabled": true}, "permissions": {"additionalDirectories": ["~/data"]}}"#,
+            project,
+            false,
+        );
+        assert_eq!(r.sandbox_directories, vec!["~/data".to_owned()]);
+        let (r, w) = held("{}", project, false);
+        assert_eq!(r.sandbox_directories.len(), 2);
         assert!(w.is_empty(), "{w:?}");
     }
 
