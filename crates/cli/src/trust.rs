@@ -45,7 +45,7 @@ pub fn ask_if_needed(cwd: &Path, options: &mut SessionOptions) -> Result<(), i32
         err,
         "This folder's settings would change what keel may do here:\n{shown}\
          Do you trust the files in {}? Only say yes if you know where they came from. [y/N] ",
-        cwd.display()
+        trust::printable(&cwd.display().to_string())
     )
     .and_then(|_| err.flush());
     if let Err(e) = asked {

@@ -30,9 +30,11 @@ pub fn project_risks(cwd: &Path) -> Vec<String> {
             }
         };
         match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Object(v)) => {
-                out.extend(risks_of(&v).into_iter().map(|r| format!("{rel}: {r}")))
-            }
+            Ok(Value::Object(v)) => out.extend(
+                risks_of(&v)
+                    .into_iter()
+                    .map(|r| format!("{rel}: {}", printable(&r))),
+            ),
             Ok(_) | Err(_) => out.push(format!("{rel}: is not a JSON object")),
         }
     }
@@ -86,7 +88,10 @@ fn risks_of(v: &Map<String, Value>) -> Vec<String> {
     {
         out.push("approves the MCP servers of its own .mcp.json".to_owned());
     }
-    if v.get("sandbox").and_then(|s| s.get("enabled")) == Some(&Value::Bool(false)) {
+    // `"sandbox": false` is the short form settings also take.
+    if v.get("sandbox") == Some(&Value::Bool(false))
+        || v.get("sandbox").and_then(|s| s.get("enabled")) == Some(&Value::Bool(false))
+    {
         out.push("turns the sandbox off".to_owned());
     }
     if let Some(Value::Object(env)) = v.get("env") {
@@ -96,6 +101,22 @@ fn risks_of(v: &Map<String, Value>) -> Vec<String> {
         }
     }
     out
+}
+
+/// `text` with every control character written as an escape, so that a repository's strings
+/// (rule texts, server names, variable names, a folder's name) cannot move the cursor or erase
+/// lines of the question they are shown in.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
 }
 
 fn shorten(items: &[&str]) -> String {
@@ -210,6 +231,16 @@ mod tests {
                 .all(|l| l.starts_with(".claude/settings.local.json: ")),
             "{r}"
         );
+        // A repository's strings cannot draw on the terminal.
+        std::fs::write(
+            d.path().join(".claude/settings.local.json"),
+            "{\"permissions\": {\"allow\": [\"Read\\u001b[1A\\u001b[2K\"]}, \"sandbox\": false}",
+        )
+        .unwrap();
+        let r = project_risks(d.path()).join("\n");
+        assert!(!r.contains('\u{1b}'), "{r:?}");
+        assert!(r.contains("Read\\u{1b}[1A"), "{r}");
+        assert!(r.contains("sandbox off"), "{r}");
     }
 
     #[test]
