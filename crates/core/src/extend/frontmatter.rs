@@ -142,9 +142,15 @@ fn unquote(v: &str) -> &str {
     v
 }
 
+/// The most bytes a skill's or command's text may grow to once its arguments are put in.
+pub const MAX_EXPANDED: usize = 1 << 20;
+
 /// Replace `$ARGUMENTS` with `args` and `$1`, `$2`, ... with its words (shell-quoted words
 /// stay together; a missing one becomes empty). When the text uses no placeholder and there
 /// are arguments, they are added at the end so the model still sees them.
+///
+/// The result is at most [`MAX_EXPANDED`] bytes: a file with thousands of `$1` and a long
+/// argument would otherwise grow past memory; past the bound the text is cut, saying so.
 pub fn substitute(body: &str, args: &str) -> String {
     let words =
         shlex::split(args).unwrap_or_else(|| args.split_whitespace().map(str::to_owned).collect());
@@ -152,6 +158,9 @@ pub fn substitute(body: &str, args: &str) -> String {
     let mut used = false;
     let mut rest = body;
     while let Some(i) = rest.find('$') {
+        if out.len() > MAX_EXPANDED {
+            return cut_expanded(out);
+        }
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
         if let Some(tail) = after.strip_prefix("ARGUMENTS") {
@@ -178,6 +187,19 @@ pub fn substitute(body: &str, args: &str) -> String {
         out.push_str("\n\nARGUMENTS: ");
         out.push_str(args.trim());
     }
+    if out.len() > MAX_EXPANDED {
+        return cut_expanded(out);
+    }
+    out
+}
+
+fn cut_expanded(mut out: String) -> String {
+    let mut at = MAX_EXPANDED;
+    while !out.is_char_boundary(at) {
+        at -= 1;
+    }
+    out.truncate(at);
+    out.push_str("\n\n[keel: the text grew past 1 MiB with its arguments and was cut here]");
     out
 }
 
@@ -214,5 +236,9 @@ mod tests {
         assert_eq!(substitute("No slot.", "x y"), "No slot.\n\nARGUMENTS: x y");
         assert_eq!(substitute("No slot.", ""), "No slot.");
         assert_eq!(substitute("cost $5.00", ""), "cost .00");
+        // Thousands of slots and a long argument stay bounded, and say they were cut.
+        let big = substitute(&"$1 ".repeat(100_000), &"x".repeat(100_000));
+        assert!(big.len() < MAX_EXPANDED + 200, "{}", big.len());
+        assert!(big.ends_with("was cut here]"));
     }
 }
