@@ -83,6 +83,9 @@ fn cut(text: String, max: usize) -> (String, bool) {
     }
 }
 
+/// How long turning a fetched page into text may take.
+const CONVERT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Tool for WebFetchTool {
     fn name(&self) -> &'static str {
         "WebFetch"
@@ -154,7 +157,22 @@ impl WebFetchTool {
             "text/html" | "application/xhtml+xml"
         );
         let (text, flattened) = if is_html {
-            match html::to_markdown(page.body).await {
+            // Bounded like the fetch: a page that takes longer to convert is a truthful error,
+            // and an interrupt is never held up by it.
+            let converted = tokio::select! {
+                c = html::to_markdown(page.body) => c,
+                _ = cx.cancel.cancelled() => {
+                    return ToolOutcome::failed("WebFetch was interrupted while it read the page.".to_owned())
+                }
+                _ = tokio::time::sleep(CONVERT_LIMIT) => {
+                    return ToolOutcome::failed(format!(
+                        "WebFetch fetched {} but could not read it as text within {} s.",
+                        page.url,
+                        CONVERT_LIMIT.as_secs()
+                    ))
+                }
+            };
+            match converted {
                 Ok(c) => (c.text, c.flattened),
                 Err(e) => {
                     return ToolOutcome::failed(format!("WebFetch fetched {} but {e}.", page.url))

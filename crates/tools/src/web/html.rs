@@ -61,10 +61,17 @@ const NOT_NESTING: [&str; 21] = [
     "wbr", "param", "p", "li", "option", "td", "tr", "dt", "dd",
 ];
 
-/// How deep the tags of `html` nest, by a quick scan (not a parse): opening tags less closing
-/// ones, at the deepest point.
+/// How far a quick scan looks for the `>` that ends a tag (a page of `<` with no `>` would
+/// otherwise make every tag a scan of the rest of the page).
+const TAG_WINDOW: usize = 1024;
+
+/// How deep the tags of `html` nest, by a quick scan (not a parse): the deepest stack of open
+/// tags, where a closing tag closes the nearest open tag of its name (one of no open tag's
+/// name closes nothing, as the parser ignores it). Linear: the scan stops once the depth is
+/// past what [`convert`] parses.
 fn scanned_depth(html: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut open: Vec<String> = Vec::new();
+    let mut deepest = 0usize;
     let mut rest = html;
     while let Some(i) = rest.find('<') {
         rest = &rest[i + 1..];
@@ -78,12 +85,21 @@ fn scanned_depth(html: &str) -> usize {
         if name.is_empty() || NOT_NESTING.contains(&name.as_str()) {
             continue;
         }
-        let end = rest.find('>').unwrap_or(rest.len());
+        let window = &rest.as_bytes()[..rest.len().min(TAG_WINDOW)];
+        let end = window
+            .iter()
+            .position(|b| *b == b'>')
+            .unwrap_or(window.len());
         if closing {
-            depth = depth.saturating_sub(1);
-        } else if !rest[..end].ends_with('/') {
-            depth += 1;
-            deepest = deepest.max(depth);
+            if let Some(at) = open.iter().rposition(|n| *n == name) {
+                open.truncate(at);
+            }
+        } else if window[..end].last() != Some(&b'/') {
+            open.push(name);
+            deepest = deepest.max(open.len());
+            if deepest > 4 * MAX_DEPTH {
+                break;
+            }
         }
     }
     deepest
@@ -93,6 +109,8 @@ fn scanned_depth(html: &str) -> usize {
 /// parsing (for pages too deep to parse).
 fn stripped(html: &str) -> String {
     let mut out = String::new();
+    // Lowercased once (ASCII lowercasing keeps every byte where it is), not at every script.
+    let lower_page = html.to_ascii_lowercase();
     let mut rest = html;
     while let Some(i) = rest.find('<') {
         out.push_str(&rest[..i]);
@@ -107,8 +125,7 @@ fn stripped(html: &str) -> String {
             .find(|t| lower.starts_with(*t))
             .map(|t| format!("</{}", &t[1..]));
         let end = match skip_to {
-            Some(close) => rest
-                .to_ascii_lowercase()
+            Some(close) => lower_page[html.len() - rest.len()..]
                 .find(&close)
                 .map(|j| j + close.len()),
             None => Some(0),
@@ -256,5 +273,29 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn closing_tags_of_nothing_do_not_hide_the_depth() {
+        // The parser ignores `</x>`, so these `<div>`s nest 100,000 deep: the scan must see it.
+        let html = "<div></x>".repeat(100_000);
+        assert!(scanned_depth(&html) > 4 * MAX_DEPTH);
+        assert!(convert(&html).flattened);
+        // Matching closings do close.
+        assert_eq!(scanned_depth(&"<div><p>a</div>".repeat(1000)), 1);
+    }
+
+    #[test]
+    fn a_page_of_unclosed_tags_is_scanned_in_one_pass() {
+        // No `>` anywhere: each tag's end is looked for within a window, not the whole page.
+        let html = "<a".repeat(2_000_000);
+        let started = std::time::Instant::now();
+        let c = convert(&html);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(c.flattened);
     }
 }
