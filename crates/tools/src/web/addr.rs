@@ -28,6 +28,7 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
         }
         [169, 254, ..] => "a link-local address",
         [192, 0, 0, _] => "an IETF protocol address (192.0.0.0/24)",
+        [192, 88, 99, _] => "a 6to4 relay anycast address (192.88.99.0/24)",
         [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _] => "a documentation address",
         [198, b, ..] if b == 18 || b == 19 => "a benchmarking address (198.18.0.0/15)",
         [a, ..] if (224..240).contains(&a) => "a multicast address",
@@ -56,19 +57,26 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         x if x & 0xff00 == 0xff00 => "a multicast address",
         0x2001 if s[1] == 0x0db8 => "a documentation address",
         0x0100 if s[1..4] == [0, 0, 0] => "a discard-only address (100::/64)",
+        // Teredo tunnels to an address keel cannot check from here.
+        0x2001 if s[1] == 0 => "a Teredo (2001::/32) address",
+        // The local-use NAT64 prefix: translated to an IPv4 address of the local network's
+        // choosing.
+        0x0064 if s[1] == 0xff9b && s[2] == 1 => "a local-use NAT64 (64:ff9b:1::/48) address",
         _ => return None,
     };
     Some(why)
 }
 
 /// The IPv4 address inside an IPv6 address of a form that carries one: IPv4-mapped
-/// (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
+/// (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
 /// (`2002:AABB:CCDD::/48`).
 fn embedded_v4(s: &[u16; 8]) -> Option<Ipv4Addr> {
     let tail =
         |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
     match s {
-        [0, 0, 0, 0, 0, 0xffff, hi, lo] | [0, 0, 0, 0, 0, 0, hi, lo] => Some(tail(*hi, *lo)),
+        [0, 0, 0, 0, 0, 0xffff, hi, lo]
+        | [0, 0, 0, 0, 0, 0, hi, lo]
+        | [0, 0, 0, 0, 0xffff, 0, hi, lo] => Some(tail(*hi, *lo)),
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(tail(*hi, *lo)),
         [0x2002, hi, lo, ..] => Some(tail(*hi, *lo)),
         _ => None,
@@ -124,6 +132,10 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a9fe:a9fe",
+            "::ffff:0:a9fe:a9fe",
+            "2001:0:4136:e378::1",
+            "192.88.99.1",
             "2002:7f00:1::",
         ] {
             assert!(np(a), "{a} should be refused");
