@@ -1,7 +1,7 @@
 //! keel's memory while an MCP server floods its stderr (a measurement, not a test).
 //!
 //! ```text
-//! cargo build --release -p keel-cli -p keel-mcp
+//! cargo build --release -p keel-cli -p keel-mcp-test-server
 //! cargo run --release -p keel-cli --example mcp_flood -- [--seconds N (default 30)] [--keel PATH] [--server PATH]
 //! ```
 //!
@@ -65,7 +65,7 @@ fn main() -> Result<()> {
     for (what, p) in [("keel", &keel), ("keel-mcp-test-server", &server)] {
         if !p.is_file() {
             bail!(
-                "{what} not found at {}; run cargo build --release -p keel-cli -p keel-mcp",
+                "{what} not found at {}; run cargo build --release -p keel-cli -p keel-mcp-test-server",
                 p.display()
             );
         }

@@ -103,7 +103,7 @@ impl Controller {
                             ),
                             "mcp_error",
                         )),
-                        Err(e) => Err((e, "invalid_request")),
+                        Err(e) => Err((e.to_string(), "invalid_request")),
                     };
                     this.respond(id, answer).await;
                 });
@@ -115,7 +115,7 @@ impl Controller {
                     let hub = this.handle.context().mcp().clone();
                     let answer = match hub.toggle(&r.server_name, r.enabled).await {
                         Ok(_) => Ok(Reply::new(json!({}))),
-                        Err(e) => Err((e, "invalid_request")),
+                        Err(e) => Err((e.to_string(), "invalid_request")),
                     };
                     this.respond(id, answer).await;
                 });

@@ -552,7 +552,8 @@ async fn login(
     }
     let env = |k: &str| std::env::var(k).ok();
     let request_deadline =
-        keel_core::mcp::timeout_from_env(&env, "MCP_TIMEOUT", std::time::Duration::from_secs(30))?;
+        keel_core::mcp::timeout_from_env(&env, "MCP_TIMEOUT", std::time::Duration::from_secs(30))
+            .map_err(|e| e.to_string())?;
     let store = token_store()?;
     let path = store.path().to_owned();
     let opts = keel_core::mcp::oauth::LoginOptions {

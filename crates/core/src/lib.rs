@@ -25,7 +25,8 @@ mod fault;
 pub mod fuzzing;
 pub mod history;
 pub mod hooks;
-pub mod mcp;
+/// The session's MCP servers: keel-mcp's hub (it needs nothing of the engine).
+pub use keel_mcp::hub as mcp;
 pub mod output_style;
 pub mod permissions;
 pub mod prompt;

@@ -10,11 +10,15 @@
 //! - [`server`]: a connected server — a stdio server (a child process in its own process
 //!   group) or one an SDK host runs ([`sdk`]) — started, listed, called and stopped with every
 //!   wait bounded, a stdio server's stderr kept as a bounded tail.
+//! - [`hub`]: the servers of one session ([`hub::McpHub`]): started side by side, their tools
+//!   offered to the model and following the servers as they change, crash or are toggled.
 //! - [`oauth`]: OAuth for servers at a URL (discovery, registration, PKCE, refresh, the
 //!   token file).
 
+mod clip;
 pub mod config;
 pub mod http;
+pub mod hub;
 pub mod names;
 pub mod oauth;
 pub mod sdk;

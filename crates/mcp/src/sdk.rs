@@ -72,7 +72,7 @@ fn reply_for(id: &Value, server: &str, reply: Result<Value, String>) -> Value {
         }
         Ok(other) => error(format!(
             "the SDK host answered for MCP server {server} with something that is not a JSON-RPC reply: {}",
-            crate::server::clip(&other.to_string(), 200)
+            crate::clip::clip(&other.to_string(), 200)
         )),
         Err(why) => error(format!("the SDK host's MCP server {server} {why}")),
     }

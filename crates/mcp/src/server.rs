@@ -699,18 +699,6 @@ fn describe(st: ExitStatus) -> String {
     }
 }
 
-/// At most `max` bytes of `s` (cut at a character boundary), marked when cut.
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
 fn seconds(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s.fract() == 0.0 {

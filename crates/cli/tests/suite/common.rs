@@ -44,8 +44,14 @@ pub fn mcp_test_server() -> PathBuf {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
             let mut cmd = std::process::Command::new(cargo);
-            cmd.args(["build", "-p", "keel-mcp", "--bin", "keel-mcp-test-server"])
-                .current_dir(&root);
+            cmd.args([
+                "build",
+                "-p",
+                "keel-mcp-test-server",
+                "--bin",
+                "keel-mcp-test-server",
+            ])
+            .current_dir(&root);
             if let Some(target) = dir.parent() {
                 cmd.env("CARGO_TARGET_DIR", target);
             }

@@ -838,11 +838,11 @@ impl SessionBuilder {
         }
         let start =
             crate::mcp::timeout_from_env(env, "MCP_TIMEOUT", crate::mcp::DEFAULT_START_TIMEOUT)
-                .map_err(usage)?;
+                .map_err(|e| usage(e.to_string()))?;
         let call =
             crate::mcp::timeout_from_env(env, "MCP_TOOL_TIMEOUT", crate::mcp::DEFAULT_CALL_TIMEOUT)
-                .map_err(usage)?;
-        let tokens = crate::mcp::output_cap_from_env(env).map_err(usage)?;
+                .map_err(|e| usage(e.to_string()))?;
+        let tokens = crate::mcp::output_cap_from_env(env).map_err(|e| usage(e.to_string()))?;
         let bounds = crate::mcp::Bounds {
             start,
             call,

@@ -22,7 +22,7 @@ pub use discover::{check_url, parse_www_authenticate, Challenge, Metadata};
 pub use flow::{login, pkce_challenge, Login, LoginOptions};
 pub use store::{store_path, Stored, TokenStore};
 
-use crate::server::clip;
+use crate::clip::clip;
 
 /// The largest metadata or registration document read from a server.
 pub const MAX_DOC_BYTES: usize = 256 * 1024;

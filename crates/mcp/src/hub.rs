@@ -17,13 +17,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use futures_util::future::BoxFuture;
-pub use keel_mcp::config::parse_servers;
-use keel_mcp::server::{content_text, CallOutcome, Server, ServerTool};
-use keel_mcp::ServerSet;
+pub use crate::config::parse_servers;
+use crate::server::{content_text, CallOutcome, Server, ServerTool};
+use crate::ServerSet;
 /// OAuth for servers at a URL (`keel mcp login` uses it).
-pub use keel_mcp::{oauth, ServerSpec};
-pub use keel_mcp::{Origin, SdkHost};
+pub use crate::{oauth, ServerSpec};
+pub use crate::{Origin, SdkHost};
+use futures_util::future::BoxFuture;
 use keel_protocol::CancelReason;
 use keel_tools::{Tool, ToolContext, ToolKind, ToolOutcome};
 use serde_json::{json, Value};
@@ -71,34 +71,80 @@ impl ServerStatus {
     }
 }
 
+/// An environment variable that bounds MCP servers holds no number in its range.
+#[derive(Debug, thiserror::Error)]
+#[error("{var}={value:?} is not a number of {unit} from 1 to {max}")]
+pub struct EnvError {
+    /// The variable.
+    pub var: String,
+    /// What it held.
+    pub value: String,
+    /// What it counts.
+    pub unit: &'static str,
+    /// The largest value taken.
+    pub max: u64,
+}
+
+/// A request about one server of the session that cannot be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// No server of that name is configured.
+    #[error("There is no MCP server named {0:?} in this session")]
+    NoSuchServer(String),
+    /// Its configuration cannot be used (the reason was found when the session was built).
+    #[error("MCP server {name:?} cannot be started: {why}")]
+    CannotStart {
+        /// The server.
+        name: String,
+        /// Why.
+        why: String,
+    },
+    /// A resource was asked of a server that is not connected or offers none.
+    #[error(
+        "No connected MCP server named {name:?} offers resources. Servers that do: {offering}."
+    )]
+    NoResources {
+        /// The server asked for.
+        name: String,
+        /// The servers that do offer resources, comma-separated.
+        offering: String,
+    },
+}
+
 /// A duration in milliseconds from the environment variable `var`, or `default`.
 pub fn timeout_from_env(
     env: &dyn Fn(&str) -> Option<String>,
     var: &str,
     default: Duration,
-) -> Result<Duration, String> {
+) -> Result<Duration, EnvError> {
     let Some(v) = env(var).filter(|v| !v.trim().is_empty()) else {
         return Ok(default);
     };
     match v.trim().parse::<u64>() {
         Ok(ms) if (1..=MAX_TIMEOUT_MS).contains(&ms) => Ok(Duration::from_millis(ms)),
-        _ => Err(format!(
-            "{var}={v:?} is not a number of milliseconds from 1 to {MAX_TIMEOUT_MS}"
-        )),
+        _ => Err(EnvError {
+            var: var.to_string(),
+            value: v,
+            unit: "milliseconds",
+            max: MAX_TIMEOUT_MS,
+        }),
     }
 }
 
 /// `MAX_MCP_OUTPUT_TOKENS` from the environment, or the default.
-pub fn output_cap_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<usize, String> {
+pub fn output_cap_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<usize, EnvError> {
     const VAR: &str = "MAX_MCP_OUTPUT_TOKENS";
     let Some(v) = env(VAR).filter(|v| !v.trim().is_empty()) else {
         return Ok(DEFAULT_MAX_OUTPUT_TOKENS);
     };
     match v.trim().parse::<usize>() {
         Ok(n) if (1..=10_000_000).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{VAR}={v:?} is not a number of tokens from 1 to 10000000"
-        )),
+        _ => Err(EnvError {
+            var: VAR.to_string(),
+            value: v,
+            unit: "tokens",
+            max: 10_000_000,
+        }),
     }
 }
 
@@ -281,7 +327,7 @@ async fn connect(
     bounds: Bounds,
     host: Option<Arc<dyn SdkHost>>,
 ) -> Result<Server, Down> {
-    let failed = |e: keel_mcp::StartError| (State::Failed, e.to_string());
+    let failed = |e: crate::StartError| (State::Failed, e.to_string());
     match spec {
         ServerSpec::Stdio(s) => Server::start_stdio(name, s, cwd, bounds.start)
             .await
@@ -527,7 +573,7 @@ impl McpHub {
     }
 
     /// Reconnect server `name` (`mcp_reconnect`): stop it, start it again. Err: no such server.
-    pub async fn reconnect(&self, name: &str) -> Result<ServerStatus, String> {
+    pub async fn reconnect(&self, name: &str) -> Result<ServerStatus, HubError> {
         let (spec, conn) = self.slot_parts(name)?;
         if let Some(old) = conn.lock().await.take() {
             old.stop().await;
@@ -551,7 +597,7 @@ impl McpHub {
 
     /// Enable or disable server `name` (`mcp_toggle`): a disabled server is stopped and its
     /// tools withdrawn; enabling starts it again.
-    pub async fn toggle(&self, name: &str, enabled: bool) -> Result<ServerStatus, String> {
+    pub async fn toggle(&self, name: &str, enabled: bool) -> Result<ServerStatus, HubError> {
         let (_, conn) = self.slot_parts(name)?;
         if enabled {
             if self.status_of(name)?.status != State::Disabled.as_str() {
@@ -572,27 +618,25 @@ impl McpHub {
         self.status_of(name)
     }
 
-    fn slot_parts(&self, name: &str) -> Result<(ServerSpec, Conn), String> {
+    fn slot_parts(&self, name: &str) -> Result<(ServerSpec, Conn), HubError> {
         let st = self.lock();
         let slot = st
             .slots
             .iter()
             .find(|s| s.name == name)
-            .ok_or_else(|| format!("There is no MCP server named {name:?} in this session"))?;
-        let spec = slot.spec.clone().ok_or_else(|| {
-            format!(
-                "MCP server {name:?} cannot be started: {}",
-                slot.error.clone().unwrap_or_default()
-            )
+            .ok_or_else(|| HubError::NoSuchServer(name.to_string()))?;
+        let spec = slot.spec.clone().ok_or_else(|| HubError::CannotStart {
+            name: name.to_string(),
+            why: slot.error.clone().unwrap_or_default(),
         })?;
         Ok((spec, slot.conn.clone()))
     }
 
-    fn status_of(&self, name: &str) -> Result<ServerStatus, String> {
+    fn status_of(&self, name: &str) -> Result<ServerStatus, HubError> {
         self.statuses()
             .into_iter()
             .find(|s| s.name == name)
-            .ok_or_else(|| format!("There is no MCP server named {name:?} in this session"))
+            .ok_or_else(|| HubError::NoSuchServer(name.to_string()))
     }
 
     /// Server `name` crashed during a call (its connection already taken out of `conn`):
@@ -650,7 +694,7 @@ impl McpHub {
         for s in st.slots.iter().filter(|s| s.is_up()) {
             pairs.extend(s.offered.iter().map(|t| (s.name.clone(), t.name.clone())));
         }
-        let mut names = keel_mcp::assign(&pairs).into_iter();
+        let mut names = crate::assign(&pairs).into_iter();
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for s in st.slots.iter_mut() {
             s.names.clear();
@@ -687,7 +731,7 @@ impl McpHub {
     }
 
     /// The connections of the connected servers that offer resources (`only`: that one).
-    fn resource_servers(&self, only: Option<&str>) -> Result<Vec<(String, Conn)>, String> {
+    fn resource_servers(&self, only: Option<&str>) -> Result<Vec<(String, Conn)>, HubError> {
         let st = self.lock();
         let found: Vec<_> = st
             .slots
@@ -697,15 +741,16 @@ impl McpHub {
             .map(|s| (s.name.clone(), s.conn.clone()))
             .collect();
         match (only, found.is_empty()) {
-            (Some(n), true) => Err(format!(
-                "No connected MCP server named {n:?} offers resources. Servers that do: {}.",
-                st.slots
+            (Some(n), true) => Err(HubError::NoResources {
+                name: n.to_string(),
+                offering: st
+                    .slots
                     .iter()
                     .filter(|s| s.is_up() && s.resources)
                     .map(|s| s.name.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+                    .join(", "),
+            }),
             _ => Ok(found),
         }
     }
@@ -925,7 +970,7 @@ impl ResourceTool {
         if !self.read {
             let servers = match hub.resource_servers(server) {
                 Ok(s) => s,
-                Err(e) => return ToolOutcome::failed(e),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             let mut all = Vec::new();
             for (name, conn) in servers {
@@ -954,7 +999,7 @@ impl ResourceTool {
         };
         let servers = match hub.resource_servers(Some(server)) {
             Ok(s) => s,
-            Err(e) => return ToolOutcome::failed(e),
+            Err(e) => return ToolOutcome::failed(e.to_string()),
         };
         let Some((_, conn)) = servers.into_iter().next() else {
             return ToolOutcome::failed(format!("The MCP server {server} is not connected."));

@@ -72,7 +72,7 @@ fn json_answer(status: u16, v: Value) -> Answer {
 }
 
 fn form(text: &str) -> HashMap<String, String> {
-    reqwest::Url::parse(&format!("http://x/?{text}"))
+    url::Url::parse(&format!("http://x/?{text}"))
         .map(|u| u.query_pairs().into_owned().collect())
         .unwrap_or_default()
 }
@@ -248,8 +248,8 @@ impl OAuth {
             },
         );
         inner.count("authorizations");
-        let mut to = reqwest::Url::parse(&redirect).unwrap_or_else(|_| {
-            reqwest::Url::parse("http://127.0.0.1/").unwrap_or_else(|_| unreachable!())
+        let mut to = url::Url::parse(&redirect).unwrap_or_else(|_| {
+            url::Url::parse("http://127.0.0.1/").unwrap_or_else(|_| unreachable!())
         });
         to.query_pairs_mut()
             .append_pair("code", &code)
