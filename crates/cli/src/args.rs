@@ -1,5 +1,7 @@
 //! Command-line flags: a compatible subset of `claude`'s headless flags, plus keel's own.
 
+pub mod compat;
+
 use clap::{ArgAction, Parser, ValueEnum};
 
 /// Output formats (`--output-format`).
@@ -146,5 +148,5 @@ pub struct Cli {
 
     /// Flags the official SDKs pass: honoured, or accepted with a notice (see compat.rs).
     #[command(flatten)]
-    pub compat: crate::compat::CompatArgs,
+    pub compat: compat::CompatArgs,
 }

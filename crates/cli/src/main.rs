@@ -1,7 +1,6 @@
 //! `keel`: the command line.
 
 mod args;
-mod compat;
 mod control;
 #[cfg(feature = "demo")]
 mod demo;
@@ -185,7 +184,7 @@ fn usage_exit(msg: &str) -> ! {
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     // --debug / --debug-file (flags the SDKs pass) raise the default level to debug.
-    let debug = compat::DebugFlags::from_argv(std::env::args());
+    let debug = args::compat::DebugFlags::from_argv(std::env::args());
     let default = if debug.on { "debug" } else { "warn" };
     let filter = EnvFilter::try_from_env("KEEL_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()

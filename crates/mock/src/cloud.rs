@@ -8,50 +8,14 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::openai::Dialect;
+use crate::dialect::Dialect;
 
 /// Vertex's `anthropic_version`.
 pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
 /// Bedrock's `anthropic_version`.
 pub const BEDROCK_VERSION: &str = "bedrock-2023-05-31";
 
-/// The cloud dialect of `route`, with the model it names and whether it streams by its path
-/// (Bedrock) — `None` for Vertex, whose body says.
-pub(crate) fn route(route: &str) -> Option<(Dialect, String, Option<bool>)> {
-    if let Some(rest) = route.strip_prefix("/model/") {
-        let (model, verb) = rest.rsplit_once('/')?;
-        let stream = match verb {
-            "invoke-with-response-stream" => true,
-            "invoke" => false,
-            _ => return None,
-        };
-        return Some((Dialect::Bedrock, percent_decode(model)?, Some(stream)));
-    }
-    let (_, tail) = route.split_once("/projects/")?;
-    let (_, model_verb) = tail.split_once("/publishers/anthropic/models/")?;
-    let (model, verb) = model_verb.rsplit_once(':')?;
-    if !tail.contains("/locations/") || !matches!(verb, "streamRawPredict" | "rawPredict") {
-        return None;
-    }
-    Some((Dialect::Vertex, percent_decode(model)?, None))
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+pub(crate) use crate::dialect::route;
 
 /// The request in the Messages API's shape: the body with the path's model and the stream
 /// flag, without `anthropic_version`.

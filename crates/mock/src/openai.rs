@@ -13,43 +13,7 @@ use serde_json::{json, Map, Value};
 
 use crate::reply::{pieces, Block, Reply};
 
-/// Which API a request speaks, from its path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dialect {
-    /// `POST /v1/messages`.
-    Messages,
-    /// `POST /v1/responses`.
-    Responses,
-    /// `POST /v1/chat/completions`.
-    Chat,
-    /// Google Vertex AI: `POST …/projects/{p}/locations/{r}/publishers/anthropic/models/{m}:streamRawPredict`.
-    Vertex,
-    /// Amazon Bedrock: `POST /model/{id}/invoke-with-response-stream` (or `/invoke`).
-    Bedrock,
-}
-
-impl Dialect {
-    /// The dialect served at `route`, if any.
-    pub fn of_route(route: &str) -> Option<Dialect> {
-        match route {
-            "/v1/messages" => Some(Dialect::Messages),
-            "/v1/responses" => Some(Dialect::Responses),
-            "/v1/chat/completions" => Some(Dialect::Chat),
-            _ => crate::cloud::route(route).map(|(d, _, _)| d),
-        }
-    }
-
-    /// The name recorded with each request.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::Messages => "messages",
-            Dialect::Responses => "responses",
-            Dialect::Chat => "chat",
-            Dialect::Vertex => "vertex",
-            Dialect::Bedrock => "bedrock",
-        }
-    }
-}
+pub use crate::dialect::Dialect;
 
 /// An error body as OpenAI sends it, for a scenario's Messages API error type.
 pub fn error_body(error_type: &str, message: &str) -> Value {

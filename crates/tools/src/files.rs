@@ -20,26 +20,7 @@ pub const LEDGER_MAX: usize = 8192;
 /// Character devices that are safe to read or write: they never block and never end.
 const SAFE_DEVICES: [&str; 1] = ["/dev/null"];
 
-/// What a file looked like: enough to notice that it changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileStamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i128,
-}
-
-impl FileStamp {
-    /// The stamp of `meta`.
-    pub fn of(meta: &Metadata) -> Self {
-        Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-        }
-    }
-}
+pub use crate::stamp::FileStamp;
 
 /// Whether a file may be written on the strength of what the agent read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

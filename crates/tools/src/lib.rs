@@ -25,6 +25,7 @@ pub mod read;
 pub mod repofile;
 pub mod sandbox;
 pub mod shell;
+mod stamp;
 mod supervise;
 pub mod todo;
 pub mod walk;

@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
 
-use crate::files::FileStamp;
+use crate::stamp::FileStamp;
 use crate::CancelToken;
 
 /// Bytes between two remembered line starts (at least).

@@ -6,6 +6,7 @@
 //! [`readonly::judge`] decides whether one lowered command only reads, from an allow-list of
 //! programs and flags.
 
+mod command;
 mod lower;
 pub mod readonly;
 mod words;
@@ -13,9 +14,9 @@ mod wrappers;
 
 use std::path::Path;
 
-pub use lower::{lower, Lowered, LoweredCommand, Redirect, HARMLESS_GIT_GLOBALS};
+pub use command::{dangerous_var, LoweredCommand, Redirect, HARMLESS_GIT_GLOBALS};
+pub use lower::{lower, Lowered};
 pub use words::{Arg, Expansion, ShellEnv};
-pub use wrappers::dangerous_var;
 
 /// Whether `command` clearly cannot change anything: it was fully understood, and every
 /// command it runs is on the read-only list with only listed flags and writes no file. When

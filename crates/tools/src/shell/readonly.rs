@@ -2,9 +2,9 @@
 //! A command is read-only only if its program and every flag it uses are on this list;
 //! anything else (an unknown flag, a flag that writes or runs a program) needs permission.
 
-use super::lower::LoweredCommand;
+use super::command::dangerous_var;
+use super::command::LoweredCommand;
 use super::words::{Arg, Expansion};
-use super::wrappers::dangerous_var;
 
 /// How a program's positional arguments are read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1065,7 +1065,7 @@ fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
 
 /// `git`: a few subcommands that only look, each with its own flags.
 fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
-    use super::lower::HARMLESS_GIT_GLOBALS as HARMLESS_GLOBALS;
+    use super::command::HARMLESS_GIT_GLOBALS as HARMLESS_GLOBALS;
     if let Some(g) = cmd
         .git_globals
         .iter()

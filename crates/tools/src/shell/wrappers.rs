@@ -1,6 +1,6 @@
 //! Programs that run other programs, and how to find the program they run.
 
-use super::lower::{LoweredCommand, Redirect};
+use super::command::{dangerous_var, LoweredCommand, Redirect};
 use super::words::{short, Arg};
 
 /// What peeling one wrapper found.
@@ -20,48 +20,6 @@ pub(super) enum Peeled {
     Problem(String),
     /// `cd`/`pushd`: the directory changes.
     Cd(Option<Arg>),
-}
-
-/// Variables that change which program runs or what a shell or a tool does before it
-/// starts: setting one means the command is not what it looks like.
-pub fn dangerous_var(name: &str) -> bool {
-    const EXACT: &[&str] = &[
-        "PATH",
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PS4",
-        "IFS",
-        "PROMPT_COMMAND",
-        "CDPATH",
-        "GLOBIGNORE",
-        "PAGER",
-        "MANPAGER",
-        "EDITOR",
-        "VISUAL",
-        "LESSOPEN",
-        "LESSCLOSE",
-        "NODE_OPTIONS",
-        "PYTHONSTARTUP",
-        "PYTHONPATH",
-        "PERL5OPT",
-        "PERL5LIB",
-        "RUBYOPT",
-        "RUBYLIB",
-        "HOME",
-        "TMPDIR",
-        "XDG_CONFIG_HOME",
-        "SSH_ASKPASS",
-        "SUDO_ASKPASS",
-        "BROWSER",
-    ];
-    EXACT.contains(&name)
-        || name.starts_with("LD_")
-        || name.starts_with("DYLD_")
-        || name.starts_with("GIT_")
-        || name.ends_with("_PAGER")
-        || name.starts_with("BASH_FUNC_")
 }
 
 fn lit(cmd: &LoweredCommand, i: usize) -> Option<&str> {

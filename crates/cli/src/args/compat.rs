@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args};
 
-use crate::args::InputFormat;
+use super::InputFormat;
 
-/// SDK-compatibility flags (flattened into [`crate::args::Cli`]).
+/// SDK-compatibility flags (flattened into [`super::Cli`]).
 #[derive(Debug, Default, Clone, Args)]
 pub struct CompatArgs {
     /// How to approve tool calls the rules leave open: `stdio` asks the SDK host with a
