@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::end::TurnEnd;
 use crate::permissions::AllowedBy;
-use crate::tasks::{TaskKind, TaskStatus};
+use crate::task_types::{TaskKind, TaskStatus};
 
 /// Who and when, stamped once by the emitter.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,7 +115,7 @@ pub enum Event {
     },
     /// A settings hook started or ended (`system/hook_started` / `hook_response`; shown, not
     /// kept in the transcript).
-    Hook(crate::hooks::HookProgress),
+    Hook(crate::hook_event::HookProgress),
     /// A turn of the main agent ended: the one `result` of the turn.
     Result(TurnReport),
 }

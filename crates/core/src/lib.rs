@@ -24,7 +24,10 @@ mod fault;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod history;
+pub mod hook_event;
 pub mod hooks;
+mod ids;
+pub mod persist;
 /// The session's MCP servers: keel-mcp's hub (it needs nothing of the engine).
 pub use keel_mcp::hub as mcp;
 pub mod output_style;
@@ -35,6 +38,7 @@ mod reply;
 pub mod retry;
 pub mod session;
 pub mod structured;
+pub mod task_types;
 pub mod tasks;
 pub mod transcript;
 pub mod web;

@@ -10,13 +10,13 @@ use serde_json::{json, Value};
 
 use crate::event::{CallMeta, Emitted, Envelope, Event, TaskEvent, ToolResultEvent, TurnReport};
 use crate::permissions::AllowedBy;
-use crate::tasks::TaskKind;
+use crate::task_types::TaskKind;
 
 /// The subtype of the (never shown) record that holds the conversation after a compaction.
 pub const COMPACTED_HISTORY: &str = "compacted_history";
 
 /// A settings hook's `system/hook_started` or `system/hook_response` frame.
-fn hook_frame(p: &crate::hooks::HookProgress, sid: String, uuid: String) -> Value {
+fn hook_frame(p: &crate::hook_event::HookProgress, sid: String, uuid: String) -> Value {
     let mut v = json!({
         "subtype": if p.end.is_some() { "hook_response" } else { "hook_started" },
         "hook_id": p.hook_id,
@@ -313,7 +313,7 @@ pub fn result_before_start(session_id: &str, end: &crate::TurnEnd) -> Frame {
         structured_output: None,
         account: json!({}),
     };
-    let mut r = result_frame(session_id.to_owned(), crate::emit::new_uuid(), &report);
+    let mut r = result_frame(session_id.to_owned(), crate::ids::new_uuid(), &report);
     // No model was chosen for a run that never started.
     for k in ["model", "provider", "keel_capabilities"] {
         r.extra.remove(k);

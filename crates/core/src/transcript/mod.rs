@@ -6,7 +6,7 @@
 //! `{"type":"frame","uuid","parent_uuid","session_id","timestamp","frame":{...}}`, each record's
 //! `parent_uuid` naming the record before it. docs/sessions.md is the user-facing description.
 //!
-//! - [`writer`]: [`TranscriptWriter`], the [`Persist`](crate::emit::Persist) behind the emitter.
+//! - [`writer`]: [`TranscriptWriter`], the [`Persist`](crate::persist::Persist) behind the emitter.
 //! - [`reader`]: parsing a file; a torn tail is found (and later cut), a damaged line skipped and
 //!   reported, the rest still read.
 //! - [`rebuild`]: records → the conversation, with every open `tool_use` closed by a synthetic
@@ -148,7 +148,7 @@ impl SessionHeader {
             session_id: session_id.to_owned(),
             cwd: cwd.display().to_string(),
             model: model.to_owned(),
-            created_at: crate::emit::now_rfc3339(),
+            created_at: crate::ids::now_rfc3339(),
             forked_from: None,
             extra: Extra::new(),
         }

@@ -16,8 +16,8 @@ use keel_protocol::{
 use serde_json::json;
 
 use super::Record;
-use crate::emit::{new_uuid, now_rfc3339};
 use crate::history::{History, HistoryBuilder};
+use crate::ids::{new_uuid, now_rfc3339};
 use keel_model::EncodedMessage;
 
 /// Why a tool call got a synthetic result.

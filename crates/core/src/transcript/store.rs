@@ -8,14 +8,14 @@ use std::time::SystemTime;
 
 use keel_protocol::Frame;
 
-use crate::emit::{PersistError, PersistOp};
+use crate::persist::{PersistError, PersistOp};
 use serde_json::json;
 
 use super::notices::{notices, repair_notices, Disposition};
 use super::writer::lock_exclusive_within;
 use super::{FsyncMode, Notice, NoticeKind, RepairCause, SessionHeader, TranscriptWriter};
-use crate::emit::new_uuid;
 use crate::history::History;
+use crate::ids::new_uuid;
 
 /// How long a resume waits for another process to let go of the transcript.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);

@@ -19,14 +19,14 @@ fn frame(v: Value) -> Frame {
 fn init() -> Frame {
     frame(
         json!({"type":"system","subtype":"init","cwd":"/w","session_id":SID,"tools":[],
-        "model":"m","permissionMode":"default","uuid":crate::emit::new_uuid()}),
+        "model":"m","permissionMode":"default","uuid":crate::ids::new_uuid()}),
     )
 }
 
 fn prompt(text: &str) -> Frame {
     frame(
         json!({"type":"user","message":{"role":"user","content":[{"type":"text","text":text}]},
-        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid(),"timestamp":TS}),
+        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::ids::new_uuid(),"timestamp":TS}),
     )
 }
 
@@ -36,7 +36,7 @@ fn assistant(msg_id: &str, block: Value) -> Frame {
     frame(
         json!({"type":"assistant","message":{"id":msg_id,"type":"message","role":"assistant",
         "model":"m","content":[block],"stop_reason":null,"stop_sequence":null,"usage":{}},
-        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid(),"timestamp":TS}),
+        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::ids::new_uuid(),"timestamp":TS}),
     )
 }
 
@@ -51,14 +51,14 @@ fn call(id: &str) -> Value {
 fn result_of(id: &str, out: &str) -> Frame {
     frame(json!({"type":"user","message":{"role":"user","content":[
         {"type":"tool_result","tool_use_id":id,"content":out,"is_error":false}]},
-        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::emit::new_uuid(),"timestamp":TS}))
+        "parent_tool_use_id":null,"session_id":SID,"uuid":crate::ids::new_uuid(),"timestamp":TS}))
 }
 
 fn result_frame() -> Frame {
     frame(
         json!({"type":"result","subtype":"success","is_error":false,"duration_ms":1,
         "duration_api_ms":1,"num_turns":1,"result":"done","session_id":SID,"total_cost_usd":0.0,
-        "usage":{},"modelUsage":{},"permission_denials":[],"uuid":crate::emit::new_uuid()}),
+        "usage":{},"modelUsage":{},"permission_denials":[],"uuid":crate::ids::new_uuid()}),
     )
 }
 
@@ -694,7 +694,7 @@ fn sub_frame(parent: &str) -> Frame {
     frame(
         json!({"type":"assistant","message":{"id":"msg_sub","type":"message","role":"assistant",
         "model":"m","content":[text("sub")],"stop_reason":null,"stop_sequence":null,"usage":{}},
-        "parent_tool_use_id":parent,"session_id":SID,"uuid":crate::emit::new_uuid()}),
+        "parent_tool_use_id":parent,"session_id":SID,"uuid":crate::ids::new_uuid()}),
     )
 }
 
@@ -733,7 +733,7 @@ fn varied(turns: usize, result_bytes: usize) -> Vec<Frame> {
                 "messages":[
                     {"role":"user","content":[{"type":"text","text":"summary so far"}]},
                     {"role":"assistant","content":[{"type":"text","text":"noted"}]}],
-                "session_id":SID,"uuid":crate::emit::new_uuid()})));
+                "session_id":SID,"uuid":crate::ids::new_uuid()})));
         }
     }
     out.push(prompt("last"));

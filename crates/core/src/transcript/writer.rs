@@ -19,8 +19,9 @@ use nix::fcntl::{Flock, FlockArg};
 use super::cc::{entry_line, Place};
 use super::mirror::MirrorSink;
 use super::{FsyncMode, SessionHeader};
-use crate::emit::{new_uuid, now_rfc3339, Persist, PersistError, PersistOp};
 use crate::event::Emitted;
+use crate::ids::{new_uuid, now_rfc3339};
+use crate::persist::{Persist, PersistError, PersistOp};
 
 /// Where the records go.
 enum Target {
