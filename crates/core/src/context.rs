@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use keel_model::Model;
 use keel_tools::ToolLimits;
 
-use crate::agents::{AgentDef, AgentRegistry, AgentsError, SubagentLimits};
+use crate::agent_defs::{AgentDef, AgentRegistry, AgentsError, SubagentLimits};
 use crate::approval::{Approver, PermissionUpdate, RuleBehavior};
 use crate::cost::CostTracker;
 use crate::event::CostReport;
@@ -429,8 +429,7 @@ impl SessionContext {
 
     /// The directory a session's file checkpoints are kept in: `$KEEL_HOME/checkpoints/<id>`.
     pub fn checkpoint_dir(&self, env: &crate::Env) -> Option<PathBuf> {
-        crate::builder::keel_home(env, &self.cwd)
-            .map(|h| h.join("checkpoints").join(&self.session_id))
+        crate::env::keel_home(env, &self.cwd).map(|h| h.join("checkpoints").join(&self.session_id))
     }
 
     /// Who is asked about calls the rules leave open (`None`: headless, they are denied).
@@ -446,7 +445,7 @@ impl SessionContext {
     /// Add agent types given as JSON in the `--agents` shape (what an SDK host sends in
     /// `initialize`); returns their names.
     pub fn register_agents(&self, json: &str) -> Result<Vec<String>, AgentsError> {
-        let defs = crate::agents::registry::parse_agents_json(json)?;
+        let defs = crate::agent_defs::parse_agents_json(json)?;
         let names = defs.iter().map(|d| d.name.clone()).collect();
         let mut reg = write(&self.agents.registry);
         for d in defs {

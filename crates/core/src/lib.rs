@@ -9,6 +9,7 @@
 //! [`TurnEnd`] — the same value the front end maps to its exit code, so the two cannot
 //! disagree — and a panic anywhere inside a turn becomes that honest result too.
 
+pub mod agent_defs;
 pub mod agents;
 pub mod approval;
 pub mod builder;
@@ -18,6 +19,7 @@ pub mod cost;
 pub(crate) mod dispatch;
 pub mod emit;
 pub mod end;
+pub mod env;
 pub mod event;
 pub mod extend;
 mod fault;

@@ -194,7 +194,7 @@ impl WebHost for SessionWeb {
                     cancel,
                 )
                 .await?;
-            let answer = crate::session::text_of(&reply.message.content);
+            let answer = keel_protocol::content::text_of(&reply.message.content);
             if answer.trim().is_empty() {
                 return Err(WebModelError::Failed(
                     "the model wrote no answer about the page".into(),

@@ -44,6 +44,18 @@ tagged_enum!(ContentBlock, "type", {
     "image" => Image,
 });
 
+/// The text blocks of `blocks`, joined by newlines (what a reader of the message sees).
+pub fn text_of(blocks: &[ContentBlock]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {

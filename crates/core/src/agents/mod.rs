@@ -1,10 +1,11 @@
 //! Subagents: agent types, the Task tool, and how a child session is run.
 
-pub mod registry;
 pub mod task_tool;
 pub mod transcript;
 
-pub use registry::{parse_agents_json, AgentDef, AgentRegistry, AgentSource, AgentsError};
+/// The agent types (where they are defined, how they are read): a leaf module of their own.
+pub use crate::agent_defs as registry;
+pub use crate::agent_defs::{parse_agents_json, AgentDef, AgentRegistry, AgentSource, AgentsError};
 pub use task_tool::{SubagentLimits, TaskTool};
 
 use std::sync::Arc;

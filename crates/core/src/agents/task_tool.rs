@@ -19,7 +19,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agents::registry::AgentDef;
+use crate::agent_defs::AgentDef;
+pub use crate::agent_defs::SubagentLimits;
 use crate::context::{SessionContext, SubagentSlot};
 use crate::emit::Emitter;
 use crate::end::TurnEnd;
@@ -27,27 +28,6 @@ use crate::event::{Event, TaskEnd, TaskEvent};
 use crate::history::History;
 use crate::session::{AgentScope, Session, SessionRole};
 use crate::tasks::{KilledBy, Limit, Movable, TaskKind, TaskStatus};
-
-/// Bounds on subagents.
-#[derive(Clone, Debug)]
-pub struct SubagentLimits {
-    /// How deep subagents may nest (1: the main agent may start subagents, they may not).
-    pub max_depth: u32,
-    /// How many subagents may run at once (foreground and background together).
-    pub max_concurrent: usize,
-    /// Turn limit of a subagent whose type sets none.
-    pub default_max_turns: Option<u32>,
-}
-
-impl Default for SubagentLimits {
-    fn default() -> Self {
-        Self {
-            max_depth: 1,
-            max_concurrent: 4,
-            default_max_turns: None,
-        }
-    }
-}
 
 /// The `Task` tool of one agent level.
 pub struct TaskTool {

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use super::BuildError;
 
-/// Environment lookups go through this, so tests, the demo and embedders can supply their own.
-pub type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
+pub use crate::env::Env;
 
 /// Typed, range-checked reads of the environment.
 pub(super) struct Knobs<'a> {

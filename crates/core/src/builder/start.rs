@@ -22,31 +22,7 @@ pub(crate) struct SessionStart {
     pub notices: Vec<Notice>,
 }
 
-/// `$KEEL_HOME`, else `$HOME/.keel`. A relative `KEEL_HOME` is taken from `cwd`.
-pub fn keel_home(env: &Env, cwd: &Path) -> Option<PathBuf> {
-    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-    let home = match nonempty("KEEL_HOME") {
-        Some(h) => PathBuf::from(h),
-        None => PathBuf::from(nonempty("HOME")?).join(".keel"),
-    };
-    Some(if home.is_absolute() {
-        home
-    } else {
-        cwd.join(home)
-    })
-}
-
-/// The user's config directory, as Claude Code has it: `$CLAUDE_CONFIG_DIR`, else
-/// `$HOME/.claude` (user `settings.json`). A relative value is taken from `cwd`.
-pub fn user_config_dir(env: &Env, cwd: &Path) -> Option<PathBuf> {
-    let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
-    let dir = nonempty("CLAUDE_CONFIG_DIR").or_else(|| Some(nonempty("HOME")?.join(".claude")))?;
-    Some(if dir.is_absolute() {
-        dir
-    } else {
-        cwd.join(dir)
-    })
-}
+pub use crate::env::{keel_home, user_config_dir};
 
 /// The user's state file (MCP servers of the user and local scopes), as Claude Code has it:
 /// `$CLAUDE_CONFIG_DIR/.claude.json`, else `$HOME/.claude.json`.

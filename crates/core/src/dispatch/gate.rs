@@ -6,12 +6,13 @@ use keel_protocol::{CancelReason, ContentBlock, ToolResultContent, ToolUseBlock}
 use keel_tools::Tool;
 use serde_json::Value;
 
+use super::hook_input::tool_hook_input;
 use super::{deny, DispatchCx, Dispatched, Finished, Runnable};
 use crate::approval::{suggestions, Approval, ApprovalRequest};
 use crate::emit::EmitError;
 use crate::event::DenialSource;
 use crate::history::PendingResults;
-use crate::hooks::{run_seen, HookEvent, HookInput, ToolHookInput};
+use crate::hooks::{run_seen, HookEvent};
 use crate::permissions::{AllowedBy, Decision};
 
 /// The gate's verdict on one call (returned once per call, never stored: size is no concern).
@@ -29,32 +30,6 @@ pub(super) enum Gate {
     /// Stop dispatching: the turn was cancelled (this call stays unresolved) or a hook stopped
     /// the turn (`out.hook_stop` is set).
     Halt,
-}
-
-pub(super) fn tool_hook_input(
-    cx: &DispatchCx<'_>,
-    event: HookEvent,
-    call: &ToolUseBlock,
-    mode: &str,
-) -> HookInput {
-    HookInput {
-        event,
-        session_id: cx.emitter.session_id().to_owned(),
-        cwd: cx.ctx.cwd.display().to_string(),
-        permission_mode: mode.to_owned(),
-        transcript_path: cx.transcript_path.clone(),
-        tool: Some(ToolHookInput {
-            name: call.name.clone(),
-            input: call.input.clone(),
-            tool_use_id: call.id.clone(),
-            response: None,
-        }),
-        prompt: None,
-        stop_hook_active: false,
-        last_assistant_message: None,
-        compact: None,
-        extra: Vec::new(),
-    }
 }
 
 /// What the PreToolUse hooks said about a call that may still run.

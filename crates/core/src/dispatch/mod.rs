@@ -6,6 +6,7 @@
 //! *interrupted* (it ran; partial output; maybe side effects), *timed out*, *sibling cancelled*.
 
 mod gate;
+mod hook_input;
 mod permission_hook;
 mod run;
 mod texts;
@@ -24,7 +25,20 @@ use crate::emit::{EmitError, Emitter};
 use crate::event::{CallMeta, DenialSource, Event, NonExecution, ToolResultEvent};
 use crate::history::PendingResults;
 use crate::permissions::AllowedBy;
-use crate::session::TurnState;
+
+/// Where the dispatcher records how far each call got, so that an interrupt can say truthfully
+/// which calls ran, which never started, and how many processes it stopped (the session's turn
+/// state keeps this).
+pub(crate) trait CallStates: Send + Sync {
+    /// These calls are about to be dispatched; none has started.
+    fn set_queued(&self, calls: &[keel_protocol::ToolUseBlock]);
+    /// The call `id` started running.
+    fn set_running(&self, id: &str);
+    /// The call `id`'s result was given (emitted and recorded).
+    fn set_done(&self, id: &str);
+    /// Processes stopped when a call was cut short.
+    fn add_killed(&self, n: usize);
+}
 
 /// What dispatching needs from the session.
 pub(crate) struct DispatchCx<'a> {
@@ -38,7 +52,7 @@ pub(crate) struct DispatchCx<'a> {
     pub processes: &'a Arc<ProcessRegistry>,
     /// The files this agent has read.
     pub reads: &'a Arc<keel_tools::ReadLedger>,
-    pub state: &'a TurnState,
+    pub state: &'a dyn CallStates,
     /// The session's transcript, for hook inputs (empty when none is kept).
     pub transcript_path: String,
     /// The custom command the turn runs: its `allowed-tools` bind the turn's calls.

@@ -7,7 +7,7 @@
 
 use keel_protocol::ToolUseBlock;
 
-use super::gate::tool_hook_input;
+use super::hook_input::tool_hook_input;
 use super::DispatchCx;
 use crate::hooks::{run_seen, HookEvent};
 

@@ -111,6 +111,24 @@ impl TurnState {
     }
 }
 
+impl crate::dispatch::CallStates for TurnState {
+    fn set_queued(&self, calls: &[ToolUseBlock]) {
+        TurnState::set_queued(self, calls);
+    }
+
+    fn set_running(&self, id: &str) {
+        TurnState::set_running(self, id);
+    }
+
+    fn set_done(&self, id: &str) {
+        TurnState::set_done(self, id);
+    }
+
+    fn add_killed(&self, n: usize) {
+        TurnState::add_killed(self, n);
+    }
+}
+
 /// What an interrupt did, truthfully.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct InterruptReceipt {

@@ -21,7 +21,7 @@ pub use handle::{Failer, InterruptReceipt, SessionHandle};
 use std::sync::Arc;
 
 use keel_model::ToolSpec;
-use keel_protocol::{ContentBlock, Extra, Role};
+use keel_protocol::{Extra, Role};
 use keel_tools::{ProcessRegistry, ReadLedger, Tool};
 use serde_json::{json, Value};
 
@@ -429,17 +429,7 @@ impl Session {
     }
 }
 
-/// The text blocks of `blocks`, joined by newlines.
-pub(crate) fn text_of(blocks: &[ContentBlock]) -> String {
-    blocks
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+pub(crate) use keel_protocol::content::text_of;
 
 /// Whether a tool list's entry `listed` names the MCP tool `name`: the tool itself, or its
 /// server (`mcp__server`, `mcp__server__*`).

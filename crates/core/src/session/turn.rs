@@ -653,7 +653,7 @@ impl Session {
             turn,
             processes: &self.processes,
             reads: &self.reads,
-            state: &self.turn_state,
+            state: &*self.turn_state,
             transcript_path: self.transcript_path(),
             command: self.command.as_ref().map(|c| &c.expanded),
         };

@@ -382,6 +382,27 @@ fn file_def(
     }
 }
 
+/// Bounds on subagents.
+#[derive(Clone, Debug)]
+pub struct SubagentLimits {
+    /// How deep subagents may nest (1: the main agent may start subagents, they may not).
+    pub max_depth: u32,
+    /// How many subagents may run at once (foreground and background together).
+    pub max_concurrent: usize,
+    /// Turn limit of a subagent whose type sets none.
+    pub default_max_turns: Option<u32>,
+}
+
+impl Default for SubagentLimits {
+    fn default() -> Self {
+        Self {
+            max_depth: 1,
+            max_concurrent: 4,
+            default_max_turns: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
