@@ -174,25 +174,42 @@ impl AgentRegistry {
 
 /// Agent definitions (`--agents`, or an SDK host's `initialize`) that cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct AgentsError(pub String);
+pub enum AgentsError {
+    /// The text is not JSON.
+    #[error("--agents is not valid JSON: {0}")]
+    NotJson(String),
+    /// The JSON is not an object of definitions.
+    #[error("--agents must be a JSON object mapping agent names to definitions")]
+    NotAnObject,
+    /// A definition lacks its prompt.
+    #[error("--agents: agent {0:?} has no \"prompt\"")]
+    NoPrompt(String),
+    /// A field of a definition has the wrong shape or is out of range.
+    #[error("--agents: agent {agent:?}: {what}")]
+    BadField {
+        /// The agent.
+        agent: String,
+        /// What is wrong, naming the field.
+        what: &'static str,
+    },
+    /// `maxTurns` is not a whole number in range.
+    #[error("--agents: agent {agent:?}: \"maxTurns\" must be a whole number from 1 to 100000, got {got}")]
+    MaxTurns {
+        /// The agent.
+        agent: String,
+        /// What it held.
+        got: String,
+    },
+}
 
 /// Parse `--agents '{"name": {"description", "prompt", "tools", "model"}}'`.
 pub fn parse_agents_json(json: &str) -> Result<Vec<AgentDef>, AgentsError> {
-    parse_agents(json).map_err(AgentsError)
-}
-
-fn parse_agents(json: &str) -> Result<Vec<AgentDef>, String> {
-    let v: Value =
-        serde_json::from_str(json).map_err(|e| format!("--agents is not valid JSON: {e}"))?;
-    let obj = v
-        .as_object()
-        .ok_or("--agents must be a JSON object mapping agent names to definitions")?;
+    let v: Value = serde_json::from_str(json).map_err(|e| AgentsError::NotJson(e.to_string()))?;
+    let obj = v.as_object().ok_or(AgentsError::NotAnObject)?;
     let mut out = Vec::new();
     for (name, d) in obj {
         let field = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_owned);
-        let prompt =
-            field("prompt").ok_or_else(|| format!("--agents: agent {name:?} has no \"prompt\""))?;
+        let prompt = field("prompt").ok_or_else(|| AgentsError::NoPrompt(name.clone()))?;
         let tools = match d.get("tools") {
             None | Some(Value::Null) => None,
             Some(Value::Array(a)) => Some(
@@ -203,9 +220,10 @@ fn parse_agents(json: &str) -> Result<Vec<AgentDef>, String> {
             ),
             Some(Value::String(s)) => Some(split_list(s)),
             Some(_) => {
-                return Err(format!(
-                    "--agents: agent {name:?}: \"tools\" must be a list of tool names"
-                ))
+                return Err(AgentsError::BadField {
+                    agent: name.clone(),
+                    what: "\"tools\" must be a list of tool names",
+                })
             }
         };
         out.push(AgentDef {
@@ -221,8 +239,9 @@ fn parse_agents(json: &str) -> Result<Vec<AgentDef>, String> {
                     n.as_u64()
                         .filter(|n| (1..=100_000).contains(n))
                         .map(|n| n as u32)
-                        .ok_or_else(|| {
-                            format!("--agents: agent {name:?}: \"maxTurns\" must be a whole number from 1 to 100000, got {n}")
+                        .ok_or_else(|| AgentsError::MaxTurns {
+                            agent: name.clone(),
+                            got: n.to_string(),
                         })?,
                 ),
             },

@@ -80,19 +80,35 @@ pub enum PermissionUpdate {
     SetMode(PermissionMode),
 }
 
-/// A permission update keel cannot apply, and why.
+/// A permission update (`updatedPermissions`) keel cannot apply, and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct UpdateError(pub String);
+pub enum UpdateError {
+    /// `addRules` with a behavior that is not allow, deny or ask.
+    #[error("addRules with behavior {0:?} is not a behavior (allow, deny or ask)")]
+    UnknownBehavior(String),
+    /// A field the update needs is absent.
+    #[error("{update} has no {field}")]
+    Missing {
+        /// The update (or "a rule" of one).
+        update: &'static str,
+        /// The field.
+        field: &'static str,
+    },
+    /// A rule of `addRules` that cannot be read.
+    #[error("{0}")]
+    BadRule(#[from] crate::permissions::RuleError),
+    /// `setMode` with a mode keel does not know.
+    #[error("setMode names an unknown mode {0:?}")]
+    UnknownMode(String),
+    /// An update type keel does not apply (directories, rule removal, ...).
+    #[error("permission updates of type {0:?} are not supported by keel yet")]
+    Unsupported(String),
+}
 
 impl PermissionUpdate {
     /// Parse one entry of `updatedPermissions`. Updates keel does not apply (directories, rule
     /// removal) are errors that say so.
     pub fn from_wire(v: &Value) -> Result<Self, UpdateError> {
-        Self::parse_wire(v).map_err(UpdateError)
-    }
-
-    fn parse_wire(v: &Value) -> Result<Self, String> {
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "addRules" => {
@@ -100,45 +116,39 @@ impl PermissionUpdate {
                     Some("allow") => RuleBehavior::Allow,
                     Some("deny") => RuleBehavior::Deny,
                     Some("ask") => RuleBehavior::Ask,
-                    Some(other) => {
-                        return Err(format!(
-                        "addRules with behavior {other:?} is not a behavior (allow, deny or ask)"
-                    ))
-                    }
-                    None => return Err("addRules has no behavior".into()),
+                    Some(other) => return Err(UpdateError::UnknownBehavior(other.to_owned())),
+                    None => return Err(missing("addRules", "behavior")),
                 };
                 let rules = v
                     .get("rules")
                     .and_then(Value::as_array)
-                    .ok_or("addRules has no rules")?
+                    .ok_or(missing("addRules", "rules"))?
                     .iter()
                     .map(|r| {
                         let tool = r
                             .get("toolName")
                             .and_then(Value::as_str)
-                            .ok_or("a rule has no toolName")?;
+                            .ok_or(missing("a rule", "toolName"))?;
                         let text = match r.get("ruleContent").and_then(Value::as_str) {
                             Some(c) if !c.is_empty() => format!("{tool}({c})"),
                             _ => tool.to_owned(),
                         };
-                        Rule::parse(&text, RuleSource::Session).map_err(|e| e.0)
+                        Ok(Rule::parse(&text, RuleSource::Session)?)
                     })
-                    .collect::<Result<Vec<_>, String>>()?;
+                    .collect::<Result<Vec<_>, UpdateError>>()?;
                 Ok(PermissionUpdate::AddRules { behavior, rules })
             }
             "setMode" => {
                 let m = v
                     .get("mode")
                     .and_then(Value::as_str)
-                    .ok_or("setMode has no mode")?;
+                    .ok_or(missing("setMode", "mode"))?;
                 PermissionMode::parse(m)
                     .map(PermissionUpdate::SetMode)
-                    .ok_or_else(|| format!("setMode names an unknown mode {m:?}"))
+                    .ok_or_else(|| UpdateError::UnknownMode(m.to_owned()))
             }
-            "" => Err("a permission update has no type".into()),
-            other => Err(format!(
-                "permission updates of type {other:?} are not supported by keel yet"
-            )),
+            "" => Err(missing("a permission update", "type")),
+            other => Err(UpdateError::Unsupported(other.to_owned())),
         }
     }
 
@@ -231,6 +241,10 @@ pub fn suggestions(
     out
 }
 
+fn missing(update: &'static str, field: &'static str) -> UpdateError {
+    UpdateError::Missing { update, field }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,7 +282,10 @@ mod tests {
             "{ok:?}"
         );
         assert_eq!(skipped.len(), 1);
-        assert!(skipped[0].0.contains("addDirectories"), "{skipped:?}");
+        assert_eq!(
+            skipped[0],
+            UpdateError::Unsupported("addDirectories".into())
+        );
     }
 
     #[test]
