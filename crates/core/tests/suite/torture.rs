@@ -12,6 +12,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
+use futures_util::StreamExt;
+
 use super::harness::engine;
 
 fn processes_matching(needle: &str) -> Vec<i32> {
@@ -85,64 +87,24 @@ async fn interrupted_at_random_moments_every_session_stays_well_formed() {
         .unwrap_or(200);
     eprintln!("torture: seed {seed} ({runs} runs); replay with KEEL_TORTURE_SEED={seed}");
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut ends = std::collections::BTreeMap::<String, usize>::new();
-    for run in 0..runs {
-        let marker = format!("keel-torture-{seed}-{run}");
-        let scenario = random_scenario(&mut rng, &marker);
-        let mut e = engine(scenario, keel_tools::builtin_tools(), &["Bash", "Write"]).await;
-        std::fs::write(e.dir.path().join("seed.txt"), "seed\n").unwrap();
-        let delay = Duration::from_millis(rng.gen_range(0..700));
-        let handle = e.session.handle();
-        let (end, _receipt) = tokio::time::timeout(Duration::from_secs(60), async {
-            tokio::join!(
-                e.session.run_turn(vec![ContentBlock::text("do the work")]),
-                async {
-                    tokio::time::sleep(delay).await;
-                    handle.interrupt().await
-                }
-            )
+    // Every run's scenario and interrupt moment come from the seed first, so a replay runs the
+    // same set; the runs then go RUNS_AT_ONCE at a time (each mostly waits: on sleeps in its
+    // commands, the interrupt's delay, keel-mock), which keeps the whole test short.
+    let plans: Vec<(Scenario, Duration)> = (0..runs)
+        .map(|run| {
+            let marker = format!("keel-torture-{seed}-{run}");
+            let scenario = random_scenario(&mut rng, &marker);
+            (scenario, Duration::from_millis(rng.gen_range(0..700)))
         })
-        .await
-        .unwrap_or_else(|_| panic!("seed {seed} run {run}: the turn did not end"));
-        let kind = match &end {
-            TurnEnd::Interrupted { phase, .. } => format!("interrupted/{phase:?}"),
-            other => format!("{:?}", other.terminal_reason()),
-        };
+        .collect();
+    let kinds: Vec<String> = futures_util::stream::iter(plans.into_iter().enumerate())
+        .map(|(run, (scenario, delay))| one_run(seed, run, scenario, delay))
+        .buffer_unordered(RUNS_AT_ONCE)
+        .collect()
+        .await;
+    let mut ends = std::collections::BTreeMap::<String, usize>::new();
+    for kind in kinds {
         *ends.entry(kind).or_default() += 1;
-        assert!(
-            matches!(end, TurnEnd::Interrupted { .. } | TurnEnd::Completed { .. }),
-            "seed {seed} run {run}: unexpected end {end:?}"
-        );
-        let history = e.session.history();
-        assert!(
-            history.open_calls().is_empty(),
-            "seed {seed} run {run}: open calls {:?}",
-            history.open_calls()
-        );
-        let body = json!({"model": "m", "max_tokens": 10, "messages": history.messages()});
-        if let Err(problem) = keel_mock::validate_request(&body) {
-            // A history that ends on the user's side is fine before the next prompt is merged in.
-            panic!("seed {seed} run {run}: history invalid: {problem}");
-        }
-        let next = e
-            .session
-            .run_turn(vec![ContentBlock::text("NEXT-TURN: what happened?")])
-            .await;
-        assert_eq!(
-            next,
-            TurnEnd::Completed {
-                text: "follow-up answered".into()
-            },
-            "seed {seed} run {run}: the next request was refused"
-        );
-        let last = e.mock.requests().into_iter().last().unwrap();
-        assert_eq!(last.validation_error, None, "seed {seed} run {run}");
-        e.session.shutdown().await;
-        let left = processes_matching(&marker);
-        assert!(
-            left.is_empty(),
-            "seed {seed} run {run}: processes left behind: {left:?}"
-        );
     }
     eprintln!("torture: how the {runs} runs ended: {ends:?}");
     assert!(
@@ -153,4 +115,66 @@ async fn interrupted_at_random_moments_every_session_stays_well_formed() {
         ends.keys().any(|k| k.starts_with("interrupted/Streaming")),
         "no run was interrupted while streaming: {ends:?}"
     );
+}
+
+/// How many runs are in flight at once.
+const RUNS_AT_ONCE: usize = 4;
+
+/// One run: `scenario`, interrupted after `delay`; every check of the test on it. Returns how
+/// it ended.
+async fn one_run(seed: u64, run: usize, scenario: Scenario, delay: Duration) -> String {
+    let marker = format!("keel-torture-{seed}-{run}");
+    let mut e = engine(scenario, keel_tools::builtin_tools(), &["Bash", "Write"]).await;
+    std::fs::write(e.dir.path().join("seed.txt"), "seed\n").unwrap();
+    let handle = e.session.handle();
+    let (end, _receipt) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(
+            e.session.run_turn(vec![ContentBlock::text("do the work")]),
+            async {
+                tokio::time::sleep(delay).await;
+                handle.interrupt().await
+            }
+        )
+    })
+    .await
+    .unwrap_or_else(|_| panic!("seed {seed} run {run}: the turn did not end"));
+    let kind = match &end {
+        TurnEnd::Interrupted { phase, .. } => format!("interrupted/{phase:?}"),
+        other => format!("{:?}", other.terminal_reason()),
+    };
+    assert!(
+        matches!(end, TurnEnd::Interrupted { .. } | TurnEnd::Completed { .. }),
+        "seed {seed} run {run}: unexpected end {end:?}"
+    );
+    let history = e.session.history();
+    assert!(
+        history.open_calls().is_empty(),
+        "seed {seed} run {run}: open calls {:?}",
+        history.open_calls()
+    );
+    let body = json!({"model": "m", "max_tokens": 10, "messages": history.messages()});
+    if let Err(problem) = keel_mock::validate_request(&body) {
+        // A history that ends on the user's side is fine before the next prompt is merged in.
+        panic!("seed {seed} run {run}: history invalid: {problem}");
+    }
+    let next = e
+        .session
+        .run_turn(vec![ContentBlock::text("NEXT-TURN: what happened?")])
+        .await;
+    assert_eq!(
+        next,
+        TurnEnd::Completed {
+            text: "follow-up answered".into()
+        },
+        "seed {seed} run {run}: the next request was refused"
+    );
+    let last = e.mock.requests().into_iter().last().unwrap();
+    assert_eq!(last.validation_error, None, "seed {seed} run {run}");
+    e.session.shutdown().await;
+    let left = processes_matching(&marker);
+    assert!(
+        left.is_empty(),
+        "seed {seed} run {run}: processes left behind: {left:?}"
+    );
+    kind
 }
