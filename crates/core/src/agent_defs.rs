@@ -165,11 +165,6 @@ impl AgentRegistry {
     pub fn names(&self) -> Vec<&str> {
         self.agents.iter().map(|a| a.name.as_str()).collect()
     }
-
-    /// Every agent type.
-    pub fn all(&self) -> &[AgentDef] {
-        &self.agents
-    }
 }
 
 /// Agent definitions (`--agents`, or an SDK host's `initialize`) that cannot be used.

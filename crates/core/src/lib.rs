@@ -9,41 +9,43 @@
 //! [`TurnEnd`] — the same value the front end maps to its exit code, so the two cannot
 //! disagree — and a panic anywhere inside a turn becomes that honest result too.
 
-pub mod agent_defs;
-pub mod agents;
+// A type the API hands out must be nameable by its users (re-exported below).
+#![warn(unnameable_types)]
+pub(crate) mod agent_defs;
+pub(crate) mod agents;
 pub mod approval;
 pub mod builder;
-pub mod command_hooks;
+pub(crate) mod command_hooks;
 pub mod context;
-pub mod cost;
+pub(crate) mod cost;
 pub(crate) mod dispatch;
 pub mod emit;
 pub mod end;
-pub mod env;
+pub(crate) mod env;
 pub mod event;
 pub mod extend;
 mod fault;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod history;
-pub mod hook_event;
+pub(crate) mod history;
+pub(crate) mod hook_event;
 pub mod hooks;
 mod ids;
-pub mod persist;
+pub(crate) mod persist;
 /// The session's MCP servers: keel-mcp's hub (it needs nothing of the engine).
 pub use keel_mcp::hub as mcp;
-pub mod output_style;
+pub(crate) mod output_style;
 pub mod permissions;
-pub mod prompt;
-pub mod remote;
+pub(crate) mod prompt;
+pub(crate) mod remote;
 mod reply;
 pub mod retry;
-pub mod session;
-pub mod structured;
-pub mod task_types;
+pub(crate) mod session;
+pub(crate) mod structured;
+pub(crate) mod task_types;
 pub mod tasks;
 pub mod transcript;
-pub mod web;
+pub(crate) mod web;
 pub mod wire;
 
 /// Owning every process keel's sessions start, in the process that runs them.
@@ -55,14 +57,20 @@ pub mod os {
     pub use keel_tools::process::{kill_orphans, own_descendants};
 }
 
+pub use agent_defs::{AgentsError, SubagentLimits};
 pub use builder::{BuildError, Built, Env, SessionBuilder, SessionOptions, DEFAULT_MODEL};
 pub use context::SessionContext;
 pub use emit::Emitter;
 pub use end::TurnEnd;
 pub use event::{Emitted, Event};
+pub use history::{History, HistoryError, PendingResults};
 /// The bounded, type-checked reader of repository files (settings, agents, memory, commands).
 pub use keel_tools::repofile;
-pub use session::{AgentScope, InterruptReceipt, Session, SessionHandle, SessionRole};
+pub use output_style::OutputStyle;
+pub use session::{
+    AgentScope, Failer, InterruptReceipt, Requested, Session, SessionHandle, SessionRole,
+};
+pub use structured::{SchemaError, Structured};
 
 /// The protocol version keel speaks, reported as `claude_code_version` in `system/init` (the
 /// official SDKs read that field to check compatibility).

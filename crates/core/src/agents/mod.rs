@@ -3,10 +3,8 @@
 pub mod task_tool;
 pub mod transcript;
 
-/// The agent types (where they are defined, how they are read): a leaf module of their own.
-pub use crate::agent_defs as registry;
-pub use crate::agent_defs::{parse_agents_json, AgentDef, AgentRegistry, AgentSource, AgentsError};
-pub use task_tool::{SubagentLimits, TaskTool};
+pub use crate::agent_defs::AgentRegistry;
+pub use task_tool::TaskTool;
 
 use std::sync::Arc;
 

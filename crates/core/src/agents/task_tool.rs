@@ -20,7 +20,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::agent_defs::AgentDef;
-pub use crate::agent_defs::SubagentLimits;
 use crate::context::{SessionContext, SubagentSlot};
 use crate::emit::Emitter;
 use crate::end::TurnEnd;

@@ -398,7 +398,7 @@ impl SessionBuilder {
         // starts); the servers start once the session is open.
         let mcp = self.mcp(mcp_settings, &mcp_approvals, user_settings.as_deref(), env)?;
         let extra_agents = match &o.agents {
-            Some(json) => agents::parse_agents_json(json)
+            Some(json) => crate::agent_defs::parse_agents_json(json)
                 .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
             None => Vec::new(),
         };
