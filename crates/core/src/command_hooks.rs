@@ -53,18 +53,35 @@ pub struct CommandHook {
 /// are accepted and reported as inactive instead of refusing the file.
 const NOT_FIRED: &[&str] = &["Setup"];
 
+/// A settings file's `hooks` that cannot be used: the file, the field and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: `{field}` {problem}")]
+pub struct HooksError {
+    /// The settings file (or flag) the hooks came from.
+    pub file: String,
+    /// The field, e.g. `hooks.Stop[0].hooks[1].timeout`.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 /// Parse the `hooks` object of a settings file. Wrong shapes are errors that name the file
 /// and the field; `Ok` also returns notes about hooks keel accepts but never runs.
 pub fn parse_settings_hooks(
     v: &Value,
     where_: &str,
-) -> Result<(Vec<CommandHook>, Vec<String>), String> {
+) -> Result<(Vec<CommandHook>, Vec<String>), HooksError> {
+    let bad = |field: &str, problem: String| HooksError {
+        file: where_.to_owned(),
+        field: field.to_owned(),
+        problem,
+    };
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let obj = match v {
         Value::Null => return Ok((out, notes)),
         Value::Object(o) => o,
-        _ => return Err(format!("{where_}: `hooks` must be an object of events")),
+        _ => return Err(bad("hooks", "must be an object of events".into())),
     };
     for (name, groups) in obj {
         let event = match HookEvent::parse(name) {
@@ -76,69 +93,85 @@ pub fn parse_settings_hooks(
                 None
             }
             None => {
-                return Err(format!(
-                    "{where_}: `hooks.{name}` is not a hook event ({})",
-                    HookEvent::ALL.map(|e| e.as_str()).join(", ")
+                return Err(bad(
+                    &format!("hooks.{name}"),
+                    format!(
+                        "is not a hook event ({})",
+                        HookEvent::ALL.map(|e| e.as_str()).join(", ")
+                    ),
                 ))
             }
         };
         let Value::Array(groups) = groups else {
-            return Err(format!(
-                "{where_}: `hooks.{name}` must be a list of {{matcher, hooks}} objects"
+            return Err(bad(
+                &format!("hooks.{name}"),
+                "must be a list of {matcher, hooks} objects".into(),
             ));
         };
         for (gi, g) in groups.iter().enumerate() {
             let field = format!("hooks.{name}[{gi}]");
             let Value::Object(g) = g else {
-                return Err(format!("{where_}: `{field}` must be an object"));
+                return Err(bad(&field, "must be an object".into()));
             };
             let matcher = match g.get("matcher") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(m)) => {
-                    crate::hooks::check_matcher(m)
-                        .map_err(|e| format!("{where_}: `{field}.matcher`: {e}"))?;
+                    crate::hooks::check_matcher(m).map_err(|e| {
+                        bad(&format!("{field}.matcher"), format!("is not usable: {e}"))
+                    })?;
                     Some(m.clone())
                 }
-                Some(_) => return Err(format!("{where_}: `{field}.matcher` must be a string")),
+                Some(_) => return Err(bad(&format!("{field}.matcher"), "must be a string".into())),
             };
             let Some(Value::Array(hooks)) = g.get("hooks") else {
-                return Err(format!("{where_}: `{field}.hooks` must be a list of hooks"));
+                return Err(bad(
+                    &format!("{field}.hooks"),
+                    "must be a list of hooks".into(),
+                ));
             };
             for (hi, h) in hooks.iter().enumerate() {
                 let hf = format!("{field}.hooks[{hi}]");
                 let Value::Object(h) = h else {
-                    return Err(format!("{where_}: `{hf}` must be an object"));
+                    return Err(bad(&hf, "must be an object".into()));
                 };
                 match h.get("type").and_then(Value::as_str) {
                     Some("command") => {}
                     Some(other) => {
-                        return Err(format!(
-                            "{where_}: `{hf}.type` {other:?} is not supported (keel runs \"command\" hooks)"
+                        return Err(bad(
+                            &format!("{hf}.type"),
+                            format!("{other:?} is not supported (keel runs \"command\" hooks)"),
                         ))
                     }
-                    None => return Err(format!("{where_}: `{hf}.type` must be \"command\"")),
+                    None => return Err(bad(&format!("{hf}.type"), "must be \"command\"".into())),
                 }
                 let command = h
                     .get("command")
                     .and_then(Value::as_str)
                     .filter(|c| !c.trim().is_empty())
                     .ok_or_else(|| {
-                        format!("{where_}: `{hf}.command` must be a non-empty string")
+                        bad(
+                            &format!("{hf}.command"),
+                            "must be a non-empty string".into(),
+                        )
                     })?;
                 let timeout = match h.get("timeout") {
                     None | Some(Value::Null) => DEFAULT_TIMEOUT,
                     Some(Value::Number(n)) => {
                         let s = n.as_f64().unwrap_or(-1.0);
                         if !(s > 0.0 && s <= MAX_TIMEOUT_SECS) {
-                            return Err(format!(
-                                "{where_}: `{hf}.timeout` must be between 0 and {MAX_TIMEOUT_SECS} seconds, found {n}"
+                            return Err(bad(
+                                &format!("{hf}.timeout"),
+                                format!(
+                                    "must be between 0 and {MAX_TIMEOUT_SECS} seconds, found {n}"
+                                ),
                             ));
                         }
                         Duration::from_secs_f64(s)
                     }
                     Some(_) => {
-                        return Err(format!(
-                            "{where_}: `{hf}.timeout` must be a number of seconds"
+                        return Err(bad(
+                            &format!("{hf}.timeout"),
+                            "must be a number of seconds".into(),
                         ))
                     }
                 };
@@ -147,9 +180,10 @@ pub fn parse_settings_hooks(
                     Some(Value::String(s)) if s == "allow" => true,
                     Some(Value::String(s)) if s == "block" => false,
                     Some(other) => {
-                        return Err(format!(
-                        "{where_}: `{hf}.onFailure` must be \"block\" or \"allow\", found {other}"
-                    ))
+                        return Err(bad(
+                            &format!("{hf}.onFailure"),
+                            format!("must be \"block\" or \"allow\", found {other}"),
+                        ))
                     }
                 };
                 if let Some(event) = event {
@@ -529,7 +563,7 @@ mod tests {
         assert!(hooks[0].fail_open);
         assert_eq!(notes.len(), 1);
         for (bad, field) in [
-            (json!([]), "`hooks`"),
+            (json!([]), "hooks"),
             (json!({"Bogus": []}), "hooks.Bogus"),
             (json!({"Stop": {}}), "hooks.Stop"),
             (
@@ -558,7 +592,7 @@ mod tests {
             ),
         ] {
             let e = parse_settings_hooks(&bad, "s.json").unwrap_err();
-            assert!(e.contains("s.json") && e.contains(field), "{e}");
+            assert!(e.file == "s.json" && e.field.contains(field), "{e}");
         }
     }
 }

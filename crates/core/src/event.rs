@@ -350,11 +350,11 @@ pub struct RemoteCopy {
 
 impl RemoteCopy {
     /// The report of an upload that ended in `state`.
-    pub fn of(url: String, state: crate::remote::RemoteState) -> Self {
+    pub(crate) fn of(url: String, state: crate::remote::RemoteState) -> Self {
         Self {
             url,
             current: state.is_ok(),
-            error: state.err(),
+            error: state.err().map(|e| e.to_string()),
         }
     }
 }

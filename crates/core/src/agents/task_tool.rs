@@ -75,10 +75,35 @@ struct Input {
     model: Option<String>,
 }
 
-fn parse(input: &Value) -> Result<Input, String> {
-    let mut i: Input = parse_input("Task", input).map_err(|e| e.to_string())?;
+/// Why a subagent could not be started; the text is the Task call's error result.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// The input does not fit the tool's schema.
+    #[error(transparent)]
+    Input(#[from] keel_tools::InputError),
+    /// The prompt is empty.
+    #[error("Invalid input for Task: `prompt` is required (the task for the subagent, complete and self-contained).")]
+    NoPrompt,
+    /// `resume` names an agent whose transcript is not there.
+    #[error("There is no transcript for agent {id} (looked for {path}), so it cannot be resumed. Start a fresh agent by calling Task without `resume`.")]
+    NoTranscript {
+        /// The agent.
+        id: String,
+        /// Where its transcript would be.
+        path: std::path::PathBuf,
+    },
+    /// The agent's transcript could not be opened.
+    #[error("could not open the agent's transcript: {0}")]
+    Transcript(String),
+    /// `resume` in a session that keeps no transcripts.
+    #[error("Agent {0} cannot be resumed: this session keeps no transcripts. Start a fresh agent by calling Task without `resume`.")]
+    NotKept(String),
+}
+
+fn parse(input: &Value) -> Result<Input, StartError> {
+    let mut i: Input = parse_input("Task", input)?;
     if i.prompt.trim().is_empty() {
-        return Err("Invalid input for Task: `prompt` is required (the task for the subagent, complete and self-contained).".into());
+        return Err(StartError::NoPrompt);
     }
     i.resume = i.resume.filter(|r| !r.is_empty());
     i.model = i.model.filter(|m| !m.is_empty());
@@ -113,7 +138,7 @@ impl Tool for TaskTool {
         Box::pin(async move {
             let inp = match parse(&input) {
                 Ok(i) => i,
-                Err(e) => return ToolOutcome::failed(e),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             let Some(def) = self.ctx.agent(&inp.subagent_type) else {
                 return ToolOutcome::failed(format!(
@@ -143,7 +168,7 @@ impl Tool for TaskTool {
                 .await
             {
                 Ok(c) => c,
-                Err(e) => return ToolOutcome::failed(e),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             if inp.run_in_background.unwrap_or(false) {
                 return self.run_background(child, slot, &def, &inp, agent_id).await;
@@ -161,7 +186,7 @@ impl TaskTool {
         inp: &Input,
         agent_id: &str,
         tool_use_id: &str,
-    ) -> Result<Session, String> {
+    ) -> Result<Session, StartError> {
         let ctx = &self.ctx;
         let scope = AgentScope {
             role: SessionRole::Subagent {
@@ -225,23 +250,20 @@ impl TaskTool {
                 let mirror = emitter.mirror().cloned();
                 let opened = tokio::task::spawn_blocking(move || {
                     if resuming && !path.exists() {
-                        return Err(format!(
-                            "There is no transcript for agent {id} (looked for {}), so it cannot be resumed. Start a fresh agent by calling Task without `resume`.",
-                            path.display()
-                        ));
+                        return Err(StartError::NoTranscript { id, path });
                     }
                     super::transcript::open(&path, &sid, &cwd, &model, &meta, mirror)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| StartError::Transcript(e.to_string()))
                 })
                 .await
-                .map_err(|e| format!("could not open the agent's transcript: {e}"))??;
+                .map_err(|e| StartError::Transcript(e.to_string()))??;
                 emitter = emitter.with_persist(opened.0);
                 if let Some(h) = opened.1 {
                     history = h;
                 }
             }
             None if inp.resume.is_some() => {
-                return Err(format!("Agent {agent_id} cannot be resumed: this session keeps no transcripts. Start a fresh agent by calling Task without `resume`."));
+                return Err(StartError::NotKept(agent_id.to_owned()));
             }
             None => {}
         }
@@ -512,7 +534,7 @@ mod tests {
         let e = parse(&json!({"description": "d", "prompt": "  ", "subagent_type": "Plan"}))
             .err()
             .unwrap();
-        assert!(e.contains("`prompt` is required"), "{e}");
+        assert!(matches!(e, StartError::NoPrompt), "{e}");
         let i = parse(
             &json!({"description": "d", "prompt": "p", "subagent_type": "Plan",
             "run_in_background": "true", "resume": ""}),

@@ -40,7 +40,21 @@ pub const DEFAULT_FINAL_UPLOAD_TIMEOUT: Duration = Duration::from_secs(20);
 pub const MAX_FETCH_BYTES: u64 = 4 << 30;
 
 /// Whether the remote copy is current: `Err` says why not (the local copy is intact).
-pub type RemoteState = Result<(), String>;
+pub type RemoteState = Result<(), NotCurrent>;
+
+/// Why the remote copy does not hold the whole turn.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotCurrent {
+    /// The last upload failed (the store's or the file's error, as said).
+    #[error("{0}")]
+    Failed(String),
+    /// The uploader's task is gone.
+    #[error("the uploader stopped")]
+    Stopped,
+    /// The upload did not finish in time.
+    #[error("the upload did not finish within {0} s")]
+    TimedOut(u64),
+}
 
 /// What went wrong with the remote copy, naming the URL, object or file.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +141,7 @@ impl Uploader {
                             ));
                             warned = true;
                         }
-                        let _ = state_tx.send((want, Err(e.to_string())));
+                        let _ = state_tx.send((want, Err(NotCurrent::Failed(e.to_string()))));
                     }
                 }
             }
@@ -158,11 +172,8 @@ impl Uploader {
         let done = tokio::time::timeout(limit, state.wait_for(|(at, _)| *at >= n)).await;
         match done {
             Ok(Ok(s)) => s.1.clone(),
-            Ok(Err(_)) => Err("the uploader stopped".into()),
-            Err(_) => Err(format!(
-                "the upload did not finish within {} s",
-                limit.as_secs()
-            )),
+            Ok(Err(_)) => Err(NotCurrent::Stopped),
+            Err(_) => Err(NotCurrent::TimedOut(limit.as_secs())),
         }
     }
 
