@@ -143,7 +143,7 @@ impl AgentRegistry {
                         warnings.extend(warning);
                         reg.insert(def);
                     }
-                    Err(w) => warnings.push(w),
+                    Err(w) => warnings.push(w.to_string()),
                 }
             }
         }
@@ -254,9 +254,26 @@ fn split_list(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Why an agent file was skipped (the warning says so, naming the file).
+#[derive(Debug, thiserror::Error)]
+enum SkippedAgentFile {
+    /// Not UTF-8.
+    #[error("agent file {} is not UTF-8 text; skipped", .0.display())]
+    NotText(std::path::PathBuf),
+    /// Not a regular file inside the project, a pseudo-file, or too large.
+    #[error("agent file skipped: {0}")]
+    Unsafe(RepoFileError),
+    /// No `---` front matter.
+    #[error("agent file {} has no front matter (it must start with a line `---`); skipped", .0.display())]
+    NoFrontMatter(std::path::PathBuf),
+    /// The front matter names no agent.
+    #[error("agent file {} has no `name:` in its front matter; skipped", .0.display())]
+    NoName(std::path::PathBuf),
+}
+
 /// Parse one agent file. `Ok((def, warning))`: usable (maybe with the fallback prompt, and a
 /// warning saying why); `Err(warning)`: skipped.
-fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), String> {
+fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), SkippedAgentFile> {
     let shown = path.display();
     let stem = path
         .file_stem()
@@ -267,14 +284,14 @@ fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), String> {
     let text = match read_repo_file(path, &RepoRead::bounded(REPO_FILE_LIMIT)) {
         Ok(f) => f.text,
         Err(RepoFileError::NotText { .. }) => {
-            return Err(format!("agent file {shown} is not UTF-8 text; skipped"))
+            return Err(SkippedAgentFile::NotText(path.to_path_buf()))
         }
         Err(
             e @ (RepoFileError::NotRegular { .. }
             | RepoFileError::Pseudo { .. }
             | RepoFileError::TooLarge { .. }
             | RepoFileError::Outside { .. }),
-        ) => return Err(format!("agent file skipped: {e}")),
+        ) => return Err(SkippedAgentFile::Unsafe(e)),
         Err(e @ (RepoFileError::Missing { .. } | RepoFileError::Io { .. })) => {
             // The name is known from the file name: keep the agent with the default prompt.
             let def = file_def(
@@ -292,9 +309,7 @@ fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), String> {
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
     else {
-        return Err(format!(
-            "agent file {shown} has no front matter (it must start with a line `---`); skipped"
-        ));
+        return Err(SkippedAgentFile::NoFrontMatter(path.to_path_buf()));
     };
     let (header, body, closed) = match rest.find("\n---") {
         Some(i) => {
@@ -330,9 +345,7 @@ fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), String> {
         }
     }
     let Some(name) = name.filter(|n| !n.is_empty()) else {
-        return Err(format!(
-            "agent file {shown} has no `name:` in its front matter; skipped"
-        ));
+        return Err(SkippedAgentFile::NoName(path.to_path_buf()));
     };
     if !closed || bad_line.is_some() || body.trim().is_empty() {
         let why = if !closed {

@@ -129,8 +129,39 @@ impl HookInput {
 
 /// A hook's output keel cannot use, and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct HookOutputError(pub String);
+pub enum HookOutputError {
+    /// It printed `null`.
+    #[error("the hook returned nothing (null)")]
+    Null,
+    /// It printed JSON that is not an object (the JSON, as printed back).
+    #[error("the hook returned {0}, not a JSON object")]
+    NotAnObject(String),
+    /// A field holds a value keel cannot use.
+    #[error("the hook's {field} {found} is not {expected}")]
+    Field {
+        /// The field, e.g. `permissionDecision`.
+        field: &'static str,
+        /// What it held, as JSON.
+        found: String,
+        /// What it may hold.
+        expected: &'static str,
+    },
+    /// `hookSpecificOutput` is not an object.
+    #[error("the hook's hookSpecificOutput is not an object")]
+    SpecificNotAnObject,
+}
+
+fn field(
+    field: &'static str,
+    found: impl std::fmt::Display,
+    expected: &'static str,
+) -> HookOutputError {
+    HookOutputError::Field {
+        field,
+        found: found.to_string(),
+        expected,
+    }
+}
 
 /// What the hooks of one event decided, all together.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -170,14 +201,10 @@ impl HookDecision {
     /// (an unknown `decision` or `permissionDecision`), is an error: the caller applies the
     /// hook's failure policy. Unknown fields are ignored.
     pub fn from_output(event: HookEvent, out: &Value) -> Result<Self, HookOutputError> {
-        Self::read_output(event, out).map_err(HookOutputError)
-    }
-
-    fn read_output(event: HookEvent, out: &Value) -> Result<Self, String> {
         let obj = match out {
             Value::Object(o) => o,
-            Value::Null => return Err("the hook returned nothing (null)".into()),
-            other => return Err(format!("the hook returned {other}, not a JSON object")),
+            Value::Null => return Err(HookOutputError::Null),
+            other => return Err(HookOutputError::NotAnObject(other.to_string())),
         };
         let mut d = HookDecision::default();
         let reason = obj.get("reason").and_then(Value::as_str).map(str::to_owned);
@@ -204,7 +231,7 @@ impl HookDecision {
             Some(Value::String(s)) if s == "approve" && event == HookEvent::PreToolUse => {
                 d.allow = true;
             }
-            Some(other) => return Err(format!("the hook's decision {other} is not \"block\"")),
+            Some(other) => return Err(field("decision", other, "\"block\"")),
         }
         if let Some(m) = obj.get("systemMessage").and_then(Value::as_str) {
             d.system_message = Some(m.to_owned());
@@ -216,7 +243,7 @@ impl HookDecision {
             if specific.is_null() {
                 return Ok(d);
             }
-            return Err("the hook's hookSpecificOutput is not an object".into());
+            return Err(HookOutputError::SpecificNotAnObject);
         };
         if event == HookEvent::PreToolUse {
             let why = specific
@@ -240,23 +267,19 @@ impl HookDecision {
                     }
                     "defer" => {}
                     other => {
-                        return Err(format!(
-                        "the hook's permissionDecision {other:?} is not allow, deny, ask or defer"
-                    ))
+                        return Err(field(
+                            "permissionDecision",
+                            format!("{other:?}"),
+                            "allow, deny, ask or defer",
+                        ))
                     }
                 },
-                Some(other) => {
-                    return Err(format!(
-                        "the hook's permissionDecision {other} is not a string"
-                    ))
-                }
+                Some(other) => return Err(field("permissionDecision", other, "a string")),
             }
             match specific.get("updatedInput") {
                 None | Some(Value::Null) => {}
                 Some(v @ Value::Object(_)) => d.updated_input = Some(v.clone()),
-                Some(other) => {
-                    return Err(format!("the hook's updatedInput {other} is not an object"))
-                }
+                Some(other) => return Err(field("updatedInput", other, "an object")),
             }
         }
         if event == HookEvent::PermissionRequest {
@@ -304,11 +327,11 @@ impl HookDecision {
 fn read_permission_answer(
     specific: &Map<String, Value>,
     d: &mut HookDecision,
-) -> Result<(), String> {
+) -> Result<(), HookOutputError> {
     let answer = match specific.get("decision") {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(a)) => a,
-        Some(other) => return Err(format!("the hook's decision {other} is not an object")),
+        Some(other) => return Err(field("decision", other, "an object")),
     };
     match answer.get("behavior").and_then(Value::as_str) {
         Some("allow") => d.allow = true,
@@ -324,9 +347,10 @@ fn read_permission_answer(
             }
         }
         _ => {
-            return Err(format!(
-                "the hook's decision.behavior {} is not \"allow\" or \"deny\"",
-                answer.get("behavior").unwrap_or(&Value::Null)
+            return Err(field(
+                "decision.behavior",
+                answer.get("behavior").unwrap_or(&Value::Null),
+                "\"allow\" or \"deny\"",
             ))
         }
     }
