@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Paragraph, Widget};
 use unicode_width::UnicodeWidthStr;
 
-use crate::app::{can_background, summary, App, Modal, MAX_PROMPTED_RETRIES};
+use crate::app::{can_background, pinned_tasks, summary, App, Modal, MAX_PROMPTED_RETRIES};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 /// Most rows of the input box before it scrolls.
@@ -121,6 +121,26 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
             dim(),
         ));
     }
+    for h in &app.hooks {
+        top.push(Line::from(vec![
+            Span::styled("◆ ", Style::new().fg(Color::Cyan)),
+            Span::styled(
+                format!("hook {}", h.name),
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(
+                format!(
+                    " · {} · running {}",
+                    h.command,
+                    secs(now.saturating_duration_since(h.started))
+                ),
+                dim(),
+            ),
+        ]));
+    }
+    if app.running.is_some() {
+        top.extend(pinned_tasks(&app.todos));
+    }
     if let Some(r) = &app.retry {
         let left = r.until.saturating_duration_since(now);
         let what = match r.status {
@@ -213,6 +233,9 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
                     Span::raw("2. No"),
                     Span::styled("  (Esc/n)", dim()),
                 ]));
+            }
+            Modal::Rewind { items, selected } => {
+                bottom.extend(rewind_lines(items, *selected, width));
             }
             Modal::Picker { items, selected } => {
                 bottom.push(Line::styled(
@@ -405,6 +428,43 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
         ));
     }
     out.push(Line::styled("  Esc: no, and stop the turn", dim()));
+    out
+}
+
+/// Rows of the `/rewind` picker shown at once.
+const REWIND_ROWS: usize = 8;
+
+/// The `/rewind` picker: the prompts, numbered from the oldest, a window around the
+/// highlighted one, and what choosing one does.
+fn rewind_lines(items: &[String], selected: usize, width: u16) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        "Put the files back as they were at which prompt? (↑/↓, Enter, Esc)",
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    let cols = (width as usize).saturating_sub(8).max(8);
+    let start = selected
+        .saturating_sub(REWIND_ROWS - 1)
+        .min(items.len().saturating_sub(REWIND_ROWS));
+    for (i, label) in items.iter().enumerate().skip(start).take(REWIND_ROWS) {
+        let sel = i == selected;
+        let label: String = label.chars().take(cols).collect();
+        out.push(Line::styled(
+            format!("{}{:>3}  {label}", if sel { "❯" } else { " " }, i + 1),
+            if sel {
+                Style::new().fg(Color::Cyan)
+            } else {
+                Style::new()
+            },
+        ));
+    }
+    out.push(Line::styled(
+        "  Files keel's tools wrote since then are restored or deleted.",
+        dim(),
+    ));
+    out.push(Line::styled(
+        "  The conversation stays, and so does what commands wrote.",
+        dim(),
+    ));
     out
 }
 

@@ -1,0 +1,102 @@
+//! The interactive UI's rendering of keel's capability tools and events, end to end: the real
+//! `keel` binary in a pseudo-terminal against keel-mock. Every wait is on what the screen
+//! shows, with a generous deadline; a scripted command holds the turn open where the test
+//! needs to look at the live area, and the test releases it by creating a file.
+
+use serde_json::json;
+
+use super::common::Harness;
+use super::interactive::start;
+
+const ENTER: &str = "\r";
+
+#[tokio::test]
+async fn the_task_list_is_pinned_while_the_turn_runs_and_updated_when_the_model_rewrites_it() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "TodoWrite", "input": {"todos": [
+                {"content": "Write the parser", "status": "in_progress", "activeForm": "Writing the parser"},
+                {"content": "Test it", "status": "pending", "activeForm": "Testing it"}]}}]},
+            {"kind": "tool_use", "calls": [{"name": "TodoWrite", "input": {"todos": [
+                {"content": "Write the parser", "status": "completed", "activeForm": "Writing the parser"},
+                {"content": "Test it", "status": "in_progress", "activeForm": "Testing it"}]}}]},
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {
+                "command": "while [ ! -e release-33 ]; do sleep 0.1; done; echo released-33"}}]},
+            {"kind": "text", "text": "All done with the plan."}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut t = start(
+        &h,
+        &["--permission-mode", "bypassPermissions"],
+        &[],
+        40,
+        100,
+    );
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("plan and do it{ENTER}"));
+    // The command holds the turn open: the live area shows the list as the second call left
+    // it, once, above the spinner.
+    let s = t
+        .wait_for("the rewritten task list pinned", |s| {
+            s.contains("Tasks (1/2 done)") && s.contains("[>] Testing it")
+        })
+        .await;
+    assert!(s.contains("[x] Write the parser"), "{s}");
+    assert_eq!(s.matches("Tasks (").count(), 1, "one pinned list:\n{s}");
+    assert!(
+        !s.contains("Tasks (0/2 done)"),
+        "the first list was replaced in place, not stacked:\n{s}"
+    );
+    // The first version was shown too, in the scrollback, with the first task in progress.
+    let all = t.history();
+    assert!(all.contains("[>] Write the parser"), "{all}");
+    std::fs::write(h.cwd().join("release-33"), "").unwrap();
+    t.wait_text("All done with the plan.").await;
+    let idle = t.wait_idle().await;
+    assert!(
+        !idle.contains("Tasks ("),
+        "the list is pinned only while a turn runs:\n{idle}"
+    );
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn a_hook_that_blocks_a_call_gets_a_line_naming_its_event_command_and_reason() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo should-not-run-33"}}]},
+            {"kind": "text", "text": "The hook stopped me."}
+        ]})
+        .to_string(),
+    )
+    .await;
+    // The user's own settings: no folder-trust question stands between the test and the hook.
+    let dir = h.home.path().join(".claude");
+    std::fs::create_dir_all(&dir).unwrap();
+    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "echo 'no echo today' >&2; exit 2"}]}]}});
+    std::fs::write(dir.join("settings.json"), hooks.to_string()).unwrap();
+    let mut t = start(
+        &h,
+        &["--permission-mode", "bypassPermissions"],
+        &[],
+        30,
+        120,
+    );
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("say it{ENTER}"));
+    t.wait_text("The hook stopped me.").await;
+    t.wait_idle().await;
+    let all = t.history();
+    assert!(
+        all.contains("hook PreToolUse:Bash · echo 'no echo today' >&2; exit 2 · blocked the call: no echo today"),
+        "{all}"
+    );
+    // The model was told the hook's reason in place of the command's output.
+    let reqs = h.requests();
+    let sent = reqs.last().unwrap().body["messages"].to_string();
+    assert!(sent.contains("no echo today"), "{sent}");
+    assert_eq!(t.exit().await, 0);
+}
