@@ -332,6 +332,33 @@ fn more_rows(shown: usize, total: usize) -> Option<Line<'static>> {
     })
 }
 
+/// The fields of `input` other than `shown`, wrapped (nothing a call was given is hidden from
+/// the question about it).
+fn rest_of_input(input: &serde_json::Value, shown: &[&str], cols: usize) -> Vec<Line<'static>> {
+    let Some(obj) = input.as_object() else {
+        return Vec::new();
+    };
+    let rest: serde_json::Map<String, serde_json::Value> = obj
+        .iter()
+        .filter(|(k, _)| !shown.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let rows = wrap(
+        &serde_json::to_string_pretty(&rest).unwrap_or_default(),
+        cols,
+    );
+    let mut out: Vec<Line<'static>> = rows
+        .iter()
+        .take(ASK_ROWS)
+        .map(|l| Line::styled(format!("  {l}"), dim()))
+        .collect();
+    out.extend(more_rows(ASK_ROWS, rows.len()));
+    out
+}
+
 fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec<Line<'static>> {
     let cols = (width as usize).saturating_sub(6);
     let req = &a.req;
@@ -379,6 +406,36 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
             let n = diff.len();
             out.extend(diff.into_iter().take(ASK_ROWS / 2));
             out.extend(more_rows(ASK_ROWS / 2, n));
+        }
+        "WebFetch" => {
+            // The host first: it is what a rule allows, and what a prompt-injected page would
+            // want to change.
+            let url = input["url"].as_str().unwrap_or("");
+            out.push(Line::styled(
+                format!("  {}", crate::app::domain(url)),
+                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            ));
+            let rows = wrap(url, cols);
+            for l in rows.iter().take(ASK_ROWS) {
+                out.push(Line::raw(format!("  {l}")));
+            }
+            out.extend(more_rows(ASK_ROWS, rows.len()));
+            if let Some(p) = input["prompt"].as_str() {
+                let rows = wrap(&format!("asks: {p}"), cols);
+                for l in rows.iter().take(ASK_ROWS) {
+                    out.push(Line::styled(format!("  {l}"), dim()));
+                }
+                out.extend(more_rows(ASK_ROWS, rows.len()));
+            }
+            out.extend(rest_of_input(input, &["url", "prompt"], cols));
+        }
+        "WebSearch" => {
+            let q = input["query"].as_str().unwrap_or("");
+            out.push(Line::styled(
+                format!("  search the web for {q:?}"),
+                Style::new().fg(Color::Cyan),
+            ));
+            out.extend(rest_of_input(input, &["query"], cols));
         }
         _ => {
             // Every other tool: its whole input, wrapped, so nothing it was given is hidden.

@@ -645,3 +645,30 @@ async fn a_refused_rewind_names_each_file_and_why_and_touches_none() {
     );
     assert!(kept.exists(), "the other file was left as it was");
 }
+
+#[test]
+fn a_web_fetch_question_shows_the_host_first_and_the_rest_of_the_input() {
+    let mut a = app();
+    send(&mut a, "check the page");
+    call(
+        &mut a,
+        "t1",
+        "WebFetch",
+        json!({"url": "http://evil.example\\@docs.example.com/page", "prompt": "What does it say?"}),
+    );
+    let (tx, _rx) = tokio::sync::oneshot::channel();
+    a.ask(
+        keel_core::approval::ApprovalRequest {
+            tool_name: "WebFetch".into(),
+            tool_use_id: "t1".into(),
+            input: json!({"url": "http://evil.example\\@docs.example.com/page", "prompt": "What does it say?"}),
+            description: None,
+            blocked_path: None,
+            suggestions: vec![json!({"type": "addRules", "rules": [{"toolName": "WebFetch", "ruleContent": "domain:evil.example"}], "behavior": "allow", "destination": "session"})],
+            reason: None,
+            mode: keel_core::permissions::PermissionMode::Default,
+        },
+        tx,
+    );
+    insta::assert_snapshot!(screen(&mut a));
+}

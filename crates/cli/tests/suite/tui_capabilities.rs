@@ -9,6 +9,7 @@ use super::common::Harness;
 use super::interactive::start;
 
 const ENTER: &str = "\r";
+const UP: &str = "\x1b[A";
 
 #[tokio::test]
 async fn the_task_list_is_pinned_while_the_turn_runs_and_updated_when_the_model_rewrites_it() {
@@ -98,5 +99,60 @@ async fn a_hook_that_blocks_a_call_gets_a_line_naming_its_event_command_and_reas
     let reqs = h.requests();
     let sent = reqs.last().unwrap().body["messages"].to_string();
     assert!(sent.contains("no echo today"), "{sent}");
+    assert_eq!(t.exit().await, 0);
+}
+
+#[tokio::test]
+async fn rewind_in_the_ui_picks_a_prompt_refuses_naming_the_changed_file_then_puts_files_back() {
+    let h = Harness::from_json(
+        &json!({"steps": [
+            {"kind": "tool_use", "calls": [{"name": "Write", "input": {"file_path": "a.txt", "content": "a by keel\n"}}]},
+            {"kind": "text", "text": "turn one done"},
+            {"kind": "tool_use", "calls": [{"name": "Write", "input": {"file_path": "b.txt", "content": "b by keel\n"}}]},
+            {"kind": "text", "text": "turn two done"}
+        ]})
+        .to_string(),
+    )
+    .await;
+    let mut t = start(
+        &h,
+        &["--permission-mode", "bypassPermissions"],
+        &[],
+        40,
+        160,
+    );
+    t.wait_text("shift+tab mode").await;
+    t.send(&format!("write a{ENTER}"));
+    t.wait_text("turn one done").await;
+    t.wait_idle().await;
+    t.send(&format!("write b{ENTER}"));
+    t.wait_text("turn two done").await;
+    t.wait_idle().await;
+    std::fs::write(h.cwd().join("a.txt"), "a changed by hand\n").unwrap();
+
+    t.send(&format!("/rewind{ENTER}"));
+    let picker = t.wait_text("at which prompt?").await;
+    assert!(picker.contains("1  write a"), "{picker}");
+    assert!(
+        picker.contains("❯  2  write b"),
+        "the latest is highlighted:\n{picker}"
+    );
+    t.send(&format!("{UP}{ENTER}"));
+    let s = t.wait_text("Cannot rewind to prompt 1").await;
+    assert!(
+        s.contains("a.txt changed outside keel since keel last wrote it"),
+        "the refusal names the file and why:\n{s}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.cwd().join("b.txt")).unwrap(),
+        "b by keel\n",
+        "nothing was put back halfway"
+    );
+
+    std::fs::write(h.cwd().join("a.txt"), "a by keel\n").unwrap();
+    t.send(&format!("/rewind 1{ENTER}"));
+    let s = t.wait_text("Files put back as they were at prompt 1").await;
+    assert!(s.contains("0 restored, 2 deleted"), "{s}");
+    assert!(!h.cwd().join("a.txt").exists() && !h.cwd().join("b.txt").exists());
     assert_eq!(t.exit().await, 0);
 }

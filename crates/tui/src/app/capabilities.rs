@@ -157,20 +157,13 @@ pub fn hook_line(p: &HookProgress) -> Option<Line<'static>> {
     Some(Line::from(spans))
 }
 
-/// The host of a URL (`example.com`, `127.0.0.1`), or the URL when it has none.
+/// The host of a URL (`example.com`, `127.0.0.1`), parsed as WebFetch parses it (so a
+/// backslash or a user part cannot make it show another host than the one fetched); the text
+/// itself when it is not a URL with a host.
 pub fn domain(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if host.starts_with('[') {
-        host.split_inclusive(']').next().unwrap_or(host)
-    } else {
-        host.split(':').next().unwrap_or(host)
-    };
-    if host.is_empty() {
-        url.to_owned()
-    } else {
-        host.to_owned()
+    match url::Url::parse(url.trim()) {
+        Ok(u) => u.host_str().map_or_else(|| url.to_owned(), str::to_owned),
+        Err(_) => url.to_owned(),
     }
 }
 
@@ -548,6 +541,10 @@ mod tests {
         assert_eq!(domain("https://example.com/a?b"), "example.com");
         assert_eq!(domain("http://user@127.0.0.1:8080/x"), "127.0.0.1");
         assert_eq!(domain("http://[::1]:80/"), "[::1]");
+        assert_eq!(
+            domain("http://evil.example\\@good.example/"),
+            "evil.example"
+        );
         assert_eq!(domain("not a url"), "not a url");
     }
 }
