@@ -121,23 +121,7 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
             dim(),
         ));
     }
-    for h in &app.hooks {
-        top.push(Line::from(vec![
-            Span::styled("◆ ", Style::new().fg(Color::Cyan)),
-            Span::styled(
-                format!("hook {}", h.name),
-                Style::new().add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(
-                format!(
-                    " · {} · running {}",
-                    h.command,
-                    secs(now.saturating_duration_since(h.started))
-                ),
-                dim(),
-            ),
-        ]));
-    }
+    top.extend(hook_rows(app, now));
     if app.running.is_some() {
         top.extend(pinned_tasks(&app.todos));
     }
@@ -286,6 +270,30 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
         lines,
         cursor: cursor.map(|(r, c)| (r + offset, c.min(width.saturating_sub(1)))),
     }
+}
+
+/// One row per settings hook running now: which, its command, for how long.
+fn hook_rows(app: &App, now: Instant) -> Vec<Line<'static>> {
+    app.hooks
+        .iter()
+        .map(|h| {
+            Line::from(vec![
+                Span::styled("◆ ", Style::new().fg(Color::Cyan)),
+                Span::styled(
+                    format!("hook {}", h.name),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(
+                    format!(
+                        " · {} · running {}",
+                        h.command,
+                        secs(now.saturating_duration_since(h.started))
+                    ),
+                    dim(),
+                ),
+            ])
+        })
+        .collect()
 }
 
 /// Most rows of a line still streaming that the live area shows (its end).
