@@ -64,7 +64,8 @@ async fn the_task_list_is_pinned_while_the_turn_runs_and_updated_when_the_model_
 }
 
 #[tokio::test]
-async fn a_hook_that_blocks_a_call_gets_a_line_naming_its_event_command_and_reason() {
+async fn hooks_that_block_or_add_context_get_a_line_naming_event_command_and_outcome_and_quiet_ones_none(
+) {
     let h = Harness::from_json(
         &json!({"steps": [
             {"kind": "tool_use", "calls": [{"name": "Bash", "input": {"command": "echo should-not-run-33"}}]},
@@ -76,8 +77,11 @@ async fn a_hook_that_blocks_a_call_gets_a_line_naming_its_event_command_and_reas
     // The user's own settings: no folder-trust question stands between the test and the hook.
     let dir = h.home.path().join(".claude");
     std::fs::create_dir_all(&dir).unwrap();
-    let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-        {"type": "command", "command": "echo 'no echo today' >&2; exit 2"}]}]}});
+    let hooks = json!({"hooks": {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "echo 'no echo today' >&2; exit 2"}]}],
+        "SessionStart": [{"hooks": [{"type": "command", "command": "echo on-branch-33"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}});
     std::fs::write(dir.join("settings.json"), hooks.to_string()).unwrap();
     let mut t = start(
         &h,
@@ -94,6 +98,14 @@ async fn a_hook_that_blocks_a_call_gets_a_line_naming_its_event_command_and_reas
     assert!(
         all.contains("hook PreToolUse:Bash · echo 'no echo today' >&2; exit 2 · blocked the call: no echo today"),
         "{all}"
+    );
+    assert!(
+        all.contains("hook SessionStart · echo on-branch-33 · added context (12 chars)"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("hook Stop"),
+        "a hook that did nothing stays quiet:\n{all}"
     );
     // The model was told the hook's reason in place of the command's output.
     let reqs = h.requests();
