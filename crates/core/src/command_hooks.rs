@@ -290,9 +290,11 @@ async fn run_reported(
         Some(m) => format!("{}:{m}", h.event),
         None => h.event.as_str().to_owned(),
     };
+    let command = short_command(&h.command);
     let progress = |end| HookProgress {
         hook_id: hook_id.clone(),
         hook_name: hook_name.clone(),
+        command: command.clone(),
         event: h.event,
         end,
     };

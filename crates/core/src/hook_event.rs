@@ -135,6 +135,8 @@ pub struct HookProgress {
     pub hook_id: String,
     /// `Event:matcher` or `Event`, as Claude Code names hooks.
     pub hook_name: String,
+    /// The hook's shell command, cut to 80 characters (the interactive UI names it).
+    pub command: String,
     /// The event.
     pub event: HookEvent,
     /// `None`: it started; otherwise how it ended.

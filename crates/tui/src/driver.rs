@@ -152,6 +152,9 @@ async fn build(
 ) -> Result<(Live, Vec<String>), (String, i32)> {
     let mut options = options;
     options.include_partial_messages = true;
+    // Every hook run is reported, so the UI can show the ones that blocked, added context or
+    // failed, and the ones running now.
+    options.include_hook_events = true;
     let built = SessionBuilder::new(launch.cwd.clone())
         .env(launch.env.clone())
         .options(options)
@@ -290,7 +293,13 @@ pub async fn run(launch: Launch) -> i32 {
                     let lines = listing(&live.ctx, what);
                     app.commit(lines);
                 }
-                Action::Rewind(n) => {
+                Action::Rewind(None) => {
+                    match crate::rewind::prompts(live.ctx.checkpoints().as_deref()) {
+                        Ok(items) => app.pick_rewind(items),
+                        Err(lines) => app.commit(lines),
+                    }
+                }
+                Action::Rewind(Some(n)) => {
                     let lines = crate::rewind::run(live.ctx.checkpoints(), n).await;
                     app.commit(lines);
                 }

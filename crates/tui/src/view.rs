@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Paragraph, Widget};
 use unicode_width::UnicodeWidthStr;
 
-use crate::app::{can_background, summary, App, Modal, MAX_PROMPTED_RETRIES};
+use crate::app::{can_background, pinned_tasks, summary, App, Modal, MAX_PROMPTED_RETRIES};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 /// Most rows of the input box before it scrolls.
@@ -121,6 +121,10 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
             dim(),
         ));
     }
+    top.extend(hook_rows(app, now));
+    if app.running.is_some() {
+        top.extend(pinned_tasks(&app.todos));
+    }
     if let Some(r) = &app.retry {
         let left = r.until.saturating_duration_since(now);
         let what = match r.status {
@@ -214,6 +218,9 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
                     Span::styled("  (Esc/n)", dim()),
                 ]));
             }
+            Modal::Rewind { items, selected } => {
+                bottom.extend(rewind_lines(items, *selected, width));
+            }
             Modal::Picker { items, selected } => {
                 bottom.push(Line::styled(
                     "Resume which session? (↑/↓, Enter, Esc)",
@@ -265,6 +272,30 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     }
 }
 
+/// One row per settings hook running now: which, its command, for how long.
+fn hook_rows(app: &App, now: Instant) -> Vec<Line<'static>> {
+    app.hooks
+        .iter()
+        .map(|h| {
+            Line::from(vec![
+                Span::styled("◆ ", Style::new().fg(Color::Cyan)),
+                Span::styled(
+                    format!("hook {}", h.name),
+                    Style::new().add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(
+                    format!(
+                        " · {} · running {}",
+                        h.command,
+                        secs(now.saturating_duration_since(h.started))
+                    ),
+                    dim(),
+                ),
+            ])
+        })
+        .collect()
+}
+
 /// Most rows of a line still streaming that the live area shows (its end).
 const PARTIAL_ROWS: usize = 6;
 
@@ -307,6 +338,33 @@ fn more_rows(shown: usize, total: usize) -> Option<Line<'static>> {
             Style::new().fg(Color::Yellow),
         )
     })
+}
+
+/// The fields of `input` other than `shown`, wrapped (nothing a call was given is hidden from
+/// the question about it).
+fn rest_of_input(input: &serde_json::Value, shown: &[&str], cols: usize) -> Vec<Line<'static>> {
+    let Some(obj) = input.as_object() else {
+        return Vec::new();
+    };
+    let rest: serde_json::Map<String, serde_json::Value> = obj
+        .iter()
+        .filter(|(k, _)| !shown.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let rows = wrap(
+        &serde_json::to_string_pretty(&rest).unwrap_or_default(),
+        cols,
+    );
+    let mut out: Vec<Line<'static>> = rows
+        .iter()
+        .take(ASK_ROWS)
+        .map(|l| Line::styled(format!("  {l}"), dim()))
+        .collect();
+    out.extend(more_rows(ASK_ROWS, rows.len()));
+    out
 }
 
 fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec<Line<'static>> {
@@ -357,6 +415,36 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
             out.extend(diff.into_iter().take(ASK_ROWS / 2));
             out.extend(more_rows(ASK_ROWS / 2, n));
         }
+        "WebFetch" => {
+            // The host first: it is what a rule allows, and what a prompt-injected page would
+            // want to change.
+            let url = input["url"].as_str().unwrap_or("");
+            out.push(Line::styled(
+                format!("  {}", crate::app::domain(url)),
+                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            ));
+            let rows = wrap(url, cols);
+            for l in rows.iter().take(ASK_ROWS) {
+                out.push(Line::raw(format!("  {l}")));
+            }
+            out.extend(more_rows(ASK_ROWS, rows.len()));
+            if let Some(p) = input["prompt"].as_str() {
+                let rows = wrap(&format!("asks: {p}"), cols);
+                for l in rows.iter().take(ASK_ROWS) {
+                    out.push(Line::styled(format!("  {l}"), dim()));
+                }
+                out.extend(more_rows(ASK_ROWS, rows.len()));
+            }
+            out.extend(rest_of_input(input, &["url", "prompt"], cols));
+        }
+        "WebSearch" => {
+            let q = input["query"].as_str().unwrap_or("");
+            out.push(Line::styled(
+                format!("  search the web for {q:?}"),
+                Style::new().fg(Color::Cyan),
+            ));
+            out.extend(rest_of_input(input, &["query"], cols));
+        }
         _ => {
             // Every other tool: its whole input, wrapped, so nothing it was given is hidden.
             let rows = wrap(
@@ -405,6 +493,43 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
         ));
     }
     out.push(Line::styled("  Esc: no, and stop the turn", dim()));
+    out
+}
+
+/// Rows of the `/rewind` picker shown at once.
+const REWIND_ROWS: usize = 8;
+
+/// The `/rewind` picker: the prompts, numbered from the oldest, a window around the
+/// highlighted one, and what choosing one does.
+fn rewind_lines(items: &[String], selected: usize, width: u16) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        "Put the files back as they were at which prompt? (↑/↓, Enter, Esc)",
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    let cols = (width as usize).saturating_sub(8).max(8);
+    let start = selected
+        .saturating_sub(REWIND_ROWS - 1)
+        .min(items.len().saturating_sub(REWIND_ROWS));
+    for (i, label) in items.iter().enumerate().skip(start).take(REWIND_ROWS) {
+        let sel = i == selected;
+        let label: String = label.chars().take(cols).collect();
+        out.push(Line::styled(
+            format!("{}{:>3}  {label}", if sel { "❯" } else { " " }, i + 1),
+            if sel {
+                Style::new().fg(Color::Cyan)
+            } else {
+                Style::new()
+            },
+        ));
+    }
+    out.push(Line::styled(
+        "  Files keel's tools wrote since then are restored or deleted.",
+        dim(),
+    ));
+    out.push(Line::styled(
+        "  The conversation stays, and so does what commands wrote.",
+        dim(),
+    ));
     out
 }
 

@@ -33,4 +33,5 @@ mod sandbox;
 mod session_mirror;
 mod sessions;
 mod sessions_cc;
+mod tui_capabilities;
 mod web_tools;

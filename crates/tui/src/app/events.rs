@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use keel_core::approval::{Approval, ApprovalRequest, PermissionUpdate};
-use keel_core::event::{Emitted, Event, ToolResultEvent};
+use keel_core::event::{CallMeta, Emitted, Event, ToolResultEvent};
 use keel_protocol::ContentBlock;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    dim, markdown, render_result, save_rules, summary, App, Markdown, PendingApproval, RetryView,
-    TaskView, ToolView,
+    dim, hook_line, markdown, render_result, save_rules, server_block, summary, App, HookView,
+    Markdown, PendingApproval, RetryView, TaskView, ToolView,
 };
 
 impl App {
@@ -29,7 +29,14 @@ impl App {
             Event::Init(info) => {
                 self.status.model = info.model.clone();
                 self.status.mode = info.permission_mode.clone();
+                self.skill_scopes = info.account["skills"]["loaded"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| Some((s["name"].as_str()?.into(), s["scope"].as_str()?.into())))
+                    .collect();
             }
+            Event::Hook(p) => self.hook_progress(p),
             Event::Warning { message, .. } => {
                 self.say(format!("⚠ {message}"), Style::new().fg(Color::Yellow));
             }
@@ -96,8 +103,26 @@ impl App {
             }
             Event::PermissionDenied { .. }
             | Event::UserContent { .. }
-            | Event::CompactedHistory { .. }
-            | Event::Hook(_) => {}
+            | Event::CompactedHistory { .. } => {}
+        }
+    }
+
+    /// A settings hook started (shown while it runs) or ended (a line when it did something).
+    fn hook_progress(&mut self, p: &keel_core::hooks::HookProgress) {
+        if p.end.is_none() {
+            self.hooks.push(HookView {
+                id: p.hook_id.clone(),
+                name: p.hook_name.clone(),
+                command: p.command.clone(),
+                started: Instant::now(),
+            });
+            return;
+        }
+        self.hooks.retain(|h| h.id != p.hook_id);
+        if let Some(line) = hook_line(p) {
+            // A reply streaming now is finished first, so the line lands after its text.
+            self.finish_stream();
+            self.commit([line]);
         }
     }
 
@@ -216,15 +241,30 @@ impl App {
             }
             ContentBlock::ToolUse(t) => {
                 self.finish_stream();
+                let origin = match t.name.as_str() {
+                    "Skill" => t.input["skill"]
+                        .as_str()
+                        .map(|n| n.trim().trim_start_matches('/'))
+                        .and_then(|n| self.skill_scopes.get(n).cloned()),
+                    _ => None,
+                };
                 self.tools.push(ToolView {
                     id: t.id.clone(),
                     name: t.name.clone(),
                     input: t.input.clone(),
                     started: Instant::now(),
                     activity: None,
+                    origin,
                 });
                 if let Some(r) = self.running.as_mut() {
                     r.thinking = false;
+                }
+            }
+            ContentBlock::Other(v) => {
+                let lines = server_block(v);
+                if !lines.is_empty() {
+                    self.finish_stream();
+                    self.commit(lines);
                 }
             }
             _ => {}
@@ -242,6 +282,22 @@ impl App {
             .is_some_and(|d| d["backgroundedByUser"] == true)
         {
             self.notice = None;
+        }
+        let ran = !matches!(
+            r.meta,
+            CallMeta::NotRun(_)
+                | CallMeta::Denied(_)
+                | CallMeta::Ran {
+                    stopped: Some(_),
+                    ..
+                }
+        );
+        if view.name == "TodoWrite" && ran {
+            let failed =
+                matches!(&r.block, ContentBlock::ToolResult(b) if b.is_error == Some(true));
+            if !failed {
+                self.todos = view.input["todos"].as_array().cloned().unwrap_or_default();
+            }
         }
         let lines = render_result(&view, r);
         self.commit(lines);

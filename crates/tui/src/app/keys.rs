@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use keel_core::permissions::PermissionMode;
 use ratatui::style::{Color, Style};
 
-use super::commands::is_custom_command;
+use super::commands::{command_origin, custom_command};
 use super::{can_background, dim, Action, App, Listing, Modal, DOUBLE_PRESS, MAX_PROMPTED_RETRIES};
 
 impl App {
@@ -219,6 +219,28 @@ impl App {
                     Vec::new()
                 }
             },
+            Modal::Rewind {
+                items,
+                mut selected,
+            } => match k.code {
+                KeyCode::Esc => {
+                    self.say("  Not rewound. The files are as they were.", dim());
+                    Vec::new()
+                }
+                KeyCode::Enter => vec![Action::Rewind(Some(selected + 1))],
+                KeyCode::Up | KeyCode::Down => {
+                    selected = match k.code {
+                        KeyCode::Up => selected.saturating_sub(1),
+                        _ => (selected + 1).min(items.len().saturating_sub(1)),
+                    };
+                    self.modal = Some(Modal::Rewind { items, selected });
+                    Vec::new()
+                }
+                _ => {
+                    self.modal = Some(Modal::Rewind { items, selected });
+                    Vec::new()
+                }
+            },
             Modal::Picker {
                 items,
                 mut selected,
@@ -280,6 +302,7 @@ impl App {
             "exit" | "quit" => vec![Action::Exit],
             "clear" | "new" if !busy => {
                 self.say("✻ New conversation", dim());
+                self.todos.clear();
                 vec![Action::Clear]
             }
             "model" if args.is_empty() => {
@@ -315,7 +338,7 @@ impl App {
                 Ok(n) if n >= 1 => vec![Action::Rewind(Some(n))],
                 _ => {
                     self.say(
-                        "/rewind N puts the files back as they were at prompt N; /rewind lists the prompts.",
+                        "/rewind N puts the files back as they were at prompt N; /rewind alone lets you pick the prompt.",
                         Style::new().fg(Color::Yellow),
                     );
                     Vec::new()
@@ -328,17 +351,20 @@ impl App {
                 );
                 Vec::new()
             }
-            _ => match is_custom_command(&self.cwd, name) {
-                true => {
+            _ => match custom_command(&self.cwd, name) {
+                Some(c) => {
                     // Sent as typed: the engine expands it (arguments, allowed-tools, model).
                     let prompt = format!("/{cmd}");
                     if busy {
                         self.queued.push(prompt);
                         return Vec::new();
                     }
-                    self.start_prompt(shown, prompt)
+                    let origin = command_origin(&self.cwd, &c);
+                    let actions = self.start_prompt(shown, prompt);
+                    self.say(format!("  ⎿ {origin}"), dim());
+                    actions
                 }
-                false => {
+                None => {
                     self.say(
                         format!("Unknown command /{name}. /help lists the commands."),
                         Style::new().fg(Color::Yellow),
@@ -356,6 +382,17 @@ impl App {
             return;
         }
         self.modal = Some(Modal::Picker { items, selected: 0 });
+        self.dirty = true;
+    }
+
+    /// Show the `/rewind` picker over these prompts (oldest first), the latest highlighted.
+    pub fn pick_rewind(&mut self, items: Vec<String>) {
+        if items.is_empty() {
+            self.say("No prompts yet to rewind to.", dim());
+            return;
+        }
+        let selected = items.len() - 1;
+        self.modal = Some(Modal::Rewind { items, selected });
         self.dirty = true;
     }
 

@@ -18,11 +18,13 @@ use tokio::sync::oneshot;
 use crate::editor::{Editor, History};
 use crate::markdown::{self, Markdown};
 
+mod capabilities;
 mod commands;
 mod events;
 mod keys;
 mod render;
 
+pub use capabilities::{domain, hook_line, hook_verdict, pinned_tasks, server_block, HookVerdict};
 pub use commands::save_rules;
 pub use keys::HELP;
 pub use render::{can_background, collapse, diff_lines, render_result, summary};
@@ -105,6 +107,22 @@ pub struct ToolView {
     pub started: Instant,
     /// What its subagent did last (Task calls).
     pub activity: Option<String>,
+    /// Where what it runs comes from, when that matters (a skill's `project` or `user`).
+    pub origin: Option<String>,
+}
+
+/// A settings hook running now (shown in the live area until it ends, so a slow hook is
+/// never a silent wait).
+#[derive(Clone, Debug)]
+pub struct HookView {
+    /// Pairs its start with its end.
+    pub id: String,
+    /// `Event:matcher` or `Event`.
+    pub name: String,
+    /// Its command, shortened.
+    pub command: String,
+    /// When it started.
+    pub started: Instant,
 }
 
 /// A background task.
@@ -167,6 +185,13 @@ pub enum Modal {
         /// Which prompted retry this would be (1-based).
         next: u32,
     },
+    /// `/rewind`: pick the prompt to put the files back to.
+    Rewind {
+        /// The prompts' first lines, oldest first.
+        items: Vec<String>,
+        /// The highlighted one (from 0).
+        selected: usize,
+    },
     /// Pick a session to resume.
     Picker {
         /// (id, one line describing it).
@@ -200,6 +225,13 @@ pub struct App {
     pub tools: Vec<ToolView>,
     /// Background tasks running.
     pub tasks: Vec<TaskView>,
+    /// Settings hooks running now.
+    pub hooks: Vec<HookView>,
+    /// The model's task list as its last TodoWrite left it (pinned above the prompt while a
+    /// turn runs).
+    pub todos: Vec<Value>,
+    /// Where each loaded skill comes from (`project` or `user`), from the session's init.
+    pub skill_scopes: std::collections::HashMap<String, String>,
     /// The turn, while one runs.
     pub running: Option<Running>,
     /// The question in place of the input box.
@@ -240,6 +272,9 @@ impl App {
             stream: None,
             tools: Vec::new(),
             tasks: Vec::new(),
+            hooks: Vec::new(),
+            todos: Vec::new(),
+            skill_scopes: std::collections::HashMap::new(),
             running: None,
             modal: None,
             approvals: VecDeque::new(),
@@ -330,6 +365,12 @@ impl App {
         self.finish_stream();
         let interrupted_at = self.running.take().map(|r| r.started);
         self.retry = None;
+        self.hooks.clear();
+        // A list the model finished is in the scrollback; a plan still open stays pinned for
+        // the next turn.
+        if self.todos.iter().all(|t| t["status"] == "completed") {
+            self.todos.clear();
+        }
         self.dirty = true;
         // Calls never answered (should not happen: the engine answers every call).
         for t in std::mem::take(&mut self.tools) {

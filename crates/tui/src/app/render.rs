@@ -34,6 +34,8 @@ pub fn summary(name: &str, input: &Value) -> String {
         "Glob" | "Grep" => pick("pattern"),
         "Task" | "Agent" => pick("description"),
         "WebFetch" => pick("url"),
+        "WebSearch" => pick("query").map(|q| format!("{q:?}")),
+        "Skill" => pick("skill"),
         "TaskOutput" | "TaskStop" => pick("task_id"),
         "KillShell" => pick("shell_id"),
         _ => None,
@@ -164,12 +166,18 @@ pub fn render_result(view: &ToolView, r: &ToolResultEvent) -> Vec<Line<'static>>
                 dim(),
             ));
         }
-        _ if is_error => {
-            out = vec![tool_header(view, Color::Red)];
-            out.extend(collapse(&text, red));
-        }
         _ => {
-            out = succeeded(view, &text);
+            if let Some(lines) =
+                super::capabilities::result_lines(view, r.detail.as_ref(), &text, is_error)
+            {
+                return lines;
+            }
+            if is_error {
+                out = vec![tool_header(view, Color::Red)];
+                out.extend(collapse(&text, red));
+            } else {
+                out = succeeded(view, &text);
+            }
         }
     }
     out
