@@ -37,6 +37,7 @@ pub use store::{RemoteTranscripts, Synced};
 /// How long the end of a run waits for the last upload.
 pub const DEFAULT_FINAL_UPLOAD_TIMEOUT: Duration = Duration::from_secs(20);
 /// The largest transcript keel fetches (a larger object is refused, not read into memory).
+#[cfg_attr(not(feature = "remote"), allow(dead_code))] // only the store fetches
 pub const MAX_FETCH_BYTES: u64 = 4 << 30;
 
 /// Whether the remote copy is current: `Err` says why not (the local copy is intact).
@@ -58,6 +59,7 @@ pub enum NotCurrent {
 
 /// What went wrong with the remote copy, naming the URL, object or file.
 #[derive(Debug, thiserror::Error)]
+#[cfg_attr(not(feature = "remote"), allow(dead_code))] // without a store only `Config` is said
 pub enum RemoteError {
     /// `KEEL_TRANSCRIPT_URL` cannot be used.
     #[error("KEEL_TRANSCRIPT_URL={url:?} {reason}")]

@@ -7,7 +7,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use super::render::{collapse, first_line, tool_header};
+use super::lines::{collapse, first_line, tool_header};
 use super::{dim, ToolView};
 
 /// Most sources of a search listed under it.

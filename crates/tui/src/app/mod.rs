@@ -22,13 +22,15 @@ mod capabilities;
 mod commands;
 mod events;
 mod keys;
+mod lines;
 mod render;
 
 pub use capabilities::{domain, hook_line, hook_verdict, pinned_tasks, server_block, HookVerdict};
 pub use commands::save_rules;
 pub use keys::HELP;
-pub use render::{can_background, collapse, diff_lines, render_result, summary};
-use render::{first_line, tool_header};
+pub use lines::{can_background, collapse, summary};
+use lines::{first_line, tool_header};
+pub use render::{diff_lines, render_result};
 
 /// Prompted retries offered for one user prompt after the automatic ones gave up.
 pub const MAX_PROMPTED_RETRIES: u32 = 4;
