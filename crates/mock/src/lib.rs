@@ -18,6 +18,7 @@
 mod body;
 pub mod cache;
 pub mod cloud;
+pub mod entra;
 mod handler;
 pub mod openai;
 mod record;

@@ -8,6 +8,7 @@ mod bypass_config;
 mod bypass_paths;
 mod cancel;
 mod cloud;
+mod cloud_entra;
 mod context;
 mod control;
 mod demo;
