@@ -11,6 +11,7 @@ pub mod azure_foundry;
 pub mod bedrock;
 pub mod eventstream;
 pub mod gcp;
+pub mod gcp_external;
 pub mod sigv4;
 pub mod vertex;
 
