@@ -211,8 +211,9 @@ fn decide(
         let msg = format!(
             "keel-mock: nothing is served at {method} {route}; it answers POST /v1/messages, \
              POST /v1/messages/count_tokens, POST /v1/responses, POST /v1/chat/completions, \
-             Vertex AI's …/publishers/anthropic/models/{{model}}:streamRawPredict and \
-             Bedrock's /model/{{id}}/invoke-with-response-stream"
+             Vertex AI's …/publishers/anthropic/models/{{model}}:streamRawPredict, \
+             Bedrock's /model/{{id}}/invoke-with-response-stream and Entra ID's \
+             /{{tenant}}/oauth2/v2.0/token"
         );
         return (
             None,
