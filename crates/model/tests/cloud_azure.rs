@@ -294,9 +294,14 @@ mod cli {
     }
 
     #[tokio::test]
-    async fn a_hung_cli_is_stopped_at_its_time_limit() {
+    async fn a_hung_cli_is_stopped_at_its_time_limit_with_what_it_started() {
         let dir = tempfile::tempdir().unwrap();
-        let program = fake_az(dir.path(), "exec sleep 600");
+        let pid_file = dir.path().join("pid");
+        // Like the real `az`: a script whose interpreter is its child, not exec'd.
+        let program = fake_az(
+            dir.path(),
+            &format!("sleep 600 &\necho $! > '{}'\nwait", pid_file.display()),
+        );
         let started = std::time::Instant::now();
         let e = az(program, Duration::from_secs(1))
             .token()
@@ -308,6 +313,22 @@ mod cli {
             e.message
         );
         assert!(started.elapsed() < Duration::from_secs(30));
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        // Gone, or a zombie waiting to be reaped.
+        let alive = || {
+            std::fs::read_to_string(&stat).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    != Some("Z")
+            })
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(), "the CLI's own child ({stat}) was left running");
     }
 }
 

@@ -57,9 +57,14 @@ pub(crate) async fn token(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // Its own process group: `az` is a shell script that starts Python without exec, so
+    // killing the child alone would leave the interpreter running.
+    #[cfg(unix)]
+    cmd.process_group(0);
     let mut child = cmd
         .spawn()
         .map_err(|e| Failure::unavailable(format!("could not run {}: {e}", program.display())))?;
+    let _group = Group(child.id());
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -85,7 +90,7 @@ pub(crate) async fn token(
                 program.display()
             )))
         }
-        // Dropping the child (kill_on_drop) ends it.
+        // Dropping the group guard ends the child and whatever it started.
         Err(_) => {
             return Err(Failure::failed(ApiError::new(
                 ApiErrorKind::Config,
@@ -108,4 +113,21 @@ pub(crate) async fn token(
         });
     }
     parse_token(&out, "accessToken", "`az account get-access-token`").map_err(Failure::failed)
+}
+
+/// The child's process group, killed when keel stops waiting for it (done, timed out, or the
+/// turn was cancelled): every process keel started ends with it.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // A group that is already gone answers ESRCH; nothing to do then.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
