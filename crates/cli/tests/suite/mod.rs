@@ -9,6 +9,7 @@ mod bypass_paths;
 mod cancel;
 mod cloud;
 mod cloud_entra;
+mod cloud_wif;
 mod context;
 mod control;
 mod demo;
