@@ -267,3 +267,27 @@ async fn an_impersonated_account_trades_its_source_token() {
         json!(["projects/-/serviceAccounts/d@p.iam.gserviceaccount.com"])
     );
 }
+
+#[tokio::test]
+async fn a_workforce_pool_names_the_project_to_bill() {
+    let sts = FakeHttp::start(vec![sts_ok("wf", 3600)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let subject = dir.path().join("tok");
+    std::fs::write(&subject, "s").unwrap();
+    let adc = write(
+        dir.path(),
+        "adc.json",
+        &json!({"type": "external_account",
+                "audience": "//iam.googleapis.com/locations/global/workforcePools/wp/providers/p",
+                "subject_token_type": "urn:ietf:params:oauth:token-type:id_token",
+                "token_url": format!("{}/v1/token", sts.base()),
+                "workforce_pool_user_project": "billing-proj",
+                "credential_source": {"file": subject}}),
+    );
+    let src = TokenSource::from_file(&adc, None).unwrap();
+    assert_eq!(src.token().await.unwrap(), "wf");
+    form_has(
+        &sts.seen()[0].body,
+        "options=%7B%22userProject%22%3A%22billing-proj%22%7D",
+    );
+}

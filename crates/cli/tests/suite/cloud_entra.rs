@@ -213,3 +213,23 @@ async fn the_azure_cli_gives_the_token_when_nothing_else_is_set() {
         "account get-access-token --output json --resource https://cognitiveservices.azure.com"
     );
 }
+
+#[tokio::test]
+async fn a_certificate_credential_is_named_as_not_read_rather_than_skipped() {
+    let h = Harness::from_json(TEXT).await;
+    let base = h.mock.base_url();
+    let run = h
+        .run_stream(
+            "hi",
+            &[],
+            &env(&base, &[("AZURE_CLIENT_CERTIFICATE_PATH", "/tmp/cert.pem")]),
+        )
+        .await;
+    assert_eq!(run.code, 2, "stderr: {}", run.stderr);
+    assert!(
+        run.stderr.contains("AZURE_CLIENT_CERTIFICATE_PATH"),
+        "{}",
+        run.stderr
+    );
+    assert!(h.mock.requests().is_empty(), "nothing may be sent");
+}

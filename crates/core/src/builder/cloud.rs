@@ -159,6 +159,11 @@ fn entra_chain(env: &Env) -> Result<EntraCredential, BuildError> {
             client_id,
             secret,
         });
+    } else if set(env, "AZURE_CLIENT_CERTIFICATE_PATH").is_some() {
+        // Silently using another identity than the one configured would be worse than stopping.
+        return Err(BuildError::Usage(
+            "Error: AZURE_CLIENT_CERTIFICATE_PATH is set, but keel does not read certificate credentials yet: use AZURE_CLIENT_SECRET, a federated token file, a managed identity or `az login` (or ANTHROPIC_FOUNDRY_API_KEY)".into(),
+        ));
     } else if let Some(file) = set(env, "AZURE_FEDERATED_TOKEN_FILE") {
         let (token_url, client_id) = principal("AZURE_FEDERATED_TOKEN_FILE")?;
         sources.push(EntraSource::WorkloadIdentity {

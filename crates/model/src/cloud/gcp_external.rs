@@ -54,6 +54,8 @@ pub struct External {
     subject: Subject,
     /// `service_account_impersonation_url`, when the federated token is traded once more.
     impersonation_url: Option<String>,
+    /// `workforce_pool_user_project`: the project billed for a workforce pool's exchange.
+    user_project: Option<String>,
     origin: PathBuf,
 }
 
@@ -166,6 +168,11 @@ impl External {
             subject_token_type: text_field(v, "subject_token_type", path)?,
             subject,
             impersonation_url,
+            user_project: v
+                .get("workforce_pool_user_project")
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty() && p.len() <= 128)
+                .map(str::to_owned),
             origin: path.to_path_buf(),
         })
     }
@@ -176,20 +183,29 @@ impl External {
         http: &reqwest::Client,
     ) -> Result<(String, Duration), ApiError> {
         let subject = self.subject_token(http).await?;
-        let body = form(&[
+        // A workforce pool names the project to bill, unless a service account is impersonated.
+        let options = match (&self.user_project, &self.impersonation_url) {
+            (Some(p), None) => json!({ "userProject": p }).to_string(),
+            _ => String::new(),
+        };
+        let mut pairs = vec![
             (
                 "grant_type",
                 "urn:ietf:params:oauth:grant-type:token-exchange",
             ),
-            ("audience", &self.audience),
+            ("audience", self.audience.as_str()),
             ("scope", SCOPE),
             (
                 "requested_token_type",
                 "urn:ietf:params:oauth:token-type:access_token",
             ),
-            ("subject_token", &subject),
-            ("subject_token_type", &self.subject_token_type),
-        ]);
+            ("subject_token", subject.as_str()),
+            ("subject_token_type", self.subject_token_type.as_str()),
+        ];
+        if !options.is_empty() {
+            pairs.push(("options", options.as_str()));
+        }
+        let body = form(&pairs);
         let req = http
             .post(&self.sts_url)
             .header("content-type", "application/x-www-form-urlencoded")
