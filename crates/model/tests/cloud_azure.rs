@@ -395,3 +395,46 @@ async fn foundry_sends_the_bearer_token_and_replaces_a_refused_one_once() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_token_refused_twice_is_an_error_that_names_the_source_and_the_role() {
+    let mock = MockServer::start(
+        Scenario::new(vec![Step::text("hello")]).on_exhausted(keel_mock::OnExhausted::Loop),
+    )
+    .await
+    .unwrap();
+    // A token of keel-mock's shape that it never issued: refused every time.
+    let identity = FakeHttp::start(vec![ok("keel-mock-entra-999", 3599)]).await;
+    let auth = Arc::new(chain(vec![EntraSource::AppService {
+        endpoint: format!("{}/msi/token", identity.base()),
+        header: "h".into(),
+        client_id: None,
+    }]));
+    let c = FoundryEntraClient::new(
+        ClientConfig {
+            base_url: mock.base_url(),
+            ..ClientConfig::default()
+        },
+        auth,
+    )
+    .unwrap();
+    let e = text_of(&c).await.unwrap_err();
+    assert_eq!(e.status, Some(401));
+    assert!(!e.retryable(), "{e:?}");
+    assert!(e.message.contains("IDENTITY_ENDPOINT"), "{}", e.message);
+    assert!(
+        e.message.contains("Cognitive Services User"),
+        "{}",
+        e.message
+    );
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "one retry with a fresh token, no more"
+    );
+    assert_eq!(
+        identity.seen().len(),
+        2,
+        "the refused token was fetched anew once"
+    );
+}

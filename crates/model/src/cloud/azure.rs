@@ -38,8 +38,8 @@ const MAX_TOKEN_LIFETIME: u64 = 24 * 3600;
 /// A token is replaced this long before it expires (or at half its life, if shorter).
 const REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
-/// One place a token can come from.
-#[derive(Clone, Debug)]
+/// One place a token can come from. (Its `Debug` leaves the secrets out.)
+#[derive(Clone)]
 pub enum EntraSource {
     /// A service principal's secret (`AZURE_TENANT_ID`, `AZURE_CLIENT_ID`,
     /// `AZURE_CLIENT_SECRET`), traded at `token_url` with the client-credentials grant.
@@ -87,6 +87,32 @@ pub enum EntraSource {
         /// How long the child may run.
         timeout: Duration,
     },
+}
+
+impl std::fmt::Debug for EntraSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntraSource::ClientSecret {
+                token_url,
+                client_id,
+                ..
+            } => write!(f, "ClientSecret({client_id} at {token_url})"),
+            EntraSource::WorkloadIdentity {
+                token_url,
+                client_id,
+                token_file,
+            } => write!(
+                f,
+                "WorkloadIdentity({client_id} at {token_url}, {})",
+                token_file.display()
+            ),
+            EntraSource::AppService { endpoint, .. } => write!(f, "AppService({endpoint})"),
+            EntraSource::Imds { url, .. } => write!(f, "Imds({url})"),
+            EntraSource::AzureCli { program, .. } => {
+                write!(f, "AzureCli({})", program.display())
+            }
+        }
+    }
 }
 
 impl EntraSource {
@@ -626,6 +652,26 @@ mod tests {
         for bad in [&b"{}"[..], br#"{"access_token":"a b"}"#, b"<html>"] {
             assert!(parse_token(bad, "access_token", "x").is_err());
         }
+    }
+
+    #[test]
+    fn debug_output_leaves_secrets_out() {
+        let s = EntraSource::ClientSecret {
+            token_url: "https://login.microsoftonline.com/t/oauth2/v2.0/token".into(),
+            client_id: "app".into(),
+            secret: "hunter2-secret".into(),
+        };
+        let h = EntraSource::AppService {
+            endpoint: "http://127.0.0.1:4141/msi/token".into(),
+            header: "identity-header-secret".into(),
+            client_id: None,
+        };
+        let text = format!("{s:?} {h:?}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("header-secret"),
+            "{text}"
+        );
+        assert!(text.contains("app"), "{text}");
     }
 
     #[test]

@@ -31,8 +31,8 @@ enum Format {
     Json(String),
 }
 
-/// Where the subject token comes from.
-#[derive(Debug)]
+/// Where the subject token comes from. (Its `Debug` names headers without their values,
+/// which may be secrets.)
 enum Subject {
     /// A file the platform keeps fresh (a Kubernetes projected token, say).
     File(PathBuf, Format),
@@ -42,6 +42,22 @@ enum Subject {
         headers: Vec<(String, String)>,
         format: Format,
     },
+}
+
+impl std::fmt::Debug for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::File(p, format) => write!(f, "File({}, {format:?})", p.display()),
+            Subject::Url {
+                url,
+                headers,
+                format,
+            } => {
+                let names: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
+                write!(f, "Url({url}, headers {names:?}, {format:?})")
+            }
+        }
+    }
 }
 
 /// An `external_account` credential.
