@@ -201,6 +201,10 @@ fn entra_chain(env: &Env) -> Result<EntraCredential, BuildError> {
                 client_id: client_id.clone(),
             });
         }
+        if let Some(t) = &tenant {
+            azure::check_tenant(t)
+                .map_err(|e| BuildError::Usage(format!("Error: {}", e.message)))?;
+        }
         if let Some(program) = set(env, "PATH").and_then(|p| find_az(&p)) {
             sources.push(EntraSource::AzureCli {
                 program,

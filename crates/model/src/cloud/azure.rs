@@ -133,21 +133,31 @@ impl EntraSource {
 /// `{authority}/{tenant}/oauth2/v2.0/token`, refusing an authority a secret should not be sent
 /// to in clear (http anywhere but loopback) and a tenant that would change the path.
 pub fn token_url(authority: &str, tenant: &str) -> Result<String, ApiError> {
-    let cfg = |m: String| ApiError::new(ApiErrorKind::Config, m);
-    let tenant_ok = !tenant.is_empty()
-        && tenant.len() <= 128
-        && tenant
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
-    if !tenant_ok {
-        return Err(cfg(format!(
-            "AZURE_TENANT_ID={:?} is not a tenant id or domain",
-            crate::anthropic::truncate(tenant, 80)
-        )));
-    }
+    check_tenant(tenant)?;
     let authority = authority.trim_end_matches('/');
     check_url(authority, "AZURE_AUTHORITY_HOST")?;
     Ok(format!("{authority}/{tenant}/oauth2/v2.0/token"))
+}
+
+/// A tenant id (a GUID) or domain: letters, digits, `-` and `.`, not starting with `-` (it
+/// goes into a URL path and onto the Azure CLI's command line).
+pub fn check_tenant(tenant: &str) -> Result<(), ApiError> {
+    let ok = !tenant.is_empty()
+        && tenant.len() <= 128
+        && !tenant.starts_with(['-', '.'])
+        && tenant
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if ok {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ApiErrorKind::Config,
+        format!(
+            "AZURE_TENANT_ID={:?} is not a tenant id or domain",
+            crate::anthropic::truncate(tenant, 80)
+        ),
+    ))
 }
 
 /// An https URL, or http to a loopback host (a test's fake endpoint); `var` names where it
@@ -688,7 +698,9 @@ mod tests {
         assert!(token_url("http://localhost:8080", "t").is_ok());
         let e = token_url("http://login.example.com", "t").unwrap_err();
         assert!(e.message.contains("AZURE_AUTHORITY_HOST"), "{}", e.message);
-        let e = token_url(PUBLIC_AUTHORITY, "../evil").unwrap_err();
-        assert!(e.message.contains("AZURE_TENANT_ID"), "{}", e.message);
+        for bad in ["../evil", "--help", ""] {
+            let e = token_url(PUBLIC_AUTHORITY, bad).unwrap_err();
+            assert!(e.message.contains("AZURE_TENANT_ID"), "{}", e.message);
+        }
     }
 }
