@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     pub(crate) recorder: Recorder,
     pub(crate) ids: Counters,
     pub(crate) cache: crate::cache::PromptCache,
+    /// The Entra ID tokens handed out by the fake token endpoint.
+    pub(crate) entra: crate::entra::Issued,
 }
 
 /// What to send, decided before anything is sent.
@@ -65,6 +67,8 @@ struct Req<'a> {
     request_id: String,
     dialect: Dialect,
     headers: &'a BTreeMap<String, String>,
+    /// The body as received (the token endpoint's is a form).
+    raw: &'a [u8],
 }
 
 /// Handle one request; `Err` makes hyper drop the connection without a response.
@@ -140,6 +144,7 @@ pub(crate) async fn handle(
                 request_id,
                 dialect,
                 headers: &headers,
+                raw: &raw,
             };
             decide(shared, &method, &route, is_json, &r)
         };
@@ -196,13 +201,19 @@ fn decide(
     r: &Req<'_>,
 ) -> (Option<usize>, Option<String>, Answer) {
     let d = r.dialect;
+    if crate::entra::is_token_route(route) {
+        let (status, body) = shared.entra.answer(method, r.raw);
+        let error = (status != 200).then(|| body["error_description"].to_string());
+        return (None, error, json_answer(d, status, &body, &r.request_id));
+    }
     let known = Dialect::of_route(route).is_some() || route == "/v1/messages/count_tokens";
     if !known || method != "POST" {
         let msg = format!(
             "keel-mock: nothing is served at {method} {route}; it answers POST /v1/messages, \
              POST /v1/messages/count_tokens, POST /v1/responses, POST /v1/chat/completions, \
-             Vertex AI's …/publishers/anthropic/models/{{model}}:streamRawPredict and \
-             Bedrock's /model/{{id}}/invoke-with-response-stream"
+             Vertex AI's …/publishers/anthropic/models/{{model}}:streamRawPredict, \
+             Bedrock's /model/{{id}}/invoke-with-response-stream and Entra ID's \
+             /{{tenant}}/oauth2/v2.0/token"
         );
         return (
             None,
@@ -218,6 +229,10 @@ fn decide(
     if route == "/v1/messages/count_tokens" {
         let body = json!({"input_tokens": (r.bytes as u64 + 2) / 4});
         return (None, None, json_answer(d, 200, &body, &r.request_id));
+    }
+    if let Err(msg) = shared.entra.check_bearer(r.headers) {
+        let a = error_answer(d, 401, "authentication_error", &msg, &r.request_id);
+        return (None, Some(msg), a);
     }
     if let Err(msg) = crate::cloud::check_auth(d, r.headers) {
         let a = error_answer(d, 403, "permission_error", &msg, &r.request_id);

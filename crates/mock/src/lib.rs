@@ -19,6 +19,7 @@ mod body;
 pub mod cache;
 pub mod cloud;
 mod dialect;
+pub mod entra;
 mod handler;
 pub mod openai;
 mod record;

@@ -11,9 +11,12 @@ use keel_mock::{MockConfig, MockServer, Scenario};
 /// A scripted stand-in for model APIs, for testing agents and their clients.
 ///
 /// It listens on loopback, answers POST /v1/messages (Anthropic), POST /v1/responses and POST
-/// /v1/chat/completions (OpenAI) from the steps of a scenario file (text, tool calls, HTTP
-/// errors, errors inside a stream, cut connections, stalls), each in that API's shape, rejects
+/// /v1/chat/completions (OpenAI), and Bedrock's and Vertex AI's routes from the steps of a
+/// scenario file (text, tool calls, HTTP errors, errors inside a stream, cut connections,
+/// stalls), each in that API's shape, rejects
 /// requests the real API would reject, and can write every request it gets to a JSON-lines log.
+/// It also stands in for Microsoft Entra ID's token endpoint (POST /{tenant}/oauth2/v2.0/token)
+/// and then refuses on /v1/messages any keel-mock-entra-N token it did not hand out.
 ///
 /// The first line it prints is the base URL to use, e.g. ANTHROPIC_BASE_URL=<that line>, or
 /// OPENAI_BASE_URL=<that line>/v1.

@@ -90,6 +90,7 @@ impl MockServer {
             recorder,
             ids: Counters::default(),
             cache: crate::cache::PromptCache::default(),
+            entra: crate::entra::Issued::default(),
         });
         let token = CancellationToken::new();
         let (conn_tx, connections) = watch::channel(0usize);
@@ -132,6 +133,12 @@ impl MockServer {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Arc::new(scenario);
         Ok(())
+    }
+
+    /// Forget every Microsoft Entra ID token the fake token endpoint handed out, so the next
+    /// request carrying one is refused with 401 (a revoked or expired token).
+    pub fn revoke_entra_tokens(&self) {
+        self.shared.entra.revoke_all();
     }
 
     /// Every request so far, in arrival order.

@@ -63,7 +63,11 @@ async fn foundry_without_resource_or_key_stops_before_any_request() {
         .run_stream(
             "hi",
             &["--provider", "foundry"],
-            &[("ANTHROPIC_FOUNDRY_RESOURCE", "my-resource")],
+            // No `az` to fall back on (a signed-in Azure CLI would be a credential).
+            &[
+                ("ANTHROPIC_FOUNDRY_RESOURCE", "my-resource"),
+                ("PATH", "/nonexistent-keel-test-path"),
+            ],
         )
         .await;
     assert_config_error(&h, &run, "ANTHROPIC_FOUNDRY_API_KEY");

@@ -8,6 +8,8 @@ mod bypass_config;
 mod bypass_paths;
 mod cancel;
 mod cloud;
+mod cloud_entra;
+mod cloud_wif;
 mod context;
 mod control;
 mod demo;

@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_model::cloud::aws::{from_env_or_profile, ProfileSource};
+use keel_model::cloud::azure::cli::find_az;
+use keel_model::cloud::azure::{self, EntraCredential, EntraSource};
+use keel_model::cloud::azure_foundry::FoundryEntraClient;
 use keel_model::cloud::gcp::{gcloud_adc_path, TokenSource};
 use keel_model::{
-    AnthropicClient, BedrockAuth, BedrockClient, BedrockConfig, ClientConfig, Provider,
+    AnthropicClient, BedrockAuth, BedrockClient, BedrockConfig, ClientConfig, Model, Provider,
     VertexClient, VertexConfig,
 };
 
@@ -77,8 +80,9 @@ fn usage(var: &str, e: impl std::fmt::Display) -> BuildError {
 }
 
 /// Microsoft Foundry: the Messages API at `ANTHROPIC_FOUNDRY_BASE_URL`, or at the Azure
-/// resource `ANTHROPIC_FOUNDRY_RESOURCE`, with `ANTHROPIC_FOUNDRY_API_KEY`.
-pub(super) fn foundry(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, BuildError> {
+/// resource `ANTHROPIC_FOUNDRY_RESOURCE`, with `ANTHROPIC_FOUNDRY_API_KEY` or else a Microsoft
+/// Entra ID token.
+pub(super) fn foundry(env: &Env, k: &Knobs<'_>) -> Result<Arc<dyn Model>, BuildError> {
     let (base_url, var) = match (
         set(env, "ANTHROPIC_FOUNDRY_BASE_URL"),
         set(env, "ANTHROPIC_FOUNDRY_RESOURCE"),
@@ -104,18 +108,117 @@ pub(super) fn foundry(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, Build
         }
     };
     let api_key = set(env, "ANTHROPIC_FOUNDRY_API_KEY");
-    if api_key.is_none() && !flag(env, "CLAUDE_CODE_SKIP_FOUNDRY_AUTH")? {
-        return Err(BuildError::Usage(
-            "Error: Microsoft Foundry needs a key: set ANTHROPIC_FOUNDRY_API_KEY (keel does not read Microsoft Entra ID credentials yet; CLAUDE_CODE_SKIP_FOUNDRY_AUTH=1 sends none, for gateways)".into(),
-        ));
-    }
+    // Without a key, Microsoft Entra ID (unless a gateway authenticates).
+    let entra = match api_key {
+        None if !flag(env, "CLAUDE_CODE_SKIP_FOUNDRY_AUTH")? => Some(entra_chain(env)?),
+        _ => None,
+    };
     let mut cfg = ClientConfig {
         base_url,
         api_key,
         ..ClientConfig::default()
     };
     timeouts(&mut cfg, k)?;
-    AnthropicClient::new(cfg).map_err(|e| usage(var, e))
+    Ok(match entra {
+        Some(auth) => {
+            Arc::new(FoundryEntraClient::new(cfg, Arc::new(auth)).map_err(|e| usage(var, e))?)
+        }
+        None => Arc::new(AnthropicClient::new(cfg).map_err(|e| usage(var, e))?),
+    })
+}
+
+/// The Microsoft Entra ID sources the environment configures, as Azure's default chain reads
+/// them: a client secret, else a federated token file (each alone: what the user set is what
+/// is used), else the managed identity and the Azure CLI (tried in turn at the first request).
+fn entra_chain(env: &Env) -> Result<EntraCredential, BuildError> {
+    let tenant = set(env, "AZURE_TENANT_ID");
+    let client_id = set(env, "AZURE_CLIENT_ID");
+    let authority =
+        set(env, "AZURE_AUTHORITY_HOST").unwrap_or_else(|| azure::PUBLIC_AUTHORITY.into());
+    let principal = |with: &str| -> Result<(String, String), BuildError> {
+        let (Some(t), Some(c)) = (&tenant, &client_id) else {
+            return Err(BuildError::Usage(format!(
+                "Error: {with} is set, so keel authenticates to Microsoft Foundry as that application: set {} too",
+                [("AZURE_TENANT_ID", &tenant), ("AZURE_CLIENT_ID", &client_id)]
+                    .iter()
+                    .filter(|(_, v)| v.is_none())
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )));
+        };
+        let url = azure::token_url(&authority, t)
+            .map_err(|e| BuildError::Usage(format!("Error: {}", e.message)))?;
+        Ok((url, c.clone()))
+    };
+    let mut sources = Vec::new();
+    if let Some(secret) = set(env, "AZURE_CLIENT_SECRET") {
+        let (token_url, client_id) = principal("AZURE_CLIENT_SECRET")?;
+        sources.push(EntraSource::ClientSecret {
+            token_url,
+            client_id,
+            secret,
+        });
+    } else if set(env, "AZURE_CLIENT_CERTIFICATE_PATH").is_some() {
+        // Silently using another identity than the one configured would be worse than stopping.
+        return Err(BuildError::Usage(
+            "Error: AZURE_CLIENT_CERTIFICATE_PATH is set, but keel does not read certificate credentials yet: use AZURE_CLIENT_SECRET, a federated token file, a managed identity or `az login` (or ANTHROPIC_FOUNDRY_API_KEY)".into(),
+        ));
+    } else if let Some(file) = set(env, "AZURE_FEDERATED_TOKEN_FILE") {
+        let (token_url, client_id) = principal("AZURE_FEDERATED_TOKEN_FILE")?;
+        sources.push(EntraSource::WorkloadIdentity {
+            token_url,
+            client_id,
+            token_file: PathBuf::from(file),
+        });
+    } else {
+        if let (Some(endpoint), Some(header)) =
+            (set(env, "IDENTITY_ENDPOINT"), set(env, "IDENTITY_HEADER"))
+        {
+            azure::check_url(&endpoint, "IDENTITY_ENDPOINT")
+                .map_err(|e| BuildError::Usage(format!("Error: {}", e.message)))?;
+            sources.push(EntraSource::AppService {
+                endpoint,
+                header,
+                client_id: client_id.clone(),
+            });
+        } else if let Some(host) = set(env, "AZURE_POD_IDENTITY_AUTHORITY_HOST") {
+            let url = format!(
+                "{}/metadata/identity/oauth2/token",
+                host.trim_end_matches('/')
+            );
+            keel_model::cloud::azure::check_metadata_url(&url)
+                .map_err(|e| usage("AZURE_POD_IDENTITY_AUTHORITY_HOST", e))?;
+            sources.push(EntraSource::Imds {
+                url,
+                client_id: client_id.clone(),
+            });
+        } else if azure::on_azure() {
+            // Only on an Azure machine: anywhere else the address answers nothing (or
+            // something else), and keel does not probe the network for it.
+            sources.push(EntraSource::Imds {
+                url: azure::IMDS_TOKEN_URL.into(),
+                client_id: client_id.clone(),
+            });
+        }
+        if let Some(t) = &tenant {
+            azure::check_tenant(t)
+                .map_err(|e| BuildError::Usage(format!("Error: {}", e.message)))?;
+        }
+        if let Some(program) = set(env, "PATH").and_then(|p| find_az(&p)) {
+            sources.push(EntraSource::AzureCli {
+                program,
+                tenant: tenant.clone(),
+                timeout: azure::CLI_TIMEOUT,
+            });
+        }
+    }
+    if sources.is_empty() {
+        return Err(BuildError::Usage(
+            "Error: Microsoft Foundry needs credentials: set ANTHROPIC_FOUNDRY_API_KEY, or Microsoft Entra ID ones (AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET; AZURE_FEDERATED_TOKEN_FILE for workload identity; a managed identity on Azure; or the Azure CLI after `az login`). CLAUDE_CODE_SKIP_FOUNDRY_AUTH=1 sends none, for gateways".into(),
+        ));
+    }
+    EntraCredential::new(sources).map_err(|e| BuildError::Usage(format!("Error: {}", e.message)))
 }
 
 /// Google Vertex AI: `ANTHROPIC_VERTEX_PROJECT_ID`, `CLOUD_ML_REGION`, an optional

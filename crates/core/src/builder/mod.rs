@@ -998,7 +998,7 @@ fn clients(
             Provider::Anthropic => Arc::new(client_from_env(env, k)?),
             Provider::OpenAi => Arc::new(openai_from_env(env, k, OpenAiApi::Responses)?),
             Provider::OpenAiChat => Arc::new(openai_from_env(env, k, OpenAiApi::Chat)?),
-            Provider::Foundry => Arc::new(cloud::foundry(env, k)?),
+            Provider::Foundry => cloud::foundry(env, k)?,
             Provider::Vertex => Arc::new(cloud::vertex(env, k)?),
             Provider::Bedrock => Arc::new(cloud::bedrock(env, k)?),
         };

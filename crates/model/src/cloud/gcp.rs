@@ -3,6 +3,8 @@
 //! gcloud user file (a refresh token exchanged there), or, on Google Cloud, from the instance's
 //! metadata server; cached until shortly before it expires.
 
+pub mod external;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,18 +19,18 @@ use crate::error::{ApiError, ApiErrorKind};
 /// Google's token endpoint, for credentials that do not name their own.
 pub const GOOGLE_TOKEN_URL: &str = "https://oauth2.googleapis.com/token";
 /// The scope Vertex AI needs.
-const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+pub(crate) const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// A credentials file larger than this is not one.
-const MAX_CREDENTIALS_FILE: u64 = 64 * 1024;
+pub(crate) const MAX_CREDENTIALS_FILE: u64 = 64 * 1024;
 /// A token endpoint's answer larger than this is not one.
-const MAX_TOKEN_BODY: usize = 64 * 1024;
+pub(crate) const MAX_TOKEN_BODY: usize = 64 * 1024;
 /// A token is refreshed this long before it expires (a request must not carry one that dies
 /// on the way).
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// The longest token lifetime believed (Google's are an hour).
-const MAX_TOKEN_LIFETIME: u64 = 24 * 3600;
+pub(crate) const MAX_TOKEN_LIFETIME: u64 = 24 * 3600;
 /// How long the token endpoint may take.
-const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the credentials came from and how to trade them for a token.
 enum Grant {
@@ -42,6 +44,11 @@ enum Grant {
     ServiceAccount { email: String, key: Arc<RsaKeyPair> },
     /// The metadata server of a Google Cloud machine (GCE, GKE, Cloud Run): ask it.
     Metadata,
+    /// Workload identity federation: a subject token from elsewhere, exchanged at Google's
+    /// security token service (and optionally for a service account's token).
+    External(Box<external::External>),
+    /// Another principal's credentials trading their token for a service account's.
+    Impersonated(Box<external::Impersonated>),
 }
 
 /// The metadata server's name on Google Cloud (`GCE_METADATA_HOST` overrides it).
@@ -73,12 +80,14 @@ impl std::fmt::Debug for TokenSource {
             Grant::User { .. } => "authorized_user",
             Grant::ServiceAccount { .. } => "service_account",
             Grant::Metadata => "metadata",
+            Grant::External(_) => "external_account",
+            Grant::Impersonated(_) => "impersonated_service_account",
         };
         write!(f, "TokenSource({kind} from {})", self.origin)
     }
 }
 
-fn config_error(path: &Path, what: impl std::fmt::Display) -> ApiError {
+pub(crate) fn config_error(path: &Path, what: impl std::fmt::Display) -> ApiError {
     ApiError::new(
         ApiErrorKind::Config,
         format!("the Google credentials in {}: {what}", path.display()),
@@ -105,6 +114,17 @@ impl TokenSource {
         let text = std::fs::read(path).map_err(|e| config_error(path, e))?;
         let v: Value = serde_json::from_slice(&text)
             .map_err(|e| config_error(path, format!("not JSON ({e})")))?;
+        Self::from_value(&v, path, token_url, true)
+    }
+
+    /// Credentials from the JSON `v` read from `path`; `outer` allows the kinds that wrap
+    /// other credentials (an impersonated account's source may not wrap again).
+    pub(crate) fn from_value(
+        v: &Value,
+        path: &Path,
+        token_url: Option<String>,
+        outer: bool,
+    ) -> Result<Self, ApiError> {
         let field = |k: &str| -> Result<String, ApiError> {
             v.get(k)
                 .and_then(Value::as_str)
@@ -133,10 +153,20 @@ impl TokenSource {
                     field("token_uri").ok(),
                 )
             }
+            "external_account" if outer => {
+                let ext = external::External::from_value(v, path)?;
+                let url = ext.sts_url.clone();
+                (Grant::External(Box::new(ext)), Some(url))
+            }
+            "impersonated_service_account" if outer => {
+                let imp = external::Impersonated::from_value(v, path, token_url.clone())?;
+                let url = imp.url.clone();
+                (Grant::Impersonated(Box::new(imp)), Some(url))
+            }
             other => {
                 return Err(config_error(
                     path,
-                    format!("credentials of type {other:?} are not supported (keel reads authorized_user and service_account)"),
+                    format!("credentials of type {other:?} are not supported here (keel reads authorized_user, service_account, external_account and impersonated_service_account)"),
                 ))
             }
         };
@@ -210,7 +240,13 @@ impl TokenSource {
         }
     }
 
-    async fn fetch(&self) -> Result<(String, Duration), ApiError> {
+    /// A fresh token, uncached (an impersonated account's source asks through this).
+    pub(crate) async fn fetch(&self) -> Result<(String, Duration), ApiError> {
+        match &self.grant {
+            Grant::External(e) => return e.fetch(&self.http).await,
+            Grant::Impersonated(i) => return i.fetch(&self.http).await,
+            _ => {}
+        }
         let req = match &self.grant {
             // The metadata server answers a GET that carries its header (and nothing else).
             Grant::Metadata => self
@@ -274,12 +310,12 @@ impl TokenSource {
                     ("assertion", &jwt),
                 ])
             }
-            Grant::Metadata => String::new(),
+            Grant::Metadata | Grant::External(_) | Grant::Impersonated(_) => String::new(),
         })
     }
 }
 
-fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .tls_built_in_native_certs(false)
         .connect_timeout(Duration::from_secs(10))
@@ -288,7 +324,7 @@ fn http_client() -> Result<reqwest::Client, String> {
 }
 
 /// The access token and its lifetime from a token endpoint's JSON answer.
-fn parse_token(body: &[u8]) -> Result<(String, Duration), ApiError> {
+pub(crate) fn parse_token(body: &[u8]) -> Result<(String, Duration), ApiError> {
     let bad = |what: &str| {
         ApiError::new(
             ApiErrorKind::Decode,
@@ -356,7 +392,7 @@ fn parse_private_key(pem: &str) -> Result<RsaKeyPair, String> {
 }
 
 /// `application/x-www-form-urlencoded` of `pairs`.
-fn form(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn form(pairs: &[(&str, &str)]) -> String {
     pairs
         .iter()
         .map(|(k, v)| format!("{}={}", form_escape(k), form_escape(v)))

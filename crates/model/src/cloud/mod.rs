@@ -1,9 +1,12 @@
 //! Claude through the clouds: Amazon Bedrock ([`BedrockClient`]) and Google Vertex AI
 //! ([`VertexClient`]). Both take the Messages API's body (with the model in the URL instead)
 //! and give back the Messages API's events, so the engine drives them like any provider.
-//! (Microsoft Foundry is the Messages API itself at an Azure URL: an [`crate::AnthropicClient`].)
+//! (Microsoft Foundry is the Messages API itself at an Azure URL: an [`crate::AnthropicClient`]
+//! with a key, an [`azure_foundry::FoundryEntraClient`] with Microsoft Entra ID tokens.)
 
 pub mod aws;
+pub mod azure;
+pub mod azure_foundry;
 pub mod bedrock;
 pub mod eventstream;
 pub mod gcp;
