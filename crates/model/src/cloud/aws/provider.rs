@@ -1,0 +1,409 @@
+//! Credentials that expire, and the one cache every request of a client shares: refreshed
+//! before they expire and once when AWS refuses them, by one fetch at a time that every
+//! waiting request joins. The lock is never held across an await: a refresh in flight is a
+//! shared future the waiters poll, each fetch bounded by its source's own timeouts and
+//! [`FETCH_LIMIT`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::{FutureExt as _, Shared};
+
+use super::super::sigv4::Credentials;
+use super::metadata::{Container, Imds};
+use super::process::Process;
+use super::profile::ProfileSource;
+use super::sso::Sso;
+use super::time::format_rfc3339;
+use super::web_identity::WebIdentity;
+use crate::error::{ApiError, ApiErrorKind};
+use crate::BoxFuture;
+
+/// Credentials are refreshed when less than this is left of their life.
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
+/// No fetch (process, HTTP, files) may take longer than this, whatever its source does.
+pub const FETCH_LIMIT: Duration = Duration::from_secs(60);
+
+/// Credentials and when they stop working (`None`: they do not expire by themselves).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timed {
+    /// The credentials.
+    pub creds: Credentials,
+    /// When they expire.
+    pub expires: Option<SystemTime>,
+}
+
+/// The link of the AWS credential chain a client uses (chosen once, at start-up, without
+/// touching the network).
+#[derive(Debug)]
+pub enum Source {
+    /// `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`): used as given.
+    Static(Credentials),
+    /// Keys in the shared credentials or config file: read again when AWS refuses them.
+    Profile(ProfileSource),
+    /// `AssumeRoleWithWebIdentity` at STS with a token file (EKS, GitHub Actions, ...).
+    WebIdentity(WebIdentity),
+    /// IAM Identity Center: the cached SSO token traded at the portal for role credentials.
+    Sso(Sso),
+    /// A profile's `credential_process`.
+    Process(Process),
+    /// The ECS / EKS container credentials endpoint.
+    Container(Container),
+    /// The EC2 instance metadata service (IMDSv2).
+    Imds(Imds),
+}
+
+impl Source {
+    /// Where credentials come from, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Static(_) => "the environment (AWS_ACCESS_KEY_ID)".to_owned(),
+            Source::Profile(p) => format!("the AWS profile {:?}", p.profile),
+            Source::WebIdentity(w) => w.describe(),
+            Source::Sso(s) => s.describe(),
+            Source::Process(p) => p.describe(),
+            Source::Container(c) => c.describe(),
+            Source::Imds(i) => i.describe(),
+        }
+    }
+
+    async fn fetch(&self) -> Result<Timed, ApiError> {
+        let timed = match self {
+            Source::Static(c) => Timed {
+                creds: c.clone(),
+                expires: None,
+            },
+            Source::Profile(p) => match p.load()? {
+                Some(creds) => Timed {
+                    creds,
+                    expires: None,
+                },
+                None => {
+                    return Err(ApiError::new(
+                        ApiErrorKind::Config,
+                        format!(
+                            "the AWS profile {:?} no longer has credentials in the shared files",
+                            p.profile
+                        ),
+                    ))
+                }
+            },
+            Source::WebIdentity(w) => w.fetch().await?,
+            Source::Sso(s) => s.fetch().await?,
+            Source::Process(p) => p.fetch().await?,
+            Source::Container(c) => c.fetch().await?,
+            Source::Imds(i) => i.fetch().await?,
+        };
+        if let Some(t) = timed.expires {
+            if t <= SystemTime::now() {
+                return Err(ApiError::new(
+                    ApiErrorKind::Config,
+                    format!(
+                        "{} handed out credentials that had already expired (at {})",
+                        self.describe(),
+                        format_rfc3339(t)
+                    ),
+                ));
+            }
+        }
+        Ok(timed)
+    }
+}
+
+type Fetch = Shared<BoxFuture<'static, Result<Timed, ApiError>>>;
+
+#[derive(Default)]
+struct State {
+    current: Option<Timed>,
+    /// The fetch in flight and its number (a finished `Shared` no longer compares).
+    inflight: Option<(u64, Fetch)>,
+    started: u64,
+}
+
+/// AWS credentials that refresh themselves: what a Bedrock client signs with.
+pub struct CredentialsProvider {
+    source: Arc<Source>,
+    state: Mutex<State>,
+    fetches: AtomicU64,
+}
+
+impl std::fmt::Debug for CredentialsProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CredentialsProvider({})", self.source.describe())
+    }
+}
+
+/// Forgets a fetch that nobody waits for any more (its request was cancelled), so that a
+/// credential process it started is killed rather than left running unpolled.
+struct Waiter<'a> {
+    provider: &'a CredentialsProvider,
+    id: u64,
+    fetch: Fetch,
+    done: bool,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut st = self.provider.lock();
+        // Two holders: the state and this waiter; nobody else will poll it.
+        if st
+            .inflight
+            .as_ref()
+            .is_some_and(|(id, f)| *id == self.id && f.strong_count() == Some(2))
+        {
+            st.inflight = None;
+        }
+    }
+}
+
+impl CredentialsProvider {
+    /// Credentials from `source`, fetched at the first request.
+    pub fn new(source: Source) -> Self {
+        let current = match &source {
+            Source::Static(c) => Some(Timed {
+                creds: c.clone(),
+                expires: None,
+            }),
+            _ => None,
+        };
+        Self {
+            source: Arc::new(source),
+            state: Mutex::new(State {
+                current,
+                ..State::default()
+            }),
+            fetches: AtomicU64::new(0),
+        }
+    }
+
+    /// Credentials that never change (tests, and keys given directly).
+    pub fn fixed(creds: Credentials) -> Self {
+        Self::new(Source::Static(creds))
+    }
+
+    /// The source, for messages and `system/init`.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// How many times the source has been asked (start-up not included for static keys).
+    pub fn fetches(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Credentials good for at least [`REFRESH_MARGIN`] (or the freshest the source gives):
+    /// the cached ones, or the result of the one fetch in flight, started here if none is.
+    pub async fn credentials(&self) -> Result<Credentials, ApiError> {
+        let fetch = {
+            let mut st = self.lock();
+            if let Some(t) = &st.current {
+                if t.expires
+                    .is_none_or(|e| SystemTime::now() + REFRESH_MARGIN < e)
+                {
+                    return Ok(t.creds.clone());
+                }
+            }
+            match &st.inflight {
+                Some((id, f)) => (*id, f.clone()),
+                None => {
+                    let f = self.start_fetch();
+                    st.started += 1;
+                    st.inflight = Some((st.started, f.clone()));
+                    (st.started, f)
+                }
+            }
+        };
+        let mut waiter = Waiter {
+            provider: self,
+            id: fetch.0,
+            fetch: fetch.1,
+            done: false,
+        };
+        // Polled through the waiter's own handle, so a cancelled request leaves exactly the
+        // state's handle behind (see `Waiter`'s drop).
+        let res = (&mut waiter.fetch).await;
+        waiter.done = true;
+        let mut st = self.lock();
+        if st.inflight.as_ref().is_some_and(|(id, _)| *id == waiter.id) {
+            st.inflight = None;
+            if let Ok(t) = &res {
+                st.current = Some(t.clone());
+            }
+        }
+        match res {
+            Ok(t) => Ok(t.creds),
+            // A failed refresh of credentials that still work: use them while they last.
+            Err(e) => match &st.current {
+                Some(t) if t.expires.is_some_and(|x| SystemTime::now() < x) => Ok(t.creds.clone()),
+                _ => Err(e),
+            },
+        }
+    }
+
+    fn start_fetch(&self) -> Fetch {
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        let source = Arc::clone(&self.source);
+        let fut: BoxFuture<'static, Result<Timed, ApiError>> = Box::pin(async move {
+            match tokio::time::timeout(FETCH_LIMIT, source.fetch()).await {
+                Ok(r) => r,
+                Err(_) => Err(ApiError::new(
+                    ApiErrorKind::Connect,
+                    format!(
+                        "{} gave no credentials within {} s",
+                        source.describe(),
+                        FETCH_LIMIT.as_secs()
+                    ),
+                )),
+            }
+        });
+        fut.shared()
+    }
+
+    /// AWS refused `refused`: forget them, so the next [`Self::credentials`] fetches anew.
+    /// Credentials another request already replaced are left alone.
+    pub fn invalidate(&self, refused: &Credentials) {
+        let mut st = self.lock();
+        if st.current.as_ref().is_some_and(|t| &t.creds == refused) {
+            st.current = None;
+        }
+    }
+}
+
+/// The credentials in an answer, each field checked: an access key id of letters and
+/// digits, a secret and token of printable characters, all of bounded length.
+pub(crate) fn checked(
+    id: Option<&str>,
+    secret: Option<&str>,
+    token: Option<&str>,
+    origin: &str,
+) -> Result<Credentials, ApiError> {
+    let bad = |what: &str| {
+        ApiError::new(
+            ApiErrorKind::Decode,
+            format!("{origin} answered without a usable {what}"),
+        )
+    };
+    let printable = |s: &&str, max: usize| {
+        !s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_graphic())
+    };
+    let id = id
+        .filter(|s| s.len() >= 4 && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .ok_or_else(|| bad("access key id"))?;
+    let secret = secret
+        .filter(|s| printable(s, 256))
+        .ok_or_else(|| bad("secret access key"))?;
+    let session_token = match token {
+        None | Some("") => None,
+        Some(t) if printable(&t, 16 * 1024) => Some(t.to_owned()),
+        Some(_) => return Err(bad("session token")),
+    };
+    Ok(Credentials {
+        access_key_id: id.to_owned(),
+        secret_access_key: secret.to_owned(),
+        session_token,
+    })
+}
+
+/// An HTTP client for a credential endpoint: bundled roots only, `connect` to connect.
+pub(crate) fn http_client(connect: Duration) -> Result<reqwest::Client, ApiError> {
+    reqwest::Client::builder()
+        .tls_built_in_native_certs(false)
+        .connect_timeout(connect)
+        .no_proxy()
+        .build()
+        .map_err(|e| {
+            ApiError::new(
+                ApiErrorKind::Config,
+                format!("could not start the HTTP client: {e}"),
+            )
+        })
+}
+
+/// Send `req` and read its status and body within `limit`, refusing a body over `max` bytes.
+pub(crate) async fn send_capped(
+    req: reqwest::RequestBuilder,
+    limit: Duration,
+    max: usize,
+    origin: &str,
+) -> Result<(u16, Vec<u8>), ApiError> {
+    use futures_util::StreamExt as _;
+    let fut = async {
+        let resp = req.send().await.map_err(|e| {
+            let mut err = crate::anthropic::transport_error(&e);
+            err.message = format!("could not reach {origin}: {}", err.message);
+            err
+        })?;
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::new(
+                    ApiErrorKind::ConnectionLost,
+                    format!("{origin} broke off its answer: {e}"),
+                )
+            })?;
+            if body.len() + chunk.len() > max {
+                return Err(ApiError::new(
+                    ApiErrorKind::Decode,
+                    format!("{origin} answered with more than {max} bytes"),
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, body))
+    };
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::new(
+            ApiErrorKind::Connect,
+            format!("{origin} did not answer within {} ms", limit.as_millis()),
+        )),
+    }
+}
+
+/// The error for an HTTP failure status from a credential endpoint: 5xx and 429 passing
+/// (worth another try), anything else a configuration problem described by `fix`.
+pub(crate) fn status_error(status: u16, origin: &str, detail: &str, fix: &str) -> ApiError {
+    let transient = status >= 500 || status == 429;
+    let detail = crate::anthropic::truncate(detail.trim(), 300);
+    let mut e = ApiError::new(
+        if transient {
+            ApiErrorKind::Http
+        } else {
+            ApiErrorKind::Config
+        },
+        format!("{origin} answered HTTP {status}: {detail}{fix}"),
+    );
+    if transient {
+        e.status = Some(status);
+    }
+    e
+}
+
+/// Read a small file (a token) with a size bound and a regular-file check.
+pub(crate) fn read_small(path: &std::path::Path, max: u64, what: &str) -> Result<String, ApiError> {
+    let err = |m: String| {
+        ApiError::new(
+            ApiErrorKind::Config,
+            format!("{what} {}: {m}", path.display()),
+        )
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    if !meta.is_file() || meta.len() > max {
+        return Err(err(format!("not a regular file of at most {max} bytes")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    if text.len() as u64 > max {
+        return Err(err(format!("longer than {max} bytes")));
+    }
+    Ok(text)
+}
