@@ -192,11 +192,7 @@ impl BedrockClient {
         loop {
             let used = match &self.cfg.auth {
                 BedrockAuth::SigV4(p) => Some(p.credentials().await.map_err(|e| ApiError {
-                    message: format!(
-                        "the AWS credentials could not be loaded from {}: {}",
-                        p.source().describe(),
-                        e.message
-                    ),
+                    message: format!("the AWS credentials could not be loaded: {}", e.message),
                     ..e
                 })?),
                 _ => None,
@@ -264,7 +260,7 @@ pub fn bedrock_error(
             "the AWS credentials were refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE".to_owned(),
         ),
         Some("ExpiredTokenException") => Some(
-            "the AWS session token has expired: refresh the credentials (for SSO, `aws sso login`, then export them again)".to_owned(),
+            "the AWS credentials have expired and their source gave no fresh ones: refresh them there (for SSO, `aws sso login`; for exported keys, export them again)".to_owned(),
         ),
         Some("ResourceNotFoundException") => Some(format!(
             "{model:?} is not offered in {region}: check the model id (Bedrock ids look like us.anthropic.claude-sonnet-4-5-20250929-v1:0) and AWS_REGION"
