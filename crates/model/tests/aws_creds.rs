@@ -11,6 +11,7 @@ use keel_model::cloud::aws::metadata::Container;
 use keel_model::cloud::aws::process::Process;
 use keel_model::cloud::aws::time::format_rfc3339;
 use keel_model::cloud::aws::{CredentialsProvider, Source};
+use keel_model::cloud::sigv4;
 use keel_model::ApiErrorKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -625,6 +626,105 @@ fn the_chain_takes_the_environment_first_and_names_a_missing_profile() {
         ("HOME", dir.path().display().to_string()),
         ("AWS_PROFILE", "r".to_owned()),
     ]);
-    let e = resolve(&env, "us-east-1").unwrap_err();
-    assert!(e.message.contains("source_profile"), "{e}");
+    match resolve(&env, "us-east-1").unwrap() {
+        Some(Source::AssumeRole(a)) => assert!(matches!(*a.source, Source::Process(_))),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn role_profiles_that_cannot_work_are_named_before_any_request() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".aws")).unwrap();
+    std::fs::write(
+        dir.path().join(".aws/config"),
+        "[profile mfa]\nrole_arn = arn:aws:iam::123456789012:role/x\nsource_profile = base\nmfa_serial = arn:aws:iam::123456789012:mfa/me\n\
+         [profile gone]\nrole_arn = arn:aws:iam::123456789012:role/x\nsource_profile = nowhere\n\
+         [profile a]\nrole_arn = arn:aws:iam::123456789012:role/a\nsource_profile = b\n\
+         [profile b]\nrole_arn = arn:aws:iam::123456789012:role/b\nsource_profile = a\n\
+         [profile long]\nrole_arn = arn:aws:iam::123456789012:role/x\ncredential_source = Ec2InstanceMetadata\nduration_seconds = 99999\n\
+         [profile both]\nrole_arn = arn:aws:iam::123456789012:role/x\ncredential_source = Environment\nsource_profile = a\n",
+    )
+    .unwrap();
+    for (profile, needle) in [
+        ("mfa", "mfa_serial"),
+        ("gone", "\"nowhere\""),
+        ("a", "more than 5 roles deep"),
+        ("long", "duration_seconds"),
+        ("both", "keep one"),
+    ] {
+        let env = env_of(&[
+            ("HOME", dir.path().display().to_string()),
+            ("AWS_PROFILE", profile.to_owned()),
+        ]);
+        let e = resolve(&env, "us-east-1").unwrap_err();
+        assert!(e.message.contains(needle), "{profile}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_role_is_assumed_with_a_signed_sts_call_by_the_source_profiles_keys() {
+    let sts = Fake::start(|_| {
+        (200, format!(
+            "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIAROLE</AccessKeyId><SecretAccessKey>rs</SecretAccessKey><SessionToken>rt</SessionToken><Expiration>{}</Expiration></Credentials></AssumeRoleResult></AssumeRoleResponse>",
+            rfc3339_in(3600)
+        ))
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".aws")).unwrap();
+    std::fs::write(
+        dir.path().join(".aws/credentials"),
+        "[base]\naws_access_key_id = AKIDBASE\naws_secret_access_key = base-secret\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".aws/config"),
+        "[profile deploy]\nrole_arn = arn:aws:iam::123456789012:role/deploy\nsource_profile = base\nrole_session_name = me\nexternal_id = ext-42\nduration_seconds = 1800\n",
+    )
+    .unwrap();
+    let env = [
+        ("HOME", dir.path().display().to_string()),
+        ("AWS_PROFILE", "deploy".to_owned()),
+        ("AWS_ENDPOINT_URL_STS", sts.base.clone()),
+    ];
+    let c = provider(&env).credentials().await.unwrap();
+    assert_eq!(
+        (c.access_key_id.as_str(), c.session_token.as_deref()),
+        ("ASIAROLE", Some("rt"))
+    );
+    let r = &sts.requests()[0];
+    for field in [
+        "Action=AssumeRole&",
+        "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fdeploy",
+        "RoleSessionName=me",
+        "ExternalId=ext-42",
+        "DurationSeconds=1800",
+    ] {
+        assert!(r.body.contains(field), "{field}: {}", r.body);
+    }
+    // The signature is the one the base profile's keys give for what was sent.
+    let headers = [
+        ("content-type", r.headers["content-type"].as_str()),
+        ("host", r.headers["host"].as_str()),
+        ("x-amz-date", r.headers["x-amz-date"].as_str()),
+    ];
+    let sig = sigv4::sign(
+        &sigv4::Request {
+            method: "POST",
+            path: "/",
+            query: "",
+            headers: &headers,
+            payload: r.body.as_bytes(),
+        },
+        &sigv4::Credentials {
+            access_key_id: "AKIDBASE".into(),
+            secret_access_key: "base-secret".into(),
+            session_token: None,
+        },
+        &r.headers["x-amz-date"],
+        "us-west-2",
+        "sts",
+    );
+    assert_eq!(r.headers["authorization"], sig.authorization);
 }

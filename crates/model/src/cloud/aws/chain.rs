@@ -1,5 +1,6 @@
 //! Which link of the AWS credential chain applies, in the order the AWS tools use:
-//! the environment's keys, web identity, the shared profile (a role with web identity, SSO,
+//! the environment's keys, web identity, the shared profile (a role assumed with another
+//! profile's or the machine's credentials or with web identity, SSO,
 //! static keys, `credential_process`), the container endpoint, the EC2 metadata service.
 //! Chosen from variables and files only: nothing here touches the network, so start-up costs
 //! the same whichever link applies; the first fetch happens at the first request.
@@ -7,6 +8,7 @@
 use std::path::PathBuf;
 
 use super::super::sigv4::Credentials;
+use super::assume_role::{external_id_ok, AssumeRole};
 use super::metadata::{full_uri_allowed, on_ec2, Container, Imds, ECS_ENDPOINT, IMDS_ENDPOINT};
 use super::process::{Process, MAX_COMMAND, PROCESS_TIMEOUT};
 use super::profile::{config_error, static_keys, Pairs, ProfileSource};
@@ -149,10 +151,13 @@ fn web_identity_env(env: Env<'_>, region: &str) -> Result<Option<WebIdentity>, A
     }
 }
 
+/// How deep roles may chain (`source_profile` naming a profile that assumes a role itself).
+const MAX_ROLE_CHAIN: usize = 5;
+
 /// The source a shared profile describes, if the profile exists and has one.
 fn profile(env: Env<'_>, region: &str) -> Result<Option<Source>, ApiError> {
     let src = profile_source(env);
-    let Some(p) = src.pairs()? else {
+    if src.pairs()?.is_none() {
         if set(env, "AWS_PROFILE").is_some() {
             return Err(config_error(format!(
                 "the AWS profile {:?} (AWS_PROFILE) is in neither {} nor {}",
@@ -162,12 +167,23 @@ fn profile(env: Env<'_>, region: &str) -> Result<Option<Source>, ApiError> {
             )));
         }
         return Ok(None);
-    };
+    }
+    profile_named(env, region, &src, 0)
+}
+
+/// The source of the profile `src` names (which exists); `depth` roles deep.
+fn profile_named(
+    env: Env<'_>,
+    region: &str,
+    src: &ProfileSource,
+    depth: usize,
+) -> Result<Option<Source>, ApiError> {
+    let p = src.pairs()?.unwrap_or_default();
     let name = src.profile.clone();
     let origin = format!("the AWS profile {name:?}");
     if let Some(arn) = p.get("role_arn") {
-        return match p.get("web_identity_token_file") {
-            Some(file) => web_identity(
+        if let Some(file) = p.get("web_identity_token_file") {
+            return web_identity(
                 env,
                 region,
                 file.to_owned(),
@@ -175,17 +191,15 @@ fn profile(env: Env<'_>, region: &str) -> Result<Option<Source>, ApiError> {
                 p.get("role_session_name").map(str::to_owned),
                 &origin,
             )
-            .map(|w| Some(Source::WebIdentity(w))),
-            None => Err(config_error(format!(
-                "{origin} assumes the role {arn} from another profile (source_profile / credential_source), which keel does not do yet: export the role's credentials first (`aws configure export-credentials --profile {name} --format env`) or use AWS_BEARER_TOKEN_BEDROCK"
-            ))),
-        };
+            .map(|w| Some(Source::WebIdentity(w)));
+        }
+        return assume_role(env, region, src, &p, arn, depth).map(|a| Some(Source::AssumeRole(a)));
     }
     if p.get("sso_session").is_some() || p.get("sso_start_url").is_some() {
-        return sso(env, &src, &p, &origin).map(|s| Some(Source::Sso(s)));
+        return sso(env, src, &p, &origin).map(|s| Some(Source::Sso(s)));
     }
     if static_keys(&p).is_some() {
-        return Ok(Some(Source::Profile(src)));
+        return Ok(Some(Source::Profile(src.clone())));
     }
     if let Some(cmd) = p.get("credential_process") {
         if cmd.len() > MAX_COMMAND {
@@ -200,6 +214,144 @@ fn profile(env: Env<'_>, region: &str) -> Result<Option<Source>, ApiError> {
         })));
     }
     Ok(None)
+}
+
+/// A profile's `role_arn` assumed with its `source_profile`'s or `credential_source`'s
+/// credentials.
+fn assume_role(
+    env: Env<'_>,
+    region: &str,
+    src: &ProfileSource,
+    p: &Pairs,
+    arn: &str,
+    depth: usize,
+) -> Result<AssumeRole, ApiError> {
+    let origin = format!("the AWS profile {:?}", src.profile);
+    if !role_arn_ok(arn) {
+        return Err(config_error(format!(
+            "{origin}: role_arn {arn:?} is not an IAM role ARN"
+        )));
+    }
+    if p.get("mfa_serial").is_some() {
+        return Err(config_error(format!(
+            "{origin} needs an MFA code (mfa_serial), which keel cannot ask for: export the role's credentials first (`aws configure export-credentials --profile {} --format env`)",
+            src.profile
+        )));
+    }
+    if depth >= MAX_ROLE_CHAIN {
+        return Err(config_error(format!(
+            "{origin}: source_profile chains more than {MAX_ROLE_CHAIN} roles deep (a loop?)"
+        )));
+    }
+    let source = match (p.get("source_profile"), p.get("credential_source")) {
+        (Some(_), Some(_)) => {
+            return Err(config_error(format!(
+                "{origin} sets both source_profile and credential_source; keep one"
+            )))
+        }
+        // A profile naming itself signs with its own static keys.
+        (Some(s), None) if s == src.profile => match static_keys(p) {
+            Some(_) => Source::Profile(src.clone()),
+            None => {
+                return Err(config_error(format!(
+                    "{origin} is its own source_profile but has no static keys"
+                )))
+            }
+        },
+        (Some(s), None) => {
+            let next = ProfileSource {
+                profile: s.to_owned(),
+                ..src.clone()
+            };
+            if next.pairs()?.is_none() {
+                return Err(config_error(format!(
+                    "{origin} names source_profile {s:?}, which neither shared file has"
+                )));
+            }
+            profile_named(env, region, &next, depth + 1)?.ok_or_else(|| {
+                config_error(format!(
+                    "{origin} names source_profile {s:?}, which has no credentials"
+                ))
+            })?
+        }
+        (None, Some(cs)) => credential_source(env, cs, &origin)?,
+        (None, None) => {
+            return Err(config_error(format!(
+                "{origin} sets role_arn without source_profile, credential_source or web_identity_token_file"
+            )))
+        }
+    };
+    let session_name = p
+        .get("role_session_name")
+        .map(str::to_owned)
+        .unwrap_or_else(default_session_name);
+    if !session_name_ok(&session_name) {
+        return Err(config_error(format!(
+            "{origin}: role_session_name {session_name:?} is not 2 to 64 letters, digits or _+=,.@-"
+        )));
+    }
+    let external_id = p.get("external_id").map(str::to_owned);
+    if external_id.as_deref().is_some_and(|x| !external_id_ok(x)) {
+        return Err(config_error(format!(
+            "{origin}: external_id is not 2 to 1224 of letters, digits or _+=,.@:/-"
+        )));
+    }
+    let duration = match p.get("duration_seconds") {
+        None => None,
+        Some(d) => Some(
+            d.parse::<u32>()
+                .ok()
+                .filter(|d| (900..=43_200).contains(d))
+                .ok_or_else(|| {
+                    config_error(format!(
+                        "{origin}: duration_seconds {d:?} is not a number from 900 to 43200"
+                    ))
+                })?,
+        ),
+    };
+    Ok(AssumeRole {
+        profile: src.profile.clone(),
+        role_arn: arn.to_owned(),
+        session_name,
+        external_id,
+        duration,
+        source: Box::new(source),
+        endpoint: service_endpoint(
+            env,
+            "AWS_ENDPOINT_URL_STS",
+            format!("https://sts.{region}.amazonaws.com"),
+        )?,
+        region: region.to_owned(),
+    })
+}
+
+/// `credential_source`: the environment's keys, the container endpoint or the EC2 metadata
+/// service, named explicitly (so the metadata service is asked even off EC2's DMI check).
+fn credential_source(env: Env<'_>, name: &str, origin: &str) -> Result<Source, ApiError> {
+    let missing = |what: &str| {
+        config_error(format!(
+            "{origin} takes its credential_source from {name}, but {what}"
+        ))
+    };
+    match name {
+        "Environment" => env_keys(env)?
+            .map(Source::Static)
+            .ok_or_else(|| missing("AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY are not set")),
+        "EcsContainer" => container(env)?
+            .map(Source::Container)
+            .ok_or_else(|| missing("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI are not set")),
+        "Ec2InstanceMetadata" => {
+            if set(env, "AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+                return Err(missing("AWS_EC2_METADATA_DISABLED is true"));
+            }
+            Ok(Source::Imds(Imds {
+                endpoint: imds_endpoint(env)?.unwrap_or_else(|| IMDS_ENDPOINT.to_owned()),
+            }))
+        }
+        other => Err(config_error(format!(
+            "{origin}: credential_source {other:?} is not Environment, EcsContainer or Ec2InstanceMetadata"
+        ))),
+    }
 }
 
 fn shown(p: &Option<PathBuf>) -> String {
@@ -293,17 +445,23 @@ fn imds(env: Env<'_>) -> Result<Option<Source>, ApiError> {
     if set(env, "AWS_EC2_METADATA_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(None);
     }
-    let endpoint = match set(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT") {
-        Some(e) => match reqwest::Url::parse(&e) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => e,
-            _ => {
-                return Err(config_error(format!(
-                    "AWS_EC2_METADATA_SERVICE_ENDPOINT={e:?} is not an http(s) URL"
-                )))
-            }
-        },
+    let endpoint = match imds_endpoint(env)? {
+        Some(e) => e,
         None if on_ec2() => IMDS_ENDPOINT.to_owned(),
         None => return Ok(None),
     };
     Ok(Some(Source::Imds(Imds { endpoint })))
+}
+
+/// `AWS_EC2_METADATA_SERVICE_ENDPOINT`, checked to be an http(s) URL.
+fn imds_endpoint(env: Env<'_>) -> Result<Option<String>, ApiError> {
+    match set(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT") {
+        None => Ok(None),
+        Some(e) => match reqwest::Url::parse(&e) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => Ok(Some(e)),
+            _ => Err(config_error(format!(
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT={e:?} is not an http(s) URL"
+            ))),
+        },
+    }
 }

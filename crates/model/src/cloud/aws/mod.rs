@@ -1,10 +1,12 @@
 //! AWS credentials the way the AWS tools find them, in their order: the environment's keys,
 //! web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`), the shared profile
-//! (`AWS_PROFILE`: a role with a web identity token, SSO, static keys, `credential_process`),
+//! (`AWS_PROFILE`: a role assumed with another profile's or the machine's credentials or a
+//! web identity token, SSO, static keys, `credential_process`),
 //! the container credentials endpoint, the EC2 instance metadata service. [`chain::resolve`]
 //! picks the link without touching the network; a [`CredentialsProvider`] fetches from it at
 //! the first request and refreshes before the credentials expire or when AWS refuses them.
 
+pub mod assume_role;
 pub mod chain;
 pub mod metadata;
 pub mod process;

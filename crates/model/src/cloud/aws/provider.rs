@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use futures_util::future::{FutureExt as _, Shared};
 
 use super::super::sigv4::Credentials;
+use super::assume_role::AssumeRole;
 use super::metadata::{Container, Imds};
 use super::process::Process;
 use super::profile::ProfileSource;
@@ -42,6 +43,8 @@ pub enum Source {
     Static(Credentials),
     /// Keys in the shared credentials or config file: read again when AWS refuses them.
     Profile(ProfileSource),
+    /// `AssumeRole` at STS, signed with another source's credentials.
+    AssumeRole(AssumeRole),
     /// `AssumeRoleWithWebIdentity` at STS with a token file (EKS, GitHub Actions, ...).
     WebIdentity(WebIdentity),
     /// IAM Identity Center: the cached SSO token traded at the portal for role credentials.
@@ -60,6 +63,7 @@ impl Source {
         match self {
             Source::Static(_) => "the environment (AWS_ACCESS_KEY_ID)".to_owned(),
             Source::Profile(p) => format!("the AWS profile {:?}", p.profile),
+            Source::AssumeRole(a) => a.describe(),
             Source::WebIdentity(w) => w.describe(),
             Source::Sso(s) => s.describe(),
             Source::Process(p) => p.describe(),
@@ -68,7 +72,8 @@ impl Source {
         }
     }
 
-    async fn fetch(&self) -> Result<Timed, ApiError> {
+    /// Credentials from this source, checked not to have expired already.
+    pub(crate) async fn fetch(&self) -> Result<Timed, ApiError> {
         let timed = match self {
             Source::Static(c) => Timed {
                 creds: c.clone(),
@@ -89,6 +94,7 @@ impl Source {
                     ))
                 }
             },
+            Source::AssumeRole(a) => a.fetch().await?,
             Source::WebIdentity(w) => w.fetch().await?,
             Source::Sso(s) => s.fetch().await?,
             Source::Process(p) => p.fetch().await?,
