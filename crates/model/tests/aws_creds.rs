@@ -728,3 +728,70 @@ async fn a_role_is_assumed_with_a_signed_sts_call_by_the_source_profiles_keys() 
     );
     assert_eq!(r.headers["authorization"], sig.authorization);
 }
+
+#[tokio::test]
+async fn an_expired_sso_session_token_is_refreshed_and_the_cache_updated() {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 3_600_000;
+    let portal = Fake::start(move |r| {
+        if r.headers.get("x-amz-sso_bearer_token").map(String::as_str) != Some("fresh-access") {
+            return (401, r#"{"message":"Session token not found or invalid"}"#.into());
+        }
+        (200, format!(r#"{{"roleCredentials":{{"accessKeyId":"ASIASSO2","secretAccessKey":"s","sessionToken":"t","expiration":{ms}}}}}"#))
+    })
+    .await;
+    let oidc = Fake::start(|r| {
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+        if r.path == "/token"
+            && v["grantType"] == "refresh_token"
+            && v["refreshToken"] == "refresh-1"
+            && v["clientId"] == "client"
+        {
+            (200, r#"{"accessToken":"fresh-access","expiresIn":3600,"refreshToken":"refresh-2","tokenType":"Bearer"}"#.into())
+        } else {
+            (400, r#"{"error":"invalid_grant"}"#.into())
+        }
+    })
+    .await;
+    let home = sso_home("2020-01-01T00:00:00Z");
+    let cache = home.path().join(format!(".aws/sso/cache/{CORP_SHA1}.json"));
+    std::fs::write(
+        &cache,
+        r#"{"accessToken":"old-access","expiresAt":"2020-01-01T00:00:00Z","refreshToken":"refresh-1","clientId":"client","clientSecret":"secret","registrationExpiresAt":"2099-01-01T00:00:00Z"}"#,
+    )
+    .unwrap();
+    let env = [
+        ("HOME", home.path().display().to_string()),
+        ("AWS_PROFILE", "dev".to_owned()),
+        ("AWS_ENDPOINT_URL_SSO", portal.base.clone()),
+        ("AWS_ENDPOINT_URL_SSO_OIDC", oidc.base.clone()),
+    ];
+    assert_eq!(
+        provider(&env).credentials().await.unwrap().access_key_id,
+        "ASIASSO2"
+    );
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cache).unwrap()).unwrap();
+    assert_eq!(saved["accessToken"], "fresh-access");
+    assert_eq!(saved["refreshToken"], "refresh-2");
+    assert_eq!(
+        saved["clientSecret"], "secret",
+        "the rest of the entry is kept"
+    );
+    // A refresh token the service refuses: the login to run, and why.
+    std::fs::write(
+        &cache,
+        r#"{"accessToken":"old-access","expiresAt":"2020-01-01T00:00:00Z","refreshToken":"revoked","clientId":"client","clientSecret":"secret"}"#,
+    )
+    .unwrap();
+    let e = provider(&env).credentials().await.unwrap_err();
+    assert!(
+        e.message.contains("could not be refreshed")
+            && e.message.contains("HTTP 400")
+            && e.message.contains("aws sso login --sso-session corp"),
+        "{e}"
+    );
+}

@@ -407,6 +407,11 @@ fn sso(env: Env<'_>, src: &ProfileSource, p: &Pairs, origin: &str) -> Result<Sso
             "AWS_ENDPOINT_URL_SSO",
             format!("https://portal.sso.{sso_region}.amazonaws.com"),
         )?,
+        oidc_endpoint: service_endpoint(
+            env,
+            "AWS_ENDPOINT_URL_SSO_OIDC",
+            format!("https://oidc.{sso_region}.amazonaws.com"),
+        )?,
     })
 }
 

@@ -1,7 +1,8 @@
 //! IAM Identity Center (SSO): the access token `aws sso login` cached under
 //! `~/.aws/sso/cache/<sha1 of the session name or start URL>.json`, traded at the SSO portal
-//! (`GetRoleCredentials`) for the profile's account and role. keel does not log in or refresh
-//! the SSO token itself: when it has expired, the error says which login to run.
+//! (`GetRoleCredentials`) for the profile's account and role. An `sso-session`'s token is
+//! refreshed with its refresh token (and the cache updated) as the AWS CLI does; keel does
+//! not log in: when no token can be had, the error says which login to run.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -9,7 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::super::sigv4::{hex, uri_encode};
-use super::provider::{checked, http_client, read_small, send_capped, status_error, Timed};
+use super::provider::{
+    checked, http_client, read_small, send_capped, status_error, Timed, REFRESH_MARGIN,
+};
 use super::time::{format_rfc3339, parse_rfc3339};
 use crate::error::{ApiError, ApiErrorKind};
 
@@ -39,6 +42,14 @@ pub struct Sso {
     pub cache_dir: PathBuf,
     /// The portal (`https://portal.sso.{sso_region}.amazonaws.com` or `AWS_ENDPOINT_URL_SSO`).
     pub endpoint: String,
+    /// The OIDC service that refreshes an sso-session's token
+    /// (`https://oidc.{sso_region}.amazonaws.com` or `AWS_ENDPOINT_URL_SSO_OIDC`).
+    pub oidc_endpoint: String,
+}
+
+/// Whether a token from the cache or an answer is one: printable and bounded.
+fn token_ok(t: &str) -> bool {
+    !t.is_empty() && t.len() <= 16 * 1024 && t.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// Whether `id` is an AWS account id (12 digits).
@@ -81,7 +92,7 @@ impl Sso {
     }
 
     /// The cached access token, if it is still good.
-    fn token(&self) -> Result<String, ApiError> {
+    async fn token(&self) -> Result<String, ApiError> {
         let path = self.cache_file();
         let expired =
             |m: String| ApiError::new(ApiErrorKind::Config, format!("{m}: {}", self.login_hint()));
@@ -93,7 +104,7 @@ impl Sso {
             )));
         }
         let text = read_small(&path, MAX_CACHE_FILE, "the SSO token cache")?;
-        let v: Value = serde_json::from_str(&text).map_err(|_| {
+        let mut v: Value = serde_json::from_str(&text).map_err(|_| {
             expired(format!(
                 "the SSO token cache {} is not JSON",
                 path.display()
@@ -102,9 +113,8 @@ impl Sso {
         let token = v
             .get("accessToken")
             .and_then(Value::as_str)
-            .filter(|t| {
-                !t.is_empty() && t.len() <= 16 * 1024 && t.bytes().all(|b| b.is_ascii_graphic())
-            })
+            .filter(|t| token_ok(t))
+            .map(str::to_owned)
             .ok_or_else(|| {
                 expired(format!(
                     "the SSO token cache {} has no usable accessToken",
@@ -121,19 +131,128 @@ impl Sso {
                     path.display()
                 ))
             })?;
-        if until <= SystemTime::now() {
-            return Err(expired(format!(
+        let now = SystemTime::now();
+        if now + REFRESH_MARGIN < until {
+            return Ok(token);
+        }
+        // An sso-session's token can be refreshed as the AWS CLI does; a failure falls back
+        // to the current token while it lasts.
+        let refreshed = match &self.session {
+            Some(_) => self.refresh(&mut v).await,
+            None => Ok(None),
+        };
+        match refreshed {
+            Ok(Some(t)) => {
+                self.write_cache(&path, &v);
+                Ok(t)
+            }
+            _ if now < until => Ok(token),
+            Ok(None) => Err(expired(format!(
                 "the SSO token for the AWS profile {:?} expired at {}",
                 self.profile,
                 format_rfc3339(until)
-            )));
+            ))),
+            Err(e) => Err(expired(format!(
+                "the SSO token for the AWS profile {:?} expired at {} and could not be refreshed ({})",
+                self.profile,
+                format_rfc3339(until),
+                e.message
+            ))),
         }
-        Ok(token.to_owned())
+    }
+
+    /// A new access token from the OIDC service for the cache entry `v` (updated in place),
+    /// if it holds a refresh token and a client registration that has not expired.
+    async fn refresh(&self, v: &mut Value) -> Result<Option<String>, ApiError> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).filter(|t| token_ok(t));
+        let (Some(refresh), Some(id), Some(secret)) =
+            (s("refreshToken"), s("clientId"), s("clientSecret"))
+        else {
+            return Ok(None);
+        };
+        let registration_over = v
+            .get("registrationExpiresAt")
+            .and_then(Value::as_str)
+            .and_then(parse_rfc3339)
+            .is_some_and(|t| t <= SystemTime::now());
+        if registration_over {
+            return Ok(None);
+        }
+        let body = serde_json::json!({
+            "grantType": "refresh_token", "clientId": id, "clientSecret": secret, "refreshToken": refresh,
+        });
+        let origin = format!("the SSO OIDC service at {}", self.oidc_endpoint);
+        let req = http_client(Duration::from_secs(5))?
+            .post(format!(
+                "{}/token",
+                self.oidc_endpoint.trim_end_matches('/')
+            ))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        let (status, answer) = send_capped(req, PORTAL_TIMEOUT, MAX_ANSWER, &origin).await?;
+        if !(200..300).contains(&status) {
+            return Err(status_error(
+                status,
+                &origin,
+                &String::from_utf8_lossy(&answer),
+                "",
+            ));
+        }
+        let a: Value = serde_json::from_slice(&answer).map_err(|_| {
+            ApiError::new(
+                ApiErrorKind::Decode,
+                format!("{origin} answered without JSON"),
+            )
+        })?;
+        let token = a
+            .get("accessToken")
+            .and_then(Value::as_str)
+            .filter(|t| token_ok(t));
+        let secs = a
+            .get("expiresIn")
+            .and_then(Value::as_u64)
+            .filter(|s| (1..=MAX_LIFETIME.as_secs()).contains(s));
+        let (Some(token), Some(secs)) = (token, secs) else {
+            return Err(ApiError::new(
+                ApiErrorKind::Decode,
+                format!("{origin} answered without a usable accessToken and expiresIn"),
+            ));
+        };
+        let token = token.to_owned();
+        v["accessToken"] = Value::from(token.clone());
+        v["expiresAt"] = Value::from(format_rfc3339(
+            SystemTime::now() + Duration::from_secs(secs),
+        ));
+        if let Some(r) = a
+            .get("refreshToken")
+            .and_then(Value::as_str)
+            .filter(|t| token_ok(t))
+        {
+            v["refreshToken"] = Value::from(r);
+        }
+        Ok(Some(token))
+    }
+
+    /// Save a refreshed cache entry (owner-only, replaced in one rename) so the AWS tools and
+    /// the next run use it; a failure to save costs only a refresh later.
+    fn write_cache(&self, path: &std::path::Path, v: &Value) {
+        let tmp = path.with_extension("json.keel-tmp");
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let ok = opts
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, v.to_string().as_bytes()))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if ok.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 
     /// Role credentials from the portal.
     pub async fn fetch(&self) -> Result<Timed, ApiError> {
-        let token = self.token()?;
+        let token = self.token().await?;
         let url = format!(
             "{}/federation/credentials?account_id={}&role_name={}",
             self.endpoint.trim_end_matches('/'),
@@ -214,6 +333,7 @@ mod tests {
             role_name: "Dev".into(),
             cache_dir: PathBuf::from("/c"),
             endpoint: String::new(),
+            oidc_endpoint: String::new(),
         };
         // sha1("my-sso")
         assert_eq!(
