@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use keel_mock::{MockServer, Scenario, Step};
-use keel_model::cloud::aws::ProfileSource;
+use keel_model::cloud::aws::{CredentialsProvider, ProfileSource, Source};
 use keel_model::cloud::sigv4::{self, Credentials};
 use keel_model::{
     ApiError, ApiErrorKind, BedrockAuth, BedrockClient, BedrockConfig, ClientConfig, ErrorClass,
@@ -108,10 +108,10 @@ async fn a_signed_stream_round_trip_signs_exactly_what_it_sends() {
         .unwrap();
     let c = client(
         &mock,
-        BedrockAuth::SigV4 {
-            creds: creds("AKIDTEST", Some("session-token")),
-            reload: None,
-        },
+        BedrockAuth::SigV4(std::sync::Arc::new(CredentialsProvider::fixed(creds(
+            "AKIDTEST",
+            Some("session-token"),
+        )))),
     );
     assert_eq!(text_of(&c).await.unwrap(), "hello from bedrock");
     let r = &mock.requests()[0];
@@ -288,12 +288,16 @@ async fn exception_frames_mid_stream_are_the_streams_errors() {
 async fn expired_session_credentials_are_read_again_once() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("credentials");
-    std::fs::write(
-        &file,
-        "[default]\naws_access_key_id=AKIDFRESH\naws_secret_access_key=s\naws_session_token=new\n",
-    )
-    .unwrap();
+    let write = |key: &str, token: &str| {
+        std::fs::write(
+            &file,
+            format!("[default]\naws_access_key_id={key}\naws_secret_access_key=s\naws_session_token={token}\n"),
+        )
+        .unwrap()
+    };
+    write("AKIDOLD", "old");
     let mock = MockServer::start(Scenario::new(vec![
+        Step::text("first"),
         Step::error_with(
             403,
             "ExpiredTokenException",
@@ -305,22 +309,25 @@ async fn expired_session_credentials_are_read_again_once() {
     .unwrap();
     let c = client(
         &mock,
-        BedrockAuth::SigV4 {
-            creds: creds("AKIDOLD", Some("old")),
-            reload: Some(ProfileSource {
-                credentials_file: Some(file),
+        BedrockAuth::SigV4(std::sync::Arc::new(CredentialsProvider::new(
+            Source::Profile(ProfileSource {
+                credentials_file: Some(file.clone()),
                 config_file: None,
                 profile: "default".into(),
             }),
-        },
+        ))),
     );
+    assert_eq!(text_of(&c).await.unwrap(), "first");
+    // The file changes (someone refreshed it); keel reads it again only when AWS refuses
+    // what it has.
+    write("AKIDFRESH", "new");
     assert_eq!(text_of(&c).await.unwrap(), "after refresh");
     let keys: Vec<String> = mock
         .requests()
         .iter()
         .map(|r| r.headers["x-amz-security-token"].clone())
         .collect();
-    assert_eq!(keys, ["old", "new"]);
+    assert_eq!(keys, ["old", "old", "new"]);
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ mod bypass_config;
 mod bypass_paths;
 mod cancel;
 mod cloud;
+mod cloud_creds;
 mod cloud_entra;
 mod cloud_wif;
 mod context;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use keel_model::cloud::aws::{from_env_or_profile, ProfileSource};
+use keel_model::cloud::aws::{resolve, CredentialsProvider};
 use keel_model::cloud::azure::cli::find_az;
 use keel_model::cloud::azure::{self, EntraCredential, EntraSource};
 use keel_model::cloud::azure_foundry::FoundryEntraClient;
@@ -289,35 +289,21 @@ fn google_credentials(env: &Env) -> Result<TokenSource, BuildError> {
 
 /// Amazon Bedrock: `AWS_REGION` (else `AWS_DEFAULT_REGION`, else `us-east-1`), an optional
 /// `ANTHROPIC_BEDROCK_BASE_URL`, and in order `AWS_BEARER_TOKEN_BEDROCK`, SigV4 credentials
-/// from the environment or the shared files, or nothing with `CLAUDE_CODE_SKIP_BEDROCK_AUTH`.
+/// from the AWS credential chain (see `keel_model::cloud::aws`), or nothing with `CLAUDE_CODE_SKIP_BEDROCK_AUTH`.
 pub(super) fn bedrock(env: &Env, k: &Knobs<'_>) -> Result<BedrockClient, BuildError> {
     let region = set(env, "AWS_REGION")
         .or_else(|| set(env, "AWS_DEFAULT_REGION"))
         .unwrap_or_else(|| "us-east-1".to_owned());
-    let home = set(env, "HOME").map(PathBuf::from);
-    let file = |var: &str, name: &str| {
-        set(env, var)
-            .map(PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
-    };
-    let profiles = ProfileSource {
-        credentials_file: file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
-        config_file: file("AWS_CONFIG_FILE", "config"),
-        profile: set(env, "AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
-    };
     let auth = if let Some(t) = set(env, "AWS_BEARER_TOKEN_BEDROCK") {
         BedrockAuth::Bearer(t)
     } else if flag(env, "CLAUDE_CODE_SKIP_BEDROCK_AUTH")? {
         BedrockAuth::None
     } else {
-        let from_env = set(env, "AWS_ACCESS_KEY_ID").is_some();
-        match from_env_or_profile(env, &profiles) {
-            Ok(Some(creds)) => BedrockAuth::SigV4 {
-                creds,
-                reload: (!from_env).then_some(profiles),
-            },
+        // The link of the credential chain only: its first fetch waits for the first request.
+        match resolve(env, &region) {
+            Ok(Some(source)) => BedrockAuth::SigV4(Arc::new(CredentialsProvider::new(source))),
             Ok(None) => return Err(BuildError::Usage(
-                "Error: the AWS credentials could not be loaded for Amazon Bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), choose a profile of ~/.aws/credentials with AWS_PROFILE, or set AWS_BEARER_TOKEN_BEDROCK to a Bedrock API key".into(),
+                "Error: the AWS credentials could not be loaded for Amazon Bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), choose a profile of ~/.aws/config or ~/.aws/credentials with AWS_PROFILE (static keys, SSO after `aws sso login`, or credential_process), use web identity (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), or set AWS_BEARER_TOKEN_BEDROCK to a Bedrock API key".into(),
             )),
             Err(e) => return Err(BuildError::Usage(format!(
                 "Error: the AWS credentials could not be loaded for Amazon Bedrock: {}",

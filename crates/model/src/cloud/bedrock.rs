@@ -3,7 +3,7 @@
 //! Bedrock API key); the answer is AWS event-stream frames whose `chunk` payloads carry the
 //! Messages API's events, and whose exception frames are the stream's errors.
 
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
@@ -12,7 +12,7 @@ use keel_protocol::content::AssistantMessage;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use super::aws::ProfileSource;
+use super::aws::CredentialsProvider;
 use super::eventstream::{Decoder, Message};
 use super::sigv4::{self, Credentials};
 use super::{check_model_id, CloudBody};
@@ -32,14 +32,9 @@ pub const BEDROCK_VERSION: &str = "bedrock-2023-05-31";
 pub enum BedrockAuth {
     /// A Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`), sent as `Authorization: Bearer`.
     Bearer(String),
-    /// SigV4 with these credentials; `reload` re-reads the profile files once when Bedrock
-    /// says they expired.
-    SigV4 {
-        /// The credentials.
-        creds: Credentials,
-        /// Where to look again for fresh ones.
-        reload: Option<ProfileSource>,
-    },
+    /// SigV4 with the credentials of a provider (refreshed before they expire, and once
+    /// when Bedrock refuses them).
+    SigV4(Arc<CredentialsProvider>),
     /// Nothing (`CLAUDE_CODE_SKIP_BEDROCK_AUTH`: a gateway signs for us).
     None,
 }
@@ -61,8 +56,6 @@ pub struct BedrockConfig {
 pub struct BedrockClient {
     http: reqwest::Client,
     cfg: BedrockConfig,
-    /// The current SigV4 credentials (replaced when a reload finds fresh ones).
-    creds: Mutex<Option<Credentials>>,
     last_body: std::sync::atomic::AtomicUsize,
 }
 
@@ -70,13 +63,7 @@ impl BedrockClient {
     /// Build a client; a region that is not an AWS region name or a base URL that is not
     /// http(s) is a configuration error.
     pub fn new(mut cfg: BedrockConfig) -> Result<Self, ApiError> {
-        let region_ok = !cfg.region.is_empty()
-            && cfg.region.len() <= 32
-            && cfg
-                .region
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !region_ok {
+        if !super::aws::region_ok(&cfg.region) {
             return Err(ApiError::new(
                 ApiErrorKind::Config,
                 format!("{:?} is not an AWS region (like us-east-1)", cfg.region),
@@ -87,14 +74,9 @@ impl BedrockClient {
         }
         crate::anthropic::endpoint(&cfg.client.base_url, "/model/")?;
         let http = http_client(HeaderMap::new(), &cfg.client)?;
-        let creds = match &cfg.auth {
-            BedrockAuth::SigV4 { creds, .. } => Some(creds.clone()),
-            _ => None,
-        };
         Ok(Self {
             http,
             cfg,
-            creds: Mutex::new(creds),
             last_body: Default::default(),
         })
     }
@@ -123,29 +105,13 @@ impl BedrockClient {
             .map_err(|e| ApiError::new(ApiErrorKind::Config, format!("{url}: {e}")))
     }
 
-    fn current_creds(&self) -> Option<Credentials> {
-        self.creds.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Fresh credentials from the profile files, if they differ from the ones refused.
-    fn reload(&self, refused: &Credentials) -> Option<Credentials> {
-        let BedrockAuth::SigV4 {
-            reload: Some(src), ..
-        } = &self.cfg.auth
-        else {
-            return None;
-        };
-        let fresh = src.load().ok().flatten().filter(|c| c != refused)?;
-        *self.creds.lock().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
-        Some(fresh)
-    }
-
     fn request(
         &self,
         url: &reqwest::Url,
         body: &bytes::Bytes,
         stream: bool,
-    ) -> Result<(reqwest::RequestBuilder, Option<Credentials>), ApiError> {
+        creds: Option<&Credentials>,
+    ) -> Result<reqwest::RequestBuilder, ApiError> {
         let accept = if stream {
             "application/vnd.amazon.eventstream"
         } else {
@@ -157,7 +123,6 @@ impl BedrockClient {
             .header("content-type", "application/json")
             .header("accept", accept)
             .body(body.clone());
-        let mut used = None;
         match &self.cfg.auth {
             BedrockAuth::None => {}
             BedrockAuth::Bearer(t) => {
@@ -166,8 +131,8 @@ impl BedrockClient {
                     header_value(&format!("Bearer {t}"), "AWS_BEARER_TOKEN_BEDROCK")?,
                 );
             }
-            BedrockAuth::SigV4 { .. } => {
-                let Some(creds) = self.current_creds() else {
+            BedrockAuth::SigV4(_) => {
+                let Some(creds) = creds else {
                     return Err(ApiError::new(
                         ApiErrorKind::Config,
                         "the AWS credentials could not be loaded",
@@ -194,7 +159,7 @@ impl BedrockClient {
                         headers: &headers,
                         payload: body,
                     },
-                    &creds,
+                    creds,
                     &date,
                     &self.cfg.region,
                     "bedrock",
@@ -211,10 +176,9 @@ impl BedrockClient {
                         header_value(t, "AWS_SESSION_TOKEN")?,
                     );
                 }
-                used = Some(creds);
             }
         }
-        Ok((rb, used))
+        Ok(rb)
     }
 
     async fn send(&self, req: &ModelRequest, stream: bool) -> Result<reqwest::Response, ApiError> {
@@ -224,20 +188,33 @@ impl BedrockClient {
         self.last_body
             .store(body.len(), std::sync::atomic::Ordering::Relaxed);
         let body = bytes::Bytes::from(body);
-        let mut attempt = 0;
+        let mut refreshed = false;
         loop {
-            let (rb, used) = self.request(&url, &body, stream)?;
+            let used = match &self.cfg.auth {
+                BedrockAuth::SigV4(p) => Some(p.credentials().await.map_err(|e| ApiError {
+                    message: format!("the AWS credentials could not be loaded: {}", e.message),
+                    ..e
+                })?),
+                _ => None,
+            };
+            let rb = self.request(&url, &body, stream, used.as_ref())?;
             let resp = send_bounded(rb, self.cfg.client.idle_timeout).await?;
             if resp.status().is_success() {
                 return Ok(resp);
             }
             let (status, headers, bytes) = error_parts(resp).await;
             let e = bedrock_error(status, &headers, &bytes, &self.cfg.region, &req.model);
-            // Expired temporary credentials: read the profile again, once.
-            let expired = matches!(e.error_type.as_deref(), Some("ExpiredTokenException"));
-            if let (true, 0, Some(c)) = (expired, attempt, used) {
-                if self.reload(&c).is_some() {
-                    attempt += 1;
+            // Refused credentials: fetch fresh ones, once, and try again if they differ.
+            let refused = matches!(
+                e.error_type.as_deref(),
+                Some("ExpiredTokenException" | "UnrecognizedClientException")
+            );
+            if let (true, false, Some(c), BedrockAuth::SigV4(p)) =
+                (refused, refreshed, used, &self.cfg.auth)
+            {
+                refreshed = true;
+                p.invalidate(&c);
+                if p.credentials().await.is_ok_and(|fresh| fresh != c) {
                     continue;
                 }
             }
@@ -274,7 +251,7 @@ pub fn bedrock_error(
             "the AWS credentials were refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_PROFILE".to_owned(),
         ),
         Some("ExpiredTokenException") => Some(
-            "the AWS session token has expired: refresh the credentials (for SSO, `aws sso login`, then export them again)".to_owned(),
+            "the AWS credentials have expired and their source gave no fresh ones: refresh them there (for SSO, `aws sso login`; for exported keys, export them again)".to_owned(),
         ),
         Some("ResourceNotFoundException") => Some(format!(
             "{model:?} is not offered in {region}: check the model id (Bedrock ids look like us.anthropic.claude-sonnet-4-5-20250929-v1:0) and AWS_REGION"
