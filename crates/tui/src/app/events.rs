@@ -97,6 +97,7 @@ impl App {
             Event::PermissionDenied { .. }
             | Event::UserContent { .. }
             | Event::CompactedHistory { .. }
+            | Event::ConversationReset { .. }
             | Event::Hook(_) => {}
         }
     }

@@ -280,6 +280,8 @@ impl App {
             "exit" | "quit" => vec![Action::Exit],
             "clear" | "new" if !busy => {
                 self.say("✻ New conversation", dim());
+                // The engine runs it as a turn (`/clear`): it ends with a result.
+                self.begin_running();
                 vec![Action::Clear]
             }
             "model" if args.is_empty() => {
