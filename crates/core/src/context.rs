@@ -193,7 +193,11 @@ pub struct SessionContext {
     /// The settings files' command hooks: fixed for the session, run beside a host's.
     settings_hooks: Option<Arc<dyn Hooks>>,
     approver: RwLock<Option<Arc<dyn Approver>>>,
+    /// What this session spent (results report it; `/clear` starts it again from zero).
     cost: Mutex<CostTracker>,
+    /// What the sessions this process ran before a `/clear` spent: still counted against the
+    /// budget (`--max-budget-usd` bounds the process, not one conversation).
+    spent_before: Mutex<f64>,
     bypass: BypassGate,
     /// The name of the output style the main agent uses (`initialize` reports it).
     output_style: RwLock<String>,
@@ -296,6 +300,7 @@ impl SessionContext {
             settings_hooks: p.settings_hooks,
             approver: RwLock::new(None),
             cost: Mutex::new(CostTracker::default()),
+            spent_before: Mutex::new(0.0),
             bypass: p.bypass,
             output_style: RwLock::new(crate::output_style::DEFAULT_STYLE.to_owned()),
         })
@@ -374,6 +379,7 @@ impl SessionContext {
             .map(|t| t.with_extension("").join("subagents"));
         *write(&self.transcript_path) = transcript;
         *write(&self.remote) = remote;
+        self.restart_cost();
         self.session_id.switch(id)
     }
 
@@ -554,9 +560,18 @@ impl SessionContext {
         self.cost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Dollars spent so far by every agent of the session.
+    /// Dollars spent so far by every agent, in this session and in those `/clear` ended in
+    /// this process (what the budget bounds).
     pub fn spent_usd(&self) -> f64 {
-        self.cost_tracker().total_usd()
+        let before = *self.spent_before.lock().unwrap_or_else(|p| p.into_inner());
+        before + self.cost_tracker().total_usd()
+    }
+
+    /// A new session starts (`/clear`): its results report its own cost from zero, while the
+    /// budget keeps counting what the old one spent.
+    pub(crate) fn restart_cost(&self) {
+        let ended = std::mem::take(&mut *self.cost_tracker());
+        *self.spent_before.lock().unwrap_or_else(|p| p.into_inner()) += ended.total_usd();
     }
 
     /// The session's cost so far, as a result reports it.

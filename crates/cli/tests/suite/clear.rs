@@ -110,6 +110,12 @@ async fn clear_starts_a_new_session_and_the_old_one_stays_resumable() {
     // Exactly one result per turn.
     assert_eq!(run.of("result").len(), 3, "{:?}", kinds(frames));
     assert_eq!(second["session_id"], new.as_str());
+    // The new session's results count its own cost, from zero (the SDKs read it that way).
+    let cost = |r: &Value| r["total_cost_usd"].as_f64().unwrap();
+    assert_eq!(cost(&cleared), 0.0, "{cleared}");
+    assert!(cost(&first) > 0.0, "{first}");
+    // Two requests of the same size: the second session's total is one of them, not both.
+    assert!(cost(&second) < cost(&first) * 1.5, "{first}\n{second}");
 
     // The next turn saw nothing of the old conversation.
     let req2 = sent(&h, 1);
