@@ -297,3 +297,54 @@ async fn initialize_reports_the_output_style_in_effect() {
         assert!(available.contains(&name), "{available:?}");
     }
 }
+
+/// The parts of session `sid` in a `file://` store at `root` (under any project key), joined.
+fn stored(root: &Path, sid: &str) -> String {
+    for project in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let dir = project.path().join(sid);
+        if dir.is_dir() {
+            let mut parts: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            parts.sort();
+            return parts
+                .iter()
+                .map(|p| std::fs::read_to_string(p).unwrap())
+                .collect();
+        }
+    }
+    String::new()
+}
+
+#[tokio::test]
+async fn the_object_storage_copy_follows_the_new_session() {
+    let h = Harness::from_json(STEPS).await;
+    let bucket = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", bucket.path().display());
+    let mut s = Stream::start(&h, &[], &[("KEEL_TRANSCRIPT_URL", url.as_str())]);
+    s.user("FIRST-PROMPT").await;
+    let old = s.result().await["session_id"].as_str().unwrap().to_owned();
+    s.user("/clear").await;
+    let new = s.result().await["session_id"].as_str().unwrap().to_owned();
+    s.user("SECOND-PROMPT").await;
+    let second = s.result().await;
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(second["transcript_remote_current"], true, "{second}");
+    assert!(
+        second["transcript_url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&format!("/{new}/"))),
+        "{second}"
+    );
+    // Each session's copy is its local file, byte for byte.
+    for sid in [&old, &new] {
+        let local = text_of(&transcript(&h, sid).unwrap());
+        assert_eq!(stored(bucket.path(), sid), local, "session {sid}");
+    }
+    assert!(stored(bucket.path(), &new).contains("SECOND-PROMPT"));
+    assert!(!stored(bucket.path(), &new).contains("FIRST-PROMPT"));
+}

@@ -35,7 +35,16 @@ impl Session {
     /// turn's `init` and `result` follow, under the new id.
     pub(super) async fn clear_conversation(&mut self, turn: &CancelToken) -> Result<(), EmitError> {
         self.session_end_hooks("clear").await;
-        // The old file is whole and durable before anyone hears it is done with.
+        let new_id = new_uuid();
+        let user_message_uuid = self.prompt_uuid.take().unwrap_or_else(new_uuid);
+        self.emitter
+            .emit(Event::ConversationReset {
+                new_conversation_id: new_id.clone(),
+                user_message_uuid,
+            })
+            .await?;
+        // The old file, its last record the reset, is whole and durable (and copied) before
+        // anything is written under the new id.
         self.emitter.sync().await?;
         if let Some(remote) = self.ctx.remote() {
             if let Err(e) = remote
@@ -47,15 +56,6 @@ impl Session {
                 );
             }
         }
-        let new_id = new_uuid();
-        let user_message_uuid = self.prompt_uuid.take().unwrap_or_else(new_uuid);
-        self.emitter
-            .emit(Event::ConversationReset {
-                new_conversation_id: new_id.clone(),
-                user_message_uuid,
-            })
-            .await?;
-        self.emitter.sync().await?;
         self.switch_session(&new_id);
         self.history = History::new();
         self.compacted_len = None;
