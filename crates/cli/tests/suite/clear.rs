@@ -348,3 +348,44 @@ async fn the_object_storage_copy_follows_the_new_session() {
     assert!(stored(bucket.path(), &new).contains("SECOND-PROMPT"));
     assert!(!stored(bucket.path(), &new).contains("FIRST-PROMPT"));
 }
+
+#[tokio::test]
+async fn a_background_command_of_the_old_conversation_stays_owned_and_is_stopped_at_exit() {
+    // A marker no other test's process carries.
+    let needle = format!("sleep 3000.{}", std::process::id());
+    let steps = json!({"steps": [
+        {"kind": "tool_use", "calls": [{"name": "Bash",
+            "input": {"command": needle, "run_in_background": true}}]},
+        {"kind": "text", "text": "started it"},
+        {"kind": "text", "text": "ANSWER-TWO"}
+    ]});
+    let h = Harness::from_json(&steps.to_string()).await;
+    let mut s = Stream::start(&h, &["--allowedTools", "Bash"], &[]);
+    s.user("FIRST-PROMPT").await;
+    s.result().await;
+    assert!(
+        super::common::eventually(std::time::Duration::from_secs(30), || {
+            !super::common::processes_matching(&needle).is_empty()
+        })
+        .await,
+        "the background command started"
+    );
+    s.user("/clear").await;
+    s.result().await;
+    // The command outlives the conversation it was started in...
+    assert!(!super::common::processes_matching(&needle).is_empty());
+    s.user("SECOND-PROMPT").await;
+    s.result().await;
+    assert!(!super::common::processes_matching(&needle).is_empty());
+    // ...and keel still stops it when it exits.
+    let run = s.finish().await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        super::common::eventually(std::time::Duration::from_secs(10), || {
+            super::common::processes_matching(&needle).is_empty()
+        })
+        .await,
+        "{:?} survived keel",
+        super::common::processes_matching(&needle)
+    );
+}
