@@ -389,3 +389,42 @@ async fn a_background_command_of_the_old_conversation_stays_owned_and_is_stopped
         super::common::processes_matching(&needle)
     );
 }
+
+#[tokio::test]
+async fn the_interactive_clear_runs_the_same_engine_path() {
+    let h = Harness::from_json(STEPS).await;
+    let mut t = super::interactive::start(&h, &[], &[], 30, 100);
+    t.wait_text("shift+tab mode").await;
+    t.send("FIRST-PROMPT\r");
+    t.wait_text("ANSWER-ONE").await;
+    t.wait_idle().await;
+    t.send("/clear\r");
+    t.wait_text("New conversation").await;
+    t.wait_idle().await;
+    t.send("SECOND-PROMPT\r");
+    t.wait_text("ANSWER-TWO").await;
+    t.wait_idle().await;
+    assert_eq!(t.exit().await, 0);
+    let reqs = h.requests();
+    assert_eq!(reqs.len(), 2, "no request for /clear");
+    let second = reqs[1].body["messages"].to_string();
+    assert!(second.contains("SECOND-PROMPT"), "{second}");
+    assert!(!second.contains("FIRST-PROMPT"), "{second}");
+    // Two sessions on disk, each with its own conversation.
+    let projects = h.keel_home().join("projects");
+    let files: Vec<PathBuf> = std::fs::read_dir(&projects)
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let texts: Vec<String> = files.iter().map(|p| text_of(p)).collect();
+    assert!(texts
+        .iter()
+        .any(|t| t.contains("FIRST-PROMPT") && !t.contains("SECOND-PROMPT")));
+    assert!(texts
+        .iter()
+        .any(|t| t.contains("SECOND-PROMPT") && !t.contains("FIRST-PROMPT")));
+}
