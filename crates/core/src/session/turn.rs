@@ -55,15 +55,6 @@ fn is_prompt_too_long(e: &keel_model::ApiError) -> bool {
         })
 }
 
-/// `/compact [instructions]` as a prompt: the instructions.
-fn compact_command(prompt: &[ContentBlock]) -> Option<String> {
-    let [ContentBlock::Text(t)] = prompt else {
-        return None;
-    };
-    let rest = t.text.trim().strip_prefix("/compact")?;
-    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_owned())
-}
-
 /// How many replies in a row may be cut off by the output limit before the turn stops.
 const MAX_CUT_OFFS: u32 = 3;
 /// How many times a paused reply (`pause_turn`) is continued in one turn.
@@ -300,7 +291,7 @@ impl Session {
                 text: String::new(),
             }));
         }
-        if let Some(instructions) = compact_command(&prompt) {
+        if let Some(instructions) = super::compact::compact_command(&prompt) {
             if self.history.is_empty() {
                 return Ok(Some(TurnEnd::Completed {
                     text: "There is nothing to compact yet.".into(),
