@@ -280,8 +280,8 @@ impl Controller {
         let response = json!({
             "commands": ctx.extensions().initialize_commands(),
             "agents": ctx.agent_names().iter().map(|a| json!({"name": a})).collect::<Vec<_>>(),
-            "output_style": "default",
-            "available_output_styles": ["default"],
+            "output_style": ctx.output_style(),
+            "available_output_styles": ctx.available_output_styles(),
             "models": [{
                 "value": "default",
                 "resolvedModel": model,

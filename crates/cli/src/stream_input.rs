@@ -208,7 +208,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let (control_tx, control_rx) = tokio::sync::mpsc::channel(CONTROL_CHANNEL_CAPACITY);
     let bridge = Arc::new(Bridge::new(
         control_tx,
-        ctx.session_id().to_owned(),
+        ctx.session_cell().clone(),
         state_frames,
         cli.compat.include_hook_events,
     ));

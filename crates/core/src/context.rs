@@ -101,8 +101,17 @@ pub(crate) struct Agents {
     /// Bumped whenever agent types are added: the Task tool's schema lists them.
     pub(crate) generation: std::sync::atomic::AtomicU64,
     running: Arc<AtomicUsize>,
-    /// Where subagent transcripts go (`<session dir>/subagents`), when transcripts are kept.
-    pub(crate) transcript_dir: Option<PathBuf>,
+    /// Where subagent transcripts go (`<session dir>/subagents`), when transcripts are kept;
+    /// `/clear` moves it to the new session's directory.
+    transcript_dir: RwLock<Option<PathBuf>>,
+}
+
+impl Agents {
+    /// Where the next subagent's transcript goes (`<session dir>/subagents`), when
+    /// transcripts are kept.
+    pub(crate) fn transcript_dir(&self) -> Option<PathBuf> {
+        read(&self.transcript_dir).clone()
+    }
 }
 
 /// A subagent's place among the session's running subagents; given back when dropped, on
@@ -156,7 +165,8 @@ impl BypassGate {
 
 /// The live, shared state of one session.
 pub struct SessionContext {
-    pub(crate) session_id: String,
+    /// Shared with the session's emitters; `/clear` switches it.
+    pub(crate) session_id: crate::session_id::SessionId,
     pub(crate) cwd: PathBuf,
     pub(crate) home: Option<PathBuf>,
     pub(crate) client: Arc<dyn Model>,
@@ -165,14 +175,14 @@ pub struct SessionContext {
     pub(crate) limits: Limits,
     pub(crate) tasks: Arc<TaskManager>,
     pub(crate) agents: Agents,
-    pub(crate) transcript_path: Option<PathBuf>,
+    transcript_path: RwLock<Option<PathBuf>>,
     pub(crate) include_partial_messages: bool,
     pub(crate) api_key_source: String,
     pub(crate) additional_directories: Vec<PathBuf>,
     /// The session's MCP servers.
     pub(crate) mcp: Arc<crate::mcp::McpHub>,
     /// The copy of the transcript in object storage (`KEEL_TRANSCRIPT_URL`).
-    pub(crate) remote: Option<Arc<crate::remote::Uploader>>,
+    remote: RwLock<Option<Arc<crate::remote::Uploader>>>,
     /// Skills and custom commands.
     pub(crate) extensions: Arc<crate::extend::Extensions>,
     initial_model: String,
@@ -183,8 +193,14 @@ pub struct SessionContext {
     /// The settings files' command hooks: fixed for the session, run beside a host's.
     settings_hooks: Option<Arc<dyn Hooks>>,
     approver: RwLock<Option<Arc<dyn Approver>>>,
+    /// What this session spent (results report it; `/clear` starts it again from zero).
     cost: Mutex<CostTracker>,
+    /// What the sessions this process ran before a `/clear` spent: still counted against the
+    /// budget (`--max-budget-usd` bounds the process, not one conversation).
+    spent_before: Mutex<f64>,
     bypass: BypassGate,
+    /// The name of the output style the main agent uses (`initialize` reports it).
+    output_style: RwLock<String>,
 }
 
 impl std::fmt::Debug for SessionContext {
@@ -197,7 +213,7 @@ impl std::fmt::Debug for SessionContext {
 
 /// What [`SessionContext::new`] needs.
 pub(crate) struct ContextParts {
-    pub session_id: String,
+    pub session_id: crate::session_id::SessionId,
     pub cwd: PathBuf,
     pub home: Option<PathBuf>,
     pub client: Arc<dyn Model>,
@@ -265,14 +281,14 @@ impl SessionContext {
                 registry: RwLock::new(p.registry),
                 generation: std::sync::atomic::AtomicU64::new(0),
                 running: Arc::new(AtomicUsize::new(0)),
-                transcript_dir,
+                transcript_dir: RwLock::new(transcript_dir),
             },
-            transcript_path: p.transcript_path,
+            transcript_path: RwLock::new(p.transcript_path),
             include_partial_messages: p.include_partial_messages,
             api_key_source: p.api_key_source,
             additional_directories: p.additional_directories,
             mcp: p.mcp,
-            remote: p.remote,
+            remote: RwLock::new(p.remote),
             extensions: p.extensions,
             initial_model: p.model.clone(),
             live: RwLock::new(Live {
@@ -284,13 +300,15 @@ impl SessionContext {
             settings_hooks: p.settings_hooks,
             approver: RwLock::new(None),
             cost: Mutex::new(CostTracker::default()),
+            spent_before: Mutex::new(0.0),
             bypass: p.bypass,
+            output_style: RwLock::new(crate::output_style::DEFAULT_STYLE.to_owned()),
         })
     }
 
-    /// The session id.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
+    /// The session id now (`/clear` starts a new one).
+    pub fn session_id(&self) -> String {
+        self.session_id.get().to_string()
     }
 
     /// The working directory.
@@ -313,9 +331,56 @@ impl SessionContext {
         &self.limits
     }
 
-    /// The transcript file, when the session keeps one.
-    pub fn transcript_path(&self) -> Option<&std::path::Path> {
-        self.transcript_path.as_deref()
+    /// The name of the output style in effect (the `outputStyle` setting).
+    pub fn output_style(&self) -> String {
+        read(&self.output_style).clone()
+    }
+
+    /// The styles this session could use: the built-in ones and the custom files it can see.
+    pub fn available_output_styles(&self) -> Vec<String> {
+        let mut names = crate::output_style::available(&self.cwd, self.home.as_deref());
+        let current = self.output_style();
+        if !names.contains(&current) {
+            names.push(current);
+        }
+        names
+    }
+
+    pub(crate) fn set_output_style_name(&self, name: &str) {
+        *write(&self.output_style) = name.to_owned();
+    }
+
+    /// The session id's shared cell: a front end stamping frames of its own reads the id from
+    /// it, so it follows `/clear`.
+    pub fn session_cell(&self) -> &crate::session_id::SessionId {
+        &self.session_id
+    }
+
+    /// The transcript file, when the session keeps one (`/clear` starts a new one).
+    pub fn transcript_path(&self) -> Option<PathBuf> {
+        read(&self.transcript_path).clone()
+    }
+
+    /// The copy of the transcript in object storage (`KEEL_TRANSCRIPT_URL`), when one is kept.
+    pub(crate) fn remote(&self) -> Option<Arc<crate::remote::Uploader>> {
+        read(&self.remote).clone()
+    }
+
+    /// The session is now `id` (after `/clear`): its transcript is `transcript`, its
+    /// subagents' go beside it, and its remote copy is `remote`. Returns the old id.
+    pub(crate) fn switch_session(
+        &self,
+        id: &str,
+        transcript: Option<PathBuf>,
+        remote: Option<Arc<crate::remote::Uploader>>,
+    ) -> Arc<str> {
+        *write(&self.agents.transcript_dir) = transcript
+            .as_ref()
+            .map(|t| t.with_extension("").join("subagents"));
+        *write(&self.transcript_path) = transcript;
+        *write(&self.remote) = remote;
+        self.restart_cost();
+        self.session_id.switch(id)
     }
 
     /// The model agents without a model of their own use for their next request.
@@ -429,7 +494,8 @@ impl SessionContext {
 
     /// The directory a session's file checkpoints are kept in: `$KEEL_HOME/checkpoints/<id>`.
     pub fn checkpoint_dir(&self, env: &crate::Env) -> Option<PathBuf> {
-        crate::env::keel_home(env, &self.cwd).map(|h| h.join("checkpoints").join(&self.session_id))
+        crate::env::keel_home(env, &self.cwd)
+            .map(|h| h.join("checkpoints").join(&*self.session_id.get()))
     }
 
     /// Who is asked about calls the rules leave open (`None`: headless, they are denied).
@@ -494,9 +560,18 @@ impl SessionContext {
         self.cost.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Dollars spent so far by every agent of the session.
+    /// Dollars spent so far by every agent, in this session and in those `/clear` ended in
+    /// this process (what the budget bounds).
     pub fn spent_usd(&self) -> f64 {
-        self.cost_tracker().total_usd()
+        let before = *self.spent_before.lock().unwrap_or_else(|p| p.into_inner());
+        before + self.cost_tracker().total_usd()
+    }
+
+    /// A new session starts (`/clear`): its results report its own cost from zero, while the
+    /// budget keeps counting what the old one spent.
+    pub(crate) fn restart_cost(&self) {
+        let ended = std::mem::take(&mut *self.cost_tracker());
+        *self.spent_before.lock().unwrap_or_else(|p| p.into_inner()) += ended.total_usd();
     }
 
     /// The session's cost so far, as a result reports it.

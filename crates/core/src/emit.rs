@@ -6,9 +6,11 @@
 //! is always on disk. The channel is bounded: a slow consumer slows the session down instead
 //! of growing memory.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use tokio::sync::mpsc;
+
+use crate::session_id::SessionId;
 
 use crate::event::{Emitted, Envelope, Event};
 
@@ -28,12 +30,17 @@ pub enum EmitError {
     History(#[from] crate::history::HistoryError),
 }
 
+/// Where an emitter and its clones persist: shared, so that `/clear` can point all of them
+/// (the Task tool's, the background tasks') at the new session's transcript at once.
+type PersistSlot = Arc<RwLock<Option<Arc<dyn Persist>>>>;
+
 /// Sends the events of one session (or one subagent of it).
 #[derive(Clone)]
 pub struct Emitter {
-    session_id: Arc<str>,
+    /// Read at every stamp: `/clear` switches it for every clone.
+    session_id: SessionId,
     tx: mpsc::Sender<Emitted>,
-    persist: Option<Arc<dyn Persist>>,
+    persist: PersistSlot,
     parent_tool_use_id: Option<Arc<str>>,
     /// Whether subagents' text and thinking reach the front end (shared by the session's
     /// emitters; off by default, as `initialize.forwardSubagentText` defaults).
@@ -54,9 +61,9 @@ impl Emitter {
     /// An emitter that sends to `tx`.
     pub(crate) fn new(session_id: impl Into<Arc<str>>, tx: mpsc::Sender<Emitted>) -> Self {
         Self {
-            session_id: session_id.into(),
+            session_id: SessionId::new(session_id),
             tx,
-            persist: None,
+            persist: PersistSlot::default(),
             parent_tool_use_id: None,
             forward_subagent_text: Arc::default(),
             mirror: None,
@@ -102,8 +109,32 @@ impl Emitter {
 
     /// Persist every event to `persist` before sending it.
     pub(crate) fn with_persist(mut self, persist: Arc<dyn Persist>) -> Self {
-        self.persist = Some(persist);
+        self.persist = Arc::new(RwLock::new(Some(persist)));
         self
+    }
+
+    /// From now on this emitter and every clone of it persist to `persist` (a new session's
+    /// transcript after `/clear`); returns the place they persisted to before.
+    pub(crate) fn switch_persist(&self, persist: Arc<dyn Persist>) -> Option<Arc<dyn Persist>> {
+        let mut g = self.persist.write().unwrap_or_else(|p| p.into_inner());
+        g.replace(persist)
+    }
+
+    /// Where this emitter persists now (the main transcript's writer).
+    pub(crate) fn persist_place(&self) -> Option<Arc<dyn Persist>> {
+        self.persist_target()
+    }
+
+    /// The session id cell this emitter stamps from (shared with the session's context).
+    pub(crate) fn session_cell(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    fn persist_target(&self) -> Option<Arc<dyn Persist>> {
+        self.persist
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// An emitter into the same channel for a subagent started by the Task call
@@ -112,16 +143,16 @@ impl Emitter {
         Self {
             session_id: self.session_id.clone(),
             tx: self.tx.clone(),
-            persist: None,
+            persist: PersistSlot::default(),
             parent_tool_use_id: Some(tool_use_id.into()),
             forward_subagent_text: self.forward_subagent_text.clone(),
             mirror: self.mirror.clone(),
         }
     }
 
-    /// The session id stamped on events.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
+    /// The session id stamped on events now.
+    pub fn session_id(&self) -> String {
+        self.session_id.get().to_string()
     }
 
     /// The Task call events are attributed to, for subagents.
@@ -133,7 +164,7 @@ impl Emitter {
         Emitted {
             envelope: Envelope {
                 uuid: new_uuid(),
-                session_id: self.session_id.to_string(),
+                session_id: self.session_id.get().to_string(),
                 parent_tool_use_id: self.parent_tool_use_id.as_deref().map(str::to_owned),
                 timestamp: now_rfc3339(),
             },
@@ -146,7 +177,7 @@ impl Emitter {
     /// (two thread wake-ups per event) than the write itself. What can wait on the disk — the
     /// fsync at a turn's end — runs on the blocking pool ([`sync`](Self::sync)).
     async fn persist(&self, e: Emitted) -> Result<(Emitted, Result<(), EmitError>), EmitError> {
-        let Some(p) = self.persist.as_ref() else {
+        let Some(p) = self.persist_target() else {
             return Ok((e, Ok(())));
         };
         if matches!(e.event, Event::StreamEvent { .. } | Event::Hook(_)) {
@@ -198,7 +229,7 @@ impl Emitter {
 
     /// Make what was persisted durable (fsync, on the blocking pool).
     pub async fn sync(&self) -> Result<(), EmitError> {
-        let Some(p) = self.persist.clone() else {
+        let Some(p) = self.persist_target() else {
             return Ok(());
         };
         match tokio::task::spawn_blocking(move || p.sync()).await {

@@ -118,6 +118,14 @@ pub enum Event {
     Hook(crate::hook_event::HookProgress),
     /// A turn of the main agent ended: the one `result` of the turn.
     Result(TurnReport),
+    /// `/clear`: the conversation was dropped and a new session starts (stamped with the old
+    /// session's id; everything after it carries the new one).
+    ConversationReset {
+        /// The new session's id.
+        new_conversation_id: String,
+        /// The uuid of the user message that asked for it.
+        user_message_uuid: String,
+    },
 }
 
 /// What a compaction did.
@@ -335,6 +343,8 @@ pub struct TurnReport {
     pub structured_output: Option<Value>,
     /// The capability account (`keel_capabilities`).
     pub account: Value,
+    /// The built-in command the turn ran instead of calling the model (`clear`).
+    pub local_command: Option<&'static str>,
 }
 
 /// Where the transcript's remote copy is, and whether it is current.

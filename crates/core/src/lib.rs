@@ -41,6 +41,7 @@ pub(crate) mod remote;
 mod reply;
 pub mod retry;
 pub(crate) mod session;
+pub(crate) mod session_id;
 pub(crate) mod structured;
 pub(crate) mod task_types;
 pub mod tasks;
@@ -68,7 +69,7 @@ pub use history::{History, HistoryError, PendingResults};
 pub use keel_tools::repofile;
 pub use output_style::OutputStyle;
 pub use session::{
-    AgentScope, Failer, InterruptReceipt, Requested, Session, SessionHandle, SessionRole,
+    AgentScope, Failer, InterruptReceipt, Requested, Session, SessionHandle, SessionId, SessionRole,
 };
 pub use structured::{SchemaError, Structured};
 

@@ -183,6 +183,26 @@ fn custom_styles(p: &Places<'_>, warnings: &mut Vec<String>) -> Vec<(String, Str
     out
 }
 
+/// The names of every style a session could use: the built-in ones, then the custom files
+/// in `~/.claude/output-styles/` and `.claude/output-styles/` (unreadable ones left out).
+pub fn available(cwd: &Path, home: Option<&Path>) -> Vec<String> {
+    let places = Places {
+        cwd,
+        home,
+        sources: None,
+        flag_settings: None,
+    };
+    let mut names: Vec<String> = [DEFAULT_STYLE, "Explanatory", "Learning"]
+        .map(str::to_owned)
+        .to_vec();
+    for (n, _) in custom_styles(&places, &mut Vec::new()) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names
+}
+
 /// The session's output style, and warnings (an unknown style name, an unreadable file).
 pub fn resolve(p: &Places<'_>) -> (OutputStyle, Vec<String>) {
     let mut warnings = Vec::new();

@@ -1,6 +1,8 @@
 //! Where events are made durable before anyone sees them ([`Persist`]) and how that fails
 //! ([`PersistError`]). A leaf: the emitter calls it, the transcript writer implements it.
 
+use std::sync::Arc;
+
 use crate::event::Emitted;
 
 /// What keel was doing with a transcript when writing it failed.
@@ -72,4 +74,13 @@ pub trait Persist: Send + Sync {
     fn append(&self, event: &Emitted) -> Result<(), PersistError>;
     /// Make everything appended so far durable (called at turn boundaries and before `result`).
     fn sync(&self) -> Result<(), PersistError>;
+    /// Where a new session started in this process after this one (`/clear`) persists, and
+    /// its file; `None`: nowhere (this place keeps no files).
+    fn next_session(
+        &self,
+        _session_id: &str,
+        _model: &str,
+    ) -> Option<(Arc<dyn Persist>, std::path::PathBuf)> {
+        None
+    }
 }

@@ -185,6 +185,19 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
         }
         Event::Task(t) => task_frame(sid, uuid, t),
         Event::Result(r) => Frame::Result(result_frame(sid, uuid, r)),
+        // Its uuid is the new conversation's id, as the reference CLI writes it.
+        Event::ConversationReset {
+            new_conversation_id,
+            user_message_uuid,
+        } => Frame::Other(json!({
+            "type": "conversation_reset",
+            "new_conversation_id": new_conversation_id,
+            "uuid": new_conversation_id,
+            "trigger": "clear",
+            "user_message_uuid": user_message_uuid,
+            "timestamp": env.timestamp,
+            "session_id": sid,
+        })),
     }
 }
 
@@ -312,6 +325,7 @@ pub fn result_before_start(session_id: &str, end: &crate::TurnEnd) -> Frame {
         origin: None,
         structured_output: None,
         account: json!({}),
+        local_command: None,
     };
     let mut r = result_frame(session_id.to_owned(), crate::ids::new_uuid(), &report);
     // No model was chosen for a run that never started.
@@ -348,6 +362,9 @@ fn result_frame(session_id: String, uuid: String, r: &TurnReport) -> ResultFrame
         extra.insert("structured_output".into(), v.clone());
     }
     extra.insert("keel_capabilities".into(), r.account.clone());
+    if let Some(c) = r.local_command {
+        extra.insert("local_command".into(), json!(c));
+    }
     ResultFrame {
         subtype: end.subtype(),
         is_error: end.is_error(),

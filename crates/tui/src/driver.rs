@@ -251,6 +251,16 @@ pub async fn run(launch: Launch) -> i32 {
     let code = 'run: loop {
         for a in std::mem::take(&mut actions) {
             match a {
+                Action::Clear => {
+                    let clear = vec![ContentBlock::text("/clear")];
+                    if live.cmds.send(Cmd::Turn(clear)).await.is_err() {
+                        app.say(
+                            "The session has stopped; start keel again.",
+                            Style::new().fg(Color::Red),
+                        );
+                        app.running = None;
+                    }
+                }
                 Action::Turn(_) | Action::Retry => {
                     if let (Action::Turn(content), Some(store)) = (&a, live.ctx.checkpoints()) {
                         let label = crate::rewind::label(content);
@@ -304,10 +314,10 @@ pub async fn run(launch: Launch) -> i32 {
                     app.commit(lines);
                 }
                 Action::ResumePicker => {
-                    let items = sessions(&*launch.env, &launch.cwd, live.ctx.session_id());
+                    let items = sessions(&*launch.env, &launch.cwd, &live.ctx.session_id());
                     app.pick(items);
                 }
-                Action::Clear | Action::Resume(_) => {
+                Action::Resume(_) => {
                     let mut options = launch.options.clone();
                     options.continue_session = false;
                     options.fork_session = false;

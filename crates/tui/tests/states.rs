@@ -534,6 +534,10 @@ fn slash_commands_do_what_they_say() {
         vec![Action::SetModel("claude-opus-4-1".into())]
     );
     assert_eq!(send(&mut a, "/clear"), vec![Action::Clear]);
+    // The engine runs /clear as a turn; the UI is busy until its result.
+    a.turn_ended(&TurnEnd::Completed {
+        text: String::new(),
+    });
     assert_eq!(
         send(&mut a, "/permissions"),
         vec![Action::Show(keel_tui::app::Listing::Permissions)]

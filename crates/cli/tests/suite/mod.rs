@@ -7,6 +7,7 @@ mod bypass;
 mod bypass_config;
 mod bypass_paths;
 mod cancel;
+mod clear;
 mod cloud;
 mod cloud_creds;
 mod cloud_entra;

@@ -234,11 +234,11 @@ impl TaskTool {
         }
         let mut emitter = self.emitter.for_subagent(tool_use_id);
         let mut history = History::new();
-        match &ctx.agents.transcript_dir {
+        match ctx.agents.transcript_dir() {
             Some(dir) => {
                 let path = dir.join(format!("agent-{agent_id}.jsonl"));
                 let resuming = inp.resume.is_some();
-                let (sid, cwd, model) = (ctx.session_id.clone(), ctx.cwd.clone(), ctx.model());
+                let (sid, cwd, model) = (ctx.session_id(), ctx.cwd.clone(), ctx.model());
                 let id = agent_id.to_owned();
                 let meta = super::transcript::AgentMeta {
                     agent_id: agent_id.to_owned(),
@@ -460,8 +460,7 @@ impl TaskTool {
             output_file: self
                 .ctx
                 .agents
-                .transcript_dir
-                .as_ref()
+                .transcript_dir()
                 .map(|d| d.join(format!("agent-{agent_id}.jsonl"))),
         });
         let _ = self

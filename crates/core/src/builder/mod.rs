@@ -492,7 +492,7 @@ impl SessionBuilder {
             _ => None,
         };
         let ctx = SessionContext::new(ContextParts {
-            session_id: started.session_id.clone(),
+            session_id: emitter.session_cell().clone(),
             cwd: self.cwd.clone(),
             home,
             client,

@@ -179,6 +179,12 @@ impl Uploader {
         }
     }
 
+    /// The store the transcript is copied to (a new session started in this process after
+    /// this one, by `/clear`, is copied there too).
+    pub fn store(&self) -> &RemoteTranscripts {
+        &self.remote
+    }
+
     /// The URL of this session's folder of parts in the store.
     pub fn session_url(&self) -> String {
         self.remote.session_url(&self.path, &self.session_id)

@@ -331,6 +331,15 @@ impl Session {
     }
 }
 
+/// `/compact [instructions]` as a prompt: the instructions.
+pub(super) fn compact_command(prompt: &[ContentBlock]) -> Option<String> {
+    let [ContentBlock::Text(t)] = prompt else {
+        return None;
+    };
+    let rest = t.text.trim().strip_prefix("/compact")?;
+    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

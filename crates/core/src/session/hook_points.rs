@@ -121,7 +121,8 @@ impl Session {
         turn: &CancelToken,
     ) -> Result<Vec<ContentBlock>, EmitError> {
         if std::mem::replace(&mut self.session_start_done, true) {
-            return Ok(Vec::new());
+            // Set by `/clear`, whose SessionStart hooks ran before its `init`.
+            return Ok(std::mem::take(&mut self.pending_start_notes));
         }
         if self.scope.role.is_main() {
             let source = if self.history.is_empty() {
@@ -252,9 +253,10 @@ impl Session {
         Ok(true)
     }
 
-    /// Run SessionEnd hooks (they cannot change anything). Each is bounded by its deadline, and
-    /// all together by [`SESSION_END_DEADLINE`]; dropping them kills their process groups.
-    pub(crate) async fn session_end_hooks(&self) {
+    /// Run SessionEnd hooks with `reason` (`other` at exit, `clear` for `/clear`); they cannot
+    /// change anything. Each is bounded by its deadline, and all together by
+    /// [`SESSION_END_DEADLINE`]; dropping them kills their process groups.
+    pub(crate) async fn session_end_hooks(&self, reason: &str) {
         let Some(hooks) = self.ctx.hooks() else {
             return;
         };
@@ -262,7 +264,7 @@ impl Session {
             return;
         }
         let mut input = self.hook_input(HookEvent::SessionEnd);
-        input.extra.push(("reason".into(), "other".into()));
+        input.extra.push(("reason".into(), reason.into()));
         match tokio::time::timeout(SESSION_END_DEADLINE, hooks.run(input)).await {
             Ok(d) => {
                 if let Some(m) = d.system_message {

@@ -8,12 +8,15 @@
 
 mod account;
 mod boundary;
+mod clear;
 mod command;
 mod compact;
 mod handle;
 mod hook_points;
+
 mod turn;
 
+pub use crate::session_id::SessionId;
 pub use account::Requested;
 pub(crate) use handle::TurnState;
 pub use handle::{Failer, InterruptReceipt, SessionHandle};
@@ -21,7 +24,7 @@ pub use handle::{Failer, InterruptReceipt, SessionHandle};
 use std::sync::Arc;
 
 use keel_model::ToolSpec;
-use keel_protocol::{Extra, Role};
+use keel_protocol::{ContentBlock, Extra, Role};
 use keel_tools::{ProcessRegistry, ReadLedger, Tool};
 use serde_json::{json, Value};
 
@@ -92,6 +95,10 @@ pub struct Session {
     pub(crate) results_emitted: u32,
     /// SessionStart hooks have run (they run before the main agent's first prompt).
     pub(crate) session_start_done: bool,
+    /// What SessionStart hooks run by `/clear` added, for the next prompt.
+    pub(crate) pending_start_notes: Vec<ContentBlock>,
+    /// The built-in command the running turn runs instead of calling the model (`clear`).
+    pub(crate) local_command: Option<&'static str>,
     pub(crate) system: Vec<Value>,
     /// Warnings to emit right after the next `system/init` (what resuming found and repaired).
     pub(crate) warnings: Vec<(String, Extra)>,
@@ -141,6 +148,8 @@ impl Session {
             reads: Arc::new(ReadLedger::new()),
             results_emitted: 0,
             session_start_done: false,
+            pending_start_notes: Vec::new(),
+            local_command: None,
             system: Vec::new(),
             warnings: Vec::new(),
             specs: None,
@@ -251,6 +260,9 @@ impl Session {
     /// Use `style` for later requests: its text goes at the end of the system prompt, and
     /// `system/init` names it.
     pub fn set_output_style(&mut self, style: crate::output_style::OutputStyle) {
+        if self.scope.role.is_main() {
+            self.ctx.set_output_style_name(&style.name);
+        }
         self.output_style = style;
         self.system = self.build_system();
     }
@@ -377,8 +389,7 @@ impl Session {
     /// The transcript's path as hook inputs give it (empty when no transcript is kept).
     pub(crate) fn transcript_path(&self) -> String {
         self.ctx
-            .transcript_path
-            .as_ref()
+            .transcript_path()
             .map(|p| p.display().to_string())
             .unwrap_or_default()
     }
@@ -397,7 +408,7 @@ impl Session {
             .cancel_running(keel_protocol::CancelReason::Shutdown);
         if self.scope.role.is_main() {
             tokio::select! {
-                () = self.session_end_hooks() => {}
+                () = self.session_end_hooks("other") => {}
                 () = stop => {}
             }
         }
@@ -411,7 +422,7 @@ impl Session {
         }
         // The last records (the result) go to the remote copy too, within the grace a
         // supervisor gives a stopping process.
-        if let (Some(remote), true) = (&self.ctx.remote, self.scope.role.is_main()) {
+        if let (Some(remote), true) = (self.ctx.remote(), self.scope.role.is_main()) {
             if let Err(e) = remote
                 .flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT)
                 .await

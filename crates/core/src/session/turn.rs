@@ -55,15 +55,6 @@ fn is_prompt_too_long(e: &keel_model::ApiError) -> bool {
         })
 }
 
-/// `/compact [instructions]` as a prompt: the instructions.
-fn compact_command(prompt: &[ContentBlock]) -> Option<String> {
-    let [ContentBlock::Text(t)] = prompt else {
-        return None;
-    };
-    let rest = t.text.trim().strip_prefix("/compact")?;
-    (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_owned())
-}
-
 /// How many replies in a row may be cut off by the output limit before the turn stops.
 const MAX_CUT_OFFS: u32 = 3;
 /// How many times a paused reply (`pause_turn`) is continued in one turn.
@@ -144,7 +135,7 @@ impl Session {
             }
         }
         let report = if self.scope.role.is_main() {
-            let transcript_remote = match &self.ctx.remote {
+            let transcript_remote = match self.ctx.remote() {
                 Some(r) => Some(crate::event::RemoteCopy::of(
                     r.session_url(),
                     r.flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT).await,
@@ -170,6 +161,7 @@ impl Session {
                         .map(|_| stats.structured_output.is_some()),
                 ),
                 structured_output: stats.structured_output.take(),
+                local_command: self.local_command.take(),
             })
         } else {
             None
@@ -249,6 +241,11 @@ impl Session {
     ) -> Result<Option<TurnEnd>, EmitError> {
         // SessionStart (or SubagentStart) hooks run first: their frames precede `init`.
         let start_notes = self.start_hooks_once(turn).await?;
+        // `/clear` makes no request: a new session, then its `init` and `result`.
+        let clear = self.scope.role.is_main() && super::clear::is_clear_command(&prompt);
+        if clear {
+            self.clear_conversation(turn).await?;
+        }
         if self.scope.role.is_main() {
             // Servers an SDK host runs connect now that the host can answer; `init` lists
             // them with the rest.
@@ -289,7 +286,12 @@ impl Session {
                 .emit(Event::Warning { message, fields })
                 .await?;
         }
-        if let Some(instructions) = compact_command(&prompt) {
+        if clear {
+            return Ok(Some(TurnEnd::Completed {
+                text: String::new(),
+            }));
+        }
+        if let Some(instructions) = super::compact::compact_command(&prompt) {
             if self.history.is_empty() {
                 return Ok(Some(TurnEnd::Completed {
                     text: "There is nothing to compact yet.".into(),
@@ -445,7 +447,7 @@ impl Session {
         }
         // A turn boundary: the transcript as it stands goes to the remote copy (in the
         // background; a slow bucket never holds the loop).
-        if let (Some(remote), true) = (&self.ctx.remote, self.scope.role.is_main()) {
+        if let (Some(remote), true) = (self.ctx.remote(), self.scope.role.is_main()) {
             remote.request();
         }
         let asked = self.model();

@@ -230,6 +230,26 @@ impl TranscriptWriter {
         let _ = self.mirror.set((sink, shown_as));
     }
 
+    /// The writer of session `session_id`, started in this process after this one (`/clear`):
+    /// its file beside this one, created at its first record, as durable as this one and
+    /// mirrored where this one is. This file is left as it is: complete and resumable.
+    pub fn next_session(&self, session_id: &str, model: &str) -> TranscriptWriter {
+        let path = match self.path.as_os_str().is_empty() {
+            true => PathBuf::new(),
+            false => self.path.with_file_name(format!("{session_id}.jsonl")),
+        };
+        if let Target::Broken(e) = &self.lock().target {
+            return Self::broken(path, session_id.to_owned(), e.clone());
+        }
+        let header = SessionHeader::new(session_id, Path::new(&self.cwd), model);
+        let w = Self::create_lazily(path.clone(), &header, &[], self.mode)
+            .unwrap_or_else(|e| Self::broken(path.clone(), session_id.to_owned(), e));
+        if let Some((sink, _)) = self.mirror.get() {
+            w.mirror_to(sink.clone(), path);
+        }
+        w
+    }
+
     /// The transcript file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -496,5 +516,15 @@ impl Persist for TranscriptWriter {
 
     fn sync(&self) -> Result<(), PersistError> {
         self.sync_now()
+    }
+
+    fn next_session(
+        &self,
+        session_id: &str,
+        model: &str,
+    ) -> Option<(std::sync::Arc<dyn Persist>, PathBuf)> {
+        let w = TranscriptWriter::next_session(self, session_id, model);
+        let path = w.path().to_path_buf();
+        Some((std::sync::Arc::new(w), path))
     }
 }

@@ -103,7 +103,8 @@ impl App {
             }
             Event::PermissionDenied { .. }
             | Event::UserContent { .. }
-            | Event::CompactedHistory { .. } => {}
+            | Event::CompactedHistory { .. }
+            | Event::ConversationReset { .. } => {}
         }
     }
 

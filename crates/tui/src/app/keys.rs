@@ -303,6 +303,8 @@ impl App {
             "clear" | "new" if !busy => {
                 self.say("✻ New conversation", dim());
                 self.todos.clear();
+                // The engine runs it as a turn (`/clear`): it ends with a result.
+                self.begin_running();
                 vec![Action::Clear]
             }
             "model" if args.is_empty() => {

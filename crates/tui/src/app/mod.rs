@@ -53,7 +53,8 @@ pub enum Action {
     SetMode(PermissionMode),
     /// Switch the model.
     SetModel(String),
-    /// Start a fresh session.
+    /// Start a fresh session in the same process (the engine's `/clear`: background tasks
+    /// keep running, the old transcript stays resumable).
     Clear,
     /// Show the sessions to resume.
     ResumePicker,

@@ -195,7 +195,7 @@ impl HostHooks {
         extra.insert("type".into(), json!("system"));
         extra.insert("subtype".into(), json!(subtype));
         extra.insert("uuid".into(), json!(new_uuid()));
-        extra.insert("session_id".into(), json!(self.bridge.session_id));
+        extra.insert("session_id".into(), json!(self.bridge.session_id()));
         let _ = self.bridge.send(Frame::Other(Value::Object(extra))).await;
     }
 }

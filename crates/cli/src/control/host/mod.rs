@@ -82,7 +82,8 @@ impl From<Frame> for Outgoing {
 #[derive(Debug)]
 pub struct Bridge {
     tx: mpsc::Sender<Outgoing>,
-    session_id: String,
+    /// The session's id cell: `/clear` switches it, and frames sent after carry the new id.
+    session_id: keel_core::SessionId,
     pending: Mutex<HashMap<String, oneshot::Sender<Answer>>>,
     closed: AtomicBool,
     /// Send `system/session_state_changed` frames (`CLAUDE_CODE_SDK_READS_SESSION_STATE=1`).
@@ -98,7 +99,7 @@ impl Bridge {
     /// A bridge writing into the frame channel `tx`.
     pub fn new(
         tx: mpsc::Sender<Outgoing>,
-        session_id: String,
+        session_id: keel_core::SessionId,
         state_frames: bool,
         hook_events: bool,
     ) -> Self {
@@ -118,9 +119,9 @@ impl Bridge {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The session id stamped on frames.
-    pub fn session_id(&self) -> &str {
-        &self.session_id
+    /// The session id stamped on frames now.
+    pub fn session_id(&self) -> String {
+        self.session_id.get().to_string()
     }
 
     /// Write a frame (in order with every other stdout line). False if the printer is gone.
@@ -251,7 +252,7 @@ impl Bridge {
         extra.insert("sdk_host_only".into(), json!(true));
         Frame::System(SystemFrame::SessionStateChanged(SessionStateFrame {
             state: state.to_owned(),
-            session_id: self.session_id.clone(),
+            session_id: self.session_id(),
             uuid: new_uuid(),
             extra,
         }))
@@ -262,7 +263,7 @@ impl Bridge {
         Frame::System(SystemFrame::Status(StatusFrame {
             status: None,
             permission_mode: Some(mode.to_owned()),
-            session_id: self.session_id.clone(),
+            session_id: self.session_id(),
             uuid: new_uuid(),
             extra: Extra::new(),
         }))
@@ -281,7 +282,7 @@ impl Bridge {
         let _ = self
             .send(Frame::System(SystemFrame::Warning(WarningFrame {
                 message,
-                session_id: self.session_id.clone(),
+                session_id: self.session_id(),
                 uuid: new_uuid(),
                 extra,
             })))
@@ -344,7 +345,7 @@ mod tests {
     #[tokio::test]
     async fn a_timed_out_request_is_withdrawn_and_a_late_answer_ignored() {
         let (tx, mut rx) = mpsc::channel(16);
-        let b = Bridge::new(tx, "s".into(), false, false);
+        let b = Bridge::new(tx, keel_core::SessionId::new("s"), false, false);
         let r = b
             .request(
                 Request::HookCallback(HookCallbackRequest::default()),

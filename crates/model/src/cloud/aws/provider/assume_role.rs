@@ -76,7 +76,10 @@ impl AssumeRole {
             .collect::<Vec<_>>()
             .join("&");
         let url = reqwest::Url::parse(&self.endpoint).map_err(|e| {
-            crate::cloud::aws::profile::config_error(format!("the STS endpoint {}: {e}", self.endpoint))
+            crate::cloud::aws::profile::config_error(format!(
+                "the STS endpoint {}: {e}",
+                self.endpoint
+            ))
         })?;
         let host = match url.port() {
             Some(p) => format!("{}:{p}", url.host_str().unwrap_or_default()),
