@@ -95,3 +95,38 @@ def test_rewind_files_without_checkpointing_says_so(start):
     off = run(main)
     assert "checkpointing is off" in off, off
     assert (env.cwd / "notes.txt").read_text() == "one\n"
+
+
+def test_rewind_files_after_a_resume_reaches_the_earlier_run(start):
+    """The checkpoint index outlives the process: a client that resumes the session rewinds to
+    a prompt of the first client's run."""
+    env = start("rewind")
+    notes, extra = env.cwd / "notes.txt", env.cwd / "extra.txt"
+
+    def opts(**kw):
+        return env.options(
+            enable_file_checkpointing=True,
+            permission_mode="acceptEdits",
+            extra_args={"replay-user-messages": None},
+            **kw,
+        )
+
+    async def first_run():
+        async with ClaudeSDKClient(options=opts()) as client:
+            await client.query("Write the notes.")
+            first = [m async for m in client.receive_response()]
+            await client.query("Change the notes.")
+            [m async for m in client.receive_response()]
+            session = next(m.session_id for m in first if hasattr(m, "session_id") and m.session_id)
+            return prompt_uuid(first, "Write the notes."), session
+
+    uuid, session = run(first_run)
+    assert notes.read_text() == "two\n" and extra.exists()
+
+    async def resumed():
+        async with ClaudeSDKClient(options=opts(resume=session)) as client:
+            await client.rewind_files(uuid)
+
+    run(resumed)
+    assert not notes.exists(), "created after the first prompt: deleted"
+    assert not extra.exists()

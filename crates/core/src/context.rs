@@ -498,6 +498,25 @@ impl SessionContext {
             .map(|h| h.join("checkpoints").join(&*self.session_id.get()))
     }
 
+    /// The session's file checkpoint store, opened again where an earlier run of the session
+    /// left it (a resume rewinds to that run's prompts): its saved index is read back only if
+    /// every file it names is inside the project or an added directory. `None`: there is
+    /// nowhere to keep it; the error: why a saved index was refused (the store starts empty).
+    pub fn open_checkpoints(
+        &self,
+        env: &crate::Env,
+    ) -> Option<(
+        keel_tools::Checkpoints,
+        Option<keel_tools::checkpoint::IndexError>,
+    )> {
+        let dir = self.checkpoint_dir(env)?;
+        let roots: Vec<PathBuf> = std::iter::once(&self.cwd)
+            .chain(&self.additional_directories)
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .collect();
+        Some(keel_tools::Checkpoints::open(dir, &roots))
+    }
+
     /// Who is asked about calls the rules leave open (`None`: headless, they are denied).
     pub fn approver(&self) -> Option<Arc<dyn Approver>> {
         read(&self.approver).clone()

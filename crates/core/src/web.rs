@@ -9,13 +9,16 @@ use std::time::Duration;
 use keel_model::{ModelRequest, Provider, ToolSpec};
 use keel_protocol::{ApiMessage, ContentBlock, MessageContent, Role};
 use keel_tools::web::{
-    DigestRequest, FetchLimits, HostPermit, SearchAnswer, SearchRequest, WebHost, WebModelError,
+    DigestRequest, FetchLimits, HopGate, HostPermit, SearchAnswer, SearchRequest, WebHost,
+    WebModelError,
 };
 use keel_tools::{BoxFuture, CancelToken, Tool, ToolKind, WebFetchTool, WebSearchTool};
 use serde_json::{json, Value};
 
 use crate::context::SessionContext;
 use crate::emit::Emitter;
+use crate::hooks::{run_seen, HookEvent, HookInput, ToolHookInput};
+use crate::permissions::{AllowedBy, Decision};
 use crate::reply::{call_with_retry, CallCx, CallFailure, Reply};
 
 /// The web tools, by kind.
@@ -238,6 +241,148 @@ impl WebHost for SessionWeb {
                 )
                 .await?;
             Ok(search_answer(&reply.message.content))
+        })
+    }
+}
+
+/// One WebFetch call's gate for the further URLs it reaches: the decision the dispatcher made
+/// on its first URL — PreToolUse hooks (told the URL the call now goes to), the live rules
+/// with the session's mode, a custom command's `allowed-tools` — made again per URL. Nobody
+/// is asked in the middle of a fetch: what would be asked is [`HostPermit::Ask`].
+pub(crate) struct CallGate {
+    /// The session's live state.
+    pub ctx: Arc<SessionContext>,
+    /// For the hooks' events.
+    pub emitter: Emitter,
+    /// The call's token: a cancel stops a hook run for a hop.
+    pub cancel: CancelToken,
+    /// The agent is held to plan mode.
+    pub plan_only: bool,
+    /// The custom command the turn runs.
+    pub command: Option<crate::extend::Expanded>,
+    /// The call's name, id and input as dispatched (after any hook rewrote it).
+    pub call: keel_protocol::ToolUseBlock,
+    /// The session's transcript, for hook inputs.
+    pub transcript_path: String,
+}
+
+impl std::fmt::Debug for CallGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallGate")
+            .field("call", &self.call.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallGate {
+    /// The call's input with its URL replaced by `url`: what every step judges.
+    fn input_for(&self, url: &url::Url) -> Value {
+        let mut input = self.call.input.clone();
+        if let Some(o) = input.as_object_mut() {
+            o.insert("url".into(), Value::String(url.to_string()));
+        }
+        input
+    }
+
+    /// The PreToolUse hooks on this URL: `Err(why)` when they refuse it, else whether they
+    /// allow it without asking and why they would ask.
+    async fn hooks(&self, input: &Value) -> Result<(bool, Option<String>), String> {
+        let Some(hooks) = self
+            .ctx
+            .hooks()
+            .filter(|h| h.wants(HookEvent::PreToolUse, Some(&self.call.name)))
+        else {
+            return Ok((false, None));
+        };
+        let hi = HookInput {
+            event: HookEvent::PreToolUse,
+            session_id: self.emitter.session_id().to_owned(),
+            cwd: self.ctx.cwd.display().to_string(),
+            permission_mode: self
+                .ctx
+                .permissions(self.plan_only)
+                .mode
+                .as_str()
+                .to_owned(),
+            transcript_path: self.transcript_path.clone(),
+            tool: Some(ToolHookInput {
+                name: self.call.name.clone(),
+                input: input.clone(),
+                tool_use_id: self.call.id.clone(),
+                response: None,
+            }),
+            prompt: None,
+            stop_hook_active: false,
+            last_assistant_message: None,
+            compact: None,
+            extra: Vec::new(),
+        };
+        let Some(d) = run_seen(hooks.as_ref(), hi, &self.cancel, &self.emitter).await else {
+            return Err("the call was cancelled while its hooks ran".into());
+        };
+        if let Some(reason) = d.stop.or(d.block) {
+            return Err(format!("a PreToolUse hook blocked it: {reason}"));
+        }
+        // A hook that rewrites the URL of a hop is not obeyed halfway: the hop is refused.
+        if let Some(changed) = d.updated_input {
+            if changed.get("url") != input.get("url") {
+                return Err("a PreToolUse hook rewrote its URL, and keel does not follow a redirect somewhere other than where it leads".into());
+            }
+        }
+        Ok((d.allow, d.ask))
+    }
+}
+
+impl HopGate for CallGate {
+    fn judge<'a>(&'a self, url: &'a url::Url) -> BoxFuture<'a, HostPermit> {
+        Box::pin(async move {
+            let input = self.input_for(url);
+            let (hook_allow, hook_ask) = match self.hooks(&input).await {
+                Ok(v) => v,
+                Err(why) => return HostPermit::Refused { why },
+            };
+            // The same steps, in the same order, as the dispatcher's gate.
+            let mut perms = self.ctx.permissions(self.plan_only);
+            if let Some(c) = &self.command {
+                c.widen_user(&mut perms);
+            }
+            let kind = ToolKind::WebFetch;
+            let mut decision = perms.decide(&self.call.name, kind, &input, false);
+            if hook_ask.is_some() && matches!(decision, Decision::Allow(_)) {
+                decision = Decision::Ask;
+            }
+            if hook_allow && matches!(decision, Decision::Ask | Decision::AskWhy(_)) {
+                decision = Decision::Allow(AllowedBy::Hook);
+            }
+            if let Some(message) = self
+                .command
+                .as_ref()
+                .and_then(|c| c.refuses(&perms, &self.call.name, kind, &input, false))
+            {
+                if !matches!(decision, Decision::Deny { .. }) {
+                    decision = Decision::Deny { message };
+                }
+            }
+            let host = keel_tools::web::fetch::rule_host(url);
+            match decision {
+                Decision::Allow(_) => {
+                    let port = url.port_or_known_default().unwrap_or(443);
+                    let named = matches!(
+                        perms.web_permit(&host, port),
+                        HostPermit::Allowed { named: true }
+                    );
+                    HostPermit::Allowed { named }
+                }
+                Decision::Deny { message } => HostPermit::Refused { why: message },
+                Decision::Ask => HostPermit::Ask {
+                    why: hook_ask.unwrap_or_else(|| {
+                        format!("the rules would ask about {host}, and nobody can be asked in the middle of a fetch; call WebFetch with that URL to be asked, or add the rule WebFetch(domain:{host})")
+                    }),
+                },
+                Decision::AskWhy(why) => HostPermit::Ask {
+                    why: format!("{why}, and nobody can be asked in the middle of a fetch; call WebFetch with that URL to be asked, or add the rule WebFetch(domain:{host})"),
+                },
+            }
         })
     }
 }

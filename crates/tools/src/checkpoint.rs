@@ -7,7 +7,8 @@
 //! [`Checkpoints::after_write`] with what they wrote. Only the first write of a file after
 //! each mark is snapshotted (content and mode, or "did not exist"): that is all a rewind to
 //! a mark needs. A Bash command's own writes are not seen. Snapshots live in a directory of
-//! the session (removed when the store is dropped); the index lives in memory.
+//! the session, with the index beside them ([`index`]): a resumed session opens the store
+//! again ([`Checkpoints::open`]) and can rewind to a prompt of its earlier run.
 //!
 //! A rewind is all or nothing: every file is checked first (still exactly what keel last
 //! wrote, snapshot kept, directory writable), every restored content is staged beside its file,
@@ -16,14 +17,16 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::hash::{Hash, Hasher};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod dirfd;
+pub mod index;
 mod restore;
 
+pub use index::IndexError;
 pub use restore::{FileProblem, RewindError, RewindReport};
 
 /// The largest file whose content is snapshotted; a larger one is recorded as not kept (a
@@ -90,11 +93,11 @@ pub struct Checkpoints {
 
 /// A content hash for noticing changes (not for security: the length is compared too, and a
 /// change made to fool it would have to be made on purpose by someone who can write the file
-/// anyway).
+/// anyway). FNV-1a, so it is the same in every build of keel: the index keeps it on disk.
 pub(crate) fn hash_of(data: &[u8]) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    data.hash(&mut h);
-    h.finish()
+    data.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 impl Checkpoints {
@@ -103,6 +106,34 @@ impl Checkpoints {
         Self {
             dir: dir.into(),
             state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The store in `dir` as a session left it: its saved index read back and checked (files
+    /// only inside `roots`, the real paths of the directories the session may write in). An
+    /// index that is refused is reported, and the store starts empty (its snapshots are kept
+    /// apart from the new ones).
+    pub fn open(dir: impl Into<PathBuf>, roots: &[PathBuf]) -> (Self, Option<IndexError>) {
+        let dir = dir.into();
+        match index::load(&dir, roots) {
+            Ok(state) => (
+                Self {
+                    dir,
+                    state: Mutex::new(state.unwrap_or_default()),
+                },
+                None,
+            ),
+            Err(e) => (Self::new(dir), Some(e)),
+        }
+    }
+
+    /// Save the index (best effort: a store that cannot save still serves this run).
+    fn save(&self, s: &State) {
+        if let Err(e) = index::save(&self.dir, s) {
+            tracing::warn!(
+                "the checkpoint index in {} was not saved: {e}",
+                self.dir.display()
+            );
         }
     }
 
@@ -125,6 +156,7 @@ impl Checkpoints {
         if s.marks.len() > MAX_MARKS {
             s.marks.remove(0);
         }
+        self.save(&s);
     }
 
     /// The prompts that can be rewound to, oldest first: uuid and label.
@@ -164,6 +196,7 @@ impl Checkpoints {
             before,
             after: None,
         });
+        self.save(&s);
     }
 
     /// After a tool wrote `data` to `path` successfully.
@@ -175,6 +208,7 @@ impl Checkpoints {
                 len: data.len() as u64,
                 hash: hash_of(data),
             });
+            self.save(&s);
         }
     }
 
@@ -208,14 +242,15 @@ impl Checkpoints {
         if data.len() as u64 > MAX_FILE_BYTES {
             return Before::NotKept("it grew past the snapshot limit while it was read".into());
         }
-        s.blobs += 1;
-        let blob = self.dir.join(format!("{:08}", s.blobs));
-        if let Err(e) = write_blob(&self.dir, &blob, &data) {
-            return Before::NotKept(format!(
-                "its snapshot could not be written to {}: {e}",
-                self.dir.display()
-            ));
-        }
+        let blob = match write_blob(&self.dir, s, &data) {
+            Ok(b) => b,
+            Err(e) => {
+                return Before::NotKept(format!(
+                    "its snapshot could not be written to {}: {e}",
+                    self.dir.display()
+                ))
+            }
+        };
         s.used_bytes += data.len() as u64;
         Before::Kept {
             blob,
@@ -226,22 +261,26 @@ impl Checkpoints {
     }
 }
 
-impl Drop for Checkpoints {
-    fn drop(&mut self) {
-        // The index lives in memory: without it the snapshots are of no use.
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn write_blob(dir: &Path, blob: &Path, data: &[u8]) -> io::Result<()> {
+/// Write a snapshot under the next free number of the store (a number a refused index's
+/// snapshots still hold is passed over), and return its path.
+fn write_blob(dir: &Path, s: &mut State, data: &[u8]) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode_0600()
-        .open(blob)?;
-    f.write_all(data)
+    for _ in 0..10_000 {
+        s.blobs += 1;
+        let blob = dir.join(format!("{:08}", s.blobs));
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode_0600()
+            .open(&blob);
+        match f {
+            Ok(mut f) => return f.write_all(data).map(|()| blob),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("no free snapshot name"))
 }
 
 /// `OpenOptions` with mode 0600 (snapshots may hold secrets the user keeps in the repository).

@@ -212,6 +212,9 @@ pub struct ToolContext {
     /// The session's file checkpoints, when they are kept: the file tools snapshot a file
     /// before they write it.
     pub checkpoints: Option<Arc<Checkpoints>>,
+    /// For a WebFetch call: the decision its first URL went through, made again for each
+    /// redirect (`None`: the tool's own view of the rules judges them).
+    pub web_gate: Option<Arc<dyn web::HopGate>>,
 }
 
 /// A test on a path (true: it is hidden), shared between threads.
@@ -249,7 +252,14 @@ impl ToolContext {
             hidden: None,
             judged: None,
             checkpoints: None,
+            web_gate: None,
         }
+    }
+
+    /// Judge a WebFetch call's further URLs with `gate`.
+    pub fn with_web_gate(mut self, gate: Option<Arc<dyn web::HopGate>>) -> Self {
+        self.web_gate = gate;
+        self
     }
 
     /// Snapshot files into `checkpoints` before writing them.

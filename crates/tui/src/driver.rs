@@ -161,13 +161,15 @@ async fn build(
         .build()
         .await
         .map_err(|e| (e.to_string(), e.exit_code()))?;
-    let (live, notices) = start(built);
+    let (live, mut notices) = start(built);
     let approver = TerminalApprover::with_sender(tx.clone());
     live.ctx.set_approver(Some(Arc::new(approver)));
     live.ctx.tasks().enable_backgrounding();
     // The interactive UI always keeps file checkpoints, for /rewind.
-    if let Some(dir) = live.ctx.checkpoint_dir(&*launch.env) {
-        let store = keel_tools::Checkpoints::new(dir);
+    if let Some((store, refused)) = live.ctx.open_checkpoints(&*launch.env) {
+        if let Some(e) = refused {
+            notices.push(format!("keel: warning: {e}"));
+        }
         live.ctx.set_checkpoints(Some(Arc::new(store)));
     }
     Ok((live, notices))

@@ -88,13 +88,19 @@ pub fn wanted(env: &keel_core::Env) -> bool {
     })
 }
 
-/// Keep file checkpoints for the session when the host asked for them.
+/// Keep file checkpoints for the session when the host asked for them; a resumed session
+/// opens the store its earlier run left, so its prompts can be rewound to.
 pub fn enable_from_env(ctx: &keel_core::SessionContext, env: &keel_core::Env) {
     if !wanted(env) {
         return;
     }
-    match ctx.checkpoint_dir(env) {
-        Some(dir) => ctx.set_checkpoints(Some(std::sync::Arc::new(keel_tools::Checkpoints::new(dir)))),
+    match ctx.open_checkpoints(env) {
+        Some((store, refused)) => {
+            if let Some(e) = refused {
+                eprintln!("keel: warning: {e}; rewinding to the prompts of earlier runs of this session is not possible");
+            }
+            ctx.set_checkpoints(Some(std::sync::Arc::new(store)))
+        }
         None => eprintln!(
             "keel: file checkpointing was asked for, but neither KEEL_HOME nor HOME is set, so there is nowhere to keep the snapshots; it is off"
         ),

@@ -136,14 +136,16 @@ async fn rewind_restores_write_edit_and_notebookedit_and_deletes_created_files()
     assert!(h.keel_home().join("checkpoints").is_dir());
     let run = s.finish().await;
     assert_eq!(run.code, 0);
-    assert!(
-        !h.keel_home()
-            .join("checkpoints")
-            .read_dir()
-            .unwrap()
-            .any(|_| true),
-        "removed at exit"
-    );
+    // Kept at exit, with their index, for a resume (suite::rewind_resume).
+    let stores: Vec<_> = h
+        .keel_home()
+        .join("checkpoints")
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    assert!(stores[0].join("index.json").is_file());
 }
 
 #[tokio::test]

@@ -43,7 +43,7 @@ pub(crate) trait CallStates: Send + Sync {
 /// What dispatching needs from the session.
 pub(crate) struct DispatchCx<'a> {
     /// The session's live state: rules, mode, hooks, approver, limits.
-    pub ctx: &'a SessionContext,
+    pub ctx: &'a Arc<SessionContext>,
     /// The agent is held to plan mode.
     pub plan_only: bool,
     pub tools: &'a [Arc<dyn Tool>],

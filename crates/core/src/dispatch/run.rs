@@ -43,7 +43,8 @@ pub(super) async fn run_batch(
             .with_reads(cx.reads.clone())
             .with_hidden(hidden.clone())
             .with_judged(r.judged.clone())
-            .with_checkpoints(checkpoints.clone());
+            .with_checkpoints(checkpoints.clone())
+            .with_web_gate(web_gate(cx, &r));
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();
@@ -78,6 +79,21 @@ pub(super) async fn run_batch(
         finish(cx, pending, &r.call, f).await?;
     }
     Ok(())
+}
+
+/// A WebFetch call's gate for the URLs it reaches after its first: the same decision again.
+fn web_gate(cx: &DispatchCx<'_>, r: &Runnable) -> Option<Arc<dyn keel_tools::web::HopGate>> {
+    (r.tool.kind() == keel_tools::ToolKind::WebFetch).then(|| {
+        Arc::new(crate::web::CallGate {
+            ctx: cx.ctx.clone(),
+            emitter: cx.emitter.clone(),
+            cancel: cx.turn.clone(),
+            plan_only: cx.plan_only,
+            command: cx.command.cloned(),
+            call: r.call.clone(),
+            transcript_path: cx.transcript_path.clone(),
+        }) as Arc<dyn keel_tools::web::HopGate>
+    })
 }
 
 /// Hold every result to one size cap, whatever tool made it: a longer text keeps its head and

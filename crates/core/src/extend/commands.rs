@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use keel_protocol::ContentBlock;
 
 use super::frontmatter;
-use super::{entries, LoadError, Place, Scope};
+use super::{entries, LoadError, Place, Scope, Shadowed};
 use keel_tools::ToolKind;
 use serde_json::Value;
 
@@ -50,8 +50,12 @@ fn valid_part(s: &str) -> bool {
         && !s.starts_with('.')
 }
 
-/// The commands of `places`, in order; a name is taken by its first definition.
-pub(crate) fn load(places: &[Place]) -> (Vec<Command>, Vec<LoadError>) {
+/// The commands of `places`, in order; a name is taken by its first definition, and each
+/// later file of that name is recorded in `shadowed`.
+pub(crate) fn load(
+    places: &[Place],
+    shadowed: &mut Vec<Shadowed>,
+) -> (Vec<Command>, Vec<LoadError>) {
     let mut out: Vec<Command> = Vec::new();
     let mut errors = Vec::new();
     for place in places {
@@ -71,7 +75,13 @@ pub(crate) fn load(places: &[Place]) -> (Vec<Command>, Vec<LoadError>) {
             }
         }
         for (name, path) in files {
-            if out.iter().any(|c| c.name == name) {
+            if let Some(kept) = out.iter().find(|c| c.name == name) {
+                shadowed.push(Shadowed {
+                    kind: "command",
+                    name,
+                    kept: kept.path.clone(),
+                    hidden: path,
+                });
                 continue;
             }
             match read_command(place, name, path) {
@@ -148,7 +158,7 @@ pub fn find(
     user_dir: Option<&Path>,
     name: &str,
 ) -> Option<Command> {
-    let (all, _) = load(&Place::all(cwd, home, user_dir));
+    let (all, _) = load(&Place::all(cwd, home, user_dir), &mut Vec::new());
     all.into_iter().find(|c| c.name == name)
 }
 
@@ -253,7 +263,7 @@ mod tests {
         std::fs::write(c.join("broken.md"), "---\nallowed-tools: Bash(oops\n---\n").unwrap();
         std::fs::write(c.join("notes.txt"), "not a command").unwrap();
         let places = Place::all(cwd.path(), None, None);
-        let (cmds, errors) = load(&places);
+        let (cmds, errors) = load(&places, &mut Vec::new());
         let names: Vec<&str> = cmds.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, vec!["fe:review", "greet"]);
         assert_eq!(cmds[1].argument_hint.as_deref(), Some("NAME"));
@@ -284,7 +294,7 @@ mod tests {
         )
         .unwrap();
         let places = Place::all(cwd.path(), None, None);
-        let (cmds, _) = load(&places);
+        let (cmds, _) = load(&places, &mut Vec::new());
         let x = cmds[0].expand(&places, "").unwrap();
         let mut perms = PermissionConfig::new(PermissionMode::Default, cwd.path());
         x.widen_user(&mut perms);

@@ -81,6 +81,33 @@ impl LoadError {
     }
 }
 
+/// A skill or command file hidden by an earlier one of the same name: the project's file wins
+/// over the user's (as in Claude Code), and the user is told which two files collide.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shadowed {
+    /// `skill` or `command`.
+    pub kind: &'static str,
+    /// The name both files give.
+    pub name: String,
+    /// The file that is used.
+    pub kept: PathBuf,
+    /// The file that is not.
+    pub hidden: PathBuf,
+}
+
+impl Shadowed {
+    /// The warning the session starts with.
+    pub fn warning(&self) -> String {
+        format!(
+            "the {} {:?} of {} hides the one of {}; only the first is used (rename one of them to keep both)",
+            self.kind,
+            self.name,
+            self.kept.display(),
+            self.hidden.display()
+        )
+    }
+}
+
 /// Where one scope's files are, and the tree they must really live in.
 #[derive(Clone, Debug)]
 pub(crate) struct Place {
@@ -169,6 +196,8 @@ pub struct Extensions {
     pub skill_errors: Vec<String>,
     /// Command files that could not be used.
     pub command_errors: Vec<String>,
+    /// Files hidden by another of the same name.
+    pub shadowed: Vec<Shadowed>,
     /// Skill texts loaded by the Skill tool and not yet given to the model.
     pending: Mutex<Vec<String>>,
     /// Where the files were found (read again on use).
@@ -190,9 +219,11 @@ impl Extensions {
             .into_iter()
             .filter(|p| wants(p.scope))
             .collect();
-        let (skills, skill_errors) = skills::load(&places);
-        let (commands, command_errors) = commands::load(&places);
+        let mut shadowed = Vec::new();
+        let (skills, skill_errors) = skills::load(&places, &mut shadowed);
+        let (commands, command_errors) = commands::load(&places, &mut shadowed);
         Self {
+            shadowed,
             skills,
             commands,
             skill_errors: skill_errors.iter().map(ToString::to_string).collect(),
@@ -254,27 +285,49 @@ impl Extensions {
             .collect()
     }
 
-    /// The capability account's part: what was loaded from where, and what was not.
+    /// The capability account's part: what was loaded from where (and, for a command, the
+    /// model its `model:` field runs its turn on), what was hidden by a file of the same
+    /// name, and what was not loaded.
     pub fn account(&self) -> Value {
-        let list = |items: Vec<(String, Scope)>| -> Vec<Value> {
-            items
-                .into_iter()
-                .map(|(n, s)| json!({"name": n, "scope": s.as_str()}))
+        let shadowed = |kind: &str| -> Vec<Value> {
+            self.shadowed
+                .iter()
+                .filter(|s| s.kind == kind)
+                .map(|s| json!({"name": s.name, "used": s.kept, "hidden": s.hidden}))
                 .collect()
         };
+        let skills: Vec<Value> = self
+            .skills
+            .iter()
+            .map(|s| json!({"name": s.name, "scope": s.scope.as_str(), "path": s.path}))
+            .collect();
+        let commands: Vec<Value> = self
+            .commands
+            .iter()
+            .map(|c| {
+                let mut v = json!({"name": c.name, "scope": c.scope.as_str(), "path": c.path});
+                if let Some(m) = &c.model {
+                    v["model"] = json!(m);
+                }
+                v
+            })
+            .collect();
         json!({
             "skills": {
-                "loaded": list(self.skills.iter().map(|s| (s.name.clone(), s.scope)).collect()),
+                "loaded": skills,
+                "shadowed": shadowed("skill"),
                 "errors": self.skill_errors,
             },
             "commands": {
-                "loaded": list(self.commands.iter().map(|c| (c.name.clone(), c.scope)).collect()),
+                "loaded": commands,
+                "shadowed": shadowed("command"),
                 "errors": self.command_errors,
             },
         })
     }
 
-    /// Warnings for the start of the session, one per file that could not be used.
+    /// Warnings for the start of the session: one per file that could not be used, and one
+    /// per file hidden by another of the same name (naming both).
     pub fn warnings(&self) -> Vec<String> {
         let skill = self
             .skill_errors
@@ -284,7 +337,8 @@ impl Extensions {
             .command_errors
             .iter()
             .map(|e| format!("custom command not loaded: {e}"));
-        skill.chain(command).collect()
+        let hidden = self.shadowed.iter().map(Shadowed::warning);
+        skill.chain(command).chain(hidden).collect()
     }
 
     pub(crate) fn queue(&self, text: String) {

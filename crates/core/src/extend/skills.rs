@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::frontmatter;
-use super::{entries, LoadError, Place, Scope};
+use super::{entries, LoadError, Place, Scope, Shadowed};
 
 /// The longest skill name.
 pub const MAX_NAME: usize = 64;
@@ -36,8 +36,9 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// The skills of `places`, in order; a name is taken by its first definition.
-pub(crate) fn load(places: &[Place]) -> (Vec<Skill>, Vec<LoadError>) {
+/// The skills of `places`, in order; a name is taken by its first definition, and each later
+/// file of that name is recorded in `shadowed`.
+pub(crate) fn load(places: &[Place], shadowed: &mut Vec<Shadowed>) -> (Vec<Skill>, Vec<LoadError>) {
     let mut skills: Vec<Skill> = Vec::new();
     let mut errors = Vec::new();
     for place in places {
@@ -47,8 +48,15 @@ pub(crate) fn load(places: &[Place]) -> (Vec<Skill>, Vec<LoadError>) {
                 continue;
             }
             match read_skill(place, dir, path) {
-                Ok(s) if skills.iter().any(|k| k.name == s.name) => {}
-                Ok(s) => skills.push(s),
+                Ok(s) => match skills.iter().find(|k| k.name == s.name) {
+                    Some(kept) => shadowed.push(Shadowed {
+                        kind: "skill",
+                        kept: kept.path.clone(),
+                        name: s.name,
+                        hidden: s.path,
+                    }),
+                    None => skills.push(s),
+                },
                 Err(e) => errors.push(e),
             }
         }
@@ -157,7 +165,7 @@ mod tests {
             "---\ndescription: Mine\n---\nbody\n",
         );
         let places = Place::all(cwd.path(), Some(home.path()), None);
-        let (skills, errors) = load(&places);
+        let (skills, errors) = load(&places, &mut Vec::new());
         let names: Vec<(&str, Scope)> = skills.iter().map(|s| (s.name.as_str(), s.scope)).collect();
         assert_eq!(names, vec![("pdf", Scope::Project), ("mine", Scope::User)]);
         assert_eq!(errors.len(), 1);
@@ -190,7 +198,7 @@ mod tests {
             "---\ndescription: Moved\n---\nbody\n",
         );
         let places = Place::all(cwd.path(), Some(home.path()), Some(config.path()));
-        let (skills, errors) = load(&places);
+        let (skills, errors) = load(&places, &mut Vec::new());
         assert!(errors.is_empty(), "{errors:?}");
         let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
@@ -216,7 +224,7 @@ mod tests {
             cwd.path().join(".claude/skills/x/SKILL.md"),
         )
         .unwrap();
-        let (skills, errors) = load(&Place::all(cwd.path(), None, None));
+        let (skills, errors) = load(&Place::all(cwd.path(), None, None), &mut Vec::new());
         assert!(skills.is_empty());
         assert!(errors[0].to_string().contains("outside"), "{}", errors[0]);
     }

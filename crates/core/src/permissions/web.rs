@@ -9,7 +9,9 @@
 //! DNS name never opens non-public addresses: were the name to resolve to one (DNS rebinding),
 //! the fetch is refused; a private machine is allowed by naming its address.
 
-use keel_tools::web::fetch::{local_host, parse_url, rule_host};
+use keel_tools::web::fetch::{
+    canonical_rule_host, effective_url, local_host, parse_url, rule_host,
+};
 use keel_tools::web::HostPermit;
 use keel_tools::ToolKind;
 use serde_json::Value;
@@ -60,7 +62,17 @@ fn parse_spec(pattern: &str) -> Option<DomainSpec> {
         && host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '*' | ':'));
-    ok.then_some(DomainSpec { host, port })
+    if !ok {
+        return None;
+    }
+    // One spelling per host, the one URLs' hosts are compared in: `::ffff:8.8.8.8`,
+    // `0x8.8.8.8` and `8.8.8.8` are one address, and a rule on any of them reaches all.
+    let host = if host.contains('*') {
+        host
+    } else {
+        canonical_rule_host(&host).unwrap_or(host)
+    };
+    Some(DomainSpec { host, port })
 }
 
 /// Whether an allow rule reaches `host:port`, and whether it names the host exactly.
@@ -113,9 +125,11 @@ fn restrict_match(rule: &Rule, host: &str) -> bool {
     base == "*" || host == base || host.ends_with(&format!(".{base}"))
 }
 
-/// The host and port a WebFetch call names, as rules see them.
+/// The host and port a WebFetch call reaches, as rules see them: of the URL as it will be
+/// fetched (plain http to a public host is upgraded first, so a rule for port 80 never opens
+/// 443), its host in the one spelling rules are compared in.
 fn target(input: &Value) -> Option<(String, u16, bool)> {
-    let url = parse_url(input.get("url")?.as_str()?).ok()?;
+    let url = effective_url(&parse_url(input.get("url")?.as_str()?).ok()?);
     let local = local_host(&url);
     Some((
         rule_host(&url),
@@ -211,7 +225,7 @@ impl PermissionConfig {
     /// What the live rules say about WebFetch reaching `host:port` mid-call (a redirect):
     /// nobody can be asked then, so only a rule or bypassPermissions allows it.
     pub fn web_permit(&self, host: &str, port: u16) -> HostPermit {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let host = canonical_rule_host(host).unwrap_or_else(|| host.to_ascii_lowercase());
         if let Some(r) = self
             .deny
             .iter()
@@ -226,7 +240,7 @@ impl PermissionConfig {
             .iter()
             .find(|r| r.tool == "WebFetch" && restrict_match(r, &host))
         {
-            return HostPermit::Refused {
+            return HostPermit::Ask {
                 why: format!("the rule `{}` from {} asks about {host}, and nobody can be asked in the middle of a fetch; call WebFetch with that URL to be asked", r.text(), r.source),
             };
         }
@@ -234,7 +248,7 @@ impl PermissionConfig {
         match (allowed, self.mode) {
             (Some((_, named)), _) => HostPermit::Allowed { named },
             (None, PermissionMode::BypassPermissions) => HostPermit::Allowed { named: false },
-            (None, _) => HostPermit::Refused {
+            (None, _) => HostPermit::Ask {
                 why: format!("no permission rule allows WebFetch to reach {host}; call WebFetch with that URL to be asked, or add the rule WebFetch(domain:{host})"),
             },
         }
@@ -412,7 +426,7 @@ mod tests {
         let d = cfg(PermissionMode::Default, &["WebFetch(domain:a.test)"], &[]);
         assert!(matches!(
             d.web_permit("b.test", 443),
-            HostPermit::Refused { .. }
+            HostPermit::Ask { .. }
         ));
         assert!(Rule::parse("WebFetch(https://x)", RuleSource::Flag).is_err());
         assert!(Rule::parse("WebFetch(domain:[::1]:80)", RuleSource::Flag).is_ok());
@@ -439,6 +453,98 @@ mod tests {
                 &json!({"query": "q"}),
                 false
             ),
+            Decision::Allow(_)
+        ));
+    }
+
+    #[test]
+    fn deny_rules_on_an_address_reach_every_spelling_of_it() {
+        for rule in [
+            "WebFetch(domain:8.8.8.8)",
+            "WebFetch(domain:::ffff:8.8.8.8)",
+            "WebFetch(domain:[::ffff:8.8.8.8])",
+            "WebFetch(domain:0x8.8.8.8)",
+            "WebFetch(domain:134744072)",
+        ] {
+            let c = cfg(PermissionMode::BypassPermissions, &[], &[rule]);
+            for url in [
+                "https://8.8.8.8/",
+                "https://[::ffff:8.8.8.8]/",
+                "https://[::ffff:808:808]/",
+                "https://[::8.8.8.8]/",
+                "http://134744072/",
+                "http://0x8.8.8.8/",
+                "http://0x08080808/",
+                "http://010.8.8.8/",
+                "http://8.8.8.8./",
+                "http://8.8.8.8.:8443/",
+            ] {
+                assert!(
+                    matches!(fetch(&c, url), Decision::Deny { .. }),
+                    "{rule} {url}: {:?}",
+                    fetch(&c, url)
+                );
+            }
+            assert!(matches!(
+                c.web_permit("::ffff:8.8.8.8", 443),
+                HostPermit::Refused { .. }
+            ));
+            assert!(matches!(fetch(&c, "https://8.8.4.4/"), Decision::Allow(_)));
+        }
+        // `::1` is IPv6's loopback, not the IPv4 address 0.0.0.1.
+        assert_eq!(
+            keel_tools::web::canonical_rule_host("::1").as_deref(),
+            Some("::1")
+        );
+        assert_eq!(
+            keel_tools::web::canonical_rule_host("Example.COM.").as_deref(),
+            Some("example.com")
+        );
+    }
+
+    #[test]
+    fn a_rule_for_port_80_does_not_open_the_https_upgrade() {
+        let c = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:example.com:80)"],
+            &[],
+        );
+        // The fetch goes to https on 443: that is what is judged.
+        assert!(matches!(
+            fetch(&c, "http://example.com/"),
+            Decision::AskWhy(_)
+        ));
+        assert!(matches!(
+            fetch(&c, "http://example.com:80/"),
+            Decision::AskWhy(_)
+        ));
+        let https = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:example.com:443)"],
+            &[],
+        );
+        assert!(matches!(
+            fetch(&https, "http://example.com/"),
+            Decision::Allow(_)
+        ));
+        // An explicit port is kept by the upgrade, so its rule still reaches it.
+        let odd = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:example.com:8080)"],
+            &[],
+        );
+        assert!(matches!(
+            fetch(&odd, "http://example.com:8080/"),
+            Decision::Allow(_)
+        ));
+        // A local host a rule names stays on plain http: its port-80 rule still holds.
+        let local = cfg(
+            PermissionMode::Default,
+            &["WebFetch(domain:127.0.0.1:80)"],
+            &[],
+        );
+        assert!(matches!(
+            fetch(&local, "http://127.0.0.1/"),
             Decision::Allow(_)
         ));
     }

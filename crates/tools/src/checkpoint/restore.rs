@@ -1,12 +1,18 @@
 //! Rewinding the files to a mark: check everything, stage everything, then replace; put back
-//! what was replaced if a replacement fails.
+//! what was replaced if a replacement fails. Every file is reached through its directory, held
+//! open from the checks to the last rename ([`Dir`]): a directory swapped for a link in between
+//! cannot redirect a write. Every snapshot is checked against the length and hash recorded
+//! when it was taken before anything is replaced.
 
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
+use super::dirfd::Dir;
 use super::{hash_of, Before, Checkpoints, Entry, State, Written};
 
 /// What a rewind did (or, for a dry run, would do).
@@ -111,18 +117,30 @@ fn problems_text(problems: &[(PathBuf, FileProblem)]) -> String {
 
 /// What to do to one file.
 enum Action {
-    Restore { blob: PathBuf, mode: u32 },
+    Restore {
+        blob: PathBuf,
+        mode: u32,
+        len: u64,
+        hash: u64,
+    },
     Delete,
 }
 
 struct Step {
     path: PathBuf,
+    /// The file's directory, open since the checks.
+    dir: Rc<Dir>,
+    /// The file's name in it.
+    name: OsString,
     action: Action,
-    /// The restored content, written beside the file.
-    staged: Option<PathBuf>,
-    /// A second link to the file as it is now, to put it back.
-    backup: Option<PathBuf>,
+    /// The restored content, written beside the file (its name in `dir`).
+    staged: Option<OsString>,
+    /// A second link to the file as it is now, to put it back (its name in `dir`).
+    backup: Option<OsString>,
 }
+
+/// The directories of a rewind, each opened once.
+type Dirs = HashMap<PathBuf, Rc<Dir>>;
 
 impl Checkpoints {
     /// Put every file keel's tools wrote since the prompt `uuid` back as it was when that
@@ -139,10 +157,11 @@ impl Checkpoints {
         let mut problems = Vec::new();
         let mut steps = Vec::new();
         let mut report = RewindReport::default();
+        let mut dirs = Dirs::new();
         for path in paths {
-            match plan(path, &s.files[path], seq) {
+            match plan(path, &s.files[path], seq, &mut dirs) {
                 Ok(None) => {}
-                Ok(Some((action, (ins, del)))) => {
+                Ok(Some((action, (ins, del), dir))) => {
                     report.insertions += ins;
                     report.deletions += del;
                     report.files_changed.push(path.clone());
@@ -151,6 +170,8 @@ impl Checkpoints {
                     }
                     steps.push(Step {
                         path: path.clone(),
+                        name: path.file_name().unwrap_or_default().to_owned(),
+                        dir,
                         action,
                         staged: None,
                         backup: None,
@@ -173,18 +194,40 @@ impl Checkpoints {
         if dry_run {
             return Ok(report);
         }
-        apply(&steps)?;
-        forget_after(&mut s, seq);
-        Ok(report)
+        #[cfg(test)]
+        BETWEEN.with(|b| b.borrow_mut().take().map(|f| f()));
+        let applied = apply(&steps);
+        if applied.is_ok() {
+            forget_after(&mut s, seq);
+            self.save(&s);
+        }
+        applied.map(|()| report)
     }
 }
 
-/// An action on one file and the lines it puts back and takes out.
-type Planned = (Action, (u64, u64));
+/// An action on one file, the lines it puts back and takes out, and the file's directory.
+type Planned = (Action, (u64, u64), Rc<Dir>);
+
+/// The directory `dir`, opened without following links (once per rewind); a directory that
+/// no longer opens that way was swapped for a link (or removed) since keel wrote the file, and
+/// a restore through it would write somewhere else.
+fn open_dir(dir: &Path, dirs: &mut Dirs) -> Result<Rc<Dir>, FileProblem> {
+    if let Some(d) = dirs.get(dir) {
+        return Ok(d.clone());
+    }
+    let d = Rc::new(Dir::open(dir).map_err(|_| FileProblem::Moved)?);
+    dirs.insert(dir.to_path_buf(), d.clone());
+    Ok(d)
+}
 
 /// What rewinding `entries` to mark `seq` does to `path`; `None`: nothing; `Err`: why it
 /// cannot.
-fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<Planned>, FileProblem> {
+fn plan(
+    path: &Path,
+    entries: &[Entry],
+    seq: u64,
+    dirs: &mut Dirs,
+) -> Result<Option<Planned>, FileProblem> {
     let Some(first) = entries.iter().position(|e| e.mark >= seq) else {
         return Ok(None);
     };
@@ -204,13 +247,11 @@ fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<Planned>, Fil
         }),
         (None, Before::NotKept(_)) => return Err(FileProblem::Unverifiable),
     };
-    // Keys are real paths: a directory that no longer resolves to itself was swapped for a
-    // link (or removed) since, and a restore through it would write somewhere else.
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    if fs::canonicalize(dir).ok().as_deref() != Some(dir) {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(FileProblem::Moved);
-    }
-    let current = read_current(path, expected.map_or(0, |w| w.len))?;
+    };
+    let dir = open_dir(parent, dirs)?;
+    let current = read_current(&dir, name, expected.map_or(0, |w| w.len))?;
     match (&current, expected) {
         (None, Some(_)) => return Err(FileProblem::Deleted),
         (Some(_), None) => return Err(FileProblem::CreatedOutside),
@@ -221,11 +262,14 @@ fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<Planned>, Fil
     }
     match &since[0].before {
         Before::NotKept(why) => Err(FileProblem::NotKept(why.clone())),
-        Before::Missing => Ok(current.map(|c| (Action::Delete, (0, count_lines(&c))))),
+        Before::Missing => Ok(current.map(|c| (Action::Delete, (0, count_lines(&c)), dir))),
         Before::Kept {
-            blob, mode, len, ..
+            blob,
+            mode,
+            len,
+            hash,
         } => {
-            let old = read_blob(blob, *len)?;
+            let old = read_blob(blob, *len, *hash)?;
             let now = current.unwrap_or_default();
             if old == now {
                 return Ok(None);
@@ -235,39 +279,36 @@ fn plan(path: &Path, entries: &[Entry], seq: u64) -> Result<Option<Planned>, Fil
                 Action::Restore {
                     blob: blob.clone(),
                     mode: *mode,
+                    len: *len,
+                    hash: *hash,
                 },
                 lines,
+                dir,
             )))
         }
     }
 }
 
 /// The file's content now (`None`: it does not exist), read up to a little past `expect`.
-fn read_current(path: &Path, expect: u64) -> Result<Option<Vec<u8>>, FileProblem> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(FileProblem::Unreadable(e)),
-    };
-    if !meta.is_file() {
-        return Err(FileProblem::NotRegular);
-    }
-    let mut data = Vec::new();
-    fs::File::open(path)
-        .and_then(|f| f.take(expect.saturating_add(1)).read_to_end(&mut data))
-        .map_err(FileProblem::Unreadable)?;
-    Ok(Some(data))
+fn read_current(dir: &Dir, name: &OsStr, expect: u64) -> Result<Option<Vec<u8>>, FileProblem> {
+    dir.read(name, expect.saturating_add(1))
+        .map_err(|e| e.map_or(FileProblem::NotRegular, FileProblem::Unreadable))
 }
 
-fn read_blob(blob: &Path, len: u64) -> Result<Vec<u8>, FileProblem> {
+/// A snapshot's content, checked against the length and hash recorded when it was taken: a
+/// snapshot changed since (corrupted, or tampered with) is never restored.
+fn read_blob(blob: &Path, len: u64, hash: u64) -> Result<Vec<u8>, FileProblem> {
     let mut data = Vec::new();
-    fs::File::open(blob)
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(blob)
         .and_then(|f| f.take(len.saturating_add(1)).read_to_end(&mut data))
         .map_err(|error| FileProblem::SnapshotUnreadable {
             path: blob.to_path_buf(),
             error,
         })?;
-    if data.len() as u64 != len {
+    if data.len() as u64 != len || hash_of(&data) != hash {
         return Err(FileProblem::SnapshotChanged(blob.to_path_buf()));
     }
     Ok(data)
@@ -299,43 +340,47 @@ fn line_changes(now: &[u8], then: &[u8]) -> (u64, u64) {
 
 /// A name beside `path` no one can have prepared: the unique temporary name (process id and
 /// counter) with `.what` appended (a fixed name could be a link planted by the repository).
-fn side_name(path: &Path, what: &str) -> PathBuf {
+fn side_name(path: &Path, what: &str) -> OsString {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut name = crate::fsutil::temp_name(path, dir).into_os_string();
+    let mut name = crate::fsutil::temp_name(path, dir)
+        .file_name()
+        .unwrap_or_default()
+        .to_owned();
     name.push(".");
     name.push(what);
-    PathBuf::from(name)
+    name
 }
 
-/// Prepare one step: the restored content beside the file and a second link to the file as
-/// it is now. A dry run only checks that the directory may be written.
+/// Prepare one step: the restored content beside the file (from the snapshot, checked again)
+/// and a second link to the file as it is now. A dry run only checks that the directory may
+/// be written.
 fn stage(st: &mut Step, dry_run: bool) -> Result<(), FileProblem> {
-    let dir = st.path.parent().unwrap_or(Path::new("."));
+    let dir_path = st.path.parent().unwrap_or(Path::new("/")).to_path_buf();
     let not_writable = |error: io::Error| FileProblem::NotWritable {
-        dir: dir.to_path_buf(),
+        dir: dir_path.clone(),
         error,
     };
     if dry_run {
-        return nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK)
-            .map_err(|e| not_writable(io::Error::from(e)));
+        return st.dir.writable().map_err(not_writable);
     }
     let backup = side_name(&st.path, "keel-rewind-old");
-    fs::hard_link(&st.path, &backup).map_err(not_writable)?;
+    st.dir.link(&st.name, &backup).map_err(not_writable)?;
     st.backup = Some(backup);
-    if let Action::Restore { blob, mode } = &st.action {
+    if let Action::Restore {
+        blob,
+        mode,
+        len,
+        hash,
+    } = &st.action
+    {
+        // Read and checked again: the snapshot may have changed since the plan.
+        let data = read_blob(blob, *len, *hash)?;
         let staged = side_name(&st.path, "keel-rewind-new");
         st.staged = Some(staged.clone());
-        // A new file, never an existing name (create_new does not follow a link there), its
-        // mode set through the handle.
-        let written = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&staged)
-            .and_then(|mut out| {
-                io::copy(&mut fs::File::open(blob)?, &mut out)?;
-                out.set_permissions(fs::Permissions::from_mode(*mode))
-            });
+        let written = st.dir.create_new(&staged, 0o600).and_then(|mut out| {
+            out.write_all(&data)?;
+            out.set_permissions(fs::Permissions::from_mode(*mode))
+        });
         written.map_err(not_writable)?;
     }
     Ok(())
@@ -344,7 +389,7 @@ fn stage(st: &mut Step, dry_run: bool) -> Result<(), FileProblem> {
 fn discard(steps: &[Step]) {
     for st in steps {
         for p in st.staged.iter().chain(st.backup.iter()) {
-            let _ = fs::remove_file(p);
+            let _ = st.dir.unlink(p);
         }
     }
 }
@@ -353,15 +398,15 @@ fn discard(steps: &[Step]) {
 fn apply(steps: &[Step]) -> Result<(), RewindError> {
     for (i, st) in steps.iter().enumerate() {
         let done = match (&st.action, &st.staged) {
-            (Action::Restore { .. }, Some(staged)) => fs::rename(staged, &st.path),
+            (Action::Restore { .. }, Some(staged)) => st.dir.rename(staged, &st.name),
             (Action::Restore { .. }, None) => Err(io::Error::other("nothing was staged")),
-            (Action::Delete, _) => fs::remove_file(&st.path),
+            (Action::Delete, _) => st.dir.unlink(&st.name),
         };
         if let Err(error) = done {
             let mut rolled_back = true;
             for back in &steps[..i] {
                 if let Some(b) = &back.backup {
-                    rolled_back &= fs::rename(b, &back.path).is_ok();
+                    rolled_back &= back.dir.rename(b, &back.name).is_ok();
                 }
             }
             discard(steps);
@@ -384,4 +429,16 @@ fn forget_after(s: &mut State, seq: u64) {
     }
     s.files.retain(|_, v| !v.is_empty());
     s.marks.retain(|m| m.1 <= seq);
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's action between the checks and the writes of this thread's next rewind.
+    static BETWEEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` between the checks and the writes of this thread's next rewind (tests only).
+#[cfg(test)]
+pub(super) fn between_checks_and_writes(f: Box<dyn FnOnce()>) {
+    BETWEEN.with(|b| *b.borrow_mut() = Some(f));
 }

@@ -2,6 +2,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+use std::path::PathBuf;
 
 fn write(c: &Checkpoints, p: &Path, data: &str) {
     c.before_write(p);
@@ -80,17 +81,140 @@ fn a_file_changed_outside_keel_refuses_the_whole_rewind() {
 }
 
 #[test]
-fn the_store_is_removed_with_the_session() {
+fn a_reopened_store_rewinds_to_a_prompt_of_the_earlier_run() {
     let dir = tempfile::tempdir().unwrap();
-    let at = dir.path().join("store");
-    let store = Checkpoints::new(&at);
-    let a = dir.path().join("a.txt");
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let at = root.join("store");
+    let a = root.join("a.txt");
     fs::write(&a, "a0").unwrap();
+    {
+        let store = Checkpoints::new(&at);
+        store.mark("p1", "first");
+        write(&store, &a, "a1");
+        write(&store, &root.join("new.txt"), "n");
+    }
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&at), 0o700);
+    assert_eq!(mode(&at.join(index::INDEX_FILE)), 0o600);
+    let (store, problem) = Checkpoints::open(&at, std::slice::from_ref(&root));
+    assert!(problem.is_none(), "{problem:?}");
+    assert_eq!(store.prompts(), vec![("p1".to_owned(), "first".to_owned())]);
+    // A later run's snapshots do not overwrite the earlier run's.
+    store.mark("p2", "second");
+    write(&store, &a, "a2");
+    let r = store.rewind("p1", false).unwrap();
+    assert_eq!(r.files_changed.len(), 2, "{r:?}");
+    assert_eq!(fs::read_to_string(&a).unwrap(), "a0");
+    assert!(!root.join("new.txt").exists());
+    // The rewind itself is saved: a third run no longer knows p2.
+    let (again, _) = Checkpoints::open(&at, &[root]);
+    assert!(!again.knows("p2") && again.knows("p1"));
+}
+
+#[test]
+fn a_hostile_or_corrupt_index_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let project = root.join("project");
+    fs::create_dir(&project).unwrap();
+    let at = root.join("store");
+    {
+        let store = Checkpoints::new(&at);
+        store.mark("p1", "first");
+        write(&store, &project.join("a.txt"), "a1");
+    }
+    let index = at.join(index::INDEX_FILE);
+    let good = fs::read_to_string(&index).unwrap();
+    let cases = [
+        // A file outside the project.
+        good.replace(&*project.display().to_string(), "/etc"),
+        // A path that climbs out.
+        good.replace("a.txt", "../../etc/passwd"),
+        // A snapshot named by a path.
+        good.replace(
+            "\"kind\":\"missing\"",
+            "\"kind\":\"kept\",\"blob\":\"../../x\",\"mode\":420,\"len\":1,\"hash\":1",
+        ),
+        "{not json".to_owned(),
+        good.replace("\"version\":1", "\"version\":9"),
+    ];
+    for (i, bad) in cases.iter().enumerate() {
+        assert_ne!(bad, &good, "case {i} changes the index");
+        fs::write(&index, bad).unwrap();
+        let (store, problem) = Checkpoints::open(&at, std::slice::from_ref(&project));
+        let problem = problem.unwrap_or_else(|| panic!("case {i} was trusted"));
+        assert!(problem.to_string().contains("index.json"), "{problem}");
+        assert!(
+            store.prompts().is_empty(),
+            "case {i}: nothing of it is used"
+        );
+    }
+    fs::remove_file(&index).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", &index).unwrap();
+    assert!(
+        Checkpoints::open(&at, &[project]).1.is_some(),
+        "a link is refused"
+    );
+}
+
+#[test]
+fn a_tampered_snapshot_is_refused_naming_the_file_and_nothing_is_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Checkpoints::new(dir.path().join("store"));
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    fs::write(&a, "a0").unwrap();
+    fs::write(&b, "b0").unwrap();
     store.mark("p1", "first");
     write(&store, &a, "a1");
-    assert!(at.is_dir());
-    drop(store);
-    assert!(!at.exists());
+    write(&store, &b, "b1");
+    // Same length, other content: only the hash tells.
+    let blobs: Vec<PathBuf> = {
+        let mut v: Vec<PathBuf> = fs::read_dir(store.dir())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap() != index::INDEX_FILE)
+            .collect();
+        v.sort();
+        v
+    };
+    fs::write(&blobs[1], "XX").unwrap();
+    let text = store.rewind("p1", false).unwrap_err().to_string();
+    assert!(text.contains("b.txt"), "{text}");
+    assert!(text.contains("was changed"), "{text}");
+    assert_eq!(
+        fs::read_to_string(&a).unwrap(),
+        "a1",
+        "none restored halfway"
+    );
+    assert_eq!(fs::read_to_string(&b).unwrap(), "b1");
+}
+
+#[test]
+fn a_directory_swapped_after_the_checks_does_not_redirect_the_restore() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Checkpoints::new(dir.path().join("store"));
+    let sub = dir.path().join("sub");
+    let decoy = dir.path().join("decoy");
+    fs::create_dir(&sub).unwrap();
+    fs::create_dir(&decoy).unwrap();
+    fs::write(decoy.join("a.txt"), "decoy").unwrap();
+    let f = sub.join("a.txt");
+    fs::write(&f, "a0").unwrap();
+    store.mark("p1", "first");
+    write(&store, &f, "a1");
+    let moved = dir.path().join("moved");
+    let (s2, m2, d2) = (sub.clone(), moved.clone(), decoy.clone());
+    restore::between_checks_and_writes(Box::new(move || {
+        fs::rename(&s2, &m2).unwrap();
+        std::os::unix::fs::symlink(&d2, &s2).unwrap();
+    }));
+    store.rewind("p1", false).unwrap();
+    assert_eq!(fs::read_to_string(decoy.join("a.txt")).unwrap(), "decoy");
+    assert_eq!(
+        fs::read_to_string(moved.join("a.txt")).unwrap(),
+        "a0",
+        "restored in the directory that was checked"
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! server could answer differently), redirects followed by hand and checked again, and the
 //! body read in chunks that stop at the byte cap or the deadline.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use reqwest::header::{HeaderValue, ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATIO
 use url::{Host, Url};
 
 use super::addr::{non_public, refused_name};
-use super::{HostPermit, WebError, WebHost};
+use super::{HopGate, HostPermit, WebError, WebHost};
 use crate::{BoxFuture, CancelToken};
 
 /// Bounds on one WebFetch call.
@@ -80,6 +80,9 @@ pub struct FetchCx<'a> {
     pub limits: &'a FetchLimits,
     /// The call's cancel token.
     pub cancel: &'a CancelToken,
+    /// The decision the call's first URL went through, for every further URL (redirects, an
+    /// upgrade that changes the port). `None`: only the rules of `host` judge them.
+    pub gate: Option<&'a dyn HopGate>,
 }
 
 /// The media types WebFetch reads.
@@ -130,15 +133,68 @@ fn check_url(url: &Url) -> Result<(), WebError> {
     Ok(())
 }
 
-/// The host as rules name it: a name in lower case without a trailing dot, an IPv4 address,
-/// or an IPv6 address without brackets.
+/// The host as rules name it, in one spelling per host: a name in lower case without a
+/// trailing dot, an IPv4 address in dotted decimal (the url crate already reads decimal, octal
+/// and hex forms such as `134744072` or `0x8.8.8.8` as the address they mean), an IPv6 address
+/// without brackets — and an IPv6 address that carries an IPv4 one (`::ffff:8.8.8.8`) as that
+/// IPv4 address, so a rule on `8.8.8.8` reaches every spelling of it.
 pub fn rule_host(url: &Url) -> String {
     match url.host() {
-        Some(Host::Domain(d)) => d.trim_end_matches('.').to_ascii_lowercase(),
+        Some(Host::Domain(d)) => canonical_name(d),
         Some(Host::Ipv4(a)) => a.to_string(),
-        Some(Host::Ipv6(a)) => a.to_string(),
+        Some(Host::Ipv6(a)) => canonical_v6(a),
         None => String::new(),
     }
+}
+
+/// A host name in its rule spelling: lower case, no trailing dot, and an IPv4 address in
+/// dotted decimal if that is what it is once the dot is gone.
+fn canonical_name(d: &str) -> String {
+    let name = d.trim_end_matches('.').to_ascii_lowercase();
+    match name.parse::<Ipv4Addr>() {
+        Ok(a) => a.to_string(),
+        Err(_) => name,
+    }
+}
+
+/// An IPv6 address in its rule spelling: the IPv4 address it carries when it is IPv4-mapped
+/// (`::ffff:a.b.c.d`) or IPv4-compatible (`::a.b.c.d`, but not `::` or `::1`, which are
+/// IPv6's own unspecified and loopback addresses); otherwise its usual text.
+pub fn canonical_v6(a: Ipv6Addr) -> String {
+    if let Some(v4) = a.to_ipv4_mapped() {
+        return v4.to_string();
+    }
+    let s = a.segments();
+    if s[..6] == [0; 6] && s[6] != 0 {
+        let [_, _, _, _, _, _, hi, lo] = s;
+        return Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo)).to_string();
+    }
+    a.to_string()
+}
+
+/// A host as a rule writes it (`example.com`, `8.8.8.8`, `::ffff:8.8.8.8`, `0x8.8.8.8`), in
+/// the spelling [`rule_host`] gives a URL's host; `None` when it is no host a URL could have.
+pub fn canonical_rule_host(host: &str) -> Option<String> {
+    let bracketed = if host.contains(':') {
+        format!("[{}]", host.trim_start_matches('[').trim_end_matches(']'))
+    } else {
+        host.to_owned()
+    };
+    let url = Url::parse(&format!("http://{bracketed}/")).ok()?;
+    let h = rule_host(&url);
+    (!h.is_empty()).then_some(h)
+}
+
+/// The URL WebFetch really fetches for `url`: plain http to a host that is not local is
+/// upgraded to https before anything is sent (an explicit port stays, the default port 80
+/// becomes 443). Permission is decided on this URL, so a rule for port 80 never opens 443.
+/// Only a local host a rule names may stay on plain http (see [`keeps_http`]).
+pub fn effective_url(url: &Url) -> Url {
+    let mut u = url.clone();
+    if u.scheme() == "http" && !local_host(&u) {
+        let _ = u.set_scheme("https");
+    }
+    u
 }
 
 /// Whether the URL's host is local before any lookup: an address that is not public, or a
@@ -152,8 +208,8 @@ pub fn local_host(url: &Url) -> bool {
     }
 }
 
-/// Fetch `url`, following up to `limits.max_redirects` redirects, each checked again.
-/// `first` is what the permission check said about the first host.
+/// Fetch `url` (already [`effective_url`]), following up to `limits.max_redirects` redirects,
+/// each judged again. `first` is what the permission check said about the first host.
 pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<Page, WebError> {
     let deadline = Instant::now() + cx.limits.total;
     let mut permit = first;
@@ -163,9 +219,14 @@ pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<
         let named = matches!(permit, HostPermit::Allowed { named: true });
         let addrs = checked_addrs(cx, &url, &host, named, deadline).await?;
         // Plain http stays plain only towards a private host a rule names: a local test or
-        // development server rarely has a certificate; anything else is upgraded.
+        // development server rarely has a certificate; anything else is upgraded. An upgrade
+        // that changes the port is a URL of its own, judged like a redirect.
         if url.scheme() == "http" && !keeps_http(named, &addrs) {
+            let before = url.clone();
             let _ = url.set_scheme("https");
+            if before.port_or_known_default() != url.port_or_known_default() {
+                permit = judge_hop(cx, &before, &url, permit, Hop::Upgrade).await?;
+            }
         }
         let resp = send(cx, &url, &addrs, deadline).await?;
         let status = resp.status();
@@ -186,7 +247,8 @@ pub async fn fetch(cx: &FetchCx<'_>, mut url: Url, first: HostPermit) -> Result<
                     max: cx.limits.max_redirects,
                 });
             }
-            permit = redirect_permit(cx, &url, &next, permit)?;
+            let next = effective_url(&next);
+            permit = judge_hop(cx, &url, &next, permit, Hop::Redirect).await?;
             redirects.push(next.to_string());
             url = next;
             continue;
@@ -208,27 +270,56 @@ pub(crate) fn keeps_http(named: bool, addrs: &[IpAddr]) -> bool {
     named && !addrs.is_empty() && addrs.iter().all(|a| non_public(*a).is_some())
 }
 
-/// The permission for the host a redirect leads to: the same host keeps its permission; any
-/// other host must be allowed by the rules as they stand (no one can be asked mid-call).
-fn redirect_permit(
+/// How a fetch reached a further URL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hop {
+    /// The server redirected.
+    Redirect,
+    /// keel upgraded plain http to https, on another port.
+    Upgrade,
+}
+
+/// The permission for a further URL the fetch reaches: it goes through the decision the first
+/// URL went through (the call's gate: hooks, rules, a command's narrowing), or the rules as
+/// they stand when there is no gate. A denial always stops the fetch; a decision that would
+/// have to ask someone (nobody can be asked mid-call) keeps the permission only for the same
+/// host and port, which the first decision already covered.
+async fn judge_hop(
     cx: &FetchCx<'_>,
     from: &Url,
     to: &Url,
     permit: HostPermit,
+    hop: Hop,
 ) -> Result<HostPermit, WebError> {
-    let (a, b) = (rule_host(from), rule_host(to));
-    if a == b && from.port_or_known_default() == to.port_or_known_default() {
-        return Ok(permit);
-    }
+    let same = rule_host(from) == rule_host(to)
+        && from.port_or_known_default() == to.port_or_known_default();
     let port = to.port_or_known_default().unwrap_or(443);
-    match cx.host.permit(&b, port) {
-        p @ HostPermit::Allowed { .. } => Ok(p),
-        HostPermit::Refused { why } => Err(WebError::RedirectRefused {
+    let now = match cx.gate {
+        Some(g) => {
+            tokio::select! {
+                p = g.judge(to) => p,
+                _ = cx.cancel.cancelled() => return Err(WebError::Cancelled),
+            }
+        }
+        None => cx.host.permit(&rule_host(to), port),
+    };
+    let why = match now {
+        p @ HostPermit::Allowed { .. } => return Ok(p),
+        HostPermit::Ask { .. } if same => return Ok(permit),
+        HostPermit::Ask { why } | HostPermit::Refused { why } => why,
+    };
+    Err(match hop {
+        Hop::Redirect => WebError::RedirectRefused {
             from: from.to_string(),
             to: to.to_string(),
             why,
-        }),
-    }
+        },
+        Hop::Upgrade => WebError::UpgradeRefused {
+            from: from.to_string(),
+            to: to.to_string(),
+            why,
+        },
+    })
 }
 
 /// The addresses of the URL's host, every one checked: a non-public address (or a local

@@ -8,7 +8,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::fetch::{fetch, parse_url, rule_host, FetchCx, FetchLimits, Page, Resolver};
+use super::fetch::{
+    effective_url, fetch, parse_url, rule_host, FetchCx, FetchLimits, Page, Resolver,
+};
 use super::{html, DigestRequest, HostPermit, WebError, WebHost, WebModelError};
 use crate::input::{input_schema, parse_input};
 use crate::{BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
@@ -114,15 +116,19 @@ impl Tool for WebFetchTool {
             if let Err(o) = check(&inp) {
                 return o;
             }
+            // The URL as it will be fetched (http upgraded where it will be): the permission
+            // check judged this one too.
             let url = match parse_url(&inp.url) {
-                Ok(u) => u,
+                Ok(u) => effective_url(&u),
                 Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             // The call was allowed (by a rule, the mode or an approval): what the rules say
             // about the host only decides whether it may be a local address.
             let port = url.port_or_known_default().unwrap_or(443);
             let first = match self.host.permit(&rule_host(&url), port) {
-                HostPermit::Refused { .. } => HostPermit::Allowed { named: false },
+                HostPermit::Refused { .. } | HostPermit::Ask { .. } => {
+                    HostPermit::Allowed { named: false }
+                }
                 p => p,
             };
             let fcx = FetchCx {
@@ -130,6 +136,7 @@ impl Tool for WebFetchTool {
                 resolver: self.resolver.as_ref(),
                 limits: &self.limits,
                 cancel: &cx.cancel,
+                gate: cx.web_gate.as_deref(),
             };
             let page = match fetch(&fcx, url, first).await {
                 Ok(p) => p,

@@ -18,7 +18,7 @@ mod search_tool;
 use std::net::IpAddr;
 use std::time::Duration;
 
-pub use fetch::{FetchLimits, Resolver, SystemResolver};
+pub use fetch::{canonical_rule_host, effective_url, FetchLimits, Resolver, SystemResolver};
 pub use fetch_tool::WebFetchTool;
 pub use search_tool::WebSearchTool;
 
@@ -33,11 +33,27 @@ pub enum HostPermit {
         /// An allow rule names the host exactly.
         named: bool,
     },
-    /// Not allowed by the rules as they stand (why, in keel's words).
+    /// Refused: a deny rule, a hook or a command's `allowed-tools` stands in the way (why,
+    /// in keel's words).
     Refused {
         /// Why, and how to allow it.
         why: String,
     },
+    /// Nothing allows it but nothing refuses it either: someone would have to be asked, and
+    /// nobody can be asked in the middle of a fetch.
+    Ask {
+        /// Why, and how to allow it.
+        why: String,
+    },
+}
+
+/// The decision a WebFetch call's first URL went through (PreToolUse hooks, the live rules, a
+/// custom command's `allowed-tools`), made again for each further URL the call reaches: a
+/// redirect's target, or the https upgrade when it changes the port. Lent by the engine for
+/// one call through [`crate::ToolContext`].
+pub trait HopGate: Send + Sync + std::fmt::Debug {
+    /// What the decision says about fetching `url` in this call.
+    fn judge<'a>(&'a self, url: &'a url::Url) -> BoxFuture<'a, HostPermit>;
 }
 
 /// A page and the question to answer from it, for the model request WebFetch makes.
@@ -146,6 +162,16 @@ pub enum WebError {
         /// Where the redirect came from.
         from: String,
         /// Where it led.
+        to: String,
+        /// Why it was refused.
+        why: String,
+    },
+    /// The https upgrade led to a port the decision does not allow.
+    #[error("WebFetch did not fetch {to} (the https form of {from}, on another port): {why}. Nothing was sent there.")]
+    UpgradeRefused {
+        /// The URL as asked for.
+        from: String,
+        /// The upgraded URL.
         to: String,
         /// Why it was refused.
         why: String,
