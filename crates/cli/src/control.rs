@@ -25,7 +25,7 @@ use keel_protocol::{
 };
 use serde_json::{json, Value};
 
-use crate::stream_input::{Edit, Queue};
+use crate::queue::{Edit, Queue};
 use host::{Bridge, RegisteredHook};
 
 /// An error answer: the text and the `error_code`.

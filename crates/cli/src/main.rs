@@ -7,6 +7,7 @@ mod demo;
 mod mcp_cmd;
 mod permissions;
 mod printer;
+mod queue;
 mod run;
 mod sessions;
 mod signals;
@@ -128,7 +129,15 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         .await;
     }
     let inputs = run::RunInputs { env, cwd };
-    match run::run(cli, inputs).await {
+    let ran = if cli.input_format == args::InputFormat::StreamJson {
+        for notice in cli.compat.notices(cli.input_format) {
+            eprintln!("{notice}");
+        }
+        stream_input::run(cli, inputs).await
+    } else {
+        run::run(cli, inputs).await
+    };
+    match ran {
         Ok(code) => code,
         Err(run::UsageError(msg)) => {
             eprintln!("{msg}");

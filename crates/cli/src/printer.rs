@@ -14,6 +14,14 @@ use tokio::sync::mpsc;
 
 use crate::args::OutputFormat;
 
+/// The receiving end of `--session-mirror`, and the sink (to learn what it could not take).
+pub struct Mirror {
+    /// Batches of lines written, in order.
+    pub rx: tokio::sync::mpsc::Receiver<keel_core::transcript::MirrorBatch>,
+    /// The sink the writers share.
+    pub sink: keel_core::transcript::MirrorSink,
+}
+
 /// What the printer saw, for the exit path.
 #[derive(Debug, Default)]
 pub struct Printed {
@@ -110,7 +118,7 @@ impl Pulse {
 pub async fn print(
     mut events: mpsc::Receiver<Emitted>,
     mut control: Option<mpsc::Receiver<Outgoing>>,
-    mut mirror: Option<crate::run::Mirror>,
+    mut mirror: Option<Mirror>,
     format: OutputFormat,
     verbose: bool,
     mut on_closed: Option<OnClosed>,
@@ -246,9 +254,7 @@ async fn recv(control: &mut Option<mpsc::Receiver<Outgoing>>) -> Option<Outgoing
 }
 
 /// The next batch of the transcript mirror; pending forever without one.
-async fn recv_mirror(
-    mirror: &mut Option<crate::run::Mirror>,
-) -> Option<keel_core::transcript::MirrorBatch> {
+async fn recv_mirror(mirror: &mut Option<Mirror>) -> Option<keel_core::transcript::MirrorBatch> {
     match mirror {
         Some(m) => m.rx.recv().await,
         None => std::future::pending().await,
@@ -256,7 +262,7 @@ async fn recv_mirror(
 }
 
 /// Print every mirror batch already handed over, then say so if any could not be.
-fn drain_mirror(mirror: &mut Option<crate::run::Mirror>, session_id: &str) -> std::io::Result<()> {
+fn drain_mirror(mirror: &mut Option<Mirror>, session_id: &str) -> std::io::Result<()> {
     let Some(m) = mirror else {
         return Ok(());
     };

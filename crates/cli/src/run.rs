@@ -5,10 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_core::transcript::MirrorSink;
+
+use crate::printer::Mirror;
 use keel_core::{BuildError, Built, Env, SessionBuilder, SessionOptions, TurnEnd};
 use keel_protocol::ContentBlock;
 
-use crate::args::{Cli, InputFormat, OutputFormat};
+use crate::args::{Cli, OutputFormat};
 use crate::printer;
 
 /// A usage error: printed on stderr, nothing on stdout, exit 2.
@@ -102,14 +104,6 @@ pub async fn build(cli: &Cli, inputs: RunInputs) -> Result<(Built, Option<Mirror
     Ok((built, mirror))
 }
 
-/// The receiving end of `--session-mirror`, and the sink (to learn what it could not take).
-pub struct Mirror {
-    /// Batches of lines written, in order.
-    pub rx: tokio::sync::mpsc::Receiver<keel_core::transcript::MirrorBatch>,
-    /// The sink the writers share.
-    pub sink: MirrorSink,
-}
-
 /// A refused truncating fork ends like any run: one error `result` (json and stream-json),
 /// whose `errors` carry the refusal for the SDKs to match.
 fn refusal_result(cli: &Cli, reason: &str) {
@@ -143,9 +137,6 @@ pub fn spawn_signal_handler(handle: keel_core::SessionHandle) -> tokio::task::Jo
 pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     for notice in cli.compat.notices(cli.input_format) {
         eprintln!("{notice}");
-    }
-    if cli.input_format == InputFormat::StreamJson {
-        return crate::stream_input::run(cli, inputs).await;
     }
     let heartbeat = printer::heartbeat_from_env(&*inputs.env).map_err(UsageError)?;
     let (

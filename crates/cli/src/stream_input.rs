@@ -8,15 +8,12 @@
 //! finishes the turn in progress and the queued ones, then exits with the last turn's code. A
 //! bad line is reported on stderr and skipped; it never ends the session.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use keel_core::{Built, TurnEnd};
 use keel_protocol::input::{parse_input_line, InputLine};
-use keel_protocol::ContentBlock;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::sync::Notify;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
 
@@ -24,156 +21,13 @@ use crate::args::{Cli, OutputFormat};
 use crate::control::host::{Bridge, HostApprover, HostHooks, HostMcp};
 use crate::control::Controller;
 use crate::printer;
+use crate::queue::{Edit, Item, Next, Queue};
 use crate::run::{self, RunInputs, UsageError};
 
 /// Longest stdin line keel reads (a large image or document fits; a runaway writer does not).
 pub const MAX_LINE_BYTES: usize = 256 * 1024 * 1024;
-/// Most user messages that may wait for their turn.
-pub const MAX_QUEUED: usize = 1000;
 /// Control frames (responses, requests to the host) that may wait for the printer.
 pub const CONTROL_CHANNEL_CAPACITY: usize = 256;
-
-/// A change to the session applied between turns, in arrival order with the messages.
-pub enum Edit {
-    /// The system prompt of the host's `initialize` (TS SDK).
-    SystemPrompt {
-        /// `Some(text)` replaces keel's prompt ("" sends none); `None` keeps it.
-        prompt: Option<Option<String>>,
-        /// Appended to the prompt.
-        append: Option<String>,
-    },
-    /// Whether subagents' text reaches the stream (`initialize.forwardSubagentText`).
-    ForwardSubagentText(bool),
-}
-
-enum Item {
-    Turn {
-        uuid: Option<String>,
-        blocks: Vec<ContentBlock>,
-        origin: Option<serde_json::Value>,
-    },
-    Edit(Edit),
-}
-
-#[derive(Default)]
-struct QueueState {
-    items: VecDeque<Item>,
-    /// stdin is closed: run what is queued, then stop.
-    eof: bool,
-    /// A signal: stop after the turn in progress, drop the rest.
-    stop: bool,
-    /// A message was taken for a turn that is starting or running.
-    active: bool,
-}
-
-/// Messages waiting for their turn (one consumer: the main loop).
-#[derive(Default)]
-pub struct Queue {
-    state: Mutex<QueueState>,
-    notify: Notify,
-}
-
-enum Next {
-    Turn(Vec<ContentBlock>, Option<serde_json::Value>, Option<String>),
-    Edit(Edit),
-    Done,
-}
-
-impl Queue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn push(&self, item: Item) -> Result<(), String> {
-        {
-            let mut s = self.lock();
-            let turns = s
-                .items
-                .iter()
-                .filter(|i| matches!(i, Item::Turn { .. }))
-                .count();
-            if matches!(item, Item::Turn { .. }) && turns >= MAX_QUEUED {
-                return Err(format!(
-                    "{MAX_QUEUED} messages are already waiting for their turn"
-                ));
-            }
-            s.items.push_back(item);
-        }
-        self.notify.notify_one();
-        Ok(())
-    }
-
-    /// Queue an edit of the session (applied before the next queued turn).
-    pub fn push_edit(&self, edit: Edit) {
-        let _ = self.push(Item::Edit(edit));
-    }
-
-    fn set_eof(&self) {
-        self.lock().eof = true;
-        self.notify.notify_one();
-    }
-
-    fn stop(&self) {
-        let mut s = self.lock();
-        s.stop = true;
-        s.items.clear();
-        drop(s);
-        self.notify.notify_one();
-    }
-
-    fn turn_done(&self) {
-        self.lock().active = false;
-    }
-
-    /// Whether a message was taken for a turn (that may not have armed its cancel token yet).
-    pub fn is_starting(&self) -> bool {
-        self.lock().active
-    }
-
-    /// The uuids of queued messages; with `cancel`, drop them and report them as cancelled.
-    pub fn interrupt_snapshot(&self, cancel: bool) -> (Vec<String>, Vec<String>) {
-        let mut s = self.lock();
-        let uuids: Vec<String> = s
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                Item::Turn { uuid, .. } => uuid.clone(),
-                Item::Edit(_) => None,
-            })
-            .collect();
-        if !cancel {
-            return (uuids, Vec::new());
-        }
-        s.items.retain(|i| matches!(i, Item::Edit(_)));
-        (Vec::new(), uuids)
-    }
-
-    async fn next(&self) -> Next {
-        loop {
-            {
-                let mut s = self.lock();
-                if s.stop {
-                    return Next::Done;
-                }
-                match s.items.pop_front() {
-                    Some(Item::Turn {
-                        blocks,
-                        origin,
-                        uuid,
-                    }) => {
-                        s.active = true;
-                        return Next::Turn(blocks, origin, uuid);
-                    }
-                    Some(Item::Edit(e)) => return Next::Edit(e),
-                    None if s.eof => return Next::Done,
-                    None => {}
-                }
-            }
-            // One consumer: a notify_one that raced ahead of this wait left a permit.
-            self.notify.notified().await;
-        }
-    }
-}
 
 /// Run a streaming session; the exit code is the last turn's (0 when no turn ran).
 pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
@@ -487,29 +341,5 @@ mod tests {
                 Input::Line("last".into()),
             ]
         );
-    }
-
-    #[tokio::test]
-    async fn the_queue_runs_out_at_eof_and_reports_uuids() {
-        let q = Queue::default();
-        q.push(Item::Turn {
-            uuid: Some("a".into()),
-            blocks: vec![ContentBlock::text("x")],
-            origin: None,
-        })
-        .unwrap();
-        q.push(Item::Turn {
-            uuid: None,
-            blocks: vec![ContentBlock::text("y")],
-            origin: None,
-        })
-        .unwrap();
-        assert_eq!(q.interrupt_snapshot(false), (vec!["a".to_owned()], vec![]));
-        q.set_eof();
-        assert!(matches!(q.next().await, Next::Turn(..)));
-        assert!(q.is_starting());
-        q.turn_done();
-        assert_eq!(q.interrupt_snapshot(true), (vec![], vec![]));
-        assert!(matches!(q.next().await, Next::Done));
     }
 }
