@@ -1,0 +1,767 @@
+//! Which entries of a transcript are the conversation, picked as Claude Code picks them.
+//!
+//! A Claude Code transcript is a tree, not a list: every entry names its parent
+//! (`parentUuid`), and a rewind, an edited or retried prompt, or a fork leaves older branches
+//! in the file. The conversation is the branch of the newest message: among the entries no
+//! other entry names as parent (the ends of branches), each is followed back to its nearest
+//! message; of those, the last one in the file that belongs to the main conversation (not a
+//! subagent's sidechain, not `isMeta`, not a teammate's) is the leaf, and the history is the
+//! walk from it back to the root. A `compact_boundary` has no parent: the history starts there.
+//!
+//! A response that ran tools in parallel fans out (one entry per content block, each result
+//! chained to its own call), so the walk sees only one of its branches: the calls and results
+//! it left off are put back right after the response, as the SDKs' readers do.
+//!
+//! keel's own files are one linear chain (its `keel-frame` entries have no parent), so the file
+//! order already is the history: the records are rebuilt as they are read, and only when the
+//! walk disagrees with the file order is the file read a second time, feeding the rebuild the
+//! walk's entries alone. Memory stays bounded by a few ids per entry, never by its content.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::Path;
+
+use keel_protocol::{ContentBlock, Frame, SystemFrame};
+
+use super::reader::{parse_reader_at, parse_reader_links, Item};
+use super::rebuild::Rebuilder;
+use super::{Loaded, Rebuilt};
+
+/// One entry's place in the `parentUuid` chain.
+#[derive(Debug)]
+pub(crate) struct Link {
+    /// Its line (1-based).
+    pub line: usize,
+    /// Its `uuid`.
+    pub uuid: Box<str>,
+    /// Its `parentUuid`.
+    pub parent: Option<Box<str>>,
+    /// What it is.
+    pub kind: LinkKind,
+}
+
+/// What a linked entry is.
+#[derive(Debug)]
+pub(crate) enum LinkKind {
+    /// A `user` or `assistant` message.
+    Message {
+        /// It went to the rebuild as a record (a main-conversation message).
+        record: bool,
+        /// It may be picked as the newest message of the main conversation.
+        main: bool,
+        /// Its tool calls or results (`None`: a prompt).
+        facts: Option<Box<Facts>>,
+    },
+    /// A `compact_boundary`: the history starts again there.
+    Boundary,
+    /// Anything else (`attachment`, `system`, `progress`, ...): it links, it is not sent.
+    Other,
+}
+
+/// What the put-back of a parallel response needs to know about a message.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    /// An assistant entry's `message.id`.
+    msg_id: Option<Box<str>>,
+    /// The ids of its `tool_use` blocks.
+    calls: Vec<Box<str>>,
+    /// The `tool_use_id`s of its `tool_result` blocks.
+    results: Vec<Box<str>>,
+}
+
+impl LinkKind {
+    /// The kind of a record holding `frame`; `meta`: never the newest main message.
+    pub fn of_frame(frame: &Frame, meta: bool) -> Self {
+        match frame {
+            Frame::Assistant(a) => LinkKind::Message {
+                record: a.parent_tool_use_id.is_none(),
+                main: a.parent_tool_use_id.is_none() && !meta,
+                facts: Some(Box::new(Facts {
+                    msg_id: Some(a.message.id.as_str().into()),
+                    calls: a
+                        .message
+                        .content
+                        .iter()
+                        .filter_map(|b| match b {
+                            ContentBlock::ToolUse(t) => Some(t.id.as_str().into()),
+                            _ => None,
+                        })
+                        .collect(),
+                    results: Vec::new(),
+                })),
+            },
+            Frame::User(u) => {
+                let results: Vec<Box<str>> = u
+                    .message
+                    .content
+                    .blocks()
+                    .iter()
+                    .filter_map(|b| match b {
+                        ContentBlock::ToolResult(r) => Some(r.tool_use_id.as_str().into()),
+                        _ => None,
+                    })
+                    .collect();
+                LinkKind::Message {
+                    record: u.parent_tool_use_id.is_none(),
+                    main: u.parent_tool_use_id.is_none() && !meta,
+                    facts: (!results.is_empty()).then(|| {
+                        Box::new(Facts {
+                            results,
+                            ..Facts::default()
+                        })
+                    }),
+                }
+            }
+            f if is_compaction(f) => LinkKind::Boundary,
+            _ => LinkKind::Other,
+        }
+    }
+
+    fn is_record(&self) -> bool {
+        matches!(
+            self,
+            LinkKind::Message { record: true, .. } | LinkKind::Boundary
+        )
+    }
+
+    fn is_message(&self) -> bool {
+        matches!(self, LinkKind::Message { .. })
+    }
+
+    fn is_main(&self) -> bool {
+        matches!(self, LinkKind::Message { main: true, .. })
+    }
+
+    fn facts(&self) -> Option<&Facts> {
+        match self {
+            LinkKind::Message {
+                record: true,
+                main: true,
+                facts: Some(f),
+            } => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// A compaction record (keel's, or Claude Code's boundary as the reader maps it).
+fn is_compaction(f: &Frame) -> bool {
+    matches!(f, Frame::System(SystemFrame::Other(v))
+        if v.get("subtype").and_then(serde_json::Value::as_str)
+            == Some(crate::wire::COMPACTED_HISTORY))
+}
+
+/// Something wrong with the chain that the walk went around.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainIssue {
+    /// What is wrong.
+    pub kind: ChainIssueKind,
+    /// The entry concerned.
+    pub uuid: String,
+    /// Its line (1-based).
+    pub line: usize,
+    /// The parent it names.
+    pub parent: String,
+}
+
+/// What is wrong with a chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainIssueKind {
+    /// The entry's parent is already on the walk: the history starts at the entry.
+    Cycle,
+    /// No entry of the file has the entry's parent: the history starts at the entry.
+    DanglingParent,
+}
+
+/// What the walk found, for the notices.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChainReport {
+    /// Breaks the walk went around.
+    pub issues: Vec<ChainIssue>,
+    /// Main-conversation messages on other branches than the resumed one, not sent.
+    pub abandoned: usize,
+    /// The first of them (its line).
+    pub abandoned_line: Option<usize>,
+}
+
+/// Collects what the walk needs while a file is read.
+#[derive(Default)]
+pub(crate) struct Collector {
+    links: Vec<Link>,
+    /// Lines of the records a file-order rebuild took as the conversation since its last
+    /// compaction (that compaction's line first).
+    file_seq: Vec<usize>,
+    /// Lines of every main-conversation message record, in file order.
+    messages: Vec<usize>,
+    /// Lines of keel's own compaction records (outside the chain: placed by position).
+    keel_compactions: Vec<usize>,
+    last_link_line: usize,
+}
+
+impl Collector {
+    /// Note one item of the reader, before the record (if it is one) goes on.
+    pub fn see(&mut self, item: &Item) {
+        match item {
+            Item::Link(l) => self.last_link_line = l.line,
+            Item::Record(r) => match &r.frame {
+                Frame::User(u) if u.parent_tool_use_id.is_none() => self.message(r.line),
+                Frame::Assistant(a) if a.parent_tool_use_id.is_none() => self.message(r.line),
+                f if is_compaction(f) => {
+                    self.file_seq.clear();
+                    self.file_seq.push(r.line);
+                    if self.last_link_line != r.line {
+                        self.keel_compactions.push(r.line);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Keep a link.
+    pub fn keep(&mut self, l: Link) {
+        self.links.push(l);
+    }
+
+    fn message(&mut self, line: usize) {
+        self.file_seq.push(line);
+        self.messages.push(line);
+    }
+}
+
+/// How the walk's history begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// No message to walk from.
+    Empty,
+    /// At an entry with no parent (or a compaction).
+    Root,
+    /// At the entry whose parent is the one a checkpoint ends with.
+    Joined,
+    /// Where a cycle or a missing parent cut it.
+    Broken,
+}
+
+/// The walk's outcome.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The records to rebuild, in order; `None` when that is the file order.
+    pub wanted: Option<Vec<usize>>,
+    /// The newest message: the parent of the next entry.
+    pub leaf: Option<String>,
+    /// For the notices.
+    pub report: ChainReport,
+    start: Start,
+}
+
+impl Plan {
+    /// Whether a rebuild that went on from a checkpoint with the file order is the walk's.
+    fn continues_checkpoint(&self) -> bool {
+        self.wanted.is_none()
+            && self.report.issues.is_empty()
+            && matches!(self.start, Start::Empty | Start::Joined | Start::Root)
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// The resolved tree: parents as indices.
+struct Tree<'a> {
+    links: &'a [Link],
+    by_uuid: HashMap<&'a str, u32>,
+}
+
+/// A parent, resolved.
+enum Parent<'a> {
+    None,
+    In(u32),
+    Join,
+    Missing(&'a str),
+}
+
+impl<'a> Tree<'a> {
+    fn new(links: &'a [Link]) -> Self {
+        let mut by_uuid = HashMap::with_capacity(links.len());
+        // A uuid written twice names its last entry, as the SDKs' readers take it.
+        for (i, l) in links.iter().enumerate() {
+            by_uuid.insert(&*l.uuid, i as u32);
+        }
+        Self { links, by_uuid }
+    }
+
+    fn parent(&self, i: u32, join: Option<&str>) -> Parent<'a> {
+        match self.links[i as usize].parent.as_deref() {
+            None => Parent::None,
+            Some(p) if join == Some(p) => Parent::Join,
+            Some(p) => match self.by_uuid.get(p) {
+                Some(&j) => Parent::In(j),
+                None => Parent::Missing(p),
+            },
+        }
+    }
+
+    /// The leaf: the last main message in the file that ends a branch (the nearest message
+    /// up from an entry nobody names as parent). `None` when no branch ends in one (every
+    /// entry is someone's parent: a cycle).
+    fn leaf(&self) -> Option<u32> {
+        let n = self.links.len();
+        let mut has_child = vec![false; n];
+        for i in 0..n as u32 {
+            if let Parent::In(p) = self.parent(i, None) {
+                has_child[p as usize] = true;
+            }
+        }
+        // nearest[i]: the nearest message at or above i; resolved once per entry, so many
+        // branches through one long run of non-message entries stay linear.
+        const TODO: u32 = u32::MAX - 1;
+        let mut nearest = vec![TODO; n];
+        let mut best: Option<u32> = None;
+        let mut path = Vec::new();
+        for t in (0..n as u32).filter(|&t| !has_child[t as usize]) {
+            let mut cur = t;
+            let found = loop {
+                if nearest[cur as usize] != TODO {
+                    break nearest[cur as usize];
+                }
+                if self.links[cur as usize].kind.is_message() {
+                    break cur;
+                }
+                // Marked before going up: meeting it again is a cycle, which ends nowhere.
+                nearest[cur as usize] = NONE;
+                path.push(cur);
+                match self.parent(cur, None) {
+                    Parent::In(p) => cur = p,
+                    _ => break NONE,
+                }
+            };
+            for p in path.drain(..) {
+                nearest[p as usize] = found;
+            }
+            if found != NONE && self.links[found as usize].kind.is_main() {
+                let line = |i: u32| self.links[i as usize].line;
+                if best.is_none_or(|b| line(found) > line(b)) {
+                    best = Some(found);
+                }
+            }
+        }
+        best
+    }
+}
+
+impl Collector {
+    /// Walk the chain. `join`: the chain entry a checkpoint ended with (the file before it
+    /// was not read, so a parent named so is found).
+    pub fn plan(self, join: Option<&str>) -> Plan {
+        let tree = Tree::new(&self.links);
+        let last_main = self.messages.last().and_then(|line| {
+            self.links
+                .iter()
+                .rposition(|l| l.line == *line)
+                .map(|i| i as u32)
+        });
+        let Some(leaf) = tree.leaf().or(last_main) else {
+            // No message in the chain: nothing the file order took is a message either.
+            return Plan {
+                wanted: None,
+                leaf: None,
+                report: ChainReport::default(),
+                start: Start::Empty,
+            };
+        };
+        let (chain, start, issues) = walk(&tree, leaf, join);
+        let mut on_chain = vec![false; self.links.len()];
+        chain.iter().for_each(|&i| on_chain[i as usize] = true);
+        let mut seq: Vec<u32> = chain
+            .iter()
+            .copied()
+            .filter(|&i| self.links[i as usize].kind.is_record())
+            .collect();
+        if chain.len() < self.links.len() {
+            seq = put_back_parallel(&tree, seq, &mut on_chain);
+        }
+        let mut wanted: Vec<usize> = seq.iter().map(|&i| self.links[i as usize].line).collect();
+        let root_line = chain.first().and_then(|&i| {
+            let l = &self.links[i as usize];
+            matches!(l.kind, LinkKind::Boundary).then_some(l.line)
+        });
+        let reset = self.place_keel_compaction(&mut wanted, root_line);
+        let report = self.report(&on_chain, reset.or(root_line), issues);
+        let start = match (start, reset) {
+            // keel's compaction starts the history anew: what came before does not count.
+            (Start::Broken, _) => Start::Broken,
+            (_, Some(_)) => Start::Root,
+            (s, None) => s,
+        };
+        Plan {
+            wanted: (wanted != self.file_seq).then_some(wanted),
+            leaf: Some(self.links[leaf as usize].uuid.to_string()),
+            report,
+            start,
+        }
+    }
+
+    /// keel's compaction records have no parent: one counts for the walk's history when the
+    /// message written just before it is on the history (or none is, in this read). The last
+    /// such one after the history's root replaces what came before it.
+    fn place_keel_compaction(
+        &self,
+        wanted: &mut Vec<usize>,
+        root_line: Option<usize>,
+    ) -> Option<usize> {
+        if self.keel_compactions.is_empty() {
+            return None;
+        }
+        let on: HashSet<usize> = wanted.iter().copied().collect();
+        let lc = self.keel_compactions.iter().rev().copied().find(|&lc| {
+            if root_line.is_some_and(|r| lc < r) {
+                return false;
+            }
+            let before = self.messages.partition_point(|&m| m < lc);
+            before == 0 || on.contains(&self.messages[before - 1])
+        })?;
+        wanted.retain(|&l| l > lc);
+        wanted.insert(0, lc);
+        Some(lc)
+    }
+
+    fn report(
+        &self,
+        on_chain: &[bool],
+        reset: Option<usize>,
+        issues: Vec<ChainIssue>,
+    ) -> ChainReport {
+        let mut report = ChainReport {
+            issues,
+            ..ChainReport::default()
+        };
+        for (l, _) in self.links.iter().zip(on_chain).filter(|(l, on)| {
+            !**on
+                && matches!(
+                    l.kind,
+                    LinkKind::Message {
+                        record: true,
+                        main: true,
+                        ..
+                    }
+                )
+                && reset.is_none_or(|r| l.line > r)
+        }) {
+            report.abandoned += 1;
+            report.abandoned_line.get_or_insert(l.line);
+        }
+        report
+    }
+}
+
+/// From the leaf up: the chain leaf first, and how it begins.
+fn walk(tree: &Tree<'_>, leaf: u32, join: Option<&str>) -> (Vec<u32>, Start, Vec<ChainIssue>) {
+    let links = tree.links;
+    let mut seen = vec![false; links.len()];
+    let mut chain = Vec::new();
+    let mut issues = Vec::new();
+    let mut cur = leaf;
+    let issue = |kind, i: u32, parent: &str| {
+        let l = &links[i as usize];
+        ChainIssue {
+            kind,
+            uuid: l.uuid.to_string(),
+            line: l.line,
+            parent: parent.to_owned(),
+        }
+    };
+    let start = loop {
+        seen[cur as usize] = true;
+        chain.push(cur);
+        match tree.parent(cur, join) {
+            Parent::None => break Start::Root,
+            Parent::Join => break Start::Joined,
+            Parent::Missing(p) => {
+                issues.push(issue(ChainIssueKind::DanglingParent, cur, p));
+                break Start::Broken;
+            }
+            Parent::In(p) if seen[p as usize] => {
+                let parent = links[p as usize].uuid.to_string();
+                issues.push(issue(ChainIssueKind::Cycle, cur, &parent));
+                break Start::Broken;
+            }
+            Parent::In(p) => cur = p,
+        }
+    };
+    chain.reverse();
+    (chain, start, issues)
+}
+
+/// The calls and results of a parallel response that the walk left off, put back right after
+/// the response's last entry on the chain: its other content blocks first, then the results
+/// that answer a call of it not answered yet, each in file order.
+fn put_back_parallel(tree: &Tree<'_>, seq: Vec<u32>, on_chain: &mut [bool]) -> Vec<u32> {
+    let links = tree.links;
+    let facts = |i: u32| links[i as usize].kind.facts();
+    let msg_id = |i: u32| facts(i).and_then(|f| f.msg_id.as_deref());
+    let mut groups: HashMap<&str, Vec<u32>> = HashMap::new();
+    // A call id made by two responses is ambiguous: it places nothing.
+    let mut owner: HashMap<&str, Option<&str>> = HashMap::new();
+    for i in 0..links.len() as u32 {
+        let Some(id) = msg_id(i) else { continue };
+        groups.entry(id).or_default().push(i);
+        for c in facts(i).map_or(&[][..], |f| &f.calls[..]) {
+            let o = owner.entry(c).or_insert(Some(id));
+            if *o != Some(id) {
+                *o = None;
+            }
+        }
+    }
+    // Results off the chain, under each response they may belong to: the one whose entry is
+    // their parent, and the one that made a call they answer.
+    let mut candidates: HashMap<&str, Vec<u32>> = HashMap::new();
+    for r in (0..links.len() as u32).filter(|&r| !on_chain[r as usize]) {
+        let Some(f) = facts(r).filter(|f| f.msg_id.is_none()) else {
+            continue;
+        };
+        let mut of: Vec<&str> = f
+            .results
+            .iter()
+            .filter_map(|c| owner.get(&**c).copied().flatten())
+            .collect();
+        if let Parent::In(p) = tree.parent(r, None) {
+            of.extend(msg_id(p));
+        }
+        of.sort_unstable();
+        of.dedup();
+        for id in of {
+            candidates.entry(id).or_default().push(r);
+        }
+    }
+    let off_chain = |id: &str| groups[id].iter().any(|&m| !on_chain[m as usize]);
+    if candidates.is_empty() && !groups.keys().any(|id| off_chain(id)) {
+        return seq;
+    }
+    let mut answered: HashSet<&str> = seq
+        .iter()
+        .filter_map(|&i| facts(i))
+        .flat_map(|f| f.results.iter().map(|r| &**r))
+        .collect();
+    // The last entry of each response on the chain, which its put-back follows.
+    let mut anchor: HashMap<&str, u32> = HashMap::new();
+    for &i in &seq {
+        if let Some(id) = msg_id(i) {
+            anchor.insert(id, i);
+        }
+    }
+    let mut order: Vec<&str> = Vec::new();
+    for &i in &seq {
+        if let Some(id) = msg_id(i).filter(|id| !order.contains(id)) {
+            order.push(id);
+        }
+    }
+    let mut inserts: HashMap<u32, Vec<u32>> = HashMap::new();
+    for id in order {
+        let at = anchor[id];
+        let mut add: Vec<u32> = groups[id]
+            .iter()
+            .copied()
+            .filter(|&m| !on_chain[m as usize])
+            .collect();
+        add.iter().for_each(|&m| on_chain[m as usize] = true);
+        let mut results = candidates.remove(id).unwrap_or_default();
+        results.sort_by_key(|&r| links[r as usize].line);
+        for r in results {
+            let Some(f) = facts(r) else { continue };
+            if on_chain[r as usize] || f.results.iter().all(|c| answered.contains(&**c)) {
+                continue;
+            }
+            answered.extend(f.results.iter().map(|c| &**c));
+            on_chain[r as usize] = true;
+            add.push(r);
+        }
+        if !add.is_empty() {
+            inserts.insert(at, add);
+        }
+    }
+    let mut out = Vec::with_capacity(seq.len());
+    for i in seq {
+        out.push(i);
+        out.extend(inserts.remove(&i).unwrap_or_default());
+    }
+    out
+}
+
+/// Read the whole of `path` (open as `file`) and rebuild the history the walk picks: the
+/// rebuild follows the file as it is read, and the file is read again, with the walk's
+/// records alone, only when the walk picked something else.
+pub(crate) fn read_whole(
+    path: &Path,
+    file: &File,
+    file_len: u64,
+    session_id: &str,
+    keep_frames: bool,
+) -> std::io::Result<(Loaded, Rebuilder)> {
+    let mut rebuilder = Rebuilder::new(session_id, keep_frames);
+    let mut collector = Collector::default();
+    let mut f = file;
+    f.seek(SeekFrom::Start(0))?;
+    let reader = BufReader::with_capacity(1 << 20, f);
+    let mut loaded = parse_reader_links(path, reader, file_len, (0, 0), |item| {
+        collector.see(&item);
+        match item {
+            Item::Record(r) => rebuilder.push(r),
+            Item::Link(l) => collector.keep(l),
+        }
+    })?;
+    if loaded.legacy {
+        // keel's old records chain each to the one before: the file order is the history.
+        return Ok((loaded, rebuilder));
+    }
+    let plan = collector.plan(None);
+    if let Some(wanted) = &plan.wanted {
+        rebuilder = Rebuilder::new(session_id, keep_frames);
+        feed(path, file, &loaded, wanted, &mut rebuilder)?;
+    }
+    apply(&mut loaded, plan);
+    Ok((loaded, rebuilder))
+}
+
+/// Go on from a checkpoint (`rebuilder`, standing at `at`): read what follows it. `None` when
+/// what follows does not simply continue the checkpoint's history (a rewind to before it, a
+/// break in the chain): the whole file must be read.
+pub(crate) fn read_tail(
+    path: &Path,
+    file: &File,
+    file_len: u64,
+    mut rebuilder: Rebuilder,
+    at: &super::checkpoint::Position,
+) -> std::io::Result<Option<(Loaded, Rebuilder)>> {
+    let mut collector = Collector::default();
+    let mut f = file;
+    f.seek(SeekFrom::Start(at.len))?;
+    let reader = BufReader::with_capacity(1 << 20, f);
+    let mut loaded = parse_reader_links(path, reader, file_len, (at.len, at.lines), |item| {
+        collector.see(&item);
+        match item {
+            Item::Record(r) => rebuilder.push(r),
+            Item::Link(l) => collector.keep(l),
+        }
+    })?;
+    if loaded.legacy {
+        return Ok(Some((loaded, rebuilder)));
+    }
+    let plan = collector.plan(at.chain_uuid.as_deref());
+    if !plan.continues_checkpoint() {
+        return Ok(None);
+    }
+    apply(&mut loaded, plan);
+    Ok(Some((loaded, rebuilder)))
+}
+
+/// [`read_whole`], the rebuild finished.
+pub fn load_file(
+    path: &Path,
+    session_id: &str,
+    keep_frames: bool,
+) -> std::io::Result<(Loaded, Rebuilt)> {
+    let file = File::open(path)?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (loaded, rebuilder) = read_whole(path, &file, len, session_id, keep_frames)?;
+    Ok((loaded, rebuilder.finish()))
+}
+
+fn apply(loaded: &mut Loaded, plan: Plan) {
+    if let Some(leaf) = plan.leaf {
+        loaded.last_chain_uuid = Some(leaf);
+    }
+    loaded.chain = plan.report;
+}
+
+/// Read the file again, handing `rebuilder` the records of `wanted` in that order.
+fn feed(
+    path: &Path,
+    file: &File,
+    first: &Loaded,
+    wanted: &[usize],
+    rebuilder: &mut Rebuilder,
+) -> std::io::Result<()> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(0))?;
+    let reader = BufReader::with_capacity(1 << 20, f);
+    let ascending = wanted.windows(2).all(|w| w[0] < w[1]);
+    let again = if ascending {
+        let mut next = wanted.iter().peekable();
+        parse_reader_at(path, reader, first.file_len, (0, 0), |r| {
+            if next.peek() == Some(&&r.line) {
+                next.next();
+                rebuilder.push(r);
+            }
+        })?
+    } else {
+        // Out of file order (a hand-made file): the walk's records are held, then fed.
+        let slot: HashMap<usize, usize> = wanted.iter().enumerate().map(|(i, l)| (*l, i)).collect();
+        let mut held: Vec<Option<super::Record>> = Vec::new();
+        held.resize_with(wanted.len(), || None);
+        let again = parse_reader_at(path, reader, first.file_len, (0, 0), |r| {
+            if let Some(&i) = slot.get(&r.line) {
+                held[i] = Some(r);
+            }
+        })?;
+        held.into_iter().flatten().for_each(|r| rebuilder.push(r));
+        again
+    };
+    if again.good_len != first.good_len {
+        return Err(std::io::Error::other(format!(
+            "the transcript {} changed while it was being read",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The notices for what the walk went around or left out.
+pub(super) fn notices(loaded: &Loaded) -> Vec<super::Notice> {
+    use super::{Notice, NoticeKind};
+    let shown = loaded.path.display();
+    let mut out = Vec::new();
+    for i in &loaded.chain.issues {
+        let (kind, why) = match i.kind {
+            ChainIssueKind::Cycle => (
+                NoticeKind::ChainCycle,
+                format!(
+                    "names as its parent {}, which is already on the way back from the newest message (the chain loops)",
+                    i.parent
+                ),
+            ),
+            ChainIssueKind::DanglingParent => (
+                NoticeKind::DanglingParent,
+                format!("names as its parent {}, which is not in the file", i.parent),
+            ),
+        };
+        out.push(Notice {
+            kind,
+            message: format!(
+                "entry {} on line {} of the transcript {shown} {why}; keel resumed the conversation from that entry on and sent nothing before it",
+                i.uuid, i.line
+            ),
+            path: loaded.path.clone(),
+            line: Some(i.line),
+            tool_use_ids: Vec::new(),
+            entry_type: None,
+            entry_uuid: Some(i.uuid.clone()),
+        });
+    }
+    let n = loaded.chain.abandoned;
+    if n > 0 {
+        let (s, were) = if n == 1 { ("", "was") } else { ("s", "were") };
+        out.push(Notice {
+            kind: NoticeKind::OtherBranches,
+            message: format!(
+                "{n} message{s} of the transcript {shown} (the first on line {}) {were} on other branches than the newest message's (a rewind, an edited or retried prompt) and {were} not sent to the model, as Claude Code does; they stay in the file",
+                loaded.chain.abandoned_line.unwrap_or(0)
+            ),
+            path: loaded.path.clone(),
+            line: loaded.chain.abandoned_line,
+            tool_use_ids: Vec::new(),
+            entry_type: None,
+            entry_uuid: None,
+        });
+    }
+    out
+}
