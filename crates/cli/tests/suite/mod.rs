@@ -32,5 +32,6 @@ mod rewind;
 mod sandbox;
 mod session_mirror;
 mod sessions;
+mod sessions_branch;
 mod sessions_cc;
 mod web_tools;
