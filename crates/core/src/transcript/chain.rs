@@ -351,8 +351,9 @@ impl<'a> Tree<'a> {
 
 impl Collector {
     /// Walk the chain. `join`: the chain entry a checkpoint ended with (the file before it
-    /// was not read, so a parent named so is found).
-    pub fn plan(self, join: Option<&str>) -> Plan {
+    /// was not read, so a parent named so is found). `damaged`: the lines that could not be
+    /// read, in order (a parent lost with one of them is bridged, not a break).
+    pub fn plan(self, join: Option<&str>, damaged: &[usize]) -> Plan {
         let tree = Tree::new(&self.links);
         let last_main = self.messages.last().and_then(|line| {
             self.links
@@ -369,7 +370,7 @@ impl Collector {
                 start: Start::Empty,
             };
         };
-        let (chain, start, issues) = walk(&tree, leaf, join);
+        let (chain, start, issues) = walk(&tree, leaf, join, damaged);
         let mut on_chain = vec![false; self.links.len()];
         chain.iter().for_each(|&i| on_chain[i as usize] = true);
         let mut seq: Vec<u32> = chain
@@ -454,8 +455,15 @@ impl Collector {
     }
 }
 
-/// From the leaf up: the chain leaf first, and how it begins.
-fn walk(tree: &Tree<'_>, leaf: u32, join: Option<&str>) -> (Vec<u32>, Start, Vec<ChainIssue>) {
+/// From the leaf up: the chain root first, and how it begins. A missing parent whose entry
+/// may be a damaged line (one lies between the entry and the entry before it) is bridged to
+/// that entry before: the damage is reported on its own, and the rest is still read.
+fn walk(
+    tree: &Tree<'_>,
+    leaf: u32,
+    join: Option<&str>,
+    damaged: &[usize],
+) -> (Vec<u32>, Start, Vec<ChainIssue>) {
     let links = tree.links;
     let mut seen = vec![false; links.len()];
     let mut chain = Vec::new();
@@ -477,8 +485,18 @@ fn walk(tree: &Tree<'_>, leaf: u32, join: Option<&str>) -> (Vec<u32>, Start, Vec
             Parent::None => break Start::Root,
             Parent::Join => break Start::Joined,
             Parent::Missing(p) => {
-                issues.push(issue(ChainIssueKind::DanglingParent, cur, p));
-                break Start::Broken;
+                let line = links[cur as usize].line;
+                let before = cur.checked_sub(1).filter(|&b| {
+                    let from = links[b as usize].line;
+                    !seen[b as usize] && damaged.iter().any(|&d| from < d && d < line)
+                });
+                match before {
+                    Some(b) => cur = b,
+                    None => {
+                        issues.push(issue(ChainIssueKind::DanglingParent, cur, p));
+                        break Start::Broken;
+                    }
+                }
             }
             Parent::In(p) if seen[p as usize] => {
                 let parent = links[p as usize].uuid.to_string();
@@ -613,7 +631,7 @@ pub(crate) fn read_whole(
         // keel's old records chain each to the one before: the file order is the history.
         return Ok((loaded, rebuilder));
     }
-    let plan = collector.plan(None);
+    let plan = collector.plan(None, &damaged_lines(&loaded));
     if let Some(wanted) = &plan.wanted {
         rebuilder = Rebuilder::new(session_id, keep_frames);
         feed(path, file, &loaded, wanted, &mut rebuilder)?;
@@ -646,7 +664,7 @@ pub(crate) fn read_tail(
     if loaded.legacy {
         return Ok(Some((loaded, rebuilder)));
     }
-    let plan = collector.plan(at.chain_uuid.as_deref());
+    let plan = collector.plan(at.chain_uuid.as_deref(), &damaged_lines(&loaded));
     if !plan.continues_checkpoint() {
         return Ok(None);
     }
@@ -664,6 +682,13 @@ pub fn load_file(
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let (loaded, rebuilder) = read_whole(path, &file, len, session_id, keep_frames)?;
     Ok((loaded, rebuilder.finish()))
+}
+
+/// The lines that could not be read, in order.
+fn damaged_lines(loaded: &Loaded) -> Vec<usize> {
+    let mut out: Vec<usize> = loaded.issues.iter().map(|i| i.line).collect();
+    out.sort_unstable();
+    out
 }
 
 fn apply(loaded: &mut Loaded, plan: Plan) {

@@ -346,3 +346,26 @@ fn a_checkpoint_serves_a_linear_tail_and_a_rewind_before_it_reads_the_whole_file
     assert_eq!(fourth.history.len(), 26);
     assert_eq!(kinds(&fourth), [NoticeKind::OtherBranches]);
 }
+
+#[test]
+fn a_parent_lost_with_a_damaged_line_is_bridged_not_a_break() {
+    let (_home, store, _path) = session(&[
+        user("u1", None, json!("first")),
+        assistant("a1", Some("u1"), "m1", text("one")),
+        // The entry u2 names as parent, damaged beyond reading.
+        r#"{"parentUuid":"a1","isSidechain":false,"type":"assistant","mess"#.to_owned(),
+        user("u2", Some("lost"), json!("second")),
+        assistant("a3", Some("u2"), "m3", text("three")),
+    ]);
+    let opened = resume(&store);
+    assert_eq!(
+        texts(&opened.history),
+        [
+            json!({"role": "user", "content": [text("first")]}),
+            json!({"role": "assistant", "content": [text("one")]}),
+            json!({"role": "user", "content": [text("second")]}),
+            json!({"role": "assistant", "content": [text("three")]}),
+        ]
+    );
+    assert_eq!(kinds(&opened), [NoticeKind::CorruptLine]);
+}
