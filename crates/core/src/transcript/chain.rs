@@ -183,6 +183,8 @@ pub struct ChainReport {
     pub abandoned: usize,
     /// The first of them (its line).
     pub abandoned_line: Option<usize>,
+    /// The walk disagreed with the file order, so the file was read a second time.
+    pub reread: bool,
 }
 
 /// Collects what the walk needs while a file is read.
@@ -636,7 +638,9 @@ pub(crate) fn read_whole(
         rebuilder = Rebuilder::new(session_id, keep_frames);
         feed(path, file, &loaded, wanted, &mut rebuilder)?;
     }
+    let reread = plan.wanted.is_some();
     apply(&mut loaded, plan);
+    loaded.chain.reread = reread;
     Ok((loaded, rebuilder))
 }
 

@@ -235,9 +235,9 @@ fn read_with(
         messages.push(EncodedMessage::from_raw(raw));
     }
     let chain = ChainReport {
-        issues: Vec::new(),
         abandoned: head.abandoned,
         abandoned_line: head.abandoned_line,
+        ..ChainReport::default()
     };
     let state = RebuildState {
         messages,

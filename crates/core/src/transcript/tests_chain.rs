@@ -369,3 +369,22 @@ fn a_parent_lost_with_a_damaged_line_is_bridged_not_a_break() {
     );
     assert_eq!(kinds(&opened), [NoticeKind::CorruptLine]);
 }
+
+#[test]
+fn keels_own_files_resume_as_the_file_order_in_one_pass() {
+    // keel's own sessions: compactions, stray results, unanswered calls, subagent frames.
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join(format!("{SID}.jsonl"));
+    let frames = super::tests::varied(9, 100);
+    super::tests::write_all(&path, &frames);
+    let (loaded, walked) = load_file(&path, SID, false).unwrap();
+    assert_eq!(
+        loaded.chain,
+        ChainReport::default(),
+        "one linear chain, read once"
+    );
+    let file_order = rebuild_history(read_file(&path).unwrap().records, SID);
+    let bytes = |h: &crate::history::History| serde_json::to_string(&h.request_messages()).unwrap();
+    assert_eq!(bytes(&walked.history), bytes(&file_order.history));
+    assert!(bytes(&walked.history).contains("summary so far"));
+}
