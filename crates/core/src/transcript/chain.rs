@@ -13,9 +13,11 @@
 //! it left off are put back right after the response, as the SDKs' readers do.
 //!
 //! keel's own files are one linear chain (its `keel-frame` entries have no parent), so the file
-//! order already is the history: the records are rebuilt as they are read, and only when the
-//! walk disagrees with the file order is the file read a second time, feeding the rebuild the
-//! walk's entries alone. Memory stays bounded by a few ids per entry, never by its content.
+//! order already is the history: the records are rebuilt as they are read while the reader
+//! checks that every entry names the one before it, which costs nothing else. Only a file
+//! whose chain is not one line is read again to walk it (keeping a few ids per entry, never
+//! its content), and once more, feeding the rebuild the walk's entries alone, when the walk
+//! picked something else than the file order.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -71,48 +73,20 @@ pub(crate) struct Facts {
 }
 
 impl LinkKind {
-    /// The kind of a record holding `frame`; `meta`: never the newest main message.
+    /// The kind of a record holding `frame`; `meta`: never the newest main message. Its
+    /// [`Facts`] are added only when the links are kept ([`Collector::full`]).
     pub fn of_frame(frame: &Frame, meta: bool) -> Self {
         match frame {
             Frame::Assistant(a) => LinkKind::Message {
                 record: a.parent_tool_use_id.is_none(),
                 main: a.parent_tool_use_id.is_none() && !meta,
-                facts: Some(Box::new(Facts {
-                    msg_id: Some(a.message.id.as_str().into()),
-                    calls: a
-                        .message
-                        .content
-                        .iter()
-                        .filter_map(|b| match b {
-                            ContentBlock::ToolUse(t) => Some(t.id.as_str().into()),
-                            _ => None,
-                        })
-                        .collect(),
-                    results: Vec::new(),
-                })),
+                facts: None,
             },
-            Frame::User(u) => {
-                let results: Vec<Box<str>> = u
-                    .message
-                    .content
-                    .blocks()
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::ToolResult(r) => Some(r.tool_use_id.as_str().into()),
-                        _ => None,
-                    })
-                    .collect();
-                LinkKind::Message {
-                    record: u.parent_tool_use_id.is_none(),
-                    main: u.parent_tool_use_id.is_none() && !meta,
-                    facts: (!results.is_empty()).then(|| {
-                        Box::new(Facts {
-                            results,
-                            ..Facts::default()
-                        })
-                    }),
-                }
-            }
+            Frame::User(u) => LinkKind::Message {
+                record: u.parent_tool_use_id.is_none(),
+                main: u.parent_tool_use_id.is_none() && !meta,
+                facts: None,
+            },
             f if is_compaction(f) => LinkKind::Boundary,
             _ => LinkKind::Other,
         }
@@ -140,6 +114,38 @@ impl LinkKind {
                 main: true,
                 facts: Some(f),
             } => Some(f),
+            _ => None,
+        }
+    }
+}
+
+impl Facts {
+    /// What `frame` says (`None`: a prompt, nothing to put back).
+    fn of(frame: &Frame) -> Option<Box<Self>> {
+        let ids = |bs: &[ContentBlock], result: bool| -> Vec<Box<str>> {
+            bs.iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse(t) if !result => Some(t.id.as_str().into()),
+                    ContentBlock::ToolResult(r) if result => Some(r.tool_use_id.as_str().into()),
+                    _ => None,
+                })
+                .collect()
+        };
+        match frame {
+            Frame::Assistant(a) => Some(Box::new(Facts {
+                msg_id: Some(a.message.id.as_str().into()),
+                calls: ids(&a.message.content, false),
+                results: Vec::new(),
+            })),
+            Frame::User(u) => {
+                let results = ids(u.message.content.blocks(), true);
+                (!results.is_empty()).then(|| {
+                    Box::new(Facts {
+                        results,
+                        ..Facts::default()
+                    })
+                })
+            }
             _ => None,
         }
     }
@@ -187,9 +193,13 @@ pub struct ChainReport {
     pub reread: bool,
 }
 
-/// Collects what the walk needs while a file is read.
+/// Collects what the walk needs while a file is read. By default it keeps no link: it only
+/// checks that every entry names the one before it, in which case the file order is the walk
+/// (keel's own files, and Claude Code's without a branch). [`Collector::full`] keeps them all.
 #[derive(Default)]
 pub(crate) struct Collector {
+    /// Keep the links (else only check that the chain is linear).
+    keep_links: bool,
     links: Vec<Link>,
     /// Lines of the records a file-order rebuild took as the conversation since its last
     /// compaction (that compaction's line first).
@@ -199,50 +209,117 @@ pub(crate) struct Collector {
     /// Lines of keel's own compaction records (outside the chain: placed by position).
     keel_compactions: Vec<usize>,
     last_link_line: usize,
+    linear: Linear,
+}
+
+/// Whether every entry so far names the one before it as parent.
+#[derive(Default)]
+struct Linear {
+    broken: bool,
+    /// The uuid of the entry before (the one a checkpoint ended with, at first).
+    prev: Option<Box<str>>,
+    /// The last message: its uuid, and whether it may be the newest main message.
+    last_message: Option<(Box<str>, bool)>,
+}
+
+impl Linear {
+    fn see(&mut self, l: &Link) {
+        let follows = l.parent.as_deref() == self.prev.as_deref()
+            // A compaction has no parent; the file order starts again at it too.
+            || (matches!(l.kind, LinkKind::Boundary) && l.parent.is_none());
+        if !follows || matches!(l.kind, LinkKind::Message { record: false, .. }) {
+            self.broken = true;
+        }
+        if let LinkKind::Message { main, .. } = l.kind {
+            self.last_message = Some((l.uuid.clone(), main));
+        }
+        self.prev = Some(l.uuid.clone());
+    }
+
+    /// The newest message, when the chain is one line whose last message may be it.
+    fn leaf(&self) -> Option<Option<&str>> {
+        match &self.last_message {
+            _ if self.broken => None,
+            None => Some(None),
+            Some((uuid, true)) => Some(Some(uuid)),
+            Some((_, false)) => None,
+        }
+    }
 }
 
 impl Collector {
+    /// A collector that checks the chain is one line, starting after `join` (the entry a
+    /// checkpoint ended with) or at a root.
+    pub fn linear(join: Option<&str>) -> Self {
+        Self {
+            linear: Linear {
+                prev: join.map(Into::into),
+                ..Linear::default()
+            },
+            ..Self::default()
+        }
+    }
+
+    /// A collector that keeps every link, for the walk.
+    pub fn full() -> Self {
+        Self {
+            keep_links: true,
+            ..Self::default()
+        }
+    }
+
     /// Note one item of the reader, before the record (if it is one) goes on.
     pub fn see(&mut self, item: &Item) {
         match item {
             Item::Link(l) => self.last_link_line = l.line,
-            Item::Record(r) => match &r.frame {
-                Frame::User(u) if u.parent_tool_use_id.is_none() => self.message(r.line),
-                Frame::Assistant(a) if a.parent_tool_use_id.is_none() => self.message(r.line),
-                f if is_compaction(f) => {
-                    self.file_seq.clear();
-                    self.file_seq.push(r.line);
-                    if self.last_link_line != r.line {
-                        self.keel_compactions.push(r.line);
+            Item::Record(r) => {
+                match &r.frame {
+                    Frame::User(u) if u.parent_tool_use_id.is_none() => self.message(r.line),
+                    Frame::Assistant(a) if a.parent_tool_use_id.is_none() => self.message(r.line),
+                    f if is_compaction(f) => {
+                        self.file_seq.clear();
+                        self.file_seq.push(r.line);
+                        if self.last_link_line != r.line {
+                            self.keel_compactions.push(r.line);
+                        }
                     }
+                    _ => {}
                 }
-                _ => {}
-            },
+                // The record's link came just before it: what the put-back needs.
+                if let Some(LinkKind::Message {
+                    facts,
+                    record: true,
+                    ..
+                }) = self
+                    .links
+                    .last_mut()
+                    .filter(|l| l.line == r.line)
+                    .map(|l| &mut l.kind)
+                {
+                    *facts = Facts::of(&r.frame);
+                }
+            }
         }
     }
 
-    /// Keep a link.
+    /// Take a link.
     pub fn keep(&mut self, l: Link) {
-        self.links.push(l);
+        if self.keep_links {
+            self.links.push(l);
+        } else {
+            self.linear.see(&l);
+        }
+    }
+
+    /// The file order is the walk: the chain is one line (the newest message, if any).
+    pub fn linear_leaf(&self) -> Option<Option<&str>> {
+        (!self.keep_links).then(|| self.linear.leaf()).flatten()
     }
 
     fn message(&mut self, line: usize) {
         self.file_seq.push(line);
         self.messages.push(line);
     }
-}
-
-/// How the walk's history begins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Start {
-    /// No message to walk from.
-    Empty,
-    /// At an entry with no parent (or a compaction).
-    Root,
-    /// At the entry whose parent is the one a checkpoint ends with.
-    Joined,
-    /// Where a cycle or a missing parent cut it.
-    Broken,
 }
 
 /// The walk's outcome.
@@ -254,16 +331,6 @@ pub(crate) struct Plan {
     pub leaf: Option<String>,
     /// For the notices.
     pub report: ChainReport,
-    start: Start,
-}
-
-impl Plan {
-    /// Whether a rebuild that went on from a checkpoint with the file order is the walk's.
-    fn continues_checkpoint(&self) -> bool {
-        self.wanted.is_none()
-            && self.report.issues.is_empty()
-            && matches!(self.start, Start::Empty | Start::Joined | Start::Root)
-    }
 }
 
 const NONE: u32 = u32::MAX;
@@ -278,7 +345,6 @@ struct Tree<'a> {
 enum Parent<'a> {
     None,
     In(u32),
-    Join,
     Missing(&'a str),
 }
 
@@ -292,10 +358,9 @@ impl<'a> Tree<'a> {
         Self { links, by_uuid }
     }
 
-    fn parent(&self, i: u32, join: Option<&str>) -> Parent<'a> {
+    fn parent(&self, i: u32) -> Parent<'a> {
         match self.links[i as usize].parent.as_deref() {
             None => Parent::None,
-            Some(p) if join == Some(p) => Parent::Join,
             Some(p) => match self.by_uuid.get(p) {
                 Some(&j) => Parent::In(j),
                 None => Parent::Missing(p),
@@ -310,7 +375,7 @@ impl<'a> Tree<'a> {
         let n = self.links.len();
         let mut has_child = vec![false; n];
         for i in 0..n as u32 {
-            if let Parent::In(p) = self.parent(i, None) {
+            if let Parent::In(p) = self.parent(i) {
                 has_child[p as usize] = true;
             }
         }
@@ -332,7 +397,7 @@ impl<'a> Tree<'a> {
                 // Marked before going up: meeting it again is a cycle, which ends nowhere.
                 nearest[cur as usize] = NONE;
                 path.push(cur);
-                match self.parent(cur, None) {
+                match self.parent(cur) {
                     Parent::In(p) => cur = p,
                     _ => break NONE,
                 }
@@ -352,10 +417,9 @@ impl<'a> Tree<'a> {
 }
 
 impl Collector {
-    /// Walk the chain. `join`: the chain entry a checkpoint ended with (the file before it
-    /// was not read, so a parent named so is found). `damaged`: the lines that could not be
-    /// read, in order (a parent lost with one of them is bridged, not a break).
-    pub fn plan(self, join: Option<&str>, damaged: &[usize]) -> Plan {
+    /// Walk the chain. `damaged`: the lines that could not be read, in order (a parent lost
+    /// with one of them is bridged, not a break).
+    pub fn plan(self, damaged: &[usize]) -> Plan {
         let tree = Tree::new(&self.links);
         let last_main = self.messages.last().and_then(|line| {
             self.links
@@ -369,10 +433,9 @@ impl Collector {
                 wanted: None,
                 leaf: None,
                 report: ChainReport::default(),
-                start: Start::Empty,
             };
         };
-        let (chain, start, issues) = walk(&tree, leaf, join, damaged);
+        let (chain, issues) = walk(&tree, leaf, damaged);
         let mut on_chain = vec![false; self.links.len()];
         chain.iter().for_each(|&i| on_chain[i as usize] = true);
         let mut seq: Vec<u32> = chain
@@ -390,17 +453,10 @@ impl Collector {
         });
         let reset = self.place_keel_compaction(&mut wanted, root_line);
         let report = self.report(&on_chain, reset.or(root_line), issues);
-        let start = match (start, reset) {
-            // keel's compaction starts the history anew: what came before does not count.
-            (Start::Broken, _) => Start::Broken,
-            (_, Some(_)) => Start::Root,
-            (s, None) => s,
-        };
         Plan {
             wanted: (wanted != self.file_seq).then_some(wanted),
             leaf: Some(self.links[leaf as usize].uuid.to_string()),
             report,
-            start,
         }
     }
 
@@ -457,15 +513,10 @@ impl Collector {
     }
 }
 
-/// From the leaf up: the chain root first, and how it begins. A missing parent whose entry
+/// From the leaf up: the chain, root first, and the breaks it went around. A missing parent whose entry
 /// may be a damaged line (one lies between the entry and the entry before it) is bridged to
 /// that entry before: the damage is reported on its own, and the rest is still read.
-fn walk(
-    tree: &Tree<'_>,
-    leaf: u32,
-    join: Option<&str>,
-    damaged: &[usize],
-) -> (Vec<u32>, Start, Vec<ChainIssue>) {
+fn walk(tree: &Tree<'_>, leaf: u32, damaged: &[usize]) -> (Vec<u32>, Vec<ChainIssue>) {
     let links = tree.links;
     let mut seen = vec![false; links.len()];
     let mut chain = Vec::new();
@@ -480,12 +531,11 @@ fn walk(
             parent: parent.to_owned(),
         }
     };
-    let start = loop {
+    loop {
         seen[cur as usize] = true;
         chain.push(cur);
-        match tree.parent(cur, join) {
-            Parent::None => break Start::Root,
-            Parent::Join => break Start::Joined,
+        match tree.parent(cur) {
+            Parent::None => break,
             Parent::Missing(p) => {
                 let line = links[cur as usize].line;
                 let before = cur.checked_sub(1).filter(|&b| {
@@ -496,20 +546,20 @@ fn walk(
                     Some(b) => cur = b,
                     None => {
                         issues.push(issue(ChainIssueKind::DanglingParent, cur, p));
-                        break Start::Broken;
+                        break;
                     }
                 }
             }
             Parent::In(p) if seen[p as usize] => {
                 let parent = links[p as usize].uuid.to_string();
                 issues.push(issue(ChainIssueKind::Cycle, cur, &parent));
-                break Start::Broken;
+                break;
             }
             Parent::In(p) => cur = p,
         }
-    };
+    }
     chain.reverse();
-    (chain, start, issues)
+    (chain, issues)
 }
 
 /// The calls and results of a parallel response that the walk left off, put back right after
@@ -544,7 +594,7 @@ fn put_back_parallel(tree: &Tree<'_>, seq: Vec<u32>, on_chain: &mut [bool]) -> V
             .iter()
             .filter_map(|c| owner.get(&**c).copied().flatten())
             .collect();
-        if let Parent::In(p) = tree.parent(r, None) {
+        if let Parent::In(p) = tree.parent(r) {
             of.extend(msg_id(p));
         }
         of.sort_unstable();
@@ -607,9 +657,10 @@ fn put_back_parallel(tree: &Tree<'_>, seq: Vec<u32>, on_chain: &mut [bool]) -> V
     out
 }
 
-/// Read the whole of `path` (open as `file`) and rebuild the history the walk picks: the
-/// rebuild follows the file as it is read, and the file is read again, with the walk's
-/// records alone, only when the walk picked something else.
+/// Read the whole of `path` (open as `file`) and rebuild the history the walk picks. The
+/// rebuild follows the file as it is read; when the chain turns out not to be one line, the
+/// file is read again to walk it, and a third time, with the walk's records alone, only when
+/// the walk picked something else than the file order.
 pub(crate) fn read_whole(
     path: &Path,
     file: &File,
@@ -618,35 +669,65 @@ pub(crate) fn read_whole(
     keep_frames: bool,
 ) -> std::io::Result<(Loaded, Rebuilder)> {
     let mut rebuilder = Rebuilder::new(session_id, keep_frames);
-    let mut collector = Collector::default();
-    let mut f = file;
-    f.seek(SeekFrom::Start(0))?;
-    let reader = BufReader::with_capacity(1 << 20, f);
-    let mut loaded = parse_reader_links(path, reader, file_len, (0, 0), |item| {
-        collector.see(&item);
-        match item {
-            Item::Record(r) => rebuilder.push(r),
-            Item::Link(l) => collector.keep(l),
-        }
+    let mut collector = Collector::linear(None);
+    let mut loaded = collect(path, file, (0, 0), file_len, &mut collector, |r| {
+        rebuilder.push(r)
     })?;
     if loaded.legacy {
         // keel's old records chain each to the one before: the file order is the history.
         return Ok((loaded, rebuilder));
     }
-    let plan = collector.plan(None, &damaged_lines(&loaded));
+    if let Some(leaf) = collector.linear_leaf() {
+        loaded.last_chain_uuid = leaf.map(str::to_owned).or(loaded.last_chain_uuid);
+        return Ok((loaded, rebuilder));
+    }
+    let mut collector = Collector::full();
+    let again = collect(path, file, (0, 0), file_len, &mut collector, |_| {})?;
+    if again.good_len != loaded.good_len {
+        return Err(changed(path));
+    }
+    let plan = collector.plan(&damaged_lines(&loaded));
+    let reread = plan.wanted.is_some();
     if let Some(wanted) = &plan.wanted {
         rebuilder = Rebuilder::new(session_id, keep_frames);
         feed(path, file, &loaded, wanted, &mut rebuilder)?;
     }
-    let reread = plan.wanted.is_some();
     apply(&mut loaded, plan);
     loaded.chain.reread = reread;
     Ok((loaded, rebuilder))
 }
 
+/// Parse `file` from `at` (bytes, lines) through `collector`, records to `sink`.
+fn collect(
+    path: &Path,
+    file: &File,
+    at: (u64, usize),
+    file_len: u64,
+    collector: &mut Collector,
+    mut sink: impl FnMut(super::Record),
+) -> std::io::Result<Loaded> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(at.0))?;
+    let reader = BufReader::with_capacity(1 << 20, f);
+    parse_reader_links(path, reader, file_len, at, |item| {
+        collector.see(&item);
+        match item {
+            Item::Record(r) => sink(r),
+            Item::Link(l) => collector.keep(l),
+        }
+    })
+}
+
+fn changed(path: &Path) -> std::io::Error {
+    std::io::Error::other(format!(
+        "the transcript {} changed while it was being read",
+        path.display()
+    ))
+}
+
 /// Go on from a checkpoint (`rebuilder`, standing at `at`): read what follows it. `None` when
-/// what follows does not simply continue the checkpoint's history (a rewind to before it, a
-/// break in the chain): the whole file must be read.
+/// what follows is not one line continuing the checkpoint's history (a rewind to before it,
+/// a break in the chain, ...): the whole file must be read and walked.
 pub(crate) fn read_tail(
     path: &Path,
     file: &File,
@@ -654,25 +735,22 @@ pub(crate) fn read_tail(
     mut rebuilder: Rebuilder,
     at: &super::checkpoint::Position,
 ) -> std::io::Result<Option<(Loaded, Rebuilder)>> {
-    let mut collector = Collector::default();
-    let mut f = file;
-    f.seek(SeekFrom::Start(at.len))?;
-    let reader = BufReader::with_capacity(1 << 20, f);
-    let mut loaded = parse_reader_links(path, reader, file_len, (at.len, at.lines), |item| {
-        collector.see(&item);
-        match item {
-            Item::Record(r) => rebuilder.push(r),
-            Item::Link(l) => collector.keep(l),
-        }
-    })?;
+    let mut collector = Collector::linear(at.chain_uuid.as_deref());
+    let mut loaded = collect(
+        path,
+        file,
+        (at.len, at.lines),
+        file_len,
+        &mut collector,
+        |r| rebuilder.push(r),
+    )?;
     if loaded.legacy {
         return Ok(Some((loaded, rebuilder)));
     }
-    let plan = collector.plan(at.chain_uuid.as_deref(), &damaged_lines(&loaded));
-    if !plan.continues_checkpoint() {
+    let Some(leaf) = collector.linear_leaf() else {
         return Ok(None);
-    }
-    apply(&mut loaded, plan);
+    };
+    loaded.last_chain_uuid = leaf.map(str::to_owned).or(loaded.last_chain_uuid);
     Ok(Some((loaded, rebuilder)))
 }
 
@@ -736,10 +814,7 @@ fn feed(
         again
     };
     if again.good_len != first.good_len {
-        return Err(std::io::Error::other(format!(
-            "the transcript {} changed while it was being read",
-            path.display()
-        )));
+        return Err(changed(path));
     }
     Ok(())
 }
