@@ -155,6 +155,8 @@ pub(crate) fn parse_reader_at(
 }
 
 /// What [`parse_reader_links`] hands on.
+// Handed on once and never stored: boxing the record would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Item {
     /// A record.
     Record(Record),
