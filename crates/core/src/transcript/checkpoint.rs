@@ -20,7 +20,8 @@ use keel_model::EncodedMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::chain::{read_tail, read_whole, ChainReport};
+use super::chain::ChainReport;
+use super::chain_load::{read_tail, read_whole};
 use super::rebuild::{RebuildState, Rebuilder};
 use super::{parse_reader_at, Loaded, Rebuilt};
 

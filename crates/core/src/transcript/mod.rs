@@ -15,6 +15,7 @@
 
 mod cc;
 mod chain;
+mod chain_load;
 pub mod checkpoint;
 mod list;
 pub mod mirror;
@@ -41,7 +42,8 @@ pub use rebuild::{
     rebuild, rebuild_history, RebuildState, Rebuilder, Rebuilt, Repair, RepairCause,
 };
 
-pub use chain::{load_file, ChainIssue, ChainIssueKind, ChainReport};
+pub use chain::{ChainIssue, ChainIssueKind, ChainReport};
+pub use chain_load::load_file;
 pub use store::{config_root, OpenError, OpenRequest, Opened, Start, Store};
 pub use truncate::{load_truncated, TruncateError, Truncation};
 pub use writer::TranscriptWriter;

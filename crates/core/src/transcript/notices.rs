@@ -83,7 +83,7 @@ pub(super) fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> V
             )
         });
     }
-    out.extend(super::chain::notices(loaded));
+    out.extend(super::chain_load::notices(loaded));
     if rebuilt.missing_prompt {
         out.push(notice(
             NoticeKind::MissingPrompt,
