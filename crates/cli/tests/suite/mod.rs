@@ -37,6 +37,7 @@ mod rewind_resume;
 mod sandbox;
 mod session_mirror;
 mod sessions;
+mod sessions_branch;
 mod sessions_cc;
 mod tui_capabilities;
 mod web_tools;

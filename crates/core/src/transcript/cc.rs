@@ -230,6 +230,12 @@ pub(super) struct EntryIn<'a> {
     pub timestamp: Option<String>,
     #[serde(default)]
     pub is_sidechain: bool,
+    /// Claude Code's `isMeta`: a message sent to the model but not shown (a caveat, ...).
+    #[serde(default)]
+    is_meta: Option<bool>,
+    /// Claude Code's `teamName`: written by a teammate agent.
+    #[serde(default)]
+    team_name: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     pub cwd: Option<String>,
     #[serde(borrow)]
@@ -246,6 +252,12 @@ impl EntryIn<'_> {
     /// Whether this is a message entry (`user` or `assistant` with a `message`).
     pub fn is_message(&self) -> bool {
         matches!(self.kind.as_ref(), "user" | "assistant") && self.message.is_some()
+    }
+
+    /// Whether Claude Code would never pick this message as the newest of the main
+    /// conversation (`isMeta`, or written by a teammate).
+    pub fn is_meta(&self) -> bool {
+        self.is_meta == Some(true) || self.team_name.is_some()
     }
 
     /// The frame this entry stands for.

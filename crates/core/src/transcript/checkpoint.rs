@@ -20,11 +20,14 @@ use keel_model::EncodedMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::chain::ChainReport;
+use super::chain_load::{read_tail, read_whole};
 use super::rebuild::{RebuildState, Rebuilder};
 use super::{parse_reader_at, Loaded, Rebuilt};
 
-/// The format of the first line.
-const VERSION: u32 = 1;
+/// The format of the first line. 2: the history is the `parentUuid` walk from the newest
+/// message (version 1 took the file order, which a branched file makes wrong).
+const VERSION: u32 = 2;
 /// Transcripts smaller than this get no checkpoint.
 pub const MIN_TRANSCRIPT: u64 = 1 << 20;
 /// A checkpoint is written again once this many bytes of records were read past it.
@@ -58,6 +61,12 @@ struct Head {
     first: bool,
     missing_prompt: bool,
     first_prompt: Option<String>,
+    /// Messages before the checkpoint on other branches than its history (told again on
+    /// every resume from it), and the line of the first.
+    #[serde(default)]
+    abandoned: usize,
+    #[serde(default)]
+    abandoned_line: Option<usize>,
 }
 
 /// Checkpoints being written in the background.
@@ -121,6 +130,17 @@ pub fn write(
     at: &Position,
     state: &RebuildState,
 ) -> std::io::Result<()> {
+    write_with(transcript, session_id, at, state, &ChainReport::default())
+}
+
+/// [`write`], with the messages before `at` on other branches than its history.
+fn write_with(
+    transcript: &Path,
+    session_id: &str,
+    at: &Position,
+    state: &RebuildState,
+    chain: &ChainReport,
+) -> std::io::Result<()> {
     let path = path_for(transcript);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -136,6 +156,8 @@ pub fn write(
         first: state.first,
         missing_prompt: state.missing_prompt,
         first_prompt: state.first_prompt.clone(),
+        abandoned: chain.abandoned,
+        abandoned_line: chain.abandoned_line,
     };
     // Aside under a name of this process's own: two processes saving at once (one ending, one
     // resuming) each rename a whole file.
@@ -174,6 +196,16 @@ pub fn read(
     file_len: u64,
     session_id: &str,
 ) -> Option<(Rebuilder, Position)> {
+    read_with(transcript, file, file_len, session_id).map(|(r, at, _)| (r, at))
+}
+
+/// [`read`], with what the checkpoint says of other branches before it.
+fn read_with(
+    transcript: &Path,
+    file: &File,
+    file_len: u64,
+    session_id: &str,
+) -> Option<(Rebuilder, Position, ChainReport)> {
     let mut r = BufReader::with_capacity(1 << 20, File::open(path_for(transcript)).ok()?);
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
@@ -203,6 +235,11 @@ pub fn read(
         let raw = RawValue::from_string(l).ok()?;
         messages.push(EncodedMessage::from_raw(raw));
     }
+    let chain = ChainReport {
+        abandoned: head.abandoned,
+        abandoned_line: head.abandoned_line,
+        ..ChainReport::default()
+    };
     let state = RebuildState {
         messages,
         history_len: head.history_len,
@@ -212,7 +249,7 @@ pub fn read(
         missing_prompt: head.missing_prompt,
         first_prompt: head.first_prompt,
     };
-    Some((Rebuilder::from_state(session_id, state)?, head.at))
+    Some((Rebuilder::from_state(session_id, state)?, head.at, chain))
 }
 
 /// Whether the record that ends at `at.len` in `file` (its newline included) has `at.uuid`.
@@ -261,26 +298,36 @@ fn load_as(
     session_id: &str,
     save: Save,
 ) -> std::io::Result<(Loaded, Rebuilt)> {
-    let (mut rebuilder, from) = match read(transcript, file, file_len, session_id) {
-        Some((r, at)) => (r, Some(at)),
-        None => (Rebuilder::new(session_id, false), None),
+    let from = read_with(transcript, file, file_len, session_id);
+    // From the checkpoint when what follows it continues its history; else the whole file.
+    let mut tail = None;
+    if let Some((r, at, before)) = from {
+        if let Some((loaded, r)) = read_tail(transcript, file, file_len, r, &at)? {
+            tail = Some((loaded, r, at, before));
+        }
+    }
+    let (loaded, rebuilder, start) = match tail {
+        Some((mut loaded, r, at, before)) => {
+            // The header was before the checkpoint; the last record may be too.
+            loaded.header = super::store::read_header(transcript);
+            if loaded.last_uuid.is_none() {
+                loaded.last_uuid = Some(at.uuid.clone());
+            }
+            if loaded.last_chain_uuid.is_none() {
+                loaded.last_chain_uuid = at.chain_uuid.clone();
+            }
+            loaded.chain.abandoned += before.abandoned;
+            loaded.chain.abandoned_line = before.abandoned_line.or(loaded.chain.abandoned_line);
+            (loaded, r, at.len)
+        }
+        None => {
+            let (loaded, r) = read_whole(transcript, file, file_len, session_id, false)?;
+            (loaded, r, 0)
+        }
     };
-    let (start, lines) = from.as_ref().map_or((0, 0), |p| (p.len, p.lines));
-    let mut f = file;
-    f.seek(SeekFrom::Start(start))?;
-    let reader = BufReader::with_capacity(1 << 20, f);
-    let mut loaded = parse_reader_at(transcript, reader, file_len, (start, lines), |r| {
-        rebuilder.push(r)
-    })?;
-    if let Some(at) = &from {
-        // The header was before the checkpoint; the last record may be too.
-        loaded.header = super::store::read_header(transcript);
-        if loaded.last_uuid.is_none() {
-            loaded.last_uuid = Some(at.uuid.clone());
-        }
-        if loaded.last_chain_uuid.is_none() {
-            loaded.last_chain_uuid = at.chain_uuid.clone();
-        }
+    if !loaded.chain.issues.is_empty() {
+        // No checkpoint: a broken chain is told on every resume, which one would skip.
+        return Ok((loaded, rebuilder.finish()));
     }
     let read = loaded.good_len - start;
     if loaded.good_len >= MIN_TRANSCRIPT && read >= REWRITE_AFTER && !loaded.needs_newline {
@@ -293,8 +340,9 @@ fn load_as(
             };
             let path = transcript.to_owned();
             let id = session_id.to_owned();
+            let chain = loaded.chain.clone();
             let save_it = move || {
-                if let Err(e) = write(&path, &id, &at, &state) {
+                if let Err(e) = write_with(&path, &id, &at, &state, &chain) {
                     tracing::debug!("no resume checkpoint for {}: {e}", path.display());
                 }
             };

@@ -14,6 +14,8 @@
 //! - [`store`]: where files live; new, resume, continue, fork; listing sessions.
 
 mod cc;
+mod chain;
+mod chain_load;
 pub mod checkpoint;
 mod list;
 pub mod mirror;
@@ -40,37 +42,8 @@ pub use rebuild::{
     rebuild, rebuild_history, RebuildState, Rebuilder, Rebuilt, Repair, RepairCause,
 };
 
-/// Read a transcript and rebuild its conversation in one streaming pass: each record goes
-/// into the rebuild as it is read, so the file is never held as records. `keep_frames`: also
-/// keep the repaired frames (a fork copies them).
-pub fn load(
-    path: &Path,
-    reader: impl std::io::BufRead,
-    file_len: u64,
-    session_id: &str,
-    keep_frames: bool,
-) -> std::io::Result<(Loaded, Rebuilt)> {
-    let mut rebuilder = Rebuilder::new(session_id, keep_frames);
-    let loaded = parse_reader_with(path, reader, file_len, |r| rebuilder.push(r))?;
-    Ok((loaded, rebuilder.finish()))
-}
-
-/// [`load`] from a file.
-pub fn load_file(
-    path: &Path,
-    session_id: &str,
-    keep_frames: bool,
-) -> std::io::Result<(Loaded, Rebuilt)> {
-    let file = std::fs::File::open(path)?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    load(
-        path,
-        std::io::BufReader::with_capacity(256 * 1024, file),
-        len,
-        session_id,
-        keep_frames,
-    )
-}
+pub use chain::{ChainIssue, ChainIssueKind, ChainReport};
+pub use chain_load::load_file;
 pub use store::{config_root, OpenError, OpenRequest, Opened, Start, Store};
 pub use truncate::{load_truncated, TruncateError, Truncation};
 pub use writer::TranscriptWriter;
@@ -231,6 +204,12 @@ pub enum NoticeKind {
     NewerSchema,
     /// Entries of a type keel cannot map onto the conversation were not sent to the model.
     UnmappedEntry,
+    /// An entry's `parentUuid` leads back to the entry itself: the history starts after it.
+    ChainCycle,
+    /// An entry's `parentUuid` names no entry of the file: the history starts at it.
+    DanglingParent,
+    /// Messages on other branches than the newest (a rewind, an edited prompt) were not sent.
+    OtherBranches,
 }
 
 impl NoticeKind {
@@ -243,6 +222,9 @@ impl NoticeKind {
             NoticeKind::MissingPrompt => "missing_prompt",
             NoticeKind::NewerSchema => "newer_schema",
             NoticeKind::UnmappedEntry => "unmapped_entry",
+            NoticeKind::ChainCycle => "chain_cycle",
+            NoticeKind::DanglingParent => "dangling_parent",
+            NoticeKind::OtherBranches => "other_branches",
         }
     }
 }
@@ -263,6 +245,8 @@ pub struct Notice {
     pub tool_use_ids: Vec<String>,
     /// The entry type concerned (unmapped entries).
     pub entry_type: Option<String>,
+    /// The entry concerned (a break in the chain): its `uuid`.
+    pub entry_uuid: Option<String>,
 }
 
 impl Notice {
@@ -281,6 +265,9 @@ impl Notice {
         if let Some(t) = &self.entry_type {
             m.insert("entry_type".into(), json!(t));
         }
+        if let Some(u) = &self.entry_uuid {
+            m.insert("entry_uuid".into(), json!(u));
+        }
         m
     }
 }
@@ -289,3 +276,5 @@ impl Notice {
 mod tests;
 #[cfg(test)]
 mod tests_cc;
+#[cfg(test)]
+mod tests_chain;

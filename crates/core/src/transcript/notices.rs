@@ -26,6 +26,7 @@ pub(super) fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> V
         line,
         tool_use_ids: Vec::new(),
         entry_type: None,
+        entry_uuid: None,
     };
     if let Some(h) = &loaded.header {
         if h.schema > SCHEMA {
@@ -82,6 +83,7 @@ pub(super) fn notices(loaded: &Loaded, rebuilt: &Rebuilt, how: Disposition) -> V
             )
         });
     }
+    out.extend(super::chain_load::notices(loaded));
     if rebuilt.missing_prompt {
         out.push(notice(
             NoticeKind::MissingPrompt,
@@ -139,6 +141,7 @@ pub(super) fn repair_notices(rebuilt: &Rebuilt, path: &Path, recorded: bool) -> 
             line: None,
             tool_use_ids: rs.iter().map(|r| r.tool_use_id.clone()).collect(),
             entry_type: None,
+            entry_uuid: None,
         });
     }
     out

@@ -8,6 +8,7 @@ use keel_protocol::Frame;
 use serde_json::Value;
 
 use super::cc::{is_bookkeeping, EntryIn, KEEL_FRAME, KEEL_SESSION};
+use super::chain::{Link, LinkKind};
 use super::SessionHeader;
 
 /// One frame record.
@@ -77,6 +78,8 @@ pub struct Loaded {
     pub first_cwd: Option<String>,
     /// The file is keel's own old format (`{"type":"frame"}` records).
     pub legacy: bool,
+    /// What the walk of the `parentUuid` chain found (breaks, other branches).
+    pub chain: super::chain::ChainReport,
     /// Total length of the file.
     pub file_len: u64,
     /// Lines up to `good_len`.
@@ -98,10 +101,11 @@ pub fn read_file(path: &Path) -> std::io::Result<Loaded> {
 enum Parsed {
     Header(Box<SessionHeader>),
     Record(Box<Read>),
-    /// A well-formed record of a kind this keel does not know (kept in the file, ignored).
-    Unknown,
+    /// A well-formed record of a kind this keel does not know (kept in the file, ignored),
+    /// and its place in the `parentUuid` chain when it has one.
+    Unknown(Option<Link>),
     /// An entry keel cannot map onto the conversation (kept in the file, reported).
-    Unmapped(String),
+    Unmapped(String, Option<Link>),
     Blank,
 }
 
@@ -138,10 +142,36 @@ pub fn parse_reader_with(
 /// of the file, which were read before: offsets and line numbers count from the file's start.
 pub(crate) fn parse_reader_at(
     path: &Path,
-    mut reader: impl std::io::BufRead,
+    reader: impl std::io::BufRead,
     file_len: u64,
     at: (u64, usize),
     mut sink: impl FnMut(Record),
+) -> std::io::Result<Loaded> {
+    parse_reader_links(path, reader, file_len, at, |item| {
+        if let Item::Record(r) = item {
+            sink(r)
+        }
+    })
+}
+
+/// What [`parse_reader_links`] hands on.
+// Handed on once and never stored: boxing the record would cost an allocation per line.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Item {
+    /// A record.
+    Record(Record),
+    /// An entry's place in Claude Code's `parentUuid` chain (a record's comes just before it).
+    Link(Link),
+}
+
+/// [`parse_reader_at`] that also hands on the place in Claude Code's `parentUuid` chain of
+/// every entry that has one, records and skipped entries alike.
+pub(crate) fn parse_reader_links(
+    path: &Path,
+    mut reader: impl std::io::BufRead,
+    file_len: u64,
+    at: (u64, usize),
+    mut each: impl FnMut(Item),
 ) -> std::io::Result<Loaded> {
     let mut seen_record = at.0 > 0;
     // In a subagent's own file, its sidechain entries are the conversation.
@@ -195,15 +225,22 @@ pub(crate) fn parse_reader_at(
                             out.first_cwd = r.cwd.clone();
                         }
                         out.legacy |= r.legacy;
-                        sink(r.into_record());
+                        if let Some(l) = r.link() {
+                            each(Item::Link(l));
+                        }
+                        each(Item::Record(r.into_record()));
                     }
-                    Parsed::Unmapped(kind) => {
+                    Parsed::Unmapped(kind, link) => {
+                        if let Some(l) = link {
+                            each(Item::Link(l));
+                        }
                         match out.unmapped.iter_mut().find(|(k, _, _)| *k == kind) {
                             Some((_, n, _)) => *n += 1,
                             None => out.unmapped.push((kind, 1, line_no)),
                         }
                     }
-                    Parsed::Unknown | Parsed::Blank => {}
+                    Parsed::Unknown(Some(l)) => each(Item::Link(l)),
+                    Parsed::Unknown(None) | Parsed::Blank => {}
                 }
             }
             Err(reason) => trailing_bad.push((
@@ -277,6 +314,7 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
                 chained: legacy,
                 cwd: None,
                 legacy,
+                meta: false,
             })));
         }
     }
@@ -301,7 +339,8 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
             let e: EntryIn = serde_json::from_slice(rest)
                 .map_err(|e| format!("a {kind} entry that cannot be read ({e})"))?;
             if !e.is_message() {
-                return Ok(Parsed::Unmapped(kind));
+                let link = other_link(&v, line);
+                return Ok(Parsed::Unmapped(kind, link));
             }
             from_entry(e, line, sidechain_is_main)
                 .ok_or_else(|| format!("a {kind} entry that cannot be read"))
@@ -312,8 +351,11 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
             compact_boundary(&v, line)
         }
         "" => Err("a JSON value that is not a keel record".to_owned()),
-        k if is_bookkeeping(k) => Ok(Parsed::Unknown),
-        _ => Ok(Parsed::Unmapped(kind)),
+        k if is_bookkeeping(k) => Ok(Parsed::Unknown(other_link(&v, line))),
+        _ => {
+            let link = other_link(&v, line);
+            Ok(Parsed::Unmapped(kind, link))
+        }
     }
 }
 
@@ -344,7 +386,20 @@ fn wrapped_frame(mut v: Value, legacy: bool, line: usize) -> Result<Parsed, Stri
         chained: legacy,
         cwd: None,
         legacy,
+        meta: false,
     })))
+}
+
+/// The chain place of an entry keel does not send to the model (an `attachment`, a `system`
+/// notice, ...): abandoned or not, it links its neighbours.
+fn other_link(v: &Value, line: usize) -> Option<Link> {
+    let uuid = v.get("uuid").and_then(Value::as_str)?;
+    Some(Link {
+        line,
+        uuid: uuid.into(),
+        parent: v.get("parentUuid").and_then(Value::as_str).map(Into::into),
+        kind: LinkKind::Other,
+    })
 }
 
 /// Claude Code's `compact_boundary` as keel's own compaction record with no messages: the
@@ -369,6 +424,7 @@ fn compact_boundary(v: &Value, line: usize) -> Result<Parsed, String> {
         chained: true,
         cwd: s("cwd"),
         legacy: false,
+        meta: false,
     })))
 }
 
@@ -379,9 +435,21 @@ fn from_entry(e: EntryIn<'_>, line: usize, sidechain_is_main: bool) -> Option<Pa
     }
     if e.is_sidechain && !sidechain_is_main {
         // A subagent's message written into the main file (older Claude Code): not part of
-        // the main conversation, and not something the model of this session saw.
-        return Some(Parsed::Unknown);
+        // the main conversation, and not something the model of this session saw. It still
+        // has children, which decides what the newest message is.
+        let link = e.uuid.as_deref().map(|u| Link {
+            line,
+            uuid: u.into(),
+            parent: e.parent_uuid.as_deref().map(Into::into),
+            kind: LinkKind::Message {
+                record: false,
+                main: false,
+                facts: None,
+            },
+        });
+        return Some(Parsed::Unknown(link));
     }
+    let meta = e.is_meta();
     let uuid = e.uuid.clone().unwrap_or_default();
     let parent_uuid = e.parent_uuid.clone();
     let session_id = e.session_id.clone().unwrap_or_default();
@@ -400,6 +468,7 @@ fn from_entry(e: EntryIn<'_>, line: usize, sidechain_is_main: bool) -> Option<Pa
         chained: true,
         cwd,
         legacy: false,
+        meta,
     })))
 }
 
@@ -412,11 +481,28 @@ struct Read {
     cwd: Option<String>,
     /// Written in keel's old format.
     legacy: bool,
+    /// Claude Code's `isMeta` or `teamName`: sent to the model, never picked as the newest
+    /// message of the main conversation.
+    meta: bool,
 }
 
 impl Read {
     fn into_record(self) -> Record {
         self.record
+    }
+
+    /// The record's place in Claude Code's chain (keel's own and old records have none).
+    fn link(&self) -> Option<Link> {
+        if !self.chained || self.legacy || self.record.uuid.is_empty() {
+            return None;
+        }
+        let r = &self.record;
+        Some(Link {
+            line: r.line,
+            uuid: r.uuid.as_str().into(),
+            parent: r.parent_uuid.as_deref().map(Into::into),
+            kind: LinkKind::of_frame(&r.frame, self.meta),
+        })
     }
 }
 

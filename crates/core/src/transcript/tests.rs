@@ -82,7 +82,7 @@ fn writer(path: &Path) -> TranscriptWriter {
     TranscriptWriter::create_lazily(path.to_owned(), &header, &[], FsyncMode::Turn).unwrap()
 }
 
-fn write_all(path: &Path, frames: &[Frame]) {
+pub(super) fn write_all(path: &Path, frames: &[Frame]) {
     let w = writer(path);
     for f in frames {
         w.append_frame(f).unwrap();
@@ -701,7 +701,7 @@ fn sub_frame(parent: &str) -> Frame {
 /// A varied session: exchanges, a paused reply that goes on, an unanswered call followed by a
 /// prompt, a result for an unknown call, a subagent's frame, blank text, and a call left open
 /// at the end.
-fn varied(turns: usize, result_bytes: usize) -> Vec<Frame> {
+pub(super) fn varied(turns: usize, result_bytes: usize) -> Vec<Frame> {
     let mut out = Vec::new();
     let big = "x".repeat(result_bytes);
     for t in 0..turns {
