@@ -7,7 +7,8 @@ use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
 use std::path::Path;
 
-use super::chain::{ChainIssueKind, Collector, Plan};
+use super::chain::{Collector, Plan};
+use super::link::ChainIssueKind;
 use super::reader::{parse_reader_at, parse_reader_links, Item};
 use super::rebuild::Rebuilder;
 use super::{Loaded, Rebuilt};
@@ -88,7 +89,7 @@ pub(crate) fn read_tail(
     file: &File,
     file_len: u64,
     mut rebuilder: Rebuilder,
-    at: &super::checkpoint::Position,
+    at: &super::position::Position,
 ) -> std::io::Result<Option<(Loaded, Rebuilder)>> {
     let mut collector = Collector::linear(at.chain_uuid.as_deref());
     let mut loaded = collect(

@@ -20,8 +20,8 @@ use keel_model::EncodedMessage;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::chain::ChainReport;
 use super::chain_load::{read_tail, read_whole};
+use super::link::ChainReport;
 use super::rebuild::{RebuildState, Rebuilder};
 use super::{parse_reader_at, Loaded, Rebuilt};
 
@@ -35,19 +35,7 @@ pub const REWRITE_AFTER: u64 = 256 << 10;
 /// How far back from the checkpoint's position its record is looked for.
 const RECORD_WINDOW: u64 = 8 << 20;
 
-/// Where a checkpoint stands in its transcript.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    /// The transcript's length up to the end of the record (its newline included).
-    pub len: u64,
-    /// Lines up to there.
-    pub lines: usize,
-    /// That record's uuid.
-    pub uuid: String,
-    /// The last entry of the `parentUuid` chain up to there (the parent of the next one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chain_uuid: Option<String>,
-}
+pub use super::position::Position;
 
 #[derive(Serialize, Deserialize)]
 struct Head {
@@ -309,7 +297,7 @@ fn load_as(
     let (loaded, rebuilder, start) = match tail {
         Some((mut loaded, r, at, before)) => {
             // The header was before the checkpoint; the last record may be too.
-            loaded.header = super::store::read_header(transcript);
+            loaded.header = super::reader::read_header(transcript);
             if loaded.last_uuid.is_none() {
                 loaded.last_uuid = Some(at.uuid.clone());
             }

@@ -17,9 +17,11 @@ mod cc;
 mod chain;
 mod chain_load;
 pub mod checkpoint;
+mod link;
 mod list;
 pub mod mirror;
 mod notices;
+mod position;
 mod reader;
 mod rebuild;
 mod store;
@@ -42,8 +44,8 @@ pub use rebuild::{
     rebuild, rebuild_history, RebuildState, Rebuilder, Rebuilt, Repair, RepairCause,
 };
 
-pub use chain::{ChainIssue, ChainIssueKind, ChainReport};
 pub use chain_load::load_file;
+pub use link::{ChainIssue, ChainIssueKind, ChainReport};
 pub use store::{config_root, OpenError, OpenRequest, Opened, Start, Store};
 pub use truncate::{load_truncated, TruncateError, Truncation};
 pub use writer::TranscriptWriter;

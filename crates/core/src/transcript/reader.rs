@@ -8,7 +8,7 @@ use keel_protocol::Frame;
 use serde_json::Value;
 
 use super::cc::{is_bookkeeping, EntryIn, KEEL_FRAME, KEEL_SESSION};
-use super::chain::{Link, LinkKind};
+use super::link::{Link, LinkKind};
 use super::SessionHeader;
 
 /// One frame record.
@@ -79,7 +79,7 @@ pub struct Loaded {
     /// The file is keel's own old format (`{"type":"frame"}` records).
     pub legacy: bool,
     /// What the walk of the `parentUuid` chain found (breaks, other branches).
-    pub chain: super::chain::ChainReport,
+    pub chain: super::link::ChainReport,
     /// Total length of the file.
     pub file_len: u64,
     /// Lines up to `good_len`.
@@ -152,6 +152,20 @@ pub(crate) fn parse_reader_at(
             sink(r)
         }
     })
+}
+
+/// The header of a transcript (its first line), if it has a readable one.
+pub(crate) fn read_header(path: &Path) -> Option<SessionHeader> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut line = Vec::new();
+    // A header is small; a file whose first line is huge has no header worth reading.
+    std::io::BufRead::read_until(
+        &mut std::io::BufReader::new(std::io::Read::take(f, 64 * 1024)),
+        b'\n',
+        &mut line,
+    )
+    .ok()?;
+    serde_json::from_slice(&line).ok()
 }
 
 /// What [`parse_reader_links`] hands on.

@@ -525,21 +525,10 @@ pub(super) fn transcripts_in(dir: &Path) -> Vec<(String, PathBuf, SystemTime)> {
         .collect()
 }
 
-/// The header of a transcript (its first line), if it has a readable one.
-pub(super) fn read_header(path: &Path) -> Option<SessionHeader> {
-    let f = File::open(path).ok()?;
-    let mut line = Vec::new();
-    // A header is small; a file whose first line is huge has no header worth reading.
-    BufReader::new(f.take(64 * 1024))
-        .read_until(b'\n', &mut line)
-        .ok()?;
-    serde_json::from_slice(&line).ok()
-}
-
 /// The working directory of a transcript: its header's, else the first entry's that names
 /// one (a file Claude Code wrote has no header). Only the file's first 64 KiB are read.
 pub(super) fn session_cwd(path: &Path) -> Option<String> {
-    if let Some(h) = read_header(path) {
+    if let Some(h) = super::reader::read_header(path) {
         return Some(h.cwd);
     }
     let f = File::open(path).ok()?;
