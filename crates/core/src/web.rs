@@ -286,7 +286,7 @@ impl CallGate {
 
     /// The PreToolUse hooks on this URL: `Err(why)` when they refuse it, else whether they
     /// allow it without asking and why they would ask.
-    async fn hooks(&self, input: &Value) -> Result<(bool, Option<String>), String> {
+    async fn hooks(&self, input: &Value) -> Result<(bool, Option<String>), HopRefused> {
         let Some(hooks) = self
             .ctx
             .hooks()
@@ -318,19 +318,33 @@ impl CallGate {
             extra: Vec::new(),
         };
         let Some(d) = run_seen(hooks.as_ref(), hi, &self.cancel, &self.emitter).await else {
-            return Err("the call was cancelled while its hooks ran".into());
+            return Err(HopRefused::Cancelled);
         };
         if let Some(reason) = d.stop.or(d.block) {
-            return Err(format!("a PreToolUse hook blocked it: {reason}"));
+            return Err(HopRefused::Blocked(reason));
         }
         // A hook that rewrites the URL of a hop is not obeyed halfway: the hop is refused.
         if let Some(changed) = d.updated_input {
             if changed.get("url") != input.get("url") {
-                return Err("a PreToolUse hook rewrote its URL, and keel does not follow a redirect somewhere other than where it leads".into());
+                return Err(HopRefused::Rewritten);
             }
         }
         Ok((d.allow, d.ask))
     }
+}
+
+/// Why the PreToolUse hooks refused a redirect hop.
+#[derive(Debug, thiserror::Error)]
+enum HopRefused {
+    /// The call was interrupted while they ran.
+    #[error("the call was cancelled while its hooks ran")]
+    Cancelled,
+    /// A hook blocked it, for this reason.
+    #[error("a PreToolUse hook blocked it: {0}")]
+    Blocked(String),
+    /// A hook changed the hop's URL.
+    #[error("a PreToolUse hook rewrote its URL, and keel does not follow a redirect somewhere other than where it leads")]
+    Rewritten,
 }
 
 impl HopGate for CallGate {
@@ -339,7 +353,11 @@ impl HopGate for CallGate {
             let input = self.input_for(url);
             let (hook_allow, hook_ask) = match self.hooks(&input).await {
                 Ok(v) => v,
-                Err(why) => return HostPermit::Refused { why },
+                Err(why) => {
+                    return HostPermit::Refused {
+                        why: why.to_string(),
+                    }
+                }
             };
             // The same steps, in the same order, as the dispatcher's gate.
             let mut perms = self.ctx.permissions(self.plan_only);

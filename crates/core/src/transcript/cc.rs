@@ -248,6 +248,17 @@ pub(super) struct EntryIn<'a> {
     keel: Option<KeelFields<'a>>,
 }
 
+/// Why an entry of Claude Code's format cannot be turned into a frame.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryProblem {
+    /// A message entry without its `message`.
+    #[error("a {0} entry without a message")]
+    NoMessage(String),
+    /// The message does not read as a user or assistant message.
+    #[error("{0} message that cannot be read ({1})")]
+    Unreadable(&'static str, String),
+}
+
 impl EntryIn<'_> {
     /// Whether this is a message entry (`user` or `assistant` with a `message`).
     pub fn is_message(&self) -> bool {
@@ -261,16 +272,16 @@ impl EntryIn<'_> {
     }
 
     /// The frame this entry stands for.
-    pub fn into_frame(self) -> Result<Frame, String> {
+    pub fn into_frame(self) -> Result<Frame, EntryProblem> {
         let message = self
             .message
-            .ok_or_else(|| format!("a {} entry without a message", self.kind))?;
+            .ok_or_else(|| EntryProblem::NoMessage(self.kind.to_string()))?;
         let keel = self.keel.unwrap_or_default();
         let session_id = self.session_id.unwrap_or_default();
         match self.kind.as_ref() {
             "user" => {
                 let mut message: UserMessage = serde_json::from_str(message.get())
-                    .map_err(|e| format!("a user message that cannot be read ({e})"))?;
+                    .map_err(|e| EntryProblem::Unreadable("a user", e.to_string()))?;
                 // A prompt written as a string is the text block keel's frames carry.
                 if let MessageContent::Text(t) = &mut message.content {
                     let text = std::mem::take(t);
@@ -289,7 +300,7 @@ impl EntryIn<'_> {
             }
             _ => {
                 let message = serde_json::from_str(message.get())
-                    .map_err(|e| format!("an assistant message that cannot be read ({e})"))?;
+                    .map_err(|e| EntryProblem::Unreadable("an assistant", e.to_string()))?;
                 Ok(Frame::Assistant(AssistantFrame {
                     message,
                     parent_tool_use_id: keel.parent_tool_use_id.map(Into::into),

@@ -257,10 +257,10 @@ pub(crate) fn parse_reader_links(
                     Parsed::Unknown(None) | Parsed::Blank => {}
                 }
             }
-            Err(reason) => trailing_bad.push((
+            Err(problem) => trailing_bad.push((
                 LineIssue {
                     line: line_no,
-                    reason,
+                    reason: problem.to_string(),
                 },
                 n as u64,
             )),
@@ -280,14 +280,52 @@ pub(crate) fn parse_reader_links(
     Ok(out)
 }
 
-fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed, String> {
+/// Why a line of a transcript cannot be used (said in its `corrupt_line` notice).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LineProblem {
+    /// Only zero bytes: space an interrupted append had reserved.
+    #[error("{0} zero bytes, left by an interrupted write")]
+    Zeros(usize),
+    /// JSON cut off at its end.
+    #[error("the record is incomplete (cut off while being written)")]
+    Incomplete,
+    /// Not JSON at all.
+    #[error("not valid JSON ({0})")]
+    NotJson(String),
+    /// JSON without a `type`.
+    #[error("a JSON value that is not a keel record")]
+    NotARecord,
+    /// A frame record without its frame.
+    #[error("a frame record without a frame")]
+    NoFrame,
+    /// An entry of a known type whose fields do not read.
+    #[error("{what} that cannot be read ({why})")]
+    Unreadable {
+        /// What it is ("a user entry", "a frame", ...).
+        what: String,
+        /// The parser's words.
+        why: String,
+    },
+    /// A message entry keel cannot turn into a frame.
+    #[error("a {0} entry that cannot be read")]
+    Unmappable(String),
+}
+
+fn unreadable(what: &str, e: impl std::fmt::Display) -> LineProblem {
+    LineProblem::Unreadable {
+        what: what.to_owned(),
+        why: e.to_string(),
+    }
+}
+
+fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed, LineProblem> {
     // Zero bytes are what a file system leaves where an interrupted append had reserved
     // space; a record may follow them on the same line.
     let zeros = raw.iter().take_while(|b| **b == 0).count();
     let rest = trim_ascii(&raw[zeros..]);
     if rest.is_empty() {
         return if zeros > 0 {
-            Err(format!("{zeros} zero bytes, left by an interrupted write"))
+            Err(LineProblem::Zeros(zeros))
         } else {
             Ok(Parsed::Blank)
         };
@@ -334,9 +372,9 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
     }
     let v: Value = serde_json::from_slice(rest).map_err(|e| {
         if e.is_eof() {
-            "the record is incomplete (cut off while being written)".to_owned()
+            LineProblem::Incomplete
         } else {
-            format!("not valid JSON ({e})")
+            LineProblem::NotJson(e.to_string())
         }
     })?;
     let kind = v
@@ -347,24 +385,24 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
     match kind.as_str() {
         "session" | KEEL_SESSION => serde_json::from_value::<SessionHeader>(v)
             .map(|h| Parsed::Header(Box::new(h)))
-            .map_err(|e| format!("a session header that cannot be read ({e})")),
+            .map_err(|e| unreadable("a session header", e)),
         "frame" | KEEL_FRAME => wrapped_frame(v, kind == "frame", line),
         "user" | "assistant" => {
             let e: EntryIn = serde_json::from_slice(rest)
-                .map_err(|e| format!("a {kind} entry that cannot be read ({e})"))?;
+                .map_err(|e| unreadable(&format!("a {kind} entry"), e))?;
             if !e.is_message() {
                 let link = other_link(&v, line);
                 return Ok(Parsed::Unmapped(kind, link));
             }
             from_entry(e, line, sidechain_is_main)
-                .ok_or_else(|| format!("a {kind} entry that cannot be read"))
+                .ok_or_else(|| LineProblem::Unmappable(kind.clone()))
         }
         // Claude Code's compaction: what the model sees starts again after it (the summary
         // follows as a prompt).
         "system" if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") => {
             compact_boundary(&v, line)
         }
-        "" => Err("a JSON value that is not a keel record".to_owned()),
+        "" => Err(LineProblem::NotARecord),
         k if is_bookkeeping(k) => Ok(Parsed::Unknown(other_link(&v, line))),
         _ => {
             let link = other_link(&v, line);
@@ -374,13 +412,12 @@ fn parse_line(raw: &[u8], line: usize, sidechain_is_main: bool) -> Result<Parsed
 }
 
 /// A frame wrapped in a record: keel's old `frame` record (`legacy`) or a `keel-frame` entry.
-fn wrapped_frame(mut v: Value, legacy: bool, line: usize) -> Result<Parsed, String> {
+fn wrapped_frame(mut v: Value, legacy: bool, line: usize) -> Result<Parsed, LineProblem> {
     let frame_v = v
         .get_mut("frame")
         .map(Value::take)
-        .ok_or_else(|| "a frame record without a frame".to_owned())?;
-    let frame: Frame = serde_json::from_value(frame_v)
-        .map_err(|e| format!("a frame that cannot be read ({e})"))?;
+        .ok_or(LineProblem::NoFrame)?;
+    let frame: Frame = serde_json::from_value(frame_v).map_err(|e| unreadable("a frame", e))?;
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     let uuid = s("uuid")
         .or_else(|| frame.uuid().map(str::to_owned))
@@ -418,14 +455,14 @@ fn other_link(v: &Value, line: usize) -> Option<Link> {
 
 /// Claude Code's `compact_boundary` as keel's own compaction record with no messages: the
 /// rebuild starts again from it.
-fn compact_boundary(v: &Value, line: usize) -> Result<Parsed, String> {
+fn compact_boundary(v: &Value, line: usize) -> Result<Parsed, LineProblem> {
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     let frame: Frame = serde_json::from_value(serde_json::json!({
         "type": "system",
         "subtype": crate::wire::COMPACTED_HISTORY,
         "messages": [],
     }))
-    .map_err(|e| format!("a compaction entry that cannot be read ({e})"))?;
+    .map_err(|e| unreadable("a compaction entry", e))?;
     Ok(Parsed::Record(Box::new(Read {
         record: Record {
             line,
