@@ -33,4 +33,5 @@ mod sandbox;
 mod session_mirror;
 mod sessions;
 mod sessions_cc;
+mod turn_cost;
 mod web_tools;
