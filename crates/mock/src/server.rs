@@ -3,6 +3,7 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +61,9 @@ pub struct MockServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
     connections: watch::Receiver<usize>,
+    /// Connections accepted since the start (a client that reuses its keep-alive connection
+    /// makes one).
+    accepted: Arc<AtomicUsize>,
     token: CancellationToken,
     accept: JoinHandle<()>,
 }
@@ -94,16 +98,18 @@ impl MockServer {
         });
         let token = CancellationToken::new();
         let (conn_tx, connections) = watch::channel(0usize);
+        let accepted = Arc::new(AtomicUsize::new(0));
         let accept = tokio::spawn(accept_loop(
             listener,
             shared.clone(),
             token.clone(),
-            Arc::new(conn_tx),
+            (Arc::new(conn_tx), accepted.clone()),
         ));
         Ok(MockServer {
             addr,
             shared,
             connections,
+            accepted,
             token,
             accept,
         })
@@ -156,6 +162,11 @@ impl MockServer {
         *self.connections.borrow()
     }
 
+    /// How many client connections have been accepted since the server started.
+    pub fn accepted_connections(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
     /// Wait until no client connection is open (every handler has ended); false on timeout.
     pub async fn wait_idle(&self, timeout: Duration) -> bool {
         let mut rx = self.connections.clone();
@@ -201,7 +212,7 @@ async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     token: CancellationToken,
-    conns: Arc<watch::Sender<usize>>,
+    (conns, n_accepted): (Arc<watch::Sender<usize>>, Arc<AtomicUsize>),
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -219,6 +230,7 @@ async fn accept_loop(
         };
         match accepted {
             Ok((socket, _)) => {
+                n_accepted.fetch_add(1, Ordering::Relaxed);
                 let guard = ConnGuard::new(conns.clone(), slot);
                 tokio::spawn(serve(socket, shared.clone(), token.clone(), guard));
             }

@@ -54,6 +54,44 @@ const MAX_FDS: usize = 6;
 /// The argument that makes a program serve as the launcher ([`serve_stdin`]).
 pub const LAUNCHER_ARG: &str = "__keel-launcher";
 
+/// The signals the launcher ignores (a terminal's or a process group's are for keel); every
+/// other one it leaves at its default, so these are the only ones a supervisor resets.
+const LAUNCHER_IGNORES: [Signal; 10] = [
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGHUP,
+    Signal::SIGTERM,
+    Signal::SIGTSTP,
+    Signal::SIGTTIN,
+    Signal::SIGTTOU,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGPIPE,
+];
+
+/// Set every signal that may be changed, real-time ones included, to its default: what keel's
+/// own parent ignored (`nohup`, a service manager) is not passed on to commands. Handlers do
+/// not survive the exec that started the launcher, so only "ignore" is undone here.
+fn default_all_signals() {
+    use nix::libc;
+    // SAFETY: reading and resetting dispositions installs no handler; `sa` is a plain struct.
+    #[allow(unsafe_code)]
+    unsafe {
+        for sig in 1..=libc::SIGRTMAX() {
+            let internal = sig > libc::SIGSYS && sig < libc::SIGRTMIN();
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP || internal {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut sa) == 0
+                && sa.sa_sigaction != libc::SIG_DFL
+            {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+}
+
 /// The launcher as keel sees it.
 enum State {
     /// No program to start one with: fork each command here.
@@ -311,19 +349,10 @@ pub fn serve_stdin() -> ! {
         Err(_) => supervise::exit(1),
     };
     let _ = nix::sys::prctl::set_name(c"keel-launcher");
-    // A terminal's or a process group's signals are for keel.
-    for s in [
-        Signal::SIGINT,
-        Signal::SIGQUIT,
-        Signal::SIGHUP,
-        Signal::SIGTERM,
-        Signal::SIGTSTP,
-        Signal::SIGTTIN,
-        Signal::SIGTTOU,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGPIPE,
-    ] {
+    // Every signal as a fresh process has it, once here rather than in each supervisor; then
+    // a terminal's or a process group's signals are for keel.
+    default_all_signals();
+    for s in LAUNCHER_IGNORES {
         // SAFETY: setting a disposition to "ignore" installs no handler.
         #[allow(unsafe_code)]
         let _ = unsafe { signal(s, SigHandler::SigIgn) };
@@ -589,10 +618,9 @@ fn child(
     confine: Option<Confine<'_>>,
     launcher: Pid,
 ) -> io::Result<(Pid, nix::sys::signal::SigSet)> {
-    for s in Signal::iterator() {
-        if s == Signal::SIGKILL || s == Signal::SIGSTOP {
-            continue;
-        }
+    // The launcher set every other signal to its default when it started (and installs no
+    // handler), so the few it ignores are all there is to undo: ~10 calls, not one per signal.
+    for s in LAUNCHER_IGNORES {
         // SAFETY: restoring the default disposition installs no handler.
         #[allow(unsafe_code)]
         let _ = unsafe { signal(s, SigHandler::SigDfl) };

@@ -3,6 +3,8 @@
 //! ```text
 //! cargo build --release -p keel-cli
 //! cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N] [--turns N] [--env K=V]... [--json]
+//! cargo run --release -p keel-cli --example bench -- --table   # the standing table (table.rs)
+//! crates/cli/examples/bench/run-all.sh                          # the table, Reads at offsets, resume
 //! ```
 //!
 //! It runs the release `keel` binary against keel-mock (in this process, on loopback) and
@@ -48,6 +50,7 @@ mod probe;
 mod replay;
 mod report;
 mod run;
+mod table;
 
 use probe::*;
 use replay::*;
@@ -73,11 +76,13 @@ struct Opts {
     turns: usize,
     tool: TurnTool,
     json_only: bool,
+    /// `--table`: the standing benchmark table (table.rs) instead of one session's figures.
+    table: bool,
 }
 
 fn usage() -> String {
     format!(
-        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--tool bash|read (default bash)] [--env KEY=VALUE]... [--json]"
+        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--tool bash|read (default bash)] [--env KEY=VALUE]... [--json] [--table]"
     )
 }
 
@@ -93,6 +98,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
         turns: DEFAULT_TURNS,
         tool: TurnTool::Bash,
         json_only: false,
+        table: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -105,6 +111,7 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
             "--runs" => o.runs = val()?.parse().context("--runs takes a number")?,
             "--turns" => o.turns = val()?.parse().context("--turns takes a number")?,
             "--json" => o.json_only = true,
+            "--table" => o.table = true,
             "--tool" => {
                 o.tool = match val()?.as_str() {
                     "bash" => TurnTool::Bash,
@@ -194,6 +201,9 @@ fn main() -> Result<()> {
         eprintln!("{}", code_order(&keel));
     }
 
+    if o.table {
+        return table::run_table(&b, o.runs);
+    }
     // Warm the page cache and the loopback path once; not counted.
     b.timed(&text_case())?;
 

@@ -65,6 +65,16 @@ pub(crate) fn block_size(turns: usize) -> usize {
     }
 }
 
+/// How often keel's CPU time is read as tool results stream out: at every block's end, and in
+/// long sessions every 20 turns too, for the table's flatness windows (turns 1–20, 181–200).
+pub(crate) fn mark_every(turns: usize) -> usize {
+    if turns >= 200 {
+        crate::table::FLAT_WINDOW
+    } else {
+        block_size(turns)
+    }
+}
+
 /// keel's CPU per turn over the turns `range`, from each run's marks (tool turns done, CPU ms
 /// so far), for each run that has marks for the block.
 fn block_cpu_each(runs: &[&[(usize, f64)]], range: std::ops::Range<usize>) -> Vec<f64> {

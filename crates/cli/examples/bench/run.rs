@@ -208,7 +208,7 @@ impl Bench<'_> {
         let mut cmd = self.command(&[], case, &mock.base_url(), &dirs);
         let launch = Instant::now();
         let mut child = cmd.spawn()?;
-        let (out, cpu_marks) = read_marking(&mut child, crate::report::block_size(case.turns))?;
+        let (out, cpu_marks) = read_marking(&mut child, crate::report::mark_every(case.turns))?;
         let wall = launch.elapsed();
         let result = check_run(case, &out)?;
         let reqs = messages_requests(&mock);
@@ -273,7 +273,7 @@ impl Bench<'_> {
         let (url, server) = crate::lean::start_lean(self.rt, case.turns, tool)?;
         let launch = Instant::now();
         let mut child = self.command(&[], case, &url, &dirs).spawn()?;
-        let (out, marks) = read_marking(&mut child, crate::report::block_size(case.turns))?;
+        let (out, marks) = read_marking(&mut child, crate::report::mark_every(case.turns))?;
         let wall = launch.elapsed().as_secs_f64() * 1000.0;
         // The listener and its connections (a JoinSet: aborted with the task) go.
         server.abort();

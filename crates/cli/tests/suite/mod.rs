@@ -40,5 +40,6 @@ mod sessions;
 mod sessions_branch;
 mod sessions_cc;
 mod tui_capabilities;
+mod turn_cost;
 mod web_tools;
 mod websec;
