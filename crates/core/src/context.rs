@@ -510,6 +510,11 @@ impl SessionContext {
         Option<keel_tools::checkpoint::IndexError>,
     )> {
         let dir = self.checkpoint_dir(env)?;
+        // Stores outlive their run (a resume rewinds to earlier prompts); the ones no session
+        // has written to for a month go, so they do not pile up.
+        if let Some(parent) = dir.parent() {
+            keel_tools::checkpoint::prune_stale(parent, &dir, keel_tools::checkpoint::RETENTION);
+        }
         let roots: Vec<PathBuf> = std::iter::once(&self.cwd)
             .chain(&self.additional_directories)
             .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))

@@ -313,5 +313,37 @@ pub(crate) fn key_of(path: &Path) -> PathBuf {
     }
 }
 
+/// How long a session's checkpoints are kept after it last wrote to them.
+pub const RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 60 * 60);
+
+/// Remove the checkpoint stores in `parent` (one directory per session) that nothing has
+/// written to for `older_than`, except `keep` (the store about to be used). Only real
+/// directories are removed, never what a link points at; a store that cannot be removed is
+/// left for the next time. Returns how many were removed.
+pub fn prune_stale(parent: &Path, keep: &Path, older_than: std::time::Duration) -> usize {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        if path == keep {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a link: a link is never a store.
+        let Ok(meta) = e.metadata() else { continue };
+        let stale = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age > older_than);
+        if meta.is_dir() && stale && fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests;

@@ -262,3 +262,45 @@ fn links_planted_beside_a_file_are_never_written_through() {
         "nothing written outside"
     );
 }
+
+#[test]
+fn stores_unwritten_for_the_retention_are_pruned_but_never_through_a_link() {
+    use nix::sys::stat::{utimensat, UtimensatFlags};
+    use nix::sys::time::TimeSpec;
+    let t = tempfile::tempdir().unwrap();
+    let parent = t.path().join("checkpoints");
+    let outside = t.path().join("outside");
+    for d in ["old", "fresh", "current"] {
+        fs::create_dir_all(parent.join(d)).unwrap();
+        fs::write(parent.join(d).join("1"), "x").unwrap();
+    }
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("keep-me"), "x").unwrap();
+    std::os::unix::fs::symlink(&outside, parent.join("link")).unwrap();
+    let long_ago = TimeSpec::new(1_000_000_000, 0); // 2001
+    for p in [parent.join("old"), parent.join("current"), outside.clone()] {
+        utimensat(
+            None,
+            &p,
+            &long_ago,
+            &long_ago,
+            UtimensatFlags::NoFollowSymlink,
+        )
+        .unwrap();
+    }
+    let removed = super::prune_stale(&parent, &parent.join("current"), super::RETENTION);
+    assert_eq!(removed, 1);
+    assert!(!parent.join("old").exists(), "the stale store is gone");
+    assert!(
+        parent.join("fresh").join("1").exists(),
+        "a recent store stays"
+    );
+    assert!(
+        parent.join("current").join("1").exists(),
+        "the store in use stays"
+    );
+    assert!(
+        outside.join("keep-me").exists(),
+        "nothing is removed through a link"
+    );
+}
