@@ -81,6 +81,7 @@ impl PermissionConfig {
             fs: &RealFs,
             path_var: process_path(),
             web: self,
+            judged: None,
         }
     }
 
@@ -126,6 +127,34 @@ impl PermissionConfig {
     /// The ask rule that matches this call, if any (and the part of it that it names).
     pub fn asked_by(&self, tool: &str, kind: ToolKind, input: &Value) -> Option<(&Rule, String)> {
         self.policy().asked_by(tool, kind, input)
+    }
+
+    /// Judge a call once, with the session's roots: for Bash, what its line runs, reads and
+    /// writes (`None` for other tools). Hand it to [`Self::decide_judged`] and use its
+    /// [`Judgement::read_only`] for batching, so the line is parsed once.
+    pub fn judge_call(&self, kind: ToolKind, input: &Value) -> Option<Judgement> {
+        (kind == ToolKind::Bash).then(|| {
+            let command = input.get("command").and_then(Value::as_str).unwrap_or("");
+            self.policy().judge(command)
+        })
+    }
+
+    /// Decide one call on a judgement made by [`Self::judge_call`] (`None`: judge here).
+    pub fn decide_judged(
+        &self,
+        tool: &str,
+        kind: ToolKind,
+        input: &Value,
+        read_only: bool,
+        judgement: Option<&Judgement>,
+    ) -> Decision {
+        match judgement {
+            Some(j) => self
+                .policy()
+                .with_judgement(j)
+                .decide(tool, kind, input, read_only),
+            None => self.decide(tool, kind, input, read_only),
+        }
     }
 
     /// Decide one call (see [`Policy::decide`]).

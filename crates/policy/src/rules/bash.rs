@@ -13,7 +13,7 @@ use crate::kpath::kernel_path_in;
 use crate::paths::{PathPattern, Resolved, Roots};
 use crate::shell::{self, readonly, Arg, Lowered, LoweredCommand, ShellEnv};
 
-use super::{PermissionMode, Policy, Rule};
+use super::{Judgement, PermissionMode, Policy, Rule};
 
 /// A Bash rule's pattern, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -345,15 +345,6 @@ pub(crate) enum BashVerdict {
     Ask(String),
 }
 
-/// How a call's command line was judged, part by part (for `keel permissions check`).
-#[derive(Debug)]
-pub struct Judgement {
-    /// The lowering.
-    pub lowered: Lowered,
-    /// One line per lowered command: how it was judged.
-    pub parts: Vec<String>,
-}
-
 /// A file a judged command line reads or writes, as `keel permissions check` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathUse {
@@ -399,8 +390,8 @@ impl<'p> Policy<'p> {
         tool: &str,
         command: &str,
     ) -> Option<(&'p Rule, String)> {
-        let lowered = shell::lower(command, &self.roots.cwd, &env_of(self.roots));
-        self.lowered_hit(rules, tool, &lowered)
+        let j = self.judged_line(command);
+        self.lowered_hit(rules, tool, &j.lowered)
     }
 
     fn lowered_hit(
@@ -441,16 +432,13 @@ impl<'p> Policy<'p> {
     }
 
     /// Judge a Bash command line.
-    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Judgement) {
-        let roots = self.roots;
-        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Vec<String>) {
+        let j = self.judged_line(command);
+        let lowered = &j.lowered;
         let mut parts = Vec::new();
         // Deny rules: on every command, and on every wrapper as a command of its own.
-        if let Some((rule, part)) = self.lowered_hit(self.deny, tool, &lowered) {
-            return (
-                BashVerdict::Denied(rule.clone(), part),
-                Judgement { lowered, parts },
-            );
+        if let Some((rule, part)) = self.lowered_hit(self.deny, tool, lowered) {
+            return (BashVerdict::Denied(rule.clone(), part), parts);
         }
         for cmd in &lowered.commands {
             // A redirection into a file an Edit/Write deny rule protects.
@@ -459,7 +447,7 @@ impl<'p> Policy<'p> {
                     if let Some(rule) = self.path_denied(&["Edit", "Write"], &p) {
                         return (
                             BashVerdict::Denied(rule.clone(), format!("> {}", r.target.text())),
-                            Judgement { lowered, parts },
+                            parts,
                         );
                     }
                 }
@@ -473,7 +461,7 @@ impl<'p> Policy<'p> {
             // not understood, so it is asked about — unless there are none to see with.
             if !has_bash_deny {
                 if self.mode == PermissionMode::BypassPermissions {
-                    return (BashVerdict::Allowed(None), Judgement { lowered, parts });
+                    return (BashVerdict::Allowed(None), parts);
                 }
                 // A rule that allows every command needs no understanding of this one.
                 if self.mode != PermissionMode::Plan {
@@ -482,30 +470,26 @@ impl<'p> Policy<'p> {
                         .iter()
                         .find(|r| (r.tool == "Bash" || r.tool == tool) && r.pattern.is_none())
                     {
-                        return (
-                            BashVerdict::Allowed(Some(r.text())),
-                            Judgement { lowered, parts },
-                        );
+                        return (BashVerdict::Allowed(Some(r.text())), parts);
                     }
                 }
             }
             return (
                 BashVerdict::Ask(format!("keel could not tell what it would run: {why}")),
-                Judgement { lowered, parts },
+                parts,
             );
         }
         if lowered.commands.is_empty() {
-            return (
-                BashVerdict::Ask("the command is empty".to_owned()),
-                Judgement { lowered, parts },
-            );
+            return (BashVerdict::Ask("the command is empty".to_owned()), parts);
         }
         let mut by_rule = None;
         let mut open: Vec<String> = Vec::new();
-        for cmd in &lowered.commands {
+        for (cmd, ro) in lowered.commands.iter().zip(&j.readonly) {
             let shown = cmd.display_full();
             // Only reads (and reads nothing a Read deny rule protects)?
-            let ro = readonly::judge(cmd).and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
+            let ro = ro
+                .clone()
+                .and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
             let rule = if self.mode == PermissionMode::Plan {
                 None
             } else {
@@ -538,14 +522,14 @@ impl<'p> Policy<'p> {
             }
         }
         if self.mode == PermissionMode::BypassPermissions {
-            return (BashVerdict::Allowed(None), Judgement { lowered, parts });
+            return (BashVerdict::Allowed(None), parts);
         }
         if open.is_empty() {
-            (BashVerdict::Allowed(by_rule), Judgement { lowered, parts })
+            (BashVerdict::Allowed(by_rule), parts)
         } else {
             (
                 BashVerdict::Ask(format!("not allowed by any rule: {}", open.join(", "))),
-                Judgement { lowered, parts },
+                parts,
             )
         }
     }
@@ -554,11 +538,11 @@ impl<'p> Policy<'p> {
     /// redirections) and write (output redirections), each resolved as the kernel would.
     pub fn path_uses(&self, j: &Judgement) -> Vec<PathUse> {
         let mut out = Vec::new();
-        for cmd in &j.lowered.commands {
+        for (cmd, ro) in j.lowered.commands.iter().zip(&j.readonly) {
             let cwd = cmd.cwd.as_deref();
             let mut words: Vec<(bool, Arg)> = Vec::new();
-            if let Ok(r) = readonly::judge(cmd) {
-                words.extend(r.reads.into_iter().map(|w| (false, w)));
+            if let Ok(r) = ro {
+                words.extend(r.reads.iter().cloned().map(|w| (false, w)));
                 if r.recursive && !words.iter().any(|(w, _)| !w) {
                     words.push((false, Arg::Lit(".".to_owned())));
                 }
@@ -730,14 +714,15 @@ impl<'p> Policy<'p> {
     /// exact rule per command that needed approval, and one exact path rule per file it
     /// writes. Empty when the line was not fully understood.
     pub fn suggest_bash(&self, tool: &str, command: &str) -> Vec<(String, String)> {
-        let roots = self.roots;
-        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+        let j = self.judged_line(command);
         let mut out = Vec::new();
-        if !lowered.understood() {
+        if !j.lowered.understood() {
             return out;
         }
-        for cmd in &lowered.commands {
-            let ro = readonly::judge(cmd).and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
+        for (cmd, ro) in j.lowered.commands.iter().zip(&j.readonly) {
+            let ro = ro
+                .clone()
+                .and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
             let allowed = self.bash_rules(self.allow, tool).any(|(_, p)| match p {
                 None => true,
                 Some(p) => allow_matches(self, &p, cmd),

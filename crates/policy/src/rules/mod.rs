@@ -5,6 +5,7 @@
 //! ([`bash`]). Whatever cannot be understood is never allowed without asking.
 
 mod bash;
+mod judgement;
 #[cfg(test)]
 mod kernel_tests;
 mod web;
@@ -13,7 +14,8 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::path::Path;
 
-pub use bash::{exact_path_rule, Judgement, PathUse};
+pub use bash::{exact_path_rule, PathUse};
+pub use judgement::Judgement;
 pub use web::{NoWeb, WebRules};
 
 #[cfg(test)]
@@ -217,6 +219,9 @@ pub struct Policy<'p> {
     pub path_var: Option<&'p OsStr>,
     /// WebFetch and WebSearch rules, judged by their owner.
     pub web: &'p dyn WebRules,
+    /// The judgement of the Bash call being decided, computed once (see
+    /// [`Policy::with_judgement`]); `None`: each step judges the line itself.
+    pub judged: Option<&'p Judgement>,
 }
 
 impl fmt::Debug for Policy<'_> {
@@ -851,13 +856,16 @@ impl<'p> Policy<'p> {
 
     /// How a Bash command line is parsed, lowered and judged (`keel permissions check`).
     pub fn explain_bash(&self, command: &str) -> (Decision, Judgement) {
-        let decision = self.decide(
+        let mut j = self.judge(command);
+        let with = self.with_judgement(&j);
+        let decision = with.decide(
             "Bash",
             ToolKind::Bash,
             &serde_json::json!({ "command": command }),
             false,
         );
-        let (_, j) = self.judge_bash("Bash", command);
+        let (_, parts) = with.judge_bash("Bash", command);
+        j.parts = parts;
         (decision, j)
     }
 

@@ -30,6 +30,7 @@ impl PermissionConfig {
             fs: &RealFs,
             path_var: None,
             web: &NoWeb,
+            judged: None,
         }
     }
 
@@ -47,7 +48,7 @@ impl PermissionConfig {
         self.policy().headless_denial(tool, kind, input, why)
     }
 
-    pub fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Judgement) {
+    pub fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Vec<String>) {
         self.policy().judge_bash(tool, command)
     }
 
