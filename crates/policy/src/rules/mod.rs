@@ -19,6 +19,8 @@ pub use judgement::Judgement;
 pub use web::{NoWeb, WebRules};
 
 #[cfg(test)]
+mod fake_fs_tests;
+#[cfg(test)]
 mod testing;
 
 use crate::fs::FsView;
