@@ -673,7 +673,18 @@ impl<'p> Policy<'p> {
     }
 
     fn decide_rules(&self, tool: &str, kind: ToolKind, input: &Value, read_only: bool) -> Decision {
-        if let Some((rule, part)) = self.denied_by(tool, kind, input) {
+        // A Bash line's verdict covers its deny rules too: judged once, not once for the
+        // deny rules and again for the rest.
+        let bash = (kind == ToolKind::Bash).then(|| {
+            self.judge_bash(tool, &subject(kind, input).unwrap_or_default())
+                .0
+        });
+        let denied = match &bash {
+            Some(bash::BashVerdict::Denied(rule, part)) => Some((rule, part.clone())),
+            Some(_) => None,
+            None => self.denied_by(tool, kind, input),
+        };
+        if let Some((rule, part)) = denied {
             let what = if kind == ToolKind::Bash {
                 format!(" (it runs `{}`)", truncate(&part, 120))
             } else {
@@ -694,7 +705,9 @@ impl<'p> Policy<'p> {
         };
         match kind {
             ToolKind::Bash => {
-                let (v, _) = self.judge_bash(tool, subj.as_deref().unwrap_or(""));
+                let Some(v) = bash else {
+                    return unreachable_deny(tool);
+                };
                 match v {
                     bash::BashVerdict::Denied(..) => unreachable_deny(tool),
                     bash::BashVerdict::Allowed(Some(rule)) => {
