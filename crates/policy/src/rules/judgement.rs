@@ -9,7 +9,7 @@ use crate::shell::readonly::{self, ReadOnly};
 use crate::shell::{self, Lowered};
 
 use super::bash::env_of;
-use super::{PathUse, Policy};
+use super::Policy;
 
 /// What a Bash command line runs, what it reads and writes, or why it was not understood.
 #[derive(Clone, Debug)]
@@ -70,10 +70,5 @@ impl<'p> Policy<'p> {
             Some(j) if j.command == command => Cow::Borrowed(j),
             _ => Cow::Owned(self.judge(command)),
         }
-    }
-
-    /// The files a judged line reads and writes, as `keel permissions check` shows them.
-    pub fn judgement_paths(&self, j: &Judgement) -> Vec<PathUse> {
-        self.path_uses(j)
     }
 }
