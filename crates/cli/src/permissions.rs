@@ -91,8 +91,11 @@ pub fn run(args: &[String]) -> i32 {
             .lowered
             .commands
             .iter()
-            .map(|c| {
+            .zip(&judgement.readonly)
+            .map(|(c, ro)| {
                 serde_json::json!({
+                    "only_reads": ro.is_ok(),
+                    "not_read_only_because": ro.as_ref().err(),
                     "argv": c.argv.iter().map(|a| a.text()).collect::<Vec<_>>(),
                     "wrappers": c.wrappers.iter().map(|w| w.iter().map(|a| a.text()).collect::<Vec<_>>()).collect::<Vec<_>>(),
                     "assigns": c.assigns,
@@ -105,7 +108,8 @@ pub fn run(args: &[String]) -> i32 {
             "command": command,
             "mode": perms.mode.as_str(),
             "commands": commands,
-            "not_understood": judgement.lowered.problems,
+            "not_understood": judgement.problems(),
+            "read_only": judgement.read_only(),
             "parts": judgement.parts,
             "paths": paths.iter().map(|p| serde_json::json!({
                 "access": if p.writes { "write" } else { "read" },
@@ -122,12 +126,23 @@ pub fn run(args: &[String]) -> i32 {
         println!("command:   {command:?}");
         println!("mode:      {}", perms.mode.as_str());
         println!("runs:");
-        for c in &judgement.lowered.commands {
-            println!("  - {}", c.display_full());
+        for (c, ro) in judgement.lowered.commands.iter().zip(&judgement.readonly) {
+            match ro {
+                Ok(_) => println!("  - {}  (only reads)", c.display_full()),
+                Err(why) => println!("  - {}  (not read-only: {why})", c.display_full()),
+            }
         }
-        for p in &judgement.lowered.problems {
+        for p in judgement.problems() {
             println!("not understood: {p}");
         }
+        println!(
+            "read-only: {}",
+            if judgement.read_only() {
+                "yes (runs beside other read-only calls)"
+            } else {
+                "no (runs on its own)"
+            }
+        );
         if !paths.is_empty() {
             println!("files:");
             for p in &paths {

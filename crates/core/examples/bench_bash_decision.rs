@@ -1,9 +1,11 @@
 //! Benchmark (not a test): what the permission decision costs per Bash call.
 //!
-//! Runs `PermissionConfig::decide` for a mix of command lines a model sends (read-only ones,
-//! ones a rule allows, ones that must be asked about, lines with words bash expands) under a
-//! rule set like a user's, many times each, and prints the median per call in µs for each
-//! line and over the whole mix, and one JSON line.
+//! Runs what the engine does for each Bash call: judge the line once with the session's roots
+//! (`PermissionConfig::judge_call`), take the batching verdict from that judgement, and decide
+//! on it (`PermissionConfig::decide_judged`), for a mix of command lines a model sends
+//! (read-only ones, ones a rule allows, ones that must be asked about, lines with words bash
+//! expands) under a rule set like a user's, many times each. Prints the median per call in µs
+//! for each line and over the whole mix, and one JSON line.
 //!
 //! `cargo run --release -p keel-core --example bench_bash_decision`
 
@@ -51,7 +53,15 @@ fn main() {
         for _ in 0..ROUNDS {
             let t = Instant::now();
             for _ in 0..CALLS {
-                std::hint::black_box(perms.decide("Bash", ToolKind::Bash, &input, false));
+                let j = perms.judge_call(ToolKind::Bash, &input);
+                let read_only = j.as_ref().is_some_and(|j| j.read_only());
+                std::hint::black_box(perms.decide_judged(
+                    "Bash",
+                    ToolKind::Bash,
+                    &input,
+                    read_only,
+                    j.as_ref(),
+                ));
             }
             rounds.push(t.elapsed().as_secs_f64() * 1e6 / CALLS as f64);
         }

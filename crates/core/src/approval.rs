@@ -198,7 +198,7 @@ pub fn suggestions(
                 .and_then(Value::as_str)
             {
                 Some(p) => {
-                    let r = perms.roots.resolve(p);
+                    let r = perms.resolve(p);
                     vec![
                         json!({ "toolName": tool, "ruleContent": crate::permissions::exact_path_rule(&r.real) }),
                     ]
@@ -233,7 +233,7 @@ pub fn suggestions(
         let inside = input
             .get(kind.path_field().unwrap_or("file_path"))
             .and_then(Value::as_str)
-            .is_some_and(|p| perms.roots.contains(&perms.roots.resolve(p)));
+            .is_some_and(|p| perms.inside(&perms.resolve(p)));
         if inside {
             out.push(json!({ "type": "setMode", "mode": "acceptEdits", "destination": "session" }));
         }

@@ -29,6 +29,7 @@ mod mcp;
 mod mcp_oauth;
 mod ownership;
 mod permissions_check;
+mod policy_judgement;
 mod protocol;
 mod providers;
 pub mod pty;

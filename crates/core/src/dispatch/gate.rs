@@ -24,6 +24,9 @@ pub(super) enum Gate {
         allowed_by: AllowedBy,
         /// The path the decision was made on, resolved: the tool opens this one.
         judged: Option<std::path::PathBuf>,
+        /// Whether it only reads (it may run beside other such calls), from the same
+        /// judgement the decision read.
+        read_only: bool,
     },
     /// It has its result already (blocked or denied); go on with the next call.
     Resolved,
@@ -50,6 +53,20 @@ pub(super) fn live_permissions(cx: &DispatchCx<'_>) -> crate::permissions::Permi
     p
 }
 
+/// Whether a call only reads, for batching: a Bash call by its judgement (the session's
+/// roots), never by the tool's own look with the process's `.` and `HOME`.
+pub(super) fn read_only_of(
+    tool: &dyn Tool,
+    input: &serde_json::Value,
+    judgement: Option<&keel_policy::Judgement>,
+) -> bool {
+    match judgement {
+        Some(j) => j.read_only(),
+        None if tool.kind() == keel_tools::ToolKind::Bash => false,
+        None => tool.is_read_only(input),
+    }
+}
+
 /// Decide one call; resolve it here when it will not run. The steps: PreToolUse hooks, the
 /// rules (with the hooks' opinion), then the approver when the rules leave it open.
 pub(super) async fn gate(
@@ -68,8 +85,17 @@ pub(super) async fn gate(
     if let Some(c) = cx.command {
         c.widen_user(&mut perms);
     }
-    let read_only = tool.is_read_only(&call.input);
-    let mut decision = perms.decide(&call.name, tool.kind(), &call.input, read_only);
+    // One judgement of the call, with the session's roots: the decision and the batching
+    // both read it.
+    let judgement = perms.judge_call(tool.kind(), &call.input);
+    let read_only = read_only_of(tool, &call.input, judgement.as_ref());
+    let mut decision = perms.decide_judged(
+        &call.name,
+        tool.kind(),
+        &call.input,
+        read_only,
+        judgement.as_ref(),
+    );
     if hooks.ask.is_some() && matches!(decision, Decision::Allow(_)) {
         decision = Decision::Ask;
     }
@@ -92,6 +118,7 @@ pub(super) async fn gate(
                 call,
                 allowed_by,
                 judged,
+                read_only,
             })
         }
         Decision::Deny { message } => {
@@ -166,10 +193,13 @@ async fn ask(
         super::permission_hook::Answer::Halt => return Ok(Gate::Halt),
         super::permission_hook::Answer::Allow => {
             let judged = perms.judged_path(tool.kind(), &call.input);
+            let j = perms.judge_call(tool.kind(), &call.input);
+            let read_only = read_only_of(tool, &call.input, j.as_ref());
             return Ok(Gate::Run {
                 call,
                 allowed_by: AllowedBy::Hook,
                 judged,
+                read_only,
             });
         }
         super::permission_hook::Answer::Deny { message, interrupt } => {
@@ -263,11 +293,16 @@ async fn ask(
                     return Ok(Gate::Resolved);
                 }
             }
-            let judged = live_permissions(cx).judged_path(tool.kind(), &call.input);
+            let live = live_permissions(cx);
+            let judged = live.judged_path(tool.kind(), &call.input);
+            // The host may have changed the input: judged again, with the session's roots.
+            let j = live.judge_call(tool.kind(), &call.input);
+            let read_only = read_only_of(tool, &call.input, j.as_ref());
             Ok(Gate::Run {
                 call,
                 allowed_by: AllowedBy::Approver,
                 judged,
+                read_only,
             })
         }
         Approval::Deny { message, interrupt } => {

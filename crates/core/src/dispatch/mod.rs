@@ -7,6 +7,8 @@
 
 mod gate;
 mod hook_input;
+#[cfg(test)]
+mod judgement_tests;
 mod permission_hook;
 mod run;
 mod texts;
@@ -135,17 +137,18 @@ pub(crate) async fn run_calls(
             finish(cx, pending, &call, f).await?;
             continue;
         };
-        let (call, allowed_by, judged) =
+        // Whether it may run beside its neighbours comes from the gate's one judgement.
+        let (call, allowed_by, judged, read_only) =
             match gate::gate(cx, pending, call, tool.as_ref(), &mut out).await? {
                 gate::Gate::Run {
                     call,
                     allowed_by,
                     judged,
-                } => (call, allowed_by, judged),
+                    read_only,
+                } => (call, allowed_by, judged, read_only),
                 gate::Gate::Resolved => continue,
                 gate::Gate::Halt => break,
             };
-        let read_only = tool.is_read_only(&call.input);
         let r = Runnable {
             call,
             tool,

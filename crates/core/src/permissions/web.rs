@@ -26,16 +26,6 @@ struct DomainSpec {
     port: Option<u16>,
 }
 
-/// Check a WebFetch rule's pattern when the rule is read: only `domain:HOST[:PORT]`.
-pub(super) fn check_pattern(text: &str, pattern: &str) -> Result<(), super::RuleError> {
-    match parse_spec(pattern) {
-        Some(_) => Ok(()),
-        None => Err(super::RuleError(format!(
-            "permission rule {text:?}: a WebFetch rule names a host, as WebFetch(domain:example.com), WebFetch(domain:*.example.com) or WebFetch(domain:127.0.0.1:8080)"
-        ))),
-    }
-}
-
 fn parse_spec(pattern: &str) -> Option<DomainSpec> {
     let spec = pattern
         .trim()

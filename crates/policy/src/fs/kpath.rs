@@ -16,6 +16,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use crate::fs::{FileKind, FsView, RealFs};
+
 /// The most symlinks one resolution follows (the kernel's own limit is 40).
 pub const MAX_HOPS: usize = 40;
 
@@ -45,6 +47,11 @@ pub enum ResolveError {
 /// symlink component followed before the following `..` is applied; the result names no
 /// symlink in its existing part.
 pub fn kernel_path(path: &Path) -> Result<PathBuf, ResolveError> {
+    kernel_path_in(&RealFs, path)
+}
+
+/// [`kernel_path`] on the file system `fs` shows.
+pub fn kernel_path_in<F: FsView + ?Sized>(fs: &F, path: &Path) -> Result<PathBuf, ResolveError> {
     if !path.is_absolute() {
         return Err(ResolveError::NotAbsolute(path.to_path_buf()));
     }
@@ -71,16 +78,17 @@ pub fn kernel_path(path: &Path) -> Result<PathBuf, ResolveError> {
             done = next;
             continue;
         }
-        match std::fs::symlink_metadata(&next) {
-            Ok(m) if m.file_type().is_symlink() => {
+        match fs.kind(&next) {
+            Ok(FileKind::Link) => {
                 hops += 1;
                 if hops > MAX_HOPS {
                     return Err(ResolveError::TooManyLinks {
                         path: path.to_path_buf(),
                     });
                 }
-                let target =
-                    std::fs::read_link(&next).map_err(|source| ResolveError::Unreadable {
+                let target = fs
+                    .read_link(&next)
+                    .map_err(|source| ResolveError::Unreadable {
                         path: next.clone(),
                         source,
                     })?;

@@ -1,7 +1,9 @@
 //! Allow rules, suggested rules and words only known at run time.
 
 use super::*;
-use crate::permissions::RuleSource;
+use crate::paths::Roots;
+use crate::rules::testing::PermissionConfig;
+use crate::rules::RuleSource;
 
 fn cfg(mode: PermissionMode, allow: &[&str]) -> PermissionConfig {
     PermissionConfig {

@@ -5,9 +5,11 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use super::paths::{Resolved, Roots};
-use super::{Decision, PermissionConfig, PermissionMode, Rule, RuleSource};
-use keel_tools::ToolKind;
+use super::testing::PermissionConfig;
+use super::{Decision, PermissionMode, Rule, RuleSource};
+use crate::fs::RealFs;
+use crate::paths::{Resolved, Roots};
+use crate::ToolKind;
 use serde_json::json;
 
 fn roots(cwd: &Path, home: &Path) -> Roots {
@@ -44,7 +46,7 @@ fn links_in_every_position_resolve_where_the_kernel_goes() {
     symlink(b.join("home/.ssh"), proj.join("keys")).unwrap();
     symlink("../../proj/x", b.join("outside/sub/back")).unwrap(); // out and back in
     let r = roots(&proj, &b.join("home"));
-    let real = |p: &str| r.resolve(p).real;
+    let real = |p: &str| r.resolve(&RealFs, p).real;
     // `..` after a link leaves the link's target.
     assert_eq!(real("link/../pwned"), b.join("outside/pwned"));
     assert_eq!(real("src/mid/../f"), proj.join("src/f"));
@@ -58,15 +60,15 @@ fn links_in_every_position_resolve_where_the_kernel_goes() {
     // Out of the project and back in.
     assert_eq!(real("link/back/y"), proj.join("x/y"));
     // A loop is an error, never a path inside.
-    let l: Resolved = r.resolve("loop_a/x");
+    let l: Resolved = r.resolve(&RealFs, "loop_a/x");
     assert!(l.broken.is_some());
-    assert!(!r.contains(&l) && !r.readable(&l));
+    assert!(!r.contains(&RealFs, &l) && !r.readable(&RealFs, &l));
     // Inside or not, by where the kernel goes.
-    assert!(!r.contains(&r.resolve("link/../pwned")));
-    assert!(r.contains(&r.resolve("src/mid/../f")));
-    assert!(!r.readable(&r.resolve("keys/id_rsa")));
-    assert!(r.readable(&r.resolve("link/back/y")));
-    assert!(!r.contains(&r.resolve("dangling")));
+    assert!(!r.contains(&RealFs, &r.resolve(&RealFs, "link/../pwned")));
+    assert!(r.contains(&RealFs, &r.resolve(&RealFs, "src/mid/../f")));
+    assert!(!r.readable(&RealFs, &r.resolve(&RealFs, "keys/id_rsa")));
+    assert!(r.readable(&RealFs, &r.resolve(&RealFs, "link/back/y")));
+    assert!(!r.contains(&RealFs, &r.resolve(&RealFs, "dangling")));
 }
 
 fn cfg(
@@ -379,7 +381,7 @@ fn resolution_agrees_with_the_kernel_on_generated_trees() {
             } else {
                 rel(&mut g)
             };
-            let keel = r.resolve(&spelled);
+            let keel = r.resolve(&RealFs, &spelled);
             let full = proj.join(&spelled);
             match kernel_open(&full) {
                 Ok(k) => {

@@ -6,6 +6,7 @@
 //! (`env`, `sudo`, `timeout`, `xargs`, `find -exec`, `sh -c '…'`, …). What it cannot model is
 //! reported as a problem, and a problem means the line is never allowed without asking.
 
+use crate::fs::{FsView, RealFs};
 use std::path::{Path, PathBuf};
 
 use brush_parser::ast::{
@@ -75,9 +76,15 @@ impl Lowered {
     }
 }
 
-/// Lower `command`, run by bash in `cwd`.
+/// Lower `command`, run by bash in `cwd`, on the real file system.
 pub fn lower(command: &str, cwd: &Path, env: &ShellEnv) -> Lowered {
+    lower_in(&RealFs, command, cwd, env)
+}
+
+/// Lower `command`, run by bash in `cwd`, asking `fs` whether a `cd` target is a directory.
+pub fn lower_in(fs: &dyn FsView, command: &str, cwd: &Path, env: &ShellEnv) -> Lowered {
     let mut w = Walker {
+        fs,
         env,
         opts: ParserOptions::default(),
         out: Lowered::default(),
@@ -88,6 +95,7 @@ pub fn lower(command: &str, cwd: &Path, env: &ShellEnv) -> Lowered {
 }
 
 struct Walker<'e> {
+    fs: &'e dyn FsView,
     env: &'e ShellEnv,
     opts: ParserOptions,
     out: Lowered,
@@ -652,7 +660,7 @@ impl Walker<'_> {
         };
         // A `cd` that may not run, or may fail, leaves the directory unknown.
         self.cwd = match target {
-            Some(t) if !place.conditional && t.is_dir() => Some(t),
+            Some(t) if !place.conditional && self.fs.is_dir(&t) => Some(t),
             _ => None,
         };
     }

@@ -1,15 +1,19 @@
 //! Bash calls judged on what they would run: the command line is lowered to its simple
-//! commands (keel_tools::shell), deny rules are checked on every one of them (and on every
+//! commands (crate::shell), deny rules are checked on every one of them (and on every
 //! wrapper), and the call is allowed without asking only if every one is allowed — by a
 //! rule, or because it only reads — and every file it writes through a redirection may be
 //! written.
 
 use std::path::{Path, PathBuf};
 
-use keel_tools::shell::{self, readonly, Arg, Lowered, LoweredCommand, ShellEnv};
+use std::ffi::OsStr;
 
-use super::paths::{PathPattern, Resolved, Roots};
-use super::{PermissionConfig, PermissionMode, Rule};
+use crate::fs::FsView;
+use crate::kpath::kernel_path_in;
+use crate::paths::{PathPattern, Resolved, Roots};
+use crate::shell::{self, readonly, Arg, Lowered, LoweredCommand, ShellEnv};
+
+use super::{Judgement, PermissionMode, Policy, Rule};
 
 /// A Bash rule's pattern, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +90,12 @@ pub(crate) fn exact_rule(words: &[&str]) -> Option<String> {
 
 /// The program a command word names, as rules see it: a bare name as is; a path whose real
 /// file is the program of that name found on `PATH` as that name; any other path as written.
-pub(crate) fn rule_program(word: &str, cwd: Option<&Path>) -> String {
+pub(crate) fn rule_program(
+    fs: &dyn FsView,
+    path_var: Option<&OsStr>,
+    word: &str,
+    cwd: Option<&Path>,
+) -> String {
     if !word.contains('/') {
         return word.to_owned();
     }
@@ -99,20 +108,21 @@ pub(crate) fn rule_program(word: &str, cwd: Option<&Path>) -> String {
         None if Path::new(word).is_absolute() => PathBuf::from(word),
         None => return word.to_owned(),
     };
+    // `which` finds only existing files, so equal resolutions name one existing file.
     match (
-        std::fs::canonicalize(&given),
-        which(name).map(std::fs::canonicalize),
+        kernel_path_in(fs, &given),
+        which(fs, path_var, name).map(|p| kernel_path_in(fs, &p)),
     ) {
         (Ok(a), Some(Ok(b))) if a == b => name.to_owned(),
         _ => word.to_owned(),
     }
 }
 
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+/// The first regular file named `name` in the directories of `path_var`.
+fn which(fs: &dyn FsView, path_var: Option<&OsStr>, name: &str) -> Option<PathBuf> {
+    std::env::split_paths(path_var?)
         .map(|d| d.join(name))
-        .find(|p| p.is_file())
+        .find(|p| p.is_absolute() && fs.is_file(p))
 }
 
 /// The text of a word for matching.
@@ -125,7 +135,7 @@ const RUN_TIME: char = '\u{0}';
 const RUN_TIME_STR: &str = "\u{0}";
 
 /// Whether an allow rule's pattern allows one lowered command (wrappers included).
-fn allow_matches(pat: &BashPattern, cmd: &LoweredCommand) -> bool {
+fn allow_matches(pol: &Policy<'_>, pat: &BashPattern, cmd: &LoweredCommand) -> bool {
     // Configuration that makes git run other programs is never covered by a rule.
     if cmd
         .git_globals
@@ -142,7 +152,7 @@ fn allow_matches(pat: &BashPattern, cmd: &LoweredCommand) -> bool {
     let Some(first) = full.first().and_then(|a| a.lit()) else {
         return false;
     };
-    let prog = rule_program(first, cmd.cwd.as_deref());
+    let prog = rule_program(pol.fs, pol.path_var, first, cmd.cwd.as_deref());
     let rest: Vec<&str> = full[1..].iter().map(|a| text(a)).collect();
     match pat {
         BashPattern::Prefix(w) => {
@@ -335,15 +345,6 @@ pub(crate) enum BashVerdict {
     Ask(String),
 }
 
-/// How a call's command line was judged, part by part (for `keel permissions check`).
-#[derive(Debug)]
-pub struct Judgement {
-    /// The lowering.
-    pub lowered: Lowered,
-    /// One line per lowered command: how it was judged.
-    pub parts: Vec<String>,
-}
-
 /// A file a judged command line reads or writes, as `keel permissions check` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathUse {
@@ -366,12 +367,15 @@ pub(crate) fn env_of(roots: &Roots) -> ShellEnv {
     }
 }
 
-impl PermissionConfig {
+impl<'p> Policy<'p> {
     fn bash_rules<'a>(
-        &'a self,
-        rules: &'a [Rule],
+        &self,
+        rules: &'p [Rule],
         tool: &'a str,
-    ) -> impl Iterator<Item = (&'a Rule, Option<BashPattern>)> + 'a {
+    ) -> impl Iterator<Item = (&'p Rule, Option<BashPattern>)> + 'a
+    where
+        'p: 'a,
+    {
         rules
             .iter()
             .filter(move |r| r.tool == tool || r.tool == "Bash")
@@ -380,22 +384,22 @@ impl PermissionConfig {
 
     /// The rule among `rules` that matches a command this command line runs, or one of its
     /// wrappers taken as a command of its own (and the command it matched).
-    pub(crate) fn bash_rule_hit<'a>(
-        &'a self,
-        rules: &'a [Rule],
+    pub(crate) fn bash_rule_hit(
+        &self,
+        rules: &'p [Rule],
         tool: &str,
         command: &str,
-    ) -> Option<(&'a Rule, String)> {
-        let lowered = shell::lower(command, &self.roots.cwd, &env_of(&self.roots));
-        self.lowered_hit(rules, tool, &lowered)
+    ) -> Option<(&'p Rule, String)> {
+        let j = self.judged_line(command);
+        self.lowered_hit(rules, tool, &j.lowered)
     }
 
-    fn lowered_hit<'a>(
-        &'a self,
-        rules: &'a [Rule],
+    fn lowered_hit(
+        &self,
+        rules: &'p [Rule],
         tool: &str,
         lowered: &Lowered,
-    ) -> Option<(&'a Rule, String)> {
+    ) -> Option<(&'p Rule, String)> {
         for cmd in &lowered.commands {
             let mut candidates: Vec<Vec<Arg>> = vec![cmd.argv.clone()];
             for w in &cmd.wrappers {
@@ -428,16 +432,13 @@ impl PermissionConfig {
     }
 
     /// Judge a Bash command line.
-    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Judgement) {
-        let roots = &self.roots;
-        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+    pub(crate) fn judge_bash(&self, tool: &str, command: &str) -> (BashVerdict, Vec<String>) {
+        let j = self.judged_line(command);
+        let lowered = &j.lowered;
         let mut parts = Vec::new();
         // Deny rules: on every command, and on every wrapper as a command of its own.
-        if let Some((rule, part)) = self.lowered_hit(&self.deny, tool, &lowered) {
-            return (
-                BashVerdict::Denied(rule.clone(), part),
-                Judgement { lowered, parts },
-            );
+        if let Some((rule, part)) = self.lowered_hit(self.deny, tool, lowered) {
+            return (BashVerdict::Denied(rule.clone(), part), parts);
         }
         for cmd in &lowered.commands {
             // A redirection into a file an Edit/Write deny rule protects.
@@ -446,13 +447,13 @@ impl PermissionConfig {
                     if let Some(rule) = self.path_denied(&["Edit", "Write"], &p) {
                         return (
                             BashVerdict::Denied(rule.clone(), format!("> {}", r.target.text())),
-                            Judgement { lowered, parts },
+                            parts,
                         );
                     }
                 }
             }
         }
-        let has_bash_deny = self.bash_rules(&self.deny, tool).next().is_some();
+        let has_bash_deny = self.bash_rules(self.deny, tool).next().is_some();
         if !lowered.understood() {
             let why = lowered.problems.join("; ");
             parts.push(format!("not understood: {why}"));
@@ -460,7 +461,7 @@ impl PermissionConfig {
             // not understood, so it is asked about — unless there are none to see with.
             if !has_bash_deny {
                 if self.mode == PermissionMode::BypassPermissions {
-                    return (BashVerdict::Allowed(None), Judgement { lowered, parts });
+                    return (BashVerdict::Allowed(None), parts);
                 }
                 // A rule that allows every command needs no understanding of this one.
                 if self.mode != PermissionMode::Plan {
@@ -469,37 +470,33 @@ impl PermissionConfig {
                         .iter()
                         .find(|r| (r.tool == "Bash" || r.tool == tool) && r.pattern.is_none())
                     {
-                        return (
-                            BashVerdict::Allowed(Some(r.text())),
-                            Judgement { lowered, parts },
-                        );
+                        return (BashVerdict::Allowed(Some(r.text())), parts);
                     }
                 }
             }
             return (
                 BashVerdict::Ask(format!("keel could not tell what it would run: {why}")),
-                Judgement { lowered, parts },
+                parts,
             );
         }
         if lowered.commands.is_empty() {
-            return (
-                BashVerdict::Ask("the command is empty".to_owned()),
-                Judgement { lowered, parts },
-            );
+            return (BashVerdict::Ask("the command is empty".to_owned()), parts);
         }
         let mut by_rule = None;
         let mut open: Vec<String> = Vec::new();
-        for cmd in &lowered.commands {
+        for (cmd, ro) in lowered.commands.iter().zip(&j.readonly) {
             let shown = cmd.display_full();
             // Only reads (and reads nothing a Read deny rule protects)?
-            let ro = readonly::judge(cmd).and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
+            let ro = ro
+                .clone()
+                .and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
             let rule = if self.mode == PermissionMode::Plan {
                 None
             } else {
-                self.bash_rules(&self.allow, tool)
+                self.bash_rules(self.allow, tool)
                     .find(|(_, pat)| match pat {
                         None => true,
-                        Some(p) => allow_matches(p, cmd),
+                        Some(p) => allow_matches(self, p, cmd),
                     })
             };
             match (&ro, rule) {
@@ -525,14 +522,14 @@ impl PermissionConfig {
             }
         }
         if self.mode == PermissionMode::BypassPermissions {
-            return (BashVerdict::Allowed(None), Judgement { lowered, parts });
+            return (BashVerdict::Allowed(None), parts);
         }
         if open.is_empty() {
-            (BashVerdict::Allowed(by_rule), Judgement { lowered, parts })
+            (BashVerdict::Allowed(by_rule), parts)
         } else {
             (
                 BashVerdict::Ask(format!("not allowed by any rule: {}", open.join(", "))),
-                Judgement { lowered, parts },
+                parts,
             )
         }
     }
@@ -541,11 +538,11 @@ impl PermissionConfig {
     /// redirections) and write (output redirections), each resolved as the kernel would.
     pub fn path_uses(&self, j: &Judgement) -> Vec<PathUse> {
         let mut out = Vec::new();
-        for cmd in &j.lowered.commands {
+        for (cmd, ro) in j.lowered.commands.iter().zip(&j.readonly) {
             let cwd = cmd.cwd.as_deref();
             let mut words: Vec<(bool, Arg)> = Vec::new();
-            if let Ok(r) = readonly::judge(cmd) {
-                words.extend(r.reads.into_iter().map(|w| (false, w)));
+            if let Ok(r) = ro {
+                words.extend(r.reads.iter().cloned().map(|w| (false, w)));
                 if r.recursive && !words.iter().any(|(w, _)| !w) {
                     words.push((false, Arg::Lit(".".to_owned())));
                 }
@@ -561,7 +558,9 @@ impl PermissionConfig {
                 out.push(PathUse {
                     writes,
                     word: w.text().to_owned(),
-                    inside: resolved.as_ref().is_some_and(|p| self.roots.contains(p)),
+                    inside: resolved
+                        .as_ref()
+                        .is_some_and(|p| self.roots.contains(self.fs, p)),
                     broken: resolved.as_ref().and_then(|p| p.broken.clone()),
                     resolved: resolved.map(|p| p.real),
                 });
@@ -574,9 +573,9 @@ impl PermissionConfig {
     pub(crate) fn resolve_word(&self, w: &Arg, cwd: Option<&Path>) -> Option<Resolved> {
         let t = w.lit()?;
         if Path::new(t).is_absolute() || t.starts_with('~') {
-            return Some(self.roots.resolve(t));
+            return Some(self.roots.resolve(self.fs, t));
         }
-        Some(self.roots.resolve_in(t, cwd?))
+        Some(self.roots.resolve_in(self.fs, t, cwd?))
     }
 
     /// Whether a read-only command may run without asking for what it reads: it runs in a
@@ -591,12 +590,12 @@ impl PermissionConfig {
         }
         // A command run after `cd` elsewhere reads there even with no operand (`ls`).
         if let Some(dir) = cwd {
-            let here = self.roots.resolve_in(".", dir);
+            let here = self.roots.resolve_in(self.fs, ".", dir);
             if !self.read_ok(&here) {
                 return Err(format!(
                     "it runs in {}, outside the working directory and the added directories ({})",
                     here.real.display(),
-                    read_rule_hint(&here)
+                    read_rule_hint(self.fs, &here)
                 ));
             }
         }
@@ -608,7 +607,9 @@ impl PermissionConfig {
                 ));
             };
             for (rule, pat) in &denies {
-                if pat.matches(&p) || (r.recursive && p.real.is_dir() && pat.may_match_under(&p)) {
+                if pat.matches(&p)
+                    || (r.recursive && self.fs.is_dir(&p.real) && pat.may_match_under(&p))
+                {
                     return Err(format!(
                         "it reads `{}`, which the rule `{}` from {} protects",
                         w.text(),
@@ -626,7 +627,7 @@ impl PermissionConfig {
                 return Err(format!(
                     "it reads `{}`{via}, outside the working directory and the added directories ({})",
                     w.text(),
-                    read_rule_hint(&p)
+                    read_rule_hint(self.fs, &p)
                 ));
             }
         }
@@ -635,7 +636,7 @@ impl PermissionConfig {
 
     /// Whether `p` may be read without asking: a readable place, or a Read allow rule.
     fn read_ok(&self, p: &Resolved) -> bool {
-        self.roots.readable(p) || self.path_allowed(&["Read"], p).is_some()
+        self.roots.readable(self.fs, p) || self.path_allowed(&["Read"], p).is_some()
     }
 
     /// Whether a write to the path in `w` needs no approval; how, or why it does.
@@ -659,13 +660,13 @@ impl PermissionConfig {
         if let Some(rule) = self.path_allowed(&["Edit", "Write"], &p) {
             return Ok(format!("allowed by `{}`", rule.text()));
         }
-        if self.mode == PermissionMode::AcceptEdits && self.roots.contains(&p) {
+        if self.mode == PermissionMode::AcceptEdits && self.roots.contains(self.fs, &p) {
             return Ok("allowed by acceptEdits inside the working directory".to_owned());
         }
         if self.mode == PermissionMode::BypassPermissions {
             return Ok("allowed by bypassPermissions".to_owned());
         }
-        Err(if self.roots.contains(&p) {
+        Err(if self.roots.contains(self.fs, &p) {
             "no rule allows writing there".to_owned()
         } else {
             "it is outside the working directory and the added directories".to_owned()
@@ -674,8 +675,8 @@ impl PermissionConfig {
 }
 
 /// The rule that would allow reading `p` (its directory, as an absolute Read rule).
-fn read_rule_hint(p: &Resolved) -> String {
-    let dir = if p.real.is_dir() {
+fn read_rule_hint(fs: &dyn FsView, p: &Resolved) -> String {
+    let dir = if fs.is_dir(&p.real) {
         p.real.clone()
     } else {
         p.real.parent().unwrap_or(Path::new("/")).to_path_buf()
@@ -697,7 +698,7 @@ fn shell_short(s: &str) -> String {
 }
 
 /// A path as an exact `Edit(//…)` rule body: absolute, glob characters escaped.
-pub(crate) fn exact_path_rule(p: &Path) -> String {
+pub fn exact_path_rule(p: &Path) -> String {
     let mut s = String::from("/");
     for c in p.display().to_string().chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
@@ -708,22 +709,23 @@ pub(crate) fn exact_path_rule(p: &Path) -> String {
     s
 }
 
-impl PermissionConfig {
+impl<'p> Policy<'p> {
     /// Rules that would allow exactly this command line next time, and nothing more: one
     /// exact rule per command that needed approval, and one exact path rule per file it
     /// writes. Empty when the line was not fully understood.
-    pub(crate) fn suggest_bash(&self, tool: &str, command: &str) -> Vec<(String, String)> {
-        let roots = &self.roots;
-        let lowered = shell::lower(command, &roots.cwd, &env_of(roots));
+    pub fn suggest_bash(&self, tool: &str, command: &str) -> Vec<(String, String)> {
+        let j = self.judged_line(command);
         let mut out = Vec::new();
-        if !lowered.understood() {
+        if !j.lowered.understood() {
             return out;
         }
-        for cmd in &lowered.commands {
-            let ro = readonly::judge(cmd).and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
-            let allowed = self.bash_rules(&self.allow, tool).any(|(_, p)| match p {
+        for (cmd, ro) in j.lowered.commands.iter().zip(&j.readonly) {
+            let ro = ro
+                .clone()
+                .and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
+            let allowed = self.bash_rules(self.allow, tool).any(|(_, p)| match p {
                 None => true,
-                Some(p) => allow_matches(&p, cmd),
+                Some(p) => allow_matches(self, &p, cmd),
             });
             let needs_rule = ro.is_err() && !allowed;
             // A word only known at run time makes any rule built from it either a wildcard
@@ -742,7 +744,7 @@ impl PermissionConfig {
                 let prog = full
                     .first()
                     .and_then(|a| a.lit())
-                    .map(|p| rule_program(p, cmd.cwd.as_deref()));
+                    .map(|p| rule_program(self.fs, self.path_var, p, cmd.cwd.as_deref()));
                 if let Some(prog) = prog {
                     let mut words: Vec<&str> = vec![prog.as_str()];
                     words.extend(full[1..].iter().map(|a| a.text()));

@@ -16,8 +16,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use crate::fs::FsView;
+use crate::kpath::{kernel_path, kernel_path_in};
 use globset::{GlobBuilder, GlobMatcher};
-use keel_tools::kpath::kernel_path;
 
 /// Where relative paths and patterns are anchored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,7 +65,7 @@ pub struct Resolved {
 impl Roots {
     /// Resolve a path given to a tool (or seen in a command), relative to `base` (the
     /// working directory unless a `cd` moved it).
-    pub fn resolve_in(&self, path: &str, base: &Path) -> Resolved {
+    pub fn resolve_in(&self, fs: &dyn FsView, path: &str, base: &Path) -> Resolved {
         let expanded = self.expand_home(path);
         let joined = if expanded.is_absolute() {
             expanded
@@ -74,7 +75,7 @@ impl Roots {
         let lexical = normalize(&joined);
         // Resolve the path as written (not `lexical`): a `..` after a symlink leaves the
         // link's target, not the directory holding the link.
-        match kernel_path(&joined) {
+        match kernel_path_in(fs, &joined) {
             Ok(real) => Resolved {
                 lexical,
                 real,
@@ -89,8 +90,8 @@ impl Roots {
     }
 
     /// Resolve relative to the working directory.
-    pub fn resolve(&self, path: &str) -> Resolved {
-        self.resolve_in(path, &self.cwd.clone())
+    pub fn resolve(&self, fs: &dyn FsView, path: &str) -> Resolved {
+        self.resolve_in(fs, path, &self.cwd)
     }
 
     fn expand_home(&self, path: &str) -> PathBuf {
@@ -111,35 +112,35 @@ impl Roots {
 
     /// Whether `p` is inside the working directory or an added directory (both spellings
     /// must be: a symlink inside that points out is outside).
-    pub fn contains(&self, p: &Resolved) -> bool {
+    pub fn contains(&self, fs: &dyn FsView, p: &Resolved) -> bool {
         let inside = |x: &Path| {
             std::iter::once(&self.cwd)
                 .chain(&self.dirs)
-                .any(|d| x.starts_with(d) || x.starts_with(real_path(d)))
+                .any(|d| x.starts_with(d) || x.starts_with(real_path_in(fs, d)))
         };
         p.broken.is_none() && inside(&p.lexical) && inside(&p.real)
     }
 
     /// Whether `p` may be read without a rule: its real file is inside the working
     /// directory, an added directory, keel's own output, or a [`SYSTEM_READABLE`] location.
-    pub fn readable(&self, p: &Resolved) -> bool {
-        self.contains_real(p)
+    pub fn readable(&self, fs: &dyn FsView, p: &Resolved) -> bool {
+        self.contains_real(fs, p)
             || (p.broken.is_none()
                 && (self
                     .readable
                     .iter()
-                    .any(|d| p.real.starts_with(real_path(d)))
+                    .any(|d| p.real.starts_with(real_path_in(fs, d)))
                     || SYSTEM_READABLE.iter().any(|s| p.real.starts_with(s))))
     }
 
     /// Whether the real file of `p` is inside the working directory or an added directory
     /// (reads: where the file really is is what matters; a spelling through a link that
     /// leads back in is inside).
-    pub fn contains_real(&self, p: &Resolved) -> bool {
+    pub fn contains_real(&self, fs: &dyn FsView, p: &Resolved) -> bool {
         p.broken.is_none()
             && std::iter::once(&self.cwd)
                 .chain(&self.dirs)
-                .any(|d| p.real.starts_with(d) || p.real.starts_with(real_path(d)))
+                .any(|d| p.real.starts_with(d) || p.real.starts_with(real_path_in(fs, d)))
     }
 }
 
@@ -163,6 +164,11 @@ pub fn real_path(p: &Path) -> PathBuf {
     kernel_path(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
+/// [`real_path`] on the file system `fs` shows.
+pub fn real_path_in(fs: &dyn FsView, p: &Path) -> PathBuf {
+    kernel_path_in(fs, p).unwrap_or_else(|_| p.to_path_buf())
+}
+
 /// A compiled path pattern.
 #[derive(Clone, Debug)]
 pub struct PathPattern {
@@ -178,13 +184,15 @@ pub struct PathPattern {
 /// directory" for allow, so neither reading widens what the user allowed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Use {
+    /// An allow rule.
     Allow,
+    /// A deny or ask rule.
     Deny,
 }
 
 impl PathPattern {
     /// Compile a rule's pattern.
-    pub fn new(pattern: &str, roots: &Roots, usage: Use) -> Result<Self, String> {
+    pub fn new(fs: &dyn FsView, pattern: &str, roots: &Roots, usage: Use) -> Result<Self, String> {
         let pattern = pattern.trim();
         if pattern.is_empty() {
             return Err("an empty path pattern".to_owned());
@@ -228,7 +236,7 @@ impl PathPattern {
         let mut all = Vec::new();
         for a in &anchors {
             all.push(a.clone());
-            let r = real_path(a);
+            let r = real_path_in(fs, a);
             if !all.contains(&r) {
                 all.push(r);
             }
@@ -324,6 +332,7 @@ fn escape_glob_anchor(base: &str, full: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::RealFs;
 
     fn roots(dir: &Path) -> Roots {
         Roots {
@@ -344,22 +353,22 @@ mod tests {
         #[cfg(unix)]
         std::os::unix::fs::symlink(d.join(".env"), d.join("src/link")).unwrap();
         let r = roots(d);
-        let deny = PathPattern::new(".env", &r, Use::Deny).unwrap();
+        let deny = PathPattern::new(&RealFs, ".env", &r, Use::Deny).unwrap();
         let abs = d.join(".env").display().to_string();
         for p in [".env", "./.env", "src/../.env", abs.as_str(), "src/link"] {
-            assert!(deny.matches(&r.resolve(p)), "{p}");
+            assert!(deny.matches(&r.resolve(&RealFs, p)), "{p}");
         }
-        assert!(!deny.matches(&r.resolve("src/env")));
-        let anchored = PathPattern::new("./.env", &r, Use::Deny).unwrap();
-        assert!(anchored.matches(&r.resolve("src/../.env")));
-        assert!(!anchored.matches(&r.resolve("src/.env")));
-        let home = PathPattern::new("~/.ssh/**", &r, Use::Deny).unwrap();
-        assert!(home.matches(&r.resolve("~/.ssh/id_rsa")));
-        assert!(home.matches(&r.resolve("$HOME/.ssh/id_rsa")));
-        let abs_pat = PathPattern::new(&format!("/{}", abs), &r, Use::Deny).unwrap();
-        assert!(abs_pat.matches(&r.resolve(".env")));
-        let dir = PathPattern::new("./secrets", &r, Use::Deny).unwrap();
-        assert!(dir.matches(&r.resolve("secrets/a/b.txt")));
+        assert!(!deny.matches(&r.resolve(&RealFs, "src/env")));
+        let anchored = PathPattern::new(&RealFs, "./.env", &r, Use::Deny).unwrap();
+        assert!(anchored.matches(&r.resolve(&RealFs, "src/../.env")));
+        assert!(!anchored.matches(&r.resolve(&RealFs, "src/.env")));
+        let home = PathPattern::new(&RealFs, "~/.ssh/**", &r, Use::Deny).unwrap();
+        assert!(home.matches(&r.resolve(&RealFs, "~/.ssh/id_rsa")));
+        assert!(home.matches(&r.resolve(&RealFs, "$HOME/.ssh/id_rsa")));
+        let abs_pat = PathPattern::new(&RealFs, &format!("/{}", abs), &r, Use::Deny).unwrap();
+        assert!(abs_pat.matches(&r.resolve(&RealFs, ".env")));
+        let dir = PathPattern::new(&RealFs, "./secrets", &r, Use::Deny).unwrap();
+        assert!(dir.matches(&r.resolve(&RealFs, "secrets/a/b.txt")));
     }
 
     #[test]
@@ -373,15 +382,15 @@ mod tests {
         std::os::unix::fs::symlink(elsewhere.path().join("outside.txt"), d.join("src/link"))
             .unwrap();
         let r = roots(d);
-        let allow = PathPattern::new("src/*", &r, Use::Allow).unwrap();
-        assert!(allow.matches_real(&r.resolve("src/a.txt")));
+        let allow = PathPattern::new(&RealFs, "src/*", &r, Use::Allow).unwrap();
+        assert!(allow.matches_real(&r.resolve(&RealFs, "src/a.txt")));
         let abs = d.join("src/a.txt").display().to_string();
-        assert!(allow.matches_real(&r.resolve(&abs)));
-        assert!(!allow.matches_real(&r.resolve("src/../x")));
-        assert!(!allow.matches_real(&r.resolve("src/link")));
-        assert!(!r.contains(&r.resolve("src/link")));
-        assert!(r.contains(&r.resolve("src/new.txt")));
-        assert!(!r.contains(&r.resolve("../elsewhere")));
+        assert!(allow.matches_real(&r.resolve(&RealFs, &abs)));
+        assert!(!allow.matches_real(&r.resolve(&RealFs, "src/../x")));
+        assert!(!allow.matches_real(&r.resolve(&RealFs, "src/link")));
+        assert!(!r.contains(&RealFs, &r.resolve(&RealFs, "src/link")));
+        assert!(r.contains(&RealFs, &r.resolve(&RealFs, "src/new.txt")));
+        assert!(!r.contains(&RealFs, &r.resolve(&RealFs, "../elsewhere")));
     }
 
     #[test]
@@ -391,10 +400,10 @@ mod tests {
         std::fs::create_dir_all(d.join("src")).unwrap();
         std::fs::create_dir_all(d.join("secrets")).unwrap();
         let r = roots(d);
-        let p = PathPattern::new("./secrets/**", &r, Use::Deny).unwrap();
-        assert!(p.may_match_under(&r.resolve(".")));
-        assert!(!p.may_match_under(&r.resolve("src")));
-        let any = PathPattern::new("**/.env", &r, Use::Deny).unwrap();
-        assert!(any.may_match_under(&r.resolve("src")));
+        let p = PathPattern::new(&RealFs, "./secrets/**", &r, Use::Deny).unwrap();
+        assert!(p.may_match_under(&r.resolve(&RealFs, ".")));
+        assert!(!p.may_match_under(&r.resolve(&RealFs, "src")));
+        let any = PathPattern::new(&RealFs, "**/.env", &r, Use::Deny).unwrap();
+        assert!(any.may_match_under(&r.resolve(&RealFs, "src")));
     }
 }

@@ -15,12 +15,16 @@ mod wrappers;
 use std::path::Path;
 
 pub use command::{dangerous_var, LoweredCommand, Redirect, HARMLESS_GIT_GLOBALS};
-pub use lower::{lower, Lowered};
+pub use lower::{lower, lower_in, Lowered};
 pub use words::{Arg, Expansion, ShellEnv};
 
 /// Whether `command` clearly cannot change anything: it was fully understood, and every
 /// command it runs is on the read-only list with only listed flags and writes no file. When
 /// unsure, `false`. (Read deny rules are checked by the permission layer, which knows them.)
+///
+/// Lowered with the process's `.` and `HOME`: for a tool asked on its own. The engine does not
+/// use it for a session's calls; it judges each Bash call once with the session's roots
+/// ([`crate::Judgement::read_only`]).
 pub fn is_read_only_command(command: &str) -> bool {
     let env = ShellEnv {
         home: std::env::var("HOME").ok(),
