@@ -317,9 +317,11 @@ pub(crate) fn key_of(path: &Path) -> PathBuf {
 pub const RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 60 * 60);
 
 /// Remove the checkpoint stores in `parent` (one directory per session) that nothing has
-/// written to for `older_than`, except `keep` (the store about to be used). Only real
-/// directories are removed, never what a link points at; a store that cannot be removed is
-/// left for the next time. Returns how many were removed.
+/// written to for `older_than`, except `keep` (the store about to be used). Only what is
+/// plainly keel's store is removed: a real directory (never what a link points at) named as a
+/// session id and holding keel's index, so a `parent` that is not keel's (a `KEEL_HOME` set to
+/// some other folder) loses nothing. A store that cannot be removed is left for the next time.
+/// Returns how many were removed.
 pub fn prune_stale(parent: &Path, keep: &Path, older_than: std::time::Duration) -> usize {
     let Ok(entries) = fs::read_dir(parent) else {
         return 0;
@@ -338,11 +340,23 @@ pub fn prune_stale(parent: &Path, keep: &Path, older_than: std::time::Duration) 
             .ok()
             .and_then(|m| now.duration_since(m).ok())
             .is_some_and(|age| age > older_than);
-        if meta.is_dir() && stale && fs::remove_dir_all(&path).is_ok() {
+        let keels = is_session_id(&e.file_name())
+            && fs::symlink_metadata(path.join(index::INDEX_FILE)).is_ok_and(|m| m.is_file());
+        if meta.is_dir() && stale && keels && fs::remove_dir_all(&path).is_ok() {
             removed += 1;
         }
     }
     removed
+}
+
+/// Whether `name` is a session id as keel makes them (a hyphenated UUID).
+fn is_session_id(name: &std::ffi::OsStr) -> bool {
+    let Some(n) = name.to_str() else { return false };
+    n.len() == 36
+        && n.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        })
 }
 
 #[cfg(test)]

@@ -270,15 +270,30 @@ fn stores_unwritten_for_the_retention_are_pruned_but_never_through_a_link() {
     let t = tempfile::tempdir().unwrap();
     let parent = t.path().join("checkpoints");
     let outside = t.path().join("outside");
-    for d in ["old", "fresh", "current"] {
+    // Stores are named by session id and hold keel's index; "not-keels" is an old folder
+    // that is neither (a KEEL_HOME pointed at some other folder must lose nothing).
+    let (old, fresh, current) = (
+        "00000000-0000-4000-8000-000000000001",
+        "00000000-0000-4000-8000-000000000002",
+        "00000000-0000-4000-8000-000000000003",
+    );
+    for d in [old, fresh, current, "not-keels"] {
         fs::create_dir_all(parent.join(d)).unwrap();
         fs::write(parent.join(d).join("1"), "x").unwrap();
+        if d != "not-keels" {
+            fs::write(parent.join(d).join("index.json"), "{}").unwrap();
+        }
     }
     fs::create_dir_all(&outside).unwrap();
     fs::write(outside.join("keep-me"), "x").unwrap();
     std::os::unix::fs::symlink(&outside, parent.join("link")).unwrap();
     let long_ago = TimeSpec::new(1_000_000_000, 0); // 2001
-    for p in [parent.join("old"), parent.join("current"), outside.clone()] {
+    for p in [
+        parent.join(old),
+        parent.join(current),
+        parent.join("not-keels"),
+        outside.clone(),
+    ] {
         utimensat(
             None,
             &p,
@@ -288,16 +303,20 @@ fn stores_unwritten_for_the_retention_are_pruned_but_never_through_a_link() {
         )
         .unwrap();
     }
-    let removed = super::prune_stale(&parent, &parent.join("current"), super::RETENTION);
+    let removed = super::prune_stale(&parent, &parent.join(current), super::RETENTION);
     assert_eq!(removed, 1);
-    assert!(!parent.join("old").exists(), "the stale store is gone");
+    assert!(!parent.join(old).exists(), "the stale store is gone");
     assert!(
-        parent.join("fresh").join("1").exists(),
+        parent.join(fresh).join("1").exists(),
         "a recent store stays"
     );
     assert!(
-        parent.join("current").join("1").exists(),
+        parent.join(current).join("1").exists(),
         "the store in use stays"
+    );
+    assert!(
+        parent.join("not-keels").join("1").exists(),
+        "what is not keel's store stays"
     );
     assert!(
         outside.join("keep-me").exists(),
