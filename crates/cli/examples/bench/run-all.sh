@@ -20,7 +20,11 @@ cd "$(dirname "$0")/../../../.."
 target="${CARGO_TARGET_DIR:-target}"
 
 echo "building (release) …" >&2
-cargo build --release -q -p keel-cli --bins --example bench
+# The binaries as users install them first: built together with the example, they would take
+# its dev-dependencies' features, and the linker's code order (made for the plain build) would
+# no longer match their functions.
+cargo build --release -q -p keel-cli -p keel-mock
+cargo build --release -q -p keel-cli --example bench
 cargo build --release -q -p keel-tools --example bench_files
 cargo build --release -q -p keel-core --example bench_resume
 
