@@ -6,6 +6,7 @@
 
 pub mod cli;
 
+use super::gcp::form;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -611,27 +612,6 @@ pub(crate) fn parse_token(
         .unwrap_or(300)
         .min(MAX_TOKEN_LIFETIME);
     Ok((tok.to_owned(), Duration::from_secs(secs)))
-}
-
-/// `application/x-www-form-urlencoded` of `pairs`.
-pub(crate) fn form(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", escape(k), escape(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
