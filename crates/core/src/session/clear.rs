@@ -46,17 +46,28 @@ impl Session {
         // The old file, its last record the reset, is whole and durable (and copied) before
         // anything is written under the new id.
         self.emitter.sync().await?;
+        let mut not_copied = None;
         if let Some(remote) = self.ctx.remote() {
             if let Err(e) = remote
                 .flush(crate::remote::DEFAULT_FINAL_UPLOAD_TIMEOUT)
                 .await
             {
-                tracing::warn!(
-                    "the cleared session's last records were not copied to object storage: {e}"
-                );
+                not_copied = Some(format!(
+                    "the cleared session's last records were not copied to {} ({e}); its local transcript is whole",
+                    remote.session_url()
+                ));
             }
         }
         self.switch_session(&new_id);
+        // Said under the new id: the old file ends with the reset.
+        if let Some(message) = not_copied {
+            self.emitter
+                .emit(Event::Warning {
+                    message,
+                    fields: Extra::new(),
+                })
+                .await?;
+        }
         self.history = History::new();
         self.compacted_len = None;
         // The new conversation has read nothing: an edit needs a read first again.
