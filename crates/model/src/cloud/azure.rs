@@ -166,18 +166,7 @@ pub fn check_tenant(tenant: &str) -> Result<(), ApiError> {
 /// An https URL, or http to a loopback host (a test's fake endpoint); `var` names where it
 /// came from.
 pub fn check_url(url: &str, var: &str) -> Result<(), ApiError> {
-    let ok = match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "https" && u.has_host() => true,
-        Ok(u) if u.scheme() == "http" => {
-            let host = u.host_str().unwrap_or("");
-            host == "localhost"
-                || host
-                    .trim_matches(['[', ']'])
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }
-        _ => false,
-    };
+    let ok = super::endpoint_ok(url, false);
     if ok {
         return Ok(());
     }
@@ -193,21 +182,7 @@ pub fn check_url(url: &str, var: &str) -> Result<(), ApiError> {
 /// An instance-metadata endpoint: http(s) to a loopback or link-local address, or https
 /// (no secret is sent to it, but the token it hands out is trusted).
 pub fn check_metadata_url(url: &str) -> Result<(), ApiError> {
-    let ok = match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "https" && u.has_host() => true,
-        Ok(u) if u.scheme() == "http" => {
-            let host = u.host_str().unwrap_or("");
-            host == "localhost"
-                || host
-                    .trim_matches(['[', ']'])
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| match ip {
-                        std::net::IpAddr::V4(v4) => v4.is_loopback() || v4.is_link_local(),
-                        std::net::IpAddr::V6(v6) => v6.is_loopback(),
-                    })
-        }
-        _ => false,
-    };
+    let ok = super::endpoint_ok(url, true);
     if ok {
         return Ok(());
     }

@@ -108,3 +108,27 @@ pub(crate) fn check_model_id(model: &str, extra: &[char], cloud: &str) -> Result
         ),
     ))
 }
+
+/// Whether a credential endpoint may be called at `url`: https to any host, or plain http only
+/// to this machine (loopback, `localhost`) — and, with `link_local`, to a link-local metadata
+/// address, which never leaves the machine's link. A token or secret must not cross a
+/// network in clear.
+pub(crate) fn endpoint_ok(url: &str, link_local: bool) -> bool {
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.scheme() == "https" && u.has_host() => true,
+        Ok(u) if u.scheme() == "http" => {
+            let host = u.host_str().unwrap_or("");
+            host == "localhost"
+                || host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| match ip {
+                        std::net::IpAddr::V4(v4) => {
+                            v4.is_loopback() || (link_local && v4.is_link_local())
+                        }
+                        std::net::IpAddr::V6(v6) => v6.is_loopback(),
+                    })
+        }
+        _ => false,
+    }
+}

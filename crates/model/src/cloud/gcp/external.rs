@@ -89,23 +89,7 @@ pub struct Impersonated {
 /// and, for a subject token's source, to a link-local metadata address (never off the
 /// machine's link).
 fn check_endpoint(url: &str, key: &str, path: &Path, link_local: bool) -> Result<(), ApiError> {
-    let ok = match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "https" && u.has_host() => true,
-        Ok(u) if u.scheme() == "http" => {
-            let host = u.host_str().unwrap_or("");
-            host == "localhost"
-                || host
-                    .trim_matches(['[', ']'])
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| match ip {
-                        std::net::IpAddr::V4(v4) => {
-                            v4.is_loopback() || (link_local && v4.is_link_local())
-                        }
-                        std::net::IpAddr::V6(v6) => v6.is_loopback(),
-                    })
-        }
-        _ => false,
-    };
+    let ok = crate::cloud::endpoint_ok(url, link_local);
     if ok {
         return Ok(());
     }
