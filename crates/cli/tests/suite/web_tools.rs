@@ -117,14 +117,16 @@ async fn serve(mut sock: TcpStream, log: Arc<Mutex<Vec<String>>>) {
     }
 }
 
-fn fetch_call(url: &str) -> Call {
+/// A WebFetch call of `url` asking for the page's secret word (shared with `websec`).
+pub(super) fn fetch_call(url: &str) -> Call {
     Call::new(
         "WebFetch",
         json!({"url": url, "prompt": "What is the secret word?"}),
     )
 }
 
-fn text_of(v: &Value) -> String {
+/// The text of a tool result's `content` (a string or text blocks).
+pub(super) fn text_of(v: &Value) -> String {
     match &v["content"] {
         Value::String(s) => s.clone(),
         Value::Array(a) => a

@@ -6,12 +6,13 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use keel_mock::{Call, Scenario, Step};
-use serde_json::{json, Value};
+use keel_mock::{Scenario, Step};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::common::Harness;
+use super::web_tools::{fetch_call, text_of};
 
 /// A loopback web server: `/page` is a page, `/go` redirects to `/private-page`, `/away`
 /// redirects wherever `away` says; every request line is recorded.
@@ -77,25 +78,6 @@ async fn serve(mut sock: TcpStream, log: Arc<Mutex<Vec<String>>>, away: String) 
         _ => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".into(),
     };
     let _ = sock.write_all(reply.as_bytes()).await;
-}
-
-fn fetch_call(url: &str) -> Call {
-    Call::new(
-        "WebFetch",
-        json!({"url": url, "prompt": "What is the secret word?"}),
-    )
-}
-
-fn text_of(v: &Value) -> String {
-    match &v["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 fn write(root: &Path, rel: &str, text: &str) {
