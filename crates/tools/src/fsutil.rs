@@ -239,6 +239,18 @@ mod tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
+    #[test]
+    fn a_tilde_path_expands_to_the_sessions_home_not_the_processes() {
+        let cx = ToolContext::new("/work", CancelToken::new())
+            .with_home(Some(PathBuf::from("/session/home")));
+        assert_eq!(cx.resolve("~/a.txt"), PathBuf::from("/session/home/a.txt"));
+        assert_eq!(cx.resolve("~"), PathBuf::from("/session/home"));
+        assert_eq!(cx.resolve("b.txt"), PathBuf::from("/work/b.txt"));
+        // Without a home, `~` is an ordinary name under the working directory.
+        let cx = cx.with_home(None);
+        assert_eq!(cx.resolve("~/a.txt"), PathBuf::from("/work/~/a.txt"));
+    }
+
     #[tokio::test]
     async fn job_that_gives_up_is_stopped() {
         let cx = ToolContext::new(".", CancelToken::new());

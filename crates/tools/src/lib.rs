@@ -110,6 +110,9 @@ pub struct ToolContext {
     /// For a WebFetch call: the decision its first URL went through, made again for each
     /// redirect (`None`: the tool's own view of the rules judges them).
     pub web_gate: Option<Arc<dyn web::HopGate>>,
+    /// The home directory `~/` expands to: the session's (from its environment), so that a
+    /// path is resolved against the same home the permission check used.
+    pub home: Option<PathBuf>,
 }
 
 /// A test on a path (true: it is hidden), shared between threads.
@@ -148,7 +151,14 @@ impl ToolContext {
             judged: None,
             checkpoints: None,
             web_gate: None,
+            home: std::env::var_os("HOME").map(PathBuf::from),
         }
+    }
+
+    /// Expand `~/` to `home` (the session's home directory) rather than the process's.
+    pub fn with_home(mut self, home: Option<PathBuf>) -> Self {
+        self.home = home;
+        self
     }
 
     /// Judge a WebFetch call's further URLs with `gate`.
@@ -212,14 +222,12 @@ impl ToolContext {
         self
     }
 
-    /// Resolve a path from tool input: `~/` expands to `$HOME`, relative paths join `cwd`.
+    /// Resolve a path from tool input: `~/` expands to [`ToolContext::home`], relative paths
+    /// join `cwd`.
     pub fn resolve(&self, path: &str) -> PathBuf {
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        let p = match (path.strip_prefix("~/"), home) {
+        let p = match (path.strip_prefix("~/"), &self.home) {
             (Some(rest), Some(home)) => home.join(rest),
-            _ if path == "~" => std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(path)),
+            (None, Some(home)) if path == "~" => home.clone(),
             _ => PathBuf::from(path),
         };
         if p.is_absolute() {

@@ -44,7 +44,8 @@ pub(super) async fn run_batch(
             .with_hidden(hidden.clone())
             .with_judged(r.judged.clone())
             .with_checkpoints(checkpoints.clone())
-            .with_web_gate(web_gate(cx, &r));
+            .with_web_gate(web_gate(cx, &r))
+            .with_home(cx.ctx.home.clone());
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();
