@@ -269,27 +269,59 @@ where
     E: std::fmt::Display + Send + 'static,
 {
     struct State<S> {
-        events: S,
+        // None once the stream has ended (an error, the end, or message_stop).
+        events: Option<S>,
         idle: Duration,
         request_id: Option<String>,
-        done: bool,
     }
     let state = State {
-        events: bytes.eventsource(),
+        events: Some(bytes.eventsource()),
         idle,
         request_id,
-        done: false,
     };
     let stream = futures_util::stream::unfold(state, |mut st| async move {
-        if st.done {
-            return None;
+        let events = st.events.as_mut()?;
+        let item = next_event(events, st.idle, &st.request_id).await;
+        // After an error, a message_stop or the end, nothing more is read by the consumer.
+        match &item {
+            Ok(ev) if !matches!(ev.event, StreamEvent::MessageStop(_)) => {}
+            Ok(_) => {
+                if let Some(rest) = st.events.take() {
+                    drain_in_background(rest);
+                }
+            }
+            Err(_) => st.events = None,
         }
-        let item = next_event(&mut st.events, st.idle, &st.request_id).await;
-        // After an error, a message_stop or the end, nothing more is read.
-        st.done = !matches!(&item, Ok(ev) if !matches!(ev.event, StreamEvent::MessageStop(_)));
         Some((item, st))
     });
     Box::pin(stream)
+}
+
+/// How long, and how many events, the rest of a body is read after its message_stop.
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+const DRAIN_EVENTS: usize = 16;
+
+/// Read what is left of a reply's body after its message_stop (normally only the end of the
+/// chunked body, which may arrive in a packet of its own) in the background, so that the
+/// connection goes back to the pool: a body dropped before its end closes its connection, and
+/// the next request would pay for a new one (and a new TLS handshake). Bounded in time and in
+/// events; outside a runtime the rest is simply dropped.
+fn drain_in_background<S>(mut rest: S)
+where
+    S: futures_util::Stream + Send + Unpin + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let _ = tokio::time::timeout(DRAIN_TIME, async {
+            let mut left = DRAIN_EVENTS;
+            while left > 0 && rest.next().await.is_some() {
+                left -= 1;
+            }
+        })
+        .await;
+    });
 }
 
 /// The next typed event, or the error that ends the stream.
@@ -495,6 +527,10 @@ pub(crate) fn retry_after(h: &HeaderMap) -> Option<Duration> {
     let v = header_str(h, "retry-after").and_then(|v| v.trim().parse::<f64>().ok())?;
     secs(v)
 }
+
+#[cfg(test)]
+#[path = "anthropic_keep_alive_tests.rs"]
+mod keep_alive_tests;
 
 #[cfg(test)]
 mod tests {
