@@ -18,6 +18,9 @@
 //!
 //! Waits poll the emulator every 100 µs, so the figures include up to that much.
 
+// A measurement, not product code: a failed unwrap stops the run, which is what it should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[path = "../tests/suite/pty.rs"]
 mod pty;
 

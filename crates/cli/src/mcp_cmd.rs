@@ -353,8 +353,7 @@ fn keel_mcp_check(
         index: 1,
         file: None,
     };
-    let entries =
-        keel_core::mcp::parse_servers(servers, &origin, env).map_err(|e| e.message.clone())?;
+    let entries = keel_core::mcp::parse_servers(servers, &origin, env).map_err(|e| e.message)?;
     match entries.first().map(|e| &e.spec) {
         Some(Ok(spec)) => Ok(spec.kind()),
         Some(Err(e)) => Err(match &e.field {

@@ -1,3 +1,6 @@
 //! keel's end-to-end tests: the `keel` binary against keel-mock on loopback. One test binary.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod suite;

@@ -9,6 +9,9 @@
 //!
 //! `cargo run --release -p keel-core --example bench_bash_decision`
 
+// A measurement, not product code: a failed unwrap stops the run, which is what it should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::Instant;
 
 use keel_core::permissions::{PermissionConfig, PermissionMode, Rule, RuleSource};

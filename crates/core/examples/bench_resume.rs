@@ -12,6 +12,9 @@
 //! `cargo run --release -p keel-core --example bench_resume [-- DIR]` (DIR: where to write,
 //! default a temporary directory; pick the disk you care about, fsync cost depends on it).
 
+// A measurement, not product code: a failed unwrap stops the run, which is what it should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -250,6 +250,8 @@ impl SessionContext {
         self.providers.resolve(model).0
     }
 
+    /// Where each MCP server of the session stands now (connected, failed, ...), as the init
+    /// frame, `/mcp` and the `mcp_status` control request report it.
     pub fn mcp_servers(&self) -> Vec<crate::mcp::ServerStatus> {
         self.mcp.statuses()
     }

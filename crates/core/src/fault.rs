@@ -22,6 +22,8 @@ fn wanted(point: &str) -> bool {
 
 /// Panic here when `KEEL_TEST_FAULT` names `point` (debug builds only).
 #[inline]
+// The panic is the point: a test sees what one here does to the session.
+#[allow(clippy::panic)]
 pub(crate) fn inject(point: &str) {
     if wanted(point) {
         panic!("fault injected at {point} (KEEL_TEST_FAULT)");

@@ -10,6 +10,9 @@ use serde_json::json;
 
 use crate::permissions::{PermissionConfig, PermissionMode, Rule, RuleSource};
 
+// A runtime that cannot be built is a broken harness, not a finding about the input: the
+// fuzzer must stop loudly rather than report every input as handled.
+#[allow(clippy::expect_used)]
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {

@@ -296,7 +296,7 @@ impl CallGate {
         };
         let hi = HookInput {
             event: HookEvent::PreToolUse,
-            session_id: self.emitter.session_id().to_owned(),
+            session_id: self.emitter.session_id(),
             cwd: self.ctx.cwd.display().to_string(),
             permission_mode: self
                 .ctx

@@ -3,6 +3,9 @@
 //! without a panic. The real fuzzing (cargo fuzz, nightly) runs in .ci/run when the machine
 //! has the tools; this keeps every seed a regression test everywhere.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 
 fn corpus(target: &str) -> Vec<Vec<u8>> {

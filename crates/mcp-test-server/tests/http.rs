@@ -3,6 +3,9 @@
 //! transport, and what a user sees when a server needs a header, hangs, fails a call with an
 //! HTTP error, or is not there.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! a user would see when a server answers, never starts, exits while starting, crashes or
 //! hangs in a call, or floods its stderr; and that nothing it started outlives it.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -757,6 +757,8 @@ impl McpHub {
 
     /// Stop every server (the end of the session): each process group is terminated.
     pub async fn shutdown(&self) {
+        // Collected first so the hub's lock is released before the awaits below.
+        #[allow(clippy::needless_collect)]
         let conns: Vec<Conn> = self.lock().slots.iter().map(|s| s.conn.clone()).collect();
         let stops = conns.into_iter().map(|c| async move {
             let taken = c.lock().await.take();

@@ -206,7 +206,7 @@ mod tests {
         let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": blocks}]});
         let err = crate::validate_request(&body).unwrap_err();
         assert!(err.contains("at most 4"), "{err}");
-        let mut four = body.clone();
+        let mut four = body;
         four["messages"][0]["content"][4]
             .as_object_mut()
             .unwrap()

@@ -220,7 +220,7 @@ pub(crate) fn exception_frame(error_type: &str, message: &str) -> Bytes {
         }
         other => {
             let aws = bedrock_error_type(0, other);
-            let mut name = aws.clone();
+            let mut name = aws;
             if let Some(first) = name.get_mut(0..1) {
                 first.make_ascii_lowercase();
             }

@@ -770,7 +770,7 @@ mod tests {
         assert!(validate_chat(&too_long)
             .unwrap_err()
             .contains("maximum length 40"));
-        let mut opts = ok.clone();
+        let mut opts = ok;
         opts["stream_options"] = json!({"include_usage": true});
         assert!(
             validate_chat(&opts).is_err(),

@@ -1,3 +1,6 @@
 //! keel-mock integration tests, compiled as one binary.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod suite;

@@ -5,6 +5,9 @@
 //!
 //! cargo run --release -p keel-model --example bench_body [-- TURNS...]
 
+// A measurement, not product code: a failed unwrap stops the run, which is what it should do.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::Instant;
 
 use keel_model::{

@@ -20,8 +20,7 @@ impl EncodedMessage {
     /// Serialize `m`.
     pub fn new(m: &ApiMessage) -> Self {
         let json = serde_json::to_string(m).unwrap_or_else(|_| "null".to_owned());
-        let raw = RawValue::from_string(json)
-            .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"));
+        let raw = RawValue::from_string(json).unwrap_or_else(|_| RawValue::NULL.to_owned());
         // `Arc::new` of the box, not `Arc::from`: that would copy the bytes once more.
         Self(Arc::new(raw))
     }

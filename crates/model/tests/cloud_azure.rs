@@ -2,6 +2,9 @@
 //! sends, a good answer, a bad one, expiry (a fresh token once the old one is due), and — through
 //! the Foundry client against keel-mock — a refused token replaced exactly once.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[path = "support/fake_http.rs"]
 mod fake_http;
 

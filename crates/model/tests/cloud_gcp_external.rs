@@ -3,6 +3,9 @@
 //! an optional impersonation) and impersonated service accounts; cached, refreshed when due or
 //! when dropped after a refusal, and refused when an endpoint would carry a credential in clear.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[path = "support/fake_http.rs"]
 mod fake_http;
 
@@ -208,7 +211,7 @@ fn endpoints_in_clear_and_unknown_sources_are_refused_when_the_file_is_read() {
     assert!(e.message.contains("AWS-sourced"), "{}", e.message);
 
     // A subject-token file that is not a regular file is refused when it is read.
-    let mut v = base.clone();
+    let mut v = base;
     v["credential_source"] = json!({"file": dir.path()});
     let src = TokenSource::from_file(&write(dir.path(), "d.json", &v), None).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -2,6 +2,9 @@
 //! service-account key (a signed JWT exchanged at a local token endpoint), cached, refreshed
 //! once when the API refuses one; Google's error envelope classified like every provider's.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[path = "support/token_server.rs"]
 mod token_server;
 

@@ -28,8 +28,6 @@
 //! stops reading holds the CLI back. While a control request waits for its answer the reader
 //! reads ahead (bounded) so that the answer still gets through.
 
-#![warn(missing_docs)]
-
 mod argv;
 mod callbacks;
 mod client;

@@ -517,9 +517,9 @@ fn receive(sock: &OwnedFd) -> Received {
     let tail = strings.split_off(1 + n_args + n_env);
     let env = strings.split_off(1 + n_args);
     let args = strings.split_off(1);
-    let cwd = strings
-        .pop()
-        .expect("one string is left: the working directory");
+    let Some(cwd) = strings.pop() else {
+        return Received::Bad(nix::libc::EPROTO);
+    };
     let sandbox = ruleset.map(|rs| {
         let mut maps = tail.into_iter().map(|c| c.into_bytes());
         let uid = maps.next().unwrap_or_default();

@@ -3,6 +3,9 @@
 //! whether a command gets keel's environment as it is *now*. (What a killed launcher does to
 //! running commands is `launcher_death.rs`: it would kill this suite's.)
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 #[path = "suite/bash.rs"]
 mod bash;
 #[path = "suite/common.rs"]

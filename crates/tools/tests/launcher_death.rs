@@ -2,6 +2,9 @@
 //! next command still runs, forked by keel itself. A binary of its own: the kill would stop any
 //! other test's commands.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::Duration;
 
 #[path = "support/launcher.rs"]

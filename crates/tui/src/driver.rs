@@ -195,7 +195,7 @@ fn refresh_status(app: &mut App, ctx: &SessionContext) {
     app.status.model = ctx.model();
     app.status.mode = ctx.permission_mode().as_str().to_owned();
     app.status.cost_usd = ctx.spent_usd();
-    app.status.session_id = ctx.session_id().to_owned();
+    app.status.session_id = ctx.session_id();
     app.status.context_window = ctx.limits().context.context_window;
 }
 
@@ -247,7 +247,9 @@ pub async fn run(launch: Launch) -> i32 {
     // saved, the turn's processes stopped and the terminal restored.
     let mut term_signals = signal_stream();
     let mut input = spawn_input();
-    let mut last_draw = Instant::now() - FRAME;
+    let mut last_draw = Instant::now()
+        .checked_sub(FRAME)
+        .unwrap_or_else(Instant::now);
     let mut exiting = false;
     let mut urgent = false;
     let code = 'run: loop {

@@ -3,6 +3,9 @@
 //! custom commands and the `/rewind` picker — built from the events a session emits and
 //! rendered with ratatui's test backend, compared with snapshots.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

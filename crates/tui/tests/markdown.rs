@@ -1,6 +1,9 @@
 //! The markdown a reply is drawn with: each construct rendered whole and streamed line by
 //! line (the two must agree), compared with a snapshot of what the terminal shows.
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::{Duration, Instant};
 
 use keel_tui::markdown::{plain, render_all, Markdown};

@@ -2,6 +2,9 @@
 //! user presses, rendered with ratatui's test backend and compared with a snapshot — plus the
 //! rules the states follow (what ESC does, when the retry prompt is offered).
 
+// A test crate: a failed unwrap or panic is a failed test (clippy.toml exempts only #[test] functions and #[cfg(test)] code).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

@@ -495,12 +495,12 @@ async fn can_use_tool_allow_can_replace_the_input_and_grant_a_rule() {
         h.cwd().join("granted.txt").exists(),
         "the granted rule allowed the next call"
     );
-    let asked: Vec<_> = run
+    let asked = run
         .frames
         .iter()
         .filter(|f| f["type"] == "control_request")
-        .collect();
-    assert_eq!(asked.len(), 1, "the second call was not asked about");
+        .count();
+    assert_eq!(asked, 1, "the second call was not asked about");
     let metas: Vec<&Value> = run
         .of("user")
         .iter()
@@ -876,12 +876,12 @@ async fn the_flags_the_sdks_pass_are_accepted() {
     args.extend_from_slice(&unsupported);
     let run = h.run(&args, &[]).await;
     assert_eq!(run.code, 0, "stderr: {}", run.stderr);
-    let notices: Vec<&str> = run
+    let notices = run
         .stderr
         .lines()
         .filter(|l| l.contains("accepted but not supported yet"))
-        .collect();
-    assert_eq!(notices.len(), 4, "{}", run.stderr);
+        .count();
+    assert_eq!(notices, 4, "{}", run.stderr);
 
     let run = h.run(&["-p", "hi", "--no-such-flag"], &[]).await;
     assert_eq!(run.code, 2);

@@ -135,7 +135,7 @@ async fn login(h: &Harness, env: &[(&str, &str)], forged_state: bool) -> Run {
     let mut callback = location.expect("a redirect");
     if forged_state {
         let forged = reqwest::Url::parse(&callback).unwrap();
-        let mut f = forged.clone();
+        let mut f = forged;
         f.query_pairs_mut()
             .clear()
             .append_pair("code", "code-forged")

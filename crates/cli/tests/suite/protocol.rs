@@ -20,7 +20,7 @@ async fn dash_v_and_version_print_the_protocol_version_then_keels() {
         // What version checks parse: a leading X.Y.Z (the protocol keel speaks).
         let (proto, rest) = line.split_once(' ').expect("two parts");
         let parts: Vec<u32> = proto.split('.').map(|p| p.parse().unwrap()).collect();
-        assert_eq!(parts.len(), 3, "{line}");
+        assert_eq!(parts.len(), 3, "{parts:?}: {line}");
         assert_eq!(proto, keel_core::PROTOCOL_VERSION, "{line}");
         assert_eq!(
             rest,

@@ -464,7 +464,7 @@ async fn a_damaged_middle_line_and_a_torn_tail_are_reported_and_nothing_else_is_
         .as_array()
         .unwrap()
         .clone();
-    let mut expected = full.clone();
+    let mut expected = full;
     expected[1]["content"].as_array_mut().unwrap().remove(0); // "I'll look."
     expected.push(assistant_text("Listed."));
     expected.push(user("after the damage"));

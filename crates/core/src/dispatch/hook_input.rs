@@ -15,7 +15,7 @@ pub(super) fn tool_hook_input(
 ) -> HookInput {
     HookInput {
         event,
-        session_id: cx.emitter.session_id().to_owned(),
+        session_id: cx.emitter.session_id(),
         cwd: cx.ctx.cwd.display().to_string(),
         permission_mode: mode.to_owned(),
         transcript_path: cx.transcript_path.clone(),

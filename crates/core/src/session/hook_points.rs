@@ -38,7 +38,7 @@ impl Session {
         }
         HookInput {
             event,
-            session_id: self.emitter.session_id().to_owned(),
+            session_id: self.emitter.session_id(),
             cwd: self.ctx.cwd.display().to_string(),
             permission_mode: self
                 .ctx

@@ -210,6 +210,8 @@ impl TaskManager {
     pub fn move_to_background(&self) -> Vec<String> {
         let mut calls = self.movable();
         let agents = calls.values().any(|(_, agent)| *agent);
+        // Collected first: the removals below need `calls` mutably.
+        #[allow(clippy::needless_collect)]
         let ids: Vec<String> = calls
             .iter()
             .filter(|(_, (_, agent))| *agent == agents)

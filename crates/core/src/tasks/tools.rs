@@ -103,7 +103,7 @@ impl Tool for TaskOutputTool {
                         if output.is_empty() {
                             "(no output)".into()
                         } else {
-                            output.clone()
+                            output
                         }
                     ),
                     meta: Some(

@@ -402,8 +402,8 @@ impl Store {
                 let legacy = len > 0
                     && (loaded.legacy || loaded.header.as_ref().is_some_and(|h| h.schema < 2));
                 let last = match legacy {
-                    true => loaded.last_uuid.clone(),
-                    false => loaded.last_chain_uuid.clone(),
+                    true => loaded.last_uuid,
+                    false => loaded.last_chain_uuid,
                 };
                 TranscriptWriter::continuing(
                     path.clone(),

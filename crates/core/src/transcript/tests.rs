@@ -200,7 +200,7 @@ fn blocks_of_one_reply_and_results_of_one_batch_merge_into_messages() {
     let path = dir.path().join("t.jsonl");
     write_all(&path, &exchange());
     let loaded = read_file(&path).unwrap();
-    let r = rebuild(loaded.records.clone(), SID);
+    let r = rebuild(loaded.records, SID);
     assert!(r.repairs.is_empty());
     assert_eq!(r.first_prompt.as_deref(), Some("list the files"));
     let msgs = r.history.messages();
@@ -305,7 +305,7 @@ fn a_corrupt_middle_line_is_skipped_and_reported_and_the_rest_is_read() {
     assert_eq!(loaded.issues[0].line, 4);
     assert!(loaded.torn.is_none());
     assert_eq!(loaded.records.len(), 8, "every other record is read");
-    let r = rebuild(loaded.records.clone(), SID);
+    let r = rebuild(loaded.records, SID);
     assert!(r.repairs.is_empty());
     assert_eq!(r.history.len(), 4);
     let msgs = r.history.messages();
@@ -370,7 +370,7 @@ fn a_call_left_open_by_a_crash_is_repaired_reported_and_recorded() {
         last["keel"]["tool_result_meta"][0]["repair"],
         "session_ended"
     );
-    let r = rebuild(loaded.records.clone(), SID);
+    let r = rebuild(loaded.records, SID);
     assert!(r.repairs.is_empty());
     let json = |m: &[keel_protocol::ApiMessage]| serde_json::to_value(m).unwrap();
     assert_eq!(json(&r.history.messages()), json(&msgs));

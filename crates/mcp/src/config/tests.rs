@@ -202,7 +202,7 @@ fn sources_merge_by_precedence_and_strict_keeps_only_the_flags() {
                 json!({"shared": {"command": "from-local"}}),
             ),
         ],
-        project_file: Some(project.clone()),
+        project_file: Some(project),
         flags: vec![
             "extra.json".into(),
             json!({"mcpServers": {"inline": {"type": "sdk"}}}).to_string(),
@@ -218,7 +218,7 @@ fn sources_merge_by_precedence_and_strict_keeps_only_the_flags() {
         shared.origin,
         Origin::Flag {
             index: 1,
-            file: Some(flag_file.clone())
+            file: Some(flag_file)
         }
     );
     // Without the flags, the project file outranks the settings files.
@@ -287,7 +287,7 @@ fn sources_merge_by_precedence_and_strict_keeps_only_the_flags() {
     // Strict: only the flags' servers.
     let strict = Sources {
         strict: true,
-        ..sources.clone()
+        ..sources
     };
     let set = load(&strict, dir.path(), &env).unwrap();
     let names: Vec<&str> = set.entries.iter().map(|e| e.name.as_str()).collect();

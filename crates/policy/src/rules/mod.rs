@@ -242,10 +242,16 @@ pub fn wildcard_escaped(pattern: &str, text: &str) -> bool {
         match c {
             '\\' if chars.peek() == Some(&'*') => {
                 chars.next();
-                parts.last_mut().expect("never empty").push('*');
+                if let Some(part) = parts.last_mut() {
+                    part.push('*');
+                }
             }
             '*' => parts.push(String::new()),
-            _ => parts.last_mut().expect("never empty").push(c),
+            _ => {
+                if let Some(part) = parts.last_mut() {
+                    part.push(c);
+                }
+            }
         }
     }
     if parts.len() == 1 {

@@ -203,7 +203,7 @@ fn a_directory_swapped_after_the_checks_does_not_redirect_the_restore() {
     store.mark("p1", "first");
     write(&store, &f, "a1");
     let moved = dir.path().join("moved");
-    let (s2, m2, d2) = (sub.clone(), moved.clone(), decoy.clone());
+    let (s2, m2, d2) = (sub, moved.clone(), decoy.clone());
     restore::between_checks_and_writes(Box::new(move || {
         fs::rename(&s2, &m2).unwrap();
         std::os::unix::fs::symlink(&d2, &s2).unwrap();

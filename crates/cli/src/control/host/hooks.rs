@@ -84,13 +84,10 @@ impl Hooks for HostHooks {
         Box::pin(async move {
             let hooks = self.bridge.matching_hooks(input.event, input.subject());
             let json_input = input.to_json();
-            let targets: Vec<(&RegisteredHook, &String)> = hooks
+            // Callbacks run side by side, so the wait is the slowest one's, not the sum.
+            let calls = hooks
                 .iter()
                 .flat_map(|h| h.callback_ids.iter().map(move |id| (h, id)))
-                .collect();
-            // Callbacks run side by side, so the wait is the slowest one's, not the sum.
-            let calls = targets
-                .into_iter()
                 .map(|(h, id)| self.callback(h, id, &input, json_input.clone()));
             let decisions = futures_util::future::join_all(calls).await;
             let mut all = HookDecision::proceed();
