@@ -182,7 +182,7 @@ async fn pre_tool_use(
 async fn ask(
     cx: &DispatchCx<'_>,
     pending: &mut PendingResults,
-    mut call: ToolUseBlock,
+    call: ToolUseBlock,
     tool: &dyn Tool,
     reason: Option<String>,
     out: &mut Dispatched,
