@@ -182,50 +182,21 @@ impl Controller {
                 "already_initialized",
             ));
         }
-        let mut hooks = Vec::new();
-        let mut unsupported = Vec::new();
-        for (name, matchers) in r.hooks.iter().flatten() {
-            let Some(event) = HookEvent::parse(name) else {
-                unsupported.push(name.clone());
-                continue;
-            };
-            for (i, m) in matchers.as_array().into_iter().flatten().enumerate() {
-                let h = serde_json::from_value::<HookMatcherConfig>(m.clone())
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| RegisteredHook::from_config(event, c))
-                    .map_err(|e| {
-                        self.initialized.store(false, Ordering::SeqCst);
-                        (
-                            format!("initialize: hooks.{name}[{i}]: {e}"),
-                            "invalid_request",
-                        )
-                    })?;
-                hooks.push(h);
-            }
+        let done = self.apply_initialize(r);
+        if done.is_err() {
+            // A refused initialize may be sent again, corrected.
+            self.initialized.store(false, Ordering::SeqCst);
         }
-        if !unsupported.is_empty() {
-            eprintln!(
-                "keel: hooks for {} are accepted but not supported yet (keel fires PreToolUse, PostToolUse, UserPromptSubmit and Stop); they will not be called",
-                unsupported.join(", ")
-            );
-        }
+        done
+    }
+
+    /// What initialize registers, in order: hooks, MCP servers the host runs, the subagent
+    /// text switch, the system prompt, agent types and deny rules; then the answer.
+    fn apply_initialize(&self, r: InitializeRequest) -> Result<Reply, Refusal> {
+        let hooks = initialize_hooks(&r)?;
         // MCP servers the host runs may be named here instead of in --mcp-config.
         if let Some(list) = r.extra.get("sdkMcpServers").filter(|v| !v.is_null()) {
-            let names = list
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|n| n.as_str().filter(|s| !s.is_empty() && s.len() <= 256))
-                        .map(|n| n.map(str::to_owned))
-                        .collect::<Option<Vec<String>>>()
-                })
-                .ok_or_else(|| {
-                    self.initialized.store(false, Ordering::SeqCst);
-                    (
-                        "initialize: sdkMcpServers must be a list of server names (non-empty strings of at most 256 bytes)".to_owned(),
-                        "invalid_request",
-                    )
-                })?;
+            let names = sdk_server_names(list)?;
             self.handle.context().mcp().add_sdk_servers(&names);
         }
         // Off unless the host asks: a foreground subagent's text stays out of the stream.
@@ -233,7 +204,6 @@ impl Controller {
             None | Some(Value::Null) => {}
             Some(Value::Bool(on)) => self.queue.push_edit(Edit::ForwardSubagentText(*on)),
             Some(other) => {
-                self.initialized.store(false, Ordering::SeqCst);
                 return Err((
                     format!("initialize: forwardSubagentText must be true or false, got {other}"),
                     "invalid_request",
@@ -255,27 +225,16 @@ impl Controller {
             }
         }
         if let Some(tools) = &r.disallowed_tools {
-            // Rules a host cannot get right are refused outright: dropping one would let a
-            // tool the host meant to deny run.
-            let mut rules = Vec::new();
-            for text in tools
-                .iter()
-                .flat_map(|t| keel_core::permissions::split_rule_list(t))
-            {
-                match Rule::parse(&text, RuleSource::Session) {
-                    Ok(rule) => rules.push(rule),
-                    Err(e) => {
-                        self.initialized.store(false, Ordering::SeqCst);
-                        return Err((
-                            format!("initialize: disallowedTools: {e}"),
-                            "invalid_request",
-                        ));
-                    }
-                }
-            }
             // Into the session's context: every agent, subagents included, is bound by them.
-            ctx.deny(rules);
+            ctx.deny(disallowed_rules(tools)?);
         }
+        Ok(self.initialize_reply())
+    }
+
+    /// The answer to initialize: what the session offers (commands, agents, output styles,
+    /// its model, account) and what of the protocol keel supports.
+    fn initialize_reply(&self) -> Reply {
+        let ctx = self.handle.context();
         let model = ctx.initial_model().to_owned();
         let response = json!({
             "commands": ctx.extensions().initialize_commands(),
@@ -317,7 +276,7 @@ impl Controller {
         reply
             .envelope
             .insert("pending_user_dialog_requests".into(), json!([]));
-        Ok(reply)
+        reply
     }
 
     /// The TS SDK sends the system prompt in initialize (`systemPrompt: [""]` = none).
@@ -462,4 +421,74 @@ impl Controller {
         }
         v
     }
+}
+
+/// The hooks a host registers in initialize (`hooks.<Event>[i]`); events keel does not fire
+/// are accepted with a warning.
+fn initialize_hooks(r: &InitializeRequest) -> Result<Vec<RegisteredHook>, Refusal> {
+    let mut hooks = Vec::new();
+    let mut unsupported = Vec::new();
+    for (name, matchers) in r.hooks.iter().flatten() {
+        let Some(event) = HookEvent::parse(name) else {
+            unsupported.push(name.clone());
+            continue;
+        };
+        for (i, m) in matchers.as_array().into_iter().flatten().enumerate() {
+            let h = serde_json::from_value::<HookMatcherConfig>(m.clone())
+                .map_err(|e| e.to_string())
+                .and_then(|c| RegisteredHook::from_config(event, c))
+                .map_err(|e| {
+                    (
+                        format!("initialize: hooks.{name}[{i}]: {e}"),
+                        "invalid_request",
+                    )
+                })?;
+            hooks.push(h);
+        }
+    }
+    if !unsupported.is_empty() {
+        eprintln!(
+            "keel: hooks for {} are accepted but not supported yet (keel fires PreToolUse, PostToolUse, UserPromptSubmit and Stop); they will not be called",
+            unsupported.join(", ")
+        );
+    }
+    Ok(hooks)
+}
+
+/// `sdkMcpServers`: the names of MCP servers the host runs (non-empty, at most 256 bytes).
+fn sdk_server_names(list: &Value) -> Result<Vec<String>, Refusal> {
+    list.as_array()
+        .and_then(|a| {
+            a.iter()
+                .map(|n| n.as_str().filter(|s| !s.is_empty() && s.len() <= 256))
+                .map(|n| n.map(str::to_owned))
+                .collect::<Option<Vec<String>>>()
+        })
+        .ok_or_else(|| {
+            (
+                "initialize: sdkMcpServers must be a list of server names (non-empty strings of at most 256 bytes)".to_owned(),
+                "invalid_request",
+            )
+        })
+}
+
+/// `disallowedTools` as deny rules. Rules a host cannot get right are refused outright:
+/// dropping one would let a tool the host meant to deny run.
+fn disallowed_rules(tools: &[String]) -> Result<Vec<Rule>, Refusal> {
+    let mut rules = Vec::new();
+    for text in tools
+        .iter()
+        .flat_map(|t| keel_core::permissions::split_rule_list(t))
+    {
+        match Rule::parse(&text, RuleSource::Session) {
+            Ok(rule) => rules.push(rule),
+            Err(e) => {
+                return Err((
+                    format!("initialize: disallowedTools: {e}"),
+                    "invalid_request",
+                ))
+            }
+        }
+    }
+    Ok(rules)
 }

@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use keel_core::builder::{SessionBuilder, SessionOptions};
-use keel_core::permissions::Decision;
+use keel_core::permissions::{Decision, Judgement, PathUse};
 
 /// `keel permissions check` flags.
 #[derive(Debug, Parser)]
@@ -86,95 +86,125 @@ pub fn run(args: &[String]) -> i32 {
         Decision::Ask => ("ask", 1, String::new()),
         Decision::AskWhy(why) => ("ask", 1, why.clone()),
     };
+    let mode = perms.mode.as_str();
     if cli.json {
-        let commands: Vec<serde_json::Value> = judgement
-            .lowered
-            .commands
-            .iter()
-            .zip(&judgement.readonly)
-            .map(|(c, ro)| {
-                serde_json::json!({
-                    "only_reads": ro.is_ok(),
-                    "not_read_only_because": ro.as_ref().err(),
-                    "argv": c.argv.iter().map(|a| a.text()).collect::<Vec<_>>(),
-                    "wrappers": c.wrappers.iter().map(|w| w.iter().map(|a| a.text()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                    "assigns": c.assigns,
-                    "writes": c.redirects.iter().filter(|r| r.write).map(|r| r.target.text()).collect::<Vec<_>>(),
-                    "background": c.background,
-                })
-            })
-            .collect();
-        let v = serde_json::json!({
-            "command": command,
-            "mode": perms.mode.as_str(),
-            "commands": commands,
-            "not_understood": judgement.problems(),
-            "read_only": judgement.read_only(),
-            "parts": judgement.parts,
-            "paths": paths.iter().map(|p| serde_json::json!({
-                "access": if p.writes { "write" } else { "read" },
-                "word": p.word,
-                "resolved": p.resolved.as_ref().map(|r| r.display().to_string()),
-                "inside_project": p.inside,
-                "broken": p.broken,
-            })).collect::<Vec<_>>(),
-            "decision": verdict,
-            "detail": detail,
-        });
-        println!("{v}");
+        print_json(&command, mode, &judgement, &paths, verdict, &detail);
     } else {
-        println!("command:   {command:?}");
-        println!("mode:      {}", perms.mode.as_str());
-        println!("runs:");
-        for (c, ro) in judgement.lowered.commands.iter().zip(&judgement.readonly) {
-            match ro {
-                Ok(_) => println!("  - {}  (only reads)", c.display_full()),
-                Err(why) => println!("  - {}  (not read-only: {why})", c.display_full()),
-            }
-        }
-        for p in judgement.problems() {
-            println!("not understood: {p}");
-        }
-        println!(
-            "read-only: {}",
-            if judgement.read_only() {
-                "yes (runs beside other read-only calls)"
-            } else {
-                "no (runs on its own)"
-            }
-        );
-        if !paths.is_empty() {
-            println!("files:");
-            for p in &paths {
-                let verb = if p.writes { "writes" } else { "reads " };
-                let to = match (&p.resolved, &p.broken) {
-                    (_, Some(why)) => format!("cannot be resolved ({why})"),
-                    (Some(r), None) => format!(
-                        "{}{}",
-                        r.display(),
-                        if p.inside {
-                            ""
-                        } else {
-                            "  (outside the project)"
-                        }
-                    ),
-                    (None, None) => "not known before it runs".to_owned(),
-                };
-                println!("  - {verb} {:?} -> {to}", p.word);
-            }
-        }
-        println!("judged:");
-        for p in &judgement.parts {
-            println!("  - {p}");
-        }
-        println!(
-            "decision:  {verdict}{}",
-            if detail.is_empty() {
-                String::new()
-            } else {
-                format!(" — {detail}")
-            }
-        );
+        print_text(&command, mode, &judgement, &paths, verdict, &detail);
     }
     code
+}
+
+/// The `--json` answer: the command's parts, what each reads or writes, and the decision.
+fn print_json(
+    command: &str,
+    mode: &str,
+    judgement: &Judgement,
+    paths: &[PathUse],
+    verdict: &str,
+    detail: &str,
+) {
+    let commands: Vec<serde_json::Value> = judgement
+        .lowered
+        .commands
+        .iter()
+        .zip(&judgement.readonly)
+        .map(|(c, ro)| {
+            serde_json::json!({
+                "only_reads": ro.is_ok(),
+                "not_read_only_because": ro.as_ref().err(),
+                "argv": c.argv.iter().map(|a| a.text()).collect::<Vec<_>>(),
+                "wrappers": c.wrappers.iter().map(|w| w.iter().map(|a| a.text()).collect::<Vec<_>>()).collect::<Vec<_>>(),
+                "assigns": c.assigns,
+                "writes": c.redirects.iter().filter(|r| r.write).map(|r| r.target.text()).collect::<Vec<_>>(),
+                "background": c.background,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "command": command,
+        "mode": mode,
+        "commands": commands,
+        "not_understood": judgement.problems(),
+        "read_only": judgement.read_only(),
+        "parts": judgement.parts,
+        "paths": paths.iter().map(|p| serde_json::json!({
+            "access": if p.writes { "write" } else { "read" },
+            "word": p.word,
+            "resolved": p.resolved.as_ref().map(|r| r.display().to_string()),
+            "inside_project": p.inside,
+            "broken": p.broken,
+        })).collect::<Vec<_>>(),
+        "decision": verdict,
+        "detail": detail,
+    });
+    println!("{v}");
+}
+
+/// The answer for people: what runs, what is read-only, the files, the rules, the decision.
+fn print_text(
+    command: &str,
+    mode: &str,
+    judgement: &Judgement,
+    paths: &[PathUse],
+    verdict: &str,
+    detail: &str,
+) {
+    println!("command:   {command:?}");
+    println!("mode:      {mode}");
+    println!("runs:");
+    for (c, ro) in judgement.lowered.commands.iter().zip(&judgement.readonly) {
+        match ro {
+            Ok(_) => println!("  - {}  (only reads)", c.display_full()),
+            Err(why) => println!("  - {}  (not read-only: {why})", c.display_full()),
+        }
+    }
+    for p in judgement.problems() {
+        println!("not understood: {p}");
+    }
+    println!(
+        "read-only: {}",
+        if judgement.read_only() {
+            "yes (runs beside other read-only calls)"
+        } else {
+            "no (runs on its own)"
+        }
+    );
+    if !paths.is_empty() {
+        println!("files:");
+        for p in paths {
+            println!("{}", path_line(p));
+        }
+    }
+    println!("judged:");
+    for p in &judgement.parts {
+        println!("  - {p}");
+    }
+    println!(
+        "decision:  {verdict}{}",
+        if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" — {detail}")
+        }
+    );
+}
+
+/// One file a command reads or writes, and where it resolves to.
+fn path_line(p: &PathUse) -> String {
+    let verb = if p.writes { "writes" } else { "reads " };
+    let to = match (&p.resolved, &p.broken) {
+        (_, Some(why)) => format!("cannot be resolved ({why})"),
+        (Some(r), None) => format!(
+            "{}{}",
+            r.display(),
+            if p.inside {
+                ""
+            } else {
+                "  (outside the project)"
+            }
+        ),
+        (None, None) => "not known before it runs".to_owned(),
+    };
+    format!("  - {verb} {:?} -> {to}", p.word)
 }

@@ -205,9 +205,24 @@ pub async fn print(
             out.write_error = Some(format!("writing to stdout failed: {e}"));
         }
     }
-    let res = match (format, &out.result) {
+    if let Err(e) = write_final(format, verbose, &all, out.result.as_ref()) {
+        out.write_error
+            .get_or_insert(format!("writing to stdout failed: {e}"));
+    }
+    out
+}
+
+/// What `--output-format json` and `text` print once the run is over: every frame (json,
+/// verbose), the result frame (json), or the result's text when it succeeded (text).
+fn write_final(
+    format: OutputFormat,
+    verbose: bool,
+    all: &[Frame],
+    result: Option<&ResultFrame>,
+) -> std::io::Result<()> {
+    match (format, result) {
         (OutputFormat::Json, _) if verbose => {
-            write_line(&serde_json::to_string(&all).unwrap_or_default())
+            write_line(&serde_json::to_string(all).unwrap_or_default())
         }
         (OutputFormat::Json, Some(r)) => {
             write_line(&serde_json::to_string(&Frame::Result(r.clone())).unwrap_or_default())
@@ -216,12 +231,7 @@ pub async fn print(
             write_line(r.result.as_deref().unwrap_or(""))
         }
         _ => Ok(()),
-    };
-    if let Err(e) = res {
-        out.write_error
-            .get_or_insert(format!("writing to stdout failed: {e}"));
     }
-    out
 }
 
 /// stdout cannot be written any more: remember why, and stop the run (nobody sees it).

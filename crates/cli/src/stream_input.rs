@@ -31,16 +31,7 @@ pub const CONTROL_CHANNEL_CAPACITY: usize = 256;
 
 /// Run a streaming session; the exit code is the last turn's (0 when no turn ran).
 pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
-    if cli.output_format != OutputFormat::StreamJson {
-        return Err(UsageError(
-            "Error: --input-format=stream-json requires --output-format=stream-json (with --verbose)".into(),
-        ));
-    }
-    if cli.prompt.is_some() {
-        return Err(UsageError(
-            "Error: with --input-format stream-json the prompt comes on stdin as a user message, not as an argument".into(),
-        ));
-    }
+    check_flags(&cli)?;
     let env = inputs.env.clone();
     let heartbeat = printer::heartbeat_from_env(&*env).map_err(UsageError)?;
     let state_frames = env("CLAUDE_CODE_SDK_READS_SESSION_STATE")
@@ -60,24 +51,7 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     let ctx = handle.context().clone();
     crate::control::rewind::enable_from_env(&ctx, &*env);
     let (control_tx, control_rx) = tokio::sync::mpsc::channel(CONTROL_CHANNEL_CAPACITY);
-    let bridge = Arc::new(Bridge::new(
-        control_tx,
-        ctx.session_cell().clone(),
-        state_frames,
-        cli.compat.include_hook_events,
-    ));
-    // Hooks and the approver live in the session's context: every agent of the session, its
-    // subagents included, asks the host at its next decision.
-    ctx.set_hooks(Some(Arc::new(HostHooks::new(bridge.clone()))));
-    if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
-        ctx.set_approver(Some(Arc::new(HostApprover::new(
-            bridge.clone(),
-            ctx.bypass_gate(),
-        ))));
-    }
-    // MCP servers the host runs (`type: sdk`) are reached through it.
-    ctx.mcp()
-        .set_sdk_host(Arc::new(HostMcp::new(bridge.clone())));
+    let bridge = connect_host(&cli, &ctx, control_tx, state_frames);
     let queue = Arc::new(Queue::default());
     let (h, q) = (handle.failer(), queue.clone());
     let printer = tokio::spawn(printer::print(
@@ -105,30 +79,8 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
     ));
     let signals = spawn_signal_handler(handle.clone(), queue.clone());
 
-    let mut last: Option<TurnEnd> = None;
-    loop {
-        match queue.next().await {
-            Next::Turn(blocks, origin, uuid) => {
-                session.set_turn_prompt_uuid(uuid.as_deref());
-                let replay = cli.compat.replay_user_messages;
-                crate::control::rewind::start_prompt(&bridge, &ctx, replay, uuid, &blocks).await;
-                bridge.state("running").await;
-                session.set_turn_origin(origin);
-                let end = session.run_turn(blocks).await;
-                queue.turn_done();
-                bridge.state("idle").await;
-                last = Some(end);
-            }
-            Next::Edit(Edit::SystemPrompt { prompt, append }) => {
-                let (old_prompt, old_append) = session.system_prompt();
-                let prompt = prompt.unwrap_or_else(|| old_prompt.map(str::to_owned));
-                let append = append.or_else(|| old_append.map(str::to_owned));
-                session.set_system_prompt(prompt, append);
-            }
-            Next::Edit(Edit::ForwardSubagentText(on)) => session.set_forward_subagent_text(on),
-            Next::Done => break,
-        }
-    }
+    let replay = cli.compat.replay_user_messages;
+    let last = serve(&mut session, &queue, &bridge, &ctx, replay).await;
     // Listen before the turn's handler goes, so no signal falls between the two.
     let stops = crate::signals::Stops::install();
     signals.abort();
@@ -154,6 +106,85 @@ pub async fn run(cli: Cli, inputs: RunInputs) -> Result<i32, UsageError> {
         None if printed.write_error.is_some() => 1,
         None => 0,
     })
+}
+
+/// The flags stream-json input needs (and the prompt it cannot have).
+fn check_flags(cli: &Cli) -> Result<(), UsageError> {
+    if cli.output_format != OutputFormat::StreamJson {
+        return Err(UsageError(
+            "Error: --input-format=stream-json requires --output-format=stream-json (with --verbose)".into(),
+        ));
+    }
+    if cli.prompt.is_some() {
+        return Err(UsageError(
+            "Error: with --input-format stream-json the prompt comes on stdin as a user message, not as an argument".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The bridge to the host, wired into the session: the host's hooks, its approver (with
+/// `--permission-prompt-tool stdio`) and the MCP servers it runs.
+fn connect_host(
+    cli: &Cli,
+    ctx: &Arc<keel_core::SessionContext>,
+    control_tx: tokio::sync::mpsc::Sender<crate::control::host::Outgoing>,
+    state_frames: bool,
+) -> Arc<Bridge> {
+    let bridge = Arc::new(Bridge::new(
+        control_tx,
+        ctx.session_cell().clone(),
+        state_frames,
+        cli.compat.include_hook_events,
+    ));
+    // Hooks and the approver live in the session's context: every agent of the session, its
+    // subagents included, asks the host at its next decision.
+    ctx.set_hooks(Some(Arc::new(HostHooks::new(bridge.clone()))));
+    if cli.compat.permission_prompt_tool.as_deref() == Some("stdio") {
+        ctx.set_approver(Some(Arc::new(HostApprover::new(
+            bridge.clone(),
+            ctx.bypass_gate(),
+        ))));
+    }
+    // MCP servers the host runs (`type: sdk`) are reached through it.
+    ctx.mcp()
+        .set_sdk_host(Arc::new(HostMcp::new(bridge.clone())));
+    bridge
+}
+
+/// Runs the queued turns and edits one at a time until stdin ends (or the queue is stopped);
+/// returns how the last turn ended.
+async fn serve(
+    session: &mut keel_core::Session,
+    queue: &Queue,
+    bridge: &Arc<Bridge>,
+    ctx: &Arc<keel_core::SessionContext>,
+    replay: bool,
+) -> Option<TurnEnd> {
+    let mut last: Option<TurnEnd> = None;
+    loop {
+        match queue.next().await {
+            Next::Turn(blocks, origin, uuid) => {
+                session.set_turn_prompt_uuid(uuid.as_deref());
+                crate::control::rewind::start_prompt(bridge, ctx, replay, uuid, &blocks).await;
+                bridge.state("running").await;
+                session.set_turn_origin(origin);
+                let end = session.run_turn(blocks).await;
+                queue.turn_done();
+                bridge.state("idle").await;
+                last = Some(end);
+            }
+            Next::Edit(Edit::SystemPrompt { prompt, append }) => {
+                let (old_prompt, old_append) = session.system_prompt();
+                let prompt = prompt.unwrap_or_else(|| old_prompt.map(str::to_owned));
+                let append = append.or_else(|| old_append.map(str::to_owned));
+                session.set_system_prompt(prompt, append);
+            }
+            Next::Edit(Edit::ForwardSubagentText(on)) => session.set_forward_subagent_text(on),
+            Next::Done => break,
+        }
+    }
+    last
 }
 
 /// SIGINT or SIGTERM: stop the turn in progress, drop the queue, exit after the turn's result.

@@ -311,39 +311,14 @@ fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), SkippedAg
     else {
         return Err(SkippedAgentFile::NoFrontMatter(path.to_path_buf()));
     };
-    let (header, body, closed) = match rest.find("\n---") {
-        Some(i) => {
-            let after = &rest[i + 4..];
-            (
-                &rest[..i],
-                after.split_once('\n').map(|(_, b)| b).unwrap_or(""),
-                true,
-            )
-        }
-        None => (rest, "", false),
-    };
-    let mut name = None;
-    let mut description = String::new();
-    let mut tools = None;
-    let mut model = None;
-    let mut bad_line = None;
-    for (i, line) in header.lines().enumerate() {
-        if line.trim().is_empty() || line.trim_start().starts_with('#') {
-            continue;
-        }
-        let Some((k, v)) = line.split_once(':') else {
-            bad_line.get_or_insert(i + 2);
-            continue;
-        };
-        let v = v.trim().trim_matches('"').trim_matches('\'').to_owned();
-        match k.trim() {
-            "name" => name = Some(v),
-            "description" => description = v,
-            "tools" => tools = Some(split_list(&v)),
-            "model" => model = Some(v).filter(|m| m != "inherit" && !m.is_empty()),
-            _ => {}
-        }
-    }
+    let (header, body, closed) = split_front_matter(rest);
+    let FrontMatter {
+        name,
+        description,
+        tools,
+        model,
+        bad_line,
+    } = parse_front_matter(header);
     let Some(name) = name.filter(|n| !n.is_empty()) else {
         return Err(SkippedAgentFile::NoName(path.to_path_buf()));
     };
@@ -381,6 +356,62 @@ fn parse_agent_file(path: &Path) -> Result<(AgentDef, Option<String>), SkippedAg
         ),
         None,
     ))
+}
+
+/// The front matter (after its opening `---`), the prompt after it, and whether a `---` line
+/// closed it.
+fn split_front_matter(rest: &str) -> (&str, &str, bool) {
+    match rest.find("\n---") {
+        Some(i) => {
+            let after = &rest[i + 4..];
+            (
+                &rest[..i],
+                after.split_once('\n').map(|(_, b)| b).unwrap_or(""),
+                true,
+            )
+        }
+        None => (rest, "", false),
+    }
+}
+
+/// The fields of an agent file's front matter keel reads.
+struct FrontMatter {
+    name: Option<String>,
+    description: String,
+    tools: Option<Vec<String>>,
+    /// None for `inherit` (the session's model).
+    model: Option<String>,
+    /// The first line (of the file, from 1) that is not `key: value`.
+    bad_line: Option<usize>,
+}
+
+/// Reads `key: value` lines (blank and `#` lines skipped, quotes around values dropped).
+fn parse_front_matter(header: &str) -> FrontMatter {
+    let mut m = FrontMatter {
+        name: None,
+        description: String::new(),
+        tools: None,
+        model: None,
+        bad_line: None,
+    };
+    for (i, line) in header.lines().enumerate() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            m.bad_line.get_or_insert(i + 2);
+            continue;
+        };
+        let v = v.trim().trim_matches('"').trim_matches('\'').to_owned();
+        match k.trim() {
+            "name" => m.name = Some(v),
+            "description" => m.description = v,
+            "tools" => m.tools = Some(split_list(&v)),
+            "model" => m.model = Some(v).filter(|x| x != "inherit" && !x.is_empty()),
+            _ => {}
+        }
+    }
+    m
 }
 
 fn def_name(path: &Path) -> String {

@@ -46,36 +46,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
     let uuid = env.uuid.clone();
     let parent = env.parent_tool_use_id.clone();
     match event {
-        Event::Init(i) => {
-            let mut extra = Extra::new();
-            extra.insert("keel_version".into(), json!(crate::KEEL_VERSION));
-            let dirs: Vec<String> = i
-                .additional_directories
-                .iter()
-                .map(|d| d.display().to_string())
-                .collect();
-            extra.insert("additional_directories".into(), json!(dirs));
-            extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
-            extra.insert("provider".into(), json!(i.provider));
-            extra.insert("keel_capabilities".into(), i.account.clone());
-            Frame::System(SystemFrame::Init(InitFrame {
-                cwd: i.cwd.display().to_string(),
-                session_id: sid,
-                tools: i.tools.clone(),
-                mcp_servers: i.mcp_servers.clone(),
-                model: i.model.clone(),
-                permission_mode: i.permission_mode.clone(),
-                slash_commands: i.slash_commands.clone(),
-                api_key_source: i.api_key_source.clone(),
-                claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
-                output_style: i.output_style.clone(),
-                agents: i.agents.clone(),
-                skills: i.skills.clone(),
-                plugins: Vec::new(),
-                uuid,
-                extra,
-            }))
-        }
+        Event::Init(i) => init_frame(i, sid, uuid),
         Event::Warning { message, fields } => Frame::System(SystemFrame::Warning(WarningFrame {
             message: message.clone(),
             session_id: sid,
@@ -90,23 +61,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             uuid,
             extra: Extra::new(),
         })),
-        Event::CompactBoundary(c) => {
-            let mut extra = Extra::new();
-            extra.insert("summary".into(), Value::String(c.summary.clone()));
-            Frame::System(SystemFrame::CompactBoundary(CompactBoundaryFrame {
-                compact_metadata: CompactMetadata {
-                    trigger: c.trigger.clone(),
-                    pre_tokens: c.pre_tokens,
-                    post_tokens: Some(c.post_tokens),
-                    duration_ms: Some(c.duration.as_millis() as u64),
-                    preserved_messages: Some(c.preserved_messages),
-                    extra: Extra::new(),
-                },
-                session_id: sid,
-                uuid,
-                extra,
-            }))
-        }
+        Event::CompactBoundary(c) => compact_boundary_frame(c, sid, uuid),
         Event::Hook(p) => Frame::System(SystemFrame::Other(hook_frame(p, sid, uuid))),
         Event::CompactedHistory { messages } => Frame::System(SystemFrame::Other(json!({
             "subtype": COMPACTED_HISTORY,
@@ -143,21 +98,15 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             to,
             trigger,
             text,
-        } => {
-            let mut extra = Extra::new();
-            if let Some(p) = parent {
-                extra.insert("parent_tool_use_id".into(), Value::String(p));
-            }
-            Frame::System(SystemFrame::ModelFallback(ModelFallbackFrame {
-                trigger: trigger.clone(),
-                content: text.clone(),
-                original_model: from.clone(),
-                fallback_model: to.clone(),
-                session_id: sid,
-                uuid,
-                extra,
-            }))
-        }
+        } => Frame::System(SystemFrame::ModelFallback(ModelFallbackFrame {
+            trigger: trigger.clone(),
+            content: text.clone(),
+            original_model: from.clone(),
+            fallback_model: to.clone(),
+            session_id: sid,
+            uuid,
+            extra: parent_extra(parent),
+        })),
         Event::PermissionDenied {
             tool_name,
             tool_use_id,
@@ -170,19 +119,7 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             uuid,
             extra: Extra::new(),
         })),
-        Event::StreamEvent { raw, message_id } => {
-            let mut extra = Extra::new();
-            if let Some(m) = message_id {
-                extra.insert("api_message_id".into(), Value::String(m.clone()));
-            }
-            Frame::StreamEvent(StreamEventFrame {
-                event: raw.clone(),
-                session_id: sid,
-                parent_tool_use_id: parent,
-                uuid,
-                extra,
-            })
-        }
+        Event::StreamEvent { raw, message_id } => stream_event_frame(env, raw, message_id.as_ref()),
         Event::Task(t) => task_frame(sid, uuid, t),
         Event::Result(r) => Frame::Result(result_frame(sid, uuid, r)),
         // Its uuid is the new conversation's id, as the reference CLI writes it.
@@ -199,6 +136,82 @@ pub fn frame_of(env: &Envelope, event: &Event) -> Frame {
             "session_id": sid,
         })),
     }
+}
+
+/// The `system/init` frame: what the session runs with, and keel's own additions.
+fn init_frame(i: &crate::event::InitInfo, sid: String, uuid: String) -> Frame {
+    let mut extra = Extra::new();
+    extra.insert("keel_version".into(), json!(crate::KEEL_VERSION));
+    let dirs: Vec<String> = i
+        .additional_directories
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    extra.insert("additional_directories".into(), json!(dirs));
+    extra.insert("capabilities".into(), json!(["interrupt_receipt_v1"]));
+    extra.insert("provider".into(), json!(i.provider));
+    extra.insert("keel_capabilities".into(), i.account.clone());
+    Frame::System(SystemFrame::Init(InitFrame {
+        cwd: i.cwd.display().to_string(),
+        session_id: sid,
+        tools: i.tools.clone(),
+        mcp_servers: i.mcp_servers.clone(),
+        model: i.model.clone(),
+        permission_mode: i.permission_mode.clone(),
+        slash_commands: i.slash_commands.clone(),
+        api_key_source: i.api_key_source.clone(),
+        claude_code_version: crate::PROTOCOL_VERSION.to_owned(),
+        output_style: i.output_style.clone(),
+        agents: i.agents.clone(),
+        skills: i.skills.clone(),
+        plugins: Vec::new(),
+        uuid,
+        extra,
+    }))
+}
+
+/// The `system/compact_boundary` frame of a compaction.
+fn compact_boundary_frame(c: &crate::event::CompactInfo, sid: String, uuid: String) -> Frame {
+    let mut extra = Extra::new();
+    extra.insert("summary".into(), Value::String(c.summary.clone()));
+    Frame::System(SystemFrame::CompactBoundary(CompactBoundaryFrame {
+        compact_metadata: CompactMetadata {
+            trigger: c.trigger.clone(),
+            pre_tokens: c.pre_tokens,
+            post_tokens: Some(c.post_tokens),
+            duration_ms: Some(c.duration.as_millis() as u64),
+            preserved_messages: Some(c.preserved_messages),
+            extra: Extra::new(),
+        },
+        session_id: sid,
+        uuid,
+        extra,
+    }))
+}
+
+/// The extra field that says whose a frame without its own `parent_tool_use_id` is (a
+/// subagent's model fallback).
+fn parent_extra(parent: Option<String>) -> Extra {
+    let mut extra = Extra::new();
+    if let Some(p) = parent {
+        extra.insert("parent_tool_use_id".into(), Value::String(p));
+    }
+    extra
+}
+
+/// A `stream_event` frame: the raw event of the model API, with the message it belongs to.
+fn stream_event_frame(env: &Envelope, raw: &Value, message_id: Option<&String>) -> Frame {
+    let mut extra = Extra::new();
+    if let Some(m) = message_id {
+        extra.insert("api_message_id".into(), Value::String(m.clone()));
+    }
+    Frame::StreamEvent(StreamEventFrame {
+        event: raw.clone(),
+        session_id: env.session_id.clone(),
+        parent_tool_use_id: env.parent_tool_use_id.clone(),
+        uuid: env.uuid.clone(),
+        extra,
+    })
 }
 
 fn user_frame(

@@ -154,28 +154,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if method == hyper::Method::GET {
-        // The legacy transport's event stream: the endpoint first, then every reply. The
-        // streamable transport's: what the server sends on its own.
-        let (tx, rx) = mpsc::channel::<Bytes>(64);
-        let first = if state.sse {
-            "event: endpoint\ndata: /messages?session=1\n\n"
-        } else {
-            ": open\n\n"
-        };
-        let _ = tx.send(Bytes::from(first)).await;
-        if state.unsaid.swap(false, Ordering::SeqCst) {
-            let _ = tx.send(Bytes::from(LIST_CHANGED)).await;
-        }
-        *state.stream.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
-        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv()
-                .await
-                .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
-        });
-        return Ok(Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(StreamBody::new(stream).boxed())
-            .unwrap_or_default());
+        return Ok(open_stream(&state).await);
     }
     if method == hyper::Method::DELETE {
         return Ok(full(StatusCode::OK, "text/plain", ""));
@@ -189,25 +168,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
     };
     let is_initialize = m.get("method").and_then(Value::as_str) == Some("initialize");
     if state.sse {
-        if path != "/messages" {
-            return Ok(full(
-                StatusCode::NOT_FOUND,
-                "text/plain",
-                "no such endpoint",
-            ));
-        }
-        let st = state.clone();
-        tokio::spawn(async move {
-            if let Some(reply) = answer(&st, &m).await {
-                let tx = st.stream.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                if let Some(tx) = tx {
-                    let _ = tx
-                        .send(Bytes::from(format!("event: message\ndata: {reply}\n\n")))
-                        .await;
-                }
-            }
-        });
-        return Ok(full(StatusCode::ACCEPTED, "text/plain", ""));
+        return Ok(legacy_post(&state, &path, m));
     }
     if !is_initialize && state.mode == "normal" && session.is_none() {
         return Ok(full(
@@ -247,6 +208,50 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Bo
         }
     }
     Ok(resp)
+}
+
+/// A GET: the legacy transport's event stream (the endpoint first, then every reply), or the
+/// streamable transport's (what the server sends on its own).
+async fn open_stream(state: &State) -> Response<Body> {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let first = if state.sse {
+        "event: endpoint\ndata: /messages?session=1\n\n"
+    } else {
+        ": open\n\n"
+    };
+    let _ = tx.send(Bytes::from(first)).await;
+    if state.unsaid.swap(false, Ordering::SeqCst) {
+        let _ = tx.send(Bytes::from(LIST_CHANGED)).await;
+    }
+    *state.stream.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(StreamBody::new(stream).boxed())
+        .unwrap_or_default()
+}
+
+/// A POST of the legacy (SSE) transport: accepted at once, answered on the event stream.
+fn legacy_post(state: &Arc<State>, path: &str, m: Value) -> Response<Body> {
+    if path != "/messages" {
+        return full(StatusCode::NOT_FOUND, "text/plain", "no such endpoint");
+    }
+    let st = state.clone();
+    tokio::spawn(async move {
+        if let Some(reply) = answer(&st, &m).await {
+            let tx = st.stream.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(tx) = tx {
+                let _ = tx
+                    .send(Bytes::from(format!("event: message\ndata: {reply}\n\n")))
+                    .await;
+            }
+        }
+    });
+    full(StatusCode::ACCEPTED, "text/plain", "")
 }
 
 /// `--oauth`: the authorization server's answer, or a 401, or the request let through.

@@ -259,39 +259,10 @@ impl ServerHandler for TestServer {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let mode = flag("--mode").unwrap_or_else(|| "normal".into());
-    let over_http = args.iter().any(|a| a == "--http");
-    let over_sse = args.iter().any(|a| a == "--sse");
-    if over_http || over_sse {
-        http::serve(
-            mode,
-            over_sse,
-            flag("--require-header"),
-            flag("--redirect-to"),
-            args.iter().any(|a| a == "--oauth").then(|| {
-                (
-                    flag("--token-ttl")
-                        .and_then(|t| t.parse().ok())
-                        .unwrap_or(3600),
-                    !args.iter().any(|a| a == "--oauth-no-hint"),
-                    flag("--after-call"),
-                    flag("--client"),
-                )
-            }),
-        )
-        .await;
-        return;
-    }
-    match mode.as_str() {
+/// The misbehaviour a `--mode` asks for before the server starts answering: never starting,
+/// exiting at once, flooding stderr, starting slowly, leaving a grandchild, garbage on stdout.
+async fn start_as(mode: &str, flag: &impl Fn(&str) -> Option<String>) {
+    match mode {
         "never-start" => {
             eprintln!("test server: starting, slowly");
             std::future::pending::<()>().await;
@@ -356,6 +327,41 @@ async fn main() {
         }
         _ => {}
     }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let mode = flag("--mode").unwrap_or_else(|| "normal".into());
+    let over_http = args.iter().any(|a| a == "--http");
+    let over_sse = args.iter().any(|a| a == "--sse");
+    if over_http || over_sse {
+        http::serve(
+            mode,
+            over_sse,
+            flag("--require-header"),
+            flag("--redirect-to"),
+            args.iter().any(|a| a == "--oauth").then(|| {
+                (
+                    flag("--token-ttl")
+                        .and_then(|t| t.parse().ok())
+                        .unwrap_or(3600),
+                    !args.iter().any(|a| a == "--oauth-no-hint"),
+                    flag("--after-call"),
+                    flag("--client"),
+                )
+            }),
+        )
+        .await;
+        return;
+    }
+    start_as(&mode, &flag).await;
     let server = TestServer {
         mode,
         state: flag("--state"),

@@ -430,24 +430,7 @@ impl Verdict<'_> {
         let code_text = code.map_or("unknown".to_owned(), |c| c.to_string());
         let no_turns = self.seen.has_result() && self.seen.num_turns() == 0;
         if no_turns {
-            let said = self
-                .seen
-                .result
-                .as_ref()
-                .and_then(|r| {
-                    r.result
-                        .clone()
-                        .or_else(|| r.errors.as_ref().map(|e| e.join("; ")))
-                })
-                .filter(|t| !t.trim().is_empty())
-                .map(|t| format!(" The result says: {t}."))
-                .unwrap_or_default();
-            events.push(ExecEvent::NoTurns {
-                diagnostic: format!(
-                    "the run ended with num_turns 0: the prompt never reached the model. This usually means a hook (UserPromptSubmit or SessionStart) blocked it.{said} To see the hook's message, read the {stderr_quoted}\nor run the command by hand: {}",
-                    self.command
-                ),
-            });
+            events.push(self.no_turns_event(&stderr_quoted));
         }
         let mut error: Option<String> = None;
         if let Some(limit) = self.timed_out {
@@ -472,20 +455,7 @@ impl Verdict<'_> {
                 ),
             });
         } else if !self.seen.has_result() {
-            let noise = match &self.stats.first_ignored {
-                Some(l) => format!(
-                    " It wrote {} line(s) that are not JSON, the first: {l:?}.",
-                    self.stats.ignored
-                ),
-                None => String::new(),
-            };
-            let diagnostic = format!(
-                "`{}` exited with code 0 but produced no result ({} stdout lines, {} messages).{noise} Working directory: {}; {stderr_quoted}",
-                self.command,
-                self.stats.lines,
-                self.stats.messages,
-                self.cwd.display()
-            );
+            let diagnostic = self.no_output_diagnostic(&stderr_quoted);
             events.push(ExecEvent::NoOutput {
                 diagnostic: diagnostic.clone(),
             });
@@ -517,5 +487,46 @@ impl Verdict<'_> {
             duration: self.duration,
         }));
         events
+    }
+
+    /// The run ended before any turn: most often a hook blocked the prompt, whose message is
+    /// in stderr.
+    fn no_turns_event(&self, stderr_quoted: &str) -> ExecEvent {
+        let said = self
+            .seen
+            .result
+            .as_ref()
+            .and_then(|r| {
+                r.result
+                    .clone()
+                    .or_else(|| r.errors.as_ref().map(|e| e.join("; ")))
+            })
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| format!(" The result says: {t}."))
+            .unwrap_or_default();
+        ExecEvent::NoTurns {
+            diagnostic: format!(
+                "the run ended with num_turns 0: the prompt never reached the model. This usually means a hook (UserPromptSubmit or SessionStart) blocked it.{said} To see the hook's message, read the {stderr_quoted}\nor run the command by hand: {}",
+                self.command
+            ),
+        }
+    }
+
+    /// Exit code 0 without a result: what the process wrote instead, and where it ran.
+    fn no_output_diagnostic(&self, stderr_quoted: &str) -> String {
+        let noise = match &self.stats.first_ignored {
+            Some(l) => format!(
+                " It wrote {} line(s) that are not JSON, the first: {l:?}.",
+                self.stats.ignored
+            ),
+            None => String::new(),
+        };
+        format!(
+            "`{}` exited with code 0 but produced no result ({} stdout lines, {} messages).{noise} Working directory: {}; {stderr_quoted}",
+            self.command,
+            self.stats.lines,
+            self.stats.messages,
+            self.cwd.display()
+        )
     }
 }

@@ -224,24 +224,8 @@ pub async fn run(launch: Launch) -> i32 {
     let colour = launch.env.as_ref()("NO_COLOR").is_none();
     let mut screen = Screen::new(std::io::stdout(), width, colour);
     let mut height = height;
-    let mut app = App::new(
-        launch.cwd.clone(),
-        History::load(history_file(&*launch.env, &launch.cwd)),
-    );
-    app.idle_timeout = idle_timeout(&*launch.env);
-    app.in_tmux = launch.env.as_ref()("TMUX").is_some();
-    refresh_status(&mut app, &live.ctx);
-    app.commit(welcome(&app, &launch.cwd));
-    for n in notices {
-        app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
-    }
-    let mut actions = Vec::new();
-    if let Some(p) = launch.prompt.clone().filter(|p| !p.trim().is_empty()) {
-        app.editor.set_text(&p);
-        actions.extend(app.on_key(crossterm::event::KeyEvent::from(
-            crossterm::event::KeyCode::Enter,
-        )));
-    }
+    let mut app = new_app(&launch, &live.ctx, notices);
+    let mut actions = first_prompt(&mut app, &launch);
     let (r_tx, mut receipts) = mpsc::channel::<usize>(4);
     // SIGTERM, or SIGHUP when the terminal goes away: leave as on /exit, with the session
     // saved, the turn's processes stopped and the terminal restored.
@@ -254,173 +238,27 @@ pub async fn run(launch: Launch) -> i32 {
     let mut urgent = false;
     let code = 'run: loop {
         for a in std::mem::take(&mut actions) {
-            match a {
-                Action::Clear => {
-                    let clear = vec![ContentBlock::text("/clear")];
-                    if live.cmds.send(Cmd::Turn(clear)).await.is_err() {
-                        app.say(
-                            "The session has stopped; start keel again.",
-                            Style::new().fg(Color::Red),
-                        );
-                        app.running = None;
-                    }
-                }
-                Action::Turn(_) | Action::Retry => {
-                    if let (Action::Turn(content), Some(store)) = (&a, live.ctx.checkpoints()) {
-                        let label = crate::rewind::label(content);
-                        store.mark(&keel_core::emit::new_uuid(), &label);
-                    }
-                    let cmd = match a {
-                        Action::Turn(content) => Cmd::Turn(content),
-                        _ => Cmd::Retry,
-                    };
-                    if live.cmds.send(cmd).await.is_err() {
-                        app.say(
-                            "The session has stopped; start keel again.",
-                            Style::new().fg(Color::Red),
-                        );
-                        app.running = None;
-                    }
-                }
-                Action::Interrupt => {
-                    let h = live.handle.clone();
-                    let tx = r_tx.clone();
-                    tokio::spawn(async move {
-                        let r = h.interrupt().await;
-                        let _ = tx.send(r.processes_killed).await;
-                    });
-                }
-                Action::Background => {
-                    let moved = live.handle.background_running_calls();
-                    if moved.is_empty() {
-                        app.notice = Some("Nothing to move to the background".into());
-                    }
-                }
-                Action::SetMode(m) => {
-                    app.notice = Some(match live.ctx.set_permission_mode(m) {
-                        Ok(()) => format!("permission mode: {}", m.as_str()),
-                        Err(why) => format!("permission mode unchanged: {why}"),
-                    });
-                }
-                Action::SetModel(m) => live.ctx.set_model(m),
-                Action::Show(what) => {
-                    let lines = listing(&live.ctx, what);
-                    app.commit(lines);
-                }
-                Action::Rewind(None) => {
-                    match crate::rewind::prompts(live.ctx.checkpoints().as_deref()) {
-                        Ok(items) => app.pick_rewind(items),
-                        Err(lines) => app.commit(lines),
-                    }
-                }
-                Action::Rewind(Some(n)) => {
-                    let lines = crate::rewind::run(live.ctx.checkpoints(), n).await;
-                    app.commit(lines);
-                }
-                Action::ResumePicker => {
-                    let items = sessions(&*launch.env, &launch.cwd, &live.ctx.session_id());
-                    app.pick(items);
-                }
-                Action::Resume(_) => {
-                    let mut options = launch.options.clone();
-                    options.continue_session = false;
-                    options.fork_session = false;
-                    options.session_id = None;
-                    options.resume = match &a {
-                        Action::Resume(id) => Some(id.clone()),
-                        _ => None,
-                    };
-                    match build(&launch, options, &q_tx).await {
-                        Ok((next, notices)) => {
-                            let old = std::mem::replace(&mut live, next);
-                            shutdown(old).await;
-                            for n in notices {
-                                app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
-                            }
-                            if let Action::Resume(id) = &a {
-                                app.say(
-                                    format!("✻ Resumed session {id}"),
-                                    Style::new().fg(Color::DarkGray),
-                                );
-                            }
-                            app.prompted_retries = 0;
-                        }
-                        Err((msg, _)) => app.say(msg, Style::new().fg(Color::Red)),
-                    }
-                }
-                Action::Exit => {
-                    if app.running.is_some() {
-                        // Stop the turn, reading its events meanwhile so it is never held up
-                        // by a full channel; then show how it ended.
-                        let h = live.handle.clone();
-                        let mut stop = tokio::spawn(async move { h.interrupt().await });
-                        let receipt = loop {
-                            tokio::select! {
-                                r = &mut stop => break r.ok(),
-                                Some(e) = live.events.recv() => app.on_event(&e),
-                            }
-                        };
-                        if let Some(r) = receipt {
-                            app.interrupted(r.processes_killed);
-                        }
-                        while let Ok(e) = live.events.try_recv() {
-                            app.on_event(&e);
-                        }
-                        if let Ok(end) = live.done.try_recv() {
-                            app.turn_ended(&end);
-                        }
-                    }
-                    exiting = true;
-                }
-            }
+            exiting |= perform(a, &mut live, &mut app, &launch, &q_tx, &r_tx).await;
         }
         app.prune_approvals();
         let now = Instant::now();
         // A key is drawn at once (people type far below 60 keys a second, and an echo must
         // feel instant); the session's bursts of events are held to one frame per 16 ms.
         if app.dirty && (urgent || now >= last_draw + FRAME) || exiting {
-            // The live settings are read once per frame, not once per event.
-            refresh_status(&mut app, &live.ctx);
-            let frame = view::frame(&app, screen.width(), height.saturating_sub(1).max(3), now);
-            let committed = app.take_committed();
-            if screen.draw(&committed, &frame).is_err() {
+            if draw(&mut app, &mut screen, &live.ctx, height, now).is_err() {
                 break 'run 1;
             }
-            app.dirty = false;
             last_draw = now;
         }
         urgent = false;
         if exiting {
             break 'run 0;
         }
-        let wake = if app.dirty {
-            last_draw + FRAME
-        } else if app.animating() || app.retry.is_some() {
-            last_draw + ANIMATE
-        } else {
-            now + Duration::from_secs(3600)
-        };
+        let wake = next_wake(&app, last_draw, now);
         tokio::select! {
-            ev = input.recv() => match ev {
-                Some(Ok(TermEvent::Key(k))) => {
-                    actions.extend(app.on_key(k));
-                    urgent = true;
-                }
-                Some(Ok(TermEvent::Paste(text))) => {
-                    app.on_paste(&text);
-                    urgent = true;
-                }
-                Some(Ok(TermEvent::Resize(w, h))) => {
-                    screen.resize(w);
-                    height = h;
-                    app.dirty = true;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => {
-                    // The terminal is gone: save and leave.
-                    actions.push(Action::Exit);
-                }
-            },
+            ev = input.recv() => {
+                urgent = on_terminal(ev, &mut app, &mut screen, &mut height, &mut actions);
+            }
             Some(e) = live.events.recv() => {
                 app.on_event(&e);
                 // Take what else is waiting in one go: one frame for a burst of events.
@@ -453,6 +291,224 @@ pub async fn run(launch: Launch) -> i32 {
         println!("Session saved. Resume it with: keel --resume {id}");
     }
     code
+}
+
+/// The UI's state at start: the prompt history, the status line, the welcome lines and the
+/// notices of the session's start.
+fn new_app(launch: &Launch, ctx: &SessionContext, notices: Vec<String>) -> App {
+    let mut app = App::new(
+        launch.cwd.clone(),
+        History::load(history_file(&*launch.env, &launch.cwd)),
+    );
+    app.idle_timeout = idle_timeout(&*launch.env);
+    app.in_tmux = launch.env.as_ref()("TMUX").is_some();
+    refresh_status(&mut app, ctx);
+    app.commit(welcome(&app, &launch.cwd));
+    for n in notices {
+        app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
+    }
+    app
+}
+
+/// A first prompt from the command line (`keel "prompt"`) is sent as if typed and entered.
+fn first_prompt(app: &mut App, launch: &Launch) -> Vec<Action> {
+    let mut actions = Vec::new();
+    if let Some(p) = launch.prompt.clone().filter(|p| !p.trim().is_empty()) {
+        app.editor.set_text(&p);
+        actions.extend(app.on_key(crossterm::event::KeyEvent::from(
+            crossterm::event::KeyCode::Enter,
+        )));
+    }
+    actions
+}
+
+/// Draws one frame: the lines committed since the last one, then the live part below them.
+fn draw(
+    app: &mut App,
+    screen: &mut Screen<std::io::Stdout>,
+    ctx: &SessionContext,
+    height: u16,
+    now: Instant,
+) -> std::io::Result<()> {
+    // The live settings are read once per frame, not once per event.
+    refresh_status(app, ctx);
+    let frame = view::frame(app, screen.width(), height.saturating_sub(1).max(3), now);
+    let committed = app.take_committed();
+    screen.draw(&committed, &frame)?;
+    app.dirty = false;
+    Ok(())
+}
+
+/// When the loop must wake without input: for the next frame of pending changes, for the next
+/// step of a spinner or countdown, or (idle) not for an hour.
+fn next_wake(app: &App, last_draw: Instant, now: Instant) -> Instant {
+    if app.dirty {
+        last_draw + FRAME
+    } else if app.animating() || app.retry.is_some() {
+        last_draw + ANIMATE
+    } else {
+        now + Duration::from_secs(3600)
+    }
+}
+
+/// One event from the terminal; returns whether it is drawn at once (a key or a paste).
+fn on_terminal(
+    ev: Option<std::io::Result<TermEvent>>,
+    app: &mut App,
+    screen: &mut Screen<std::io::Stdout>,
+    height: &mut u16,
+    actions: &mut Vec<Action>,
+) -> bool {
+    match ev {
+        Some(Ok(TermEvent::Key(k))) => {
+            actions.extend(app.on_key(k));
+            true
+        }
+        Some(Ok(TermEvent::Paste(text))) => {
+            app.on_paste(&text);
+            true
+        }
+        Some(Ok(TermEvent::Resize(w, h))) => {
+            screen.resize(w);
+            *height = h;
+            app.dirty = true;
+            false
+        }
+        Some(Ok(_)) => false,
+        Some(Err(_)) | None => {
+            // The terminal is gone: save and leave.
+            actions.push(Action::Exit);
+            false
+        }
+    }
+}
+
+/// Carries out one action of the UI; returns whether it is the one to leave.
+async fn perform(
+    a: Action,
+    live: &mut Live,
+    app: &mut App,
+    launch: &Launch,
+    q_tx: &mpsc::Sender<Question>,
+    r_tx: &mpsc::Sender<usize>,
+) -> bool {
+    match a {
+        Action::Clear => send(live, app, Cmd::Turn(vec![ContentBlock::text("/clear")])).await,
+        Action::Turn(content) => {
+            if let Some(store) = live.ctx.checkpoints() {
+                let label = crate::rewind::label(&content);
+                store.mark(&keel_core::emit::new_uuid(), &label);
+            }
+            send(live, app, Cmd::Turn(content)).await;
+        }
+        Action::Retry => send(live, app, Cmd::Retry).await,
+        Action::Interrupt => {
+            let h = live.handle.clone();
+            let tx = r_tx.clone();
+            tokio::spawn(async move {
+                let r = h.interrupt().await;
+                let _ = tx.send(r.processes_killed).await;
+            });
+        }
+        Action::Background => {
+            let moved = live.handle.background_running_calls();
+            if moved.is_empty() {
+                app.notice = Some("Nothing to move to the background".into());
+            }
+        }
+        Action::SetMode(m) => {
+            app.notice = Some(match live.ctx.set_permission_mode(m) {
+                Ok(()) => format!("permission mode: {}", m.as_str()),
+                Err(why) => format!("permission mode unchanged: {why}"),
+            });
+        }
+        Action::SetModel(m) => live.ctx.set_model(m),
+        Action::Show(what) => app.commit(listing(&live.ctx, what)),
+        Action::Rewind(None) => match crate::rewind::prompts(live.ctx.checkpoints().as_deref()) {
+            Ok(items) => app.pick_rewind(items),
+            Err(lines) => app.commit(lines),
+        },
+        Action::Rewind(Some(n)) => {
+            let lines = crate::rewind::run(live.ctx.checkpoints(), n).await;
+            app.commit(lines);
+        }
+        Action::ResumePicker => {
+            let items = sessions(&*launch.env, &launch.cwd, &live.ctx.session_id());
+            app.pick(items);
+        }
+        Action::Resume(id) => resume(live, app, launch, q_tx, id).await,
+        Action::Exit => {
+            if app.running.is_some() {
+                stop_for_exit(live, app).await;
+            }
+            return true;
+        }
+    }
+    false
+}
+
+/// Hands a turn (or a retry) to the session's task; says so when that task has ended.
+async fn send(live: &Live, app: &mut App, cmd: Cmd) {
+    if live.cmds.send(cmd).await.is_err() {
+        app.say(
+            "The session has stopped; start keel again.",
+            Style::new().fg(Color::Red),
+        );
+        app.running = None;
+    }
+}
+
+/// Replaces the live session by the resumed one `id` (the old one is shut down only once the
+/// new one has started, so a failed resume keeps the session the user had).
+async fn resume(
+    live: &mut Live,
+    app: &mut App,
+    launch: &Launch,
+    q_tx: &mpsc::Sender<Question>,
+    id: String,
+) {
+    let mut options = launch.options.clone();
+    options.continue_session = false;
+    options.fork_session = false;
+    options.session_id = None;
+    options.resume = Some(id.clone());
+    match build(launch, options, q_tx).await {
+        Ok((next, notices)) => {
+            let old = std::mem::replace(live, next);
+            shutdown(old).await;
+            for n in notices {
+                app.say(format!("⚠ {n}"), Style::new().fg(Color::Yellow));
+            }
+            app.say(
+                format!("✻ Resumed session {id}"),
+                Style::new().fg(Color::DarkGray),
+            );
+            app.prompted_retries = 0;
+        }
+        Err((msg, _)) => app.say(msg, Style::new().fg(Color::Red)),
+    }
+}
+
+/// Stops the running turn before leaving, reading its events meanwhile so it is never held up
+/// by a full channel; then shows how it ended.
+async fn stop_for_exit(live: &mut Live, app: &mut App) {
+    let h = live.handle.clone();
+    let mut stop = tokio::spawn(async move { h.interrupt().await });
+    let receipt = loop {
+        tokio::select! {
+            r = &mut stop => break r.ok(),
+            Some(e) = live.events.recv() => app.on_event(&e),
+        }
+    };
+    if let Some(r) = receipt {
+        app.interrupted(r.processes_killed);
+    }
+    while let Ok(e) = live.events.try_recv() {
+        app.on_event(&e);
+    }
+    if let Ok(end) = live.done.try_recv() {
+        app.turn_ended(&end);
+    }
 }
 
 /// The terminal's input, read on a thread of its own with crossterm's blocking `read` and

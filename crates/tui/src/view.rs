@@ -53,12 +53,57 @@ fn tokens(n: u64) -> String {
 pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     let mut top: Vec<Line<'static>> = Vec::new();
     top.extend(app.stream_held());
-    // A long line still streaming is wrapped here (its last rows), not cut at the edge; once
-    // complete it goes to the scrollback, where the terminal wraps it.
-    // Only its end is wrapped (enough for the rows shown): a long line is not re-wrapped whole
-    // at every frame.
+    top.extend(partial_rows(app.stream_partial(), width));
+    top.extend(tool_rows(app, now));
+    top.extend(task_rows(app, now));
+    top.extend(hook_rows(app, now));
+    if app.running.is_some() {
+        top.extend(pinned_tasks(&app.todos));
+    }
+    top.extend(retry_row(app, now));
+    top.extend(running_rows(app, now));
+    for q in &app.queued {
+        let one = q.lines().next().unwrap_or("");
+        top.push(Line::from(vec![
+            Span::styled("⧗ queued: ", Style::new().fg(Color::Blue)),
+            Span::raw(one.chars().take(200).collect::<String>()),
+        ]));
+    }
+
+    let rule = Line::styled("─".repeat(width as usize), dim());
+    let mut bottom: Vec<Line<'static>> = vec![rule.clone()];
+    let cursor = if let Some(a) = app.approvals.front() {
+        approval_box(app, a, width, &mut bottom)
+    } else if let Some(m) = &app.modal {
+        bottom.extend(modal_lines(m, width));
+        None
+    } else {
+        input_box(app, &mut bottom)
+    };
+    bottom.push(rule);
+    bottom.push(status_line(app));
+
+    // Keep the bottom whole; cut what is above it from the top when the screen is short.
+    let room = (max_rows as usize).saturating_sub(bottom.len());
+    if top.len() > room {
+        let cut = top.len() - room;
+        top.drain(..cut);
+    }
+    let offset = top.len() as u16;
+    let mut lines = top;
+    lines.extend(bottom);
+    Frame {
+        lines,
+        cursor: cursor.map(|(r, c)| (r + offset, c.min(width.saturating_sub(1)))),
+    }
+}
+
+/// The last rows of the line still streaming. A long one is wrapped here (its last rows), not
+/// cut at the edge; once complete it goes to the scrollback, where the terminal wraps it.
+/// Only its end is wrapped (enough for the rows shown): a long line is not re-wrapped whole at
+/// every frame.
+fn partial_rows(partial: &str, width: u16) -> Vec<Line<'static>> {
     let cols = (width as usize).saturating_sub(1).max(8);
-    let partial = app.stream_partial();
     let keep = (PARTIAL_ROWS + 1) * cols;
     let tail = match partial.char_indices().rev().nth(keep) {
         Some((at, _)) => &partial[at..],
@@ -66,18 +111,23 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
     };
     let partial = wrap(tail, cols);
     let skip = partial.len().saturating_sub(PARTIAL_ROWS);
-    top.extend(
-        partial
-            .into_iter()
-            .skip(skip)
-            .filter(|r| !r.is_empty())
-            .map(Line::raw),
-    );
+    partial
+        .into_iter()
+        .skip(skip)
+        .filter(|r| !r.is_empty())
+        .map(Line::raw)
+        .collect()
+}
+
+/// One row per running tool call (what, for how long, whether it waits for an answer), and a
+/// row for its latest activity.
+fn tool_rows(app: &App, now: Instant) -> Vec<Line<'static>> {
     let bg_hint = if app.in_tmux {
         "ctrl+b ctrl+b to background"
     } else {
         "ctrl+b to background"
     };
+    let mut out = Vec::new();
     for t in &app.tools {
         let asking = app.approvals.iter().any(|a| a.req.tool_use_id == t.id);
         let mut spans = vec![
@@ -96,13 +146,19 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
         if can_background(&t.name) && !asking {
             spans.push(Span::styled(format!(" · {bg_hint}"), dim()));
         }
-        top.push(Line::from(spans));
+        out.push(Line::from(spans));
         if let Some(a) = &t.activity {
-            top.push(Line::styled(format!("  ⎿ {a}"), dim()));
+            out.push(Line::styled(format!("  ⎿ {a}"), dim()));
         }
     }
+    out
+}
+
+/// The first three background tasks, and how many more there are.
+fn task_rows(app: &App, now: Instant) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     for t in app.tasks.iter().take(3) {
-        top.push(Line::from(vec![
+        out.push(Line::from(vec![
             Span::styled("◇ ", Style::new().fg(Color::Blue)),
             Span::raw(format!("{} ", t.id)),
             Span::styled(
@@ -116,160 +172,159 @@ pub fn frame(app: &App, width: u16, max_rows: u16, now: Instant) -> Frame {
         ]));
     }
     if app.tasks.len() > 3 {
-        top.push(Line::styled(
+        out.push(Line::styled(
             format!("◇ … {} more background tasks (/tasks)", app.tasks.len() - 3),
             dim(),
         ));
     }
-    top.extend(hook_rows(app, now));
-    if app.running.is_some() {
-        top.extend(pinned_tasks(&app.todos));
-    }
-    if let Some(r) = &app.retry {
-        let left = r.until.saturating_duration_since(now);
-        let what = match r.status {
-            Some(s) => format!("API error {s} ({})", r.label),
-            None => format!("API error ({})", r.label),
-        };
-        top.push(Line::from(vec![
-            Span::styled("  ⎿ ", dim()),
-            Span::styled(what, Style::new().fg(Color::Red)),
-            Span::raw(format!(
-                " · retrying in {}s (attempt {}/{})",
-                left.as_secs() + u64::from(left.subsec_millis() > 0),
-                r.attempt,
-                r.max
-            )),
-        ]));
-    }
-    if let Some(run) = &app.running {
-        let quiet = now.saturating_duration_since(run.last_model);
-        if run.thinking && app.retry.is_none() && quiet.as_secs() >= STALL_HINT_SECS {
-            let left = app.idle_timeout.saturating_sub(quiet);
-            top.push(Line::styled(
-                format!(
-                    "  ⎿ Waiting for the model: nothing for {} · keel gives up on this reply in {} and retries",
-                    secs(quiet),
-                    secs(left)
-                ),
-                Style::new().fg(Color::Yellow),
-            ));
-        }
-        let verb = if run.interrupting {
-            "Stopping…"
-        } else if run.thinking {
-            "Thinking…"
-        } else {
-            "Working…"
-        };
-        let mut detail = vec![secs(now.saturating_duration_since(run.started))];
-        if run.tokens > 0 {
-            detail.push(format!("↓ {} tokens", tokens(run.tokens)));
-        }
-        if !run.interrupting {
-            detail.push("esc to interrupt".into());
-        }
-        let tick = (now.saturating_duration_since(run.started).as_millis() / 100) as usize;
-        top.push(Line::from(vec![
-            Span::styled(
-                format!("{} ", SPINNER[tick % SPINNER.len()]),
-                Style::new().fg(Color::Magenta),
-            ),
-            Span::styled(verb, Style::new().fg(Color::Magenta)),
-            Span::styled(format!(" ({})", detail.join(" · ")), dim()),
-        ]));
-    }
-    for q in &app.queued {
-        let one = q.lines().next().unwrap_or("");
-        top.push(Line::from(vec![
-            Span::styled("⧗ queued: ", Style::new().fg(Color::Blue)),
-            Span::raw(one.chars().take(200).collect::<String>()),
-        ]));
-    }
+    out
+}
 
-    let rule = Line::styled("─".repeat(width as usize), dim());
-    let mut bottom: Vec<Line<'static>> = vec![rule.clone()];
-    let mut cursor = None;
-    if let Some(a) = app.approvals.front() {
-        bottom.extend(approval_lines(app, a, width));
-        if let Some(reason) = &a.reason {
-            bottom.push(Line::from(vec![Span::styled(
-                "  Tell keel what to do instead (Enter to send, Esc to go back): ",
-                dim(),
-            )]));
-            let row = bottom.len() as u16;
-            bottom.push(Line::raw(format!("  > {reason}")));
-            cursor = Some((row, (4 + reason.width()) as u16));
-        }
-    } else if let Some(m) = &app.modal {
-        match m {
-            Modal::Retry { next, .. } => {
-                bottom.push(Line::styled(
-                    "The API is still failing after keel's automatic retries.",
-                    Style::new().fg(Color::Red),
-                ));
-                bottom.push(Line::raw(format!(
-                    "Retry now? This continues the same session (try {next} of {MAX_PROMPTED_RETRIES})."
-                )));
-                bottom.push(Line::from(vec![
-                    Span::styled("❯ 1. Yes", Style::new().fg(Color::Cyan)),
-                    Span::styled("  (Enter/y)   ", dim()),
-                    Span::raw("2. No"),
-                    Span::styled("  (Esc/n)", dim()),
-                ]));
-            }
-            Modal::Rewind { items, selected } => {
-                bottom.extend(rewind_lines(items, *selected, width));
-            }
-            Modal::Picker { items, selected } => {
-                bottom.push(Line::styled(
-                    "Resume which session? (↑/↓, Enter, Esc)",
-                    Style::new().add_modifier(Modifier::BOLD),
-                ));
-                let start = selected.saturating_sub(7);
-                for (i, (_, label)) in items.iter().enumerate().skip(start).take(8) {
-                    let style = if i == *selected {
-                        Style::new().fg(Color::Cyan)
-                    } else {
-                        Style::new()
-                    };
-                    let mark = if i == *selected { "❯ " } else { "  " };
-                    bottom.push(Line::styled(format!("{mark}{label}"), style));
-                }
-            }
-        }
+/// The countdown to the next automatic retry of a failed API call.
+fn retry_row(app: &App, now: Instant) -> Option<Line<'static>> {
+    let r = app.retry.as_ref()?;
+    let left = r.until.saturating_duration_since(now);
+    let what = match r.status {
+        Some(s) => format!("API error {s} ({})", r.label),
+        None => format!("API error ({})", r.label),
+    };
+    Some(Line::from(vec![
+        Span::styled("  ⎿ ", dim()),
+        Span::styled(what, Style::new().fg(Color::Red)),
+        Span::raw(format!(
+            " · retrying in {}s (attempt {}/{})",
+            left.as_secs() + u64::from(left.subsec_millis() > 0),
+            r.attempt,
+            r.max
+        )),
+    ]))
+}
+
+/// The running turn's spinner (what it does, for how long, its tokens), after a hint when the
+/// model has been silent for a while.
+fn running_rows(app: &App, now: Instant) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let Some(run) = &app.running else {
+        return out;
+    };
+    let quiet = now.saturating_duration_since(run.last_model);
+    if run.thinking && app.retry.is_none() && quiet.as_secs() >= STALL_HINT_SECS {
+        let left = app.idle_timeout.saturating_sub(quiet);
+        out.push(Line::styled(
+            format!(
+                "  ⎿ Waiting for the model: nothing for {} · keel gives up on this reply in {} and retries",
+                secs(quiet),
+                secs(left)
+            ),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    let verb = if run.interrupting {
+        "Stopping…"
+    } else if run.thinking {
+        "Thinking…"
     } else {
-        let lines = app.editor.lines();
-        let (row, col) = app.editor.cursor();
-        let first = row.saturating_sub(INPUT_ROWS - 1);
-        for (i, l) in lines.iter().enumerate().skip(first).take(INPUT_ROWS) {
-            let mark = if i == 0 { "> " } else { "  " };
-            if i == row {
-                let before: String = l.chars().take(col).collect();
-                cursor = Some((bottom.len() as u16, (2 + before.width()) as u16));
-            }
-            bottom.push(Line::from(vec![
-                Span::styled(mark, dim()),
-                Span::raw(l.clone()),
+        "Working…"
+    };
+    let mut detail = vec![secs(now.saturating_duration_since(run.started))];
+    if run.tokens > 0 {
+        detail.push(format!("↓ {} tokens", tokens(run.tokens)));
+    }
+    if !run.interrupting {
+        detail.push("esc to interrupt".into());
+    }
+    let tick = (now.saturating_duration_since(run.started).as_millis() / 100) as usize;
+    out.push(Line::from(vec![
+        Span::styled(
+            format!("{} ", SPINNER[tick % SPINNER.len()]),
+            Style::new().fg(Color::Magenta),
+        ),
+        Span::styled(verb, Style::new().fg(Color::Magenta)),
+        Span::styled(format!(" ({})", detail.join(" · ")), dim()),
+    ]));
+    out
+}
+
+/// The permission question in place of the input box (and, once the user chose "no", the
+/// line where they say what to do instead); returns the cursor's place in `bottom`.
+fn approval_box(
+    app: &App,
+    a: &crate::app::PendingApproval,
+    width: u16,
+    bottom: &mut Vec<Line<'static>>,
+) -> Option<(u16, u16)> {
+    bottom.extend(approval_lines(app, a, width));
+    let reason = a.reason.as_ref()?;
+    bottom.push(Line::from(vec![Span::styled(
+        "  Tell keel what to do instead (Enter to send, Esc to go back): ",
+        dim(),
+    )]));
+    let row = bottom.len() as u16;
+    bottom.push(Line::raw(format!("  > {reason}")));
+    Some((row, (4 + reason.width()) as u16))
+}
+
+/// A dialog in place of the input box: the retry prompt, the `/rewind` or the resume picker.
+fn modal_lines(m: &Modal, width: u16) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    match m {
+        Modal::Retry { next, .. } => {
+            out.push(Line::styled(
+                "The API is still failing after keel's automatic retries.",
+                Style::new().fg(Color::Red),
+            ));
+            out.push(Line::raw(format!(
+                "Retry now? This continues the same session (try {next} of {MAX_PROMPTED_RETRIES})."
+            )));
+            out.push(Line::from(vec![
+                Span::styled("❯ 1. Yes", Style::new().fg(Color::Cyan)),
+                Span::styled("  (Enter/y)   ", dim()),
+                Span::raw("2. No"),
+                Span::styled("  (Esc/n)", dim()),
             ]));
         }
+        Modal::Rewind { items, selected } => {
+            out.extend(rewind_lines(items, *selected, width));
+        }
+        Modal::Picker { items, selected } => {
+            out.push(Line::styled(
+                "Resume which session? (↑/↓, Enter, Esc)",
+                Style::new().add_modifier(Modifier::BOLD),
+            ));
+            let start = selected.saturating_sub(7);
+            for (i, (_, label)) in items.iter().enumerate().skip(start).take(8) {
+                let style = if i == *selected {
+                    Style::new().fg(Color::Cyan)
+                } else {
+                    Style::new()
+                };
+                let mark = if i == *selected { "❯ " } else { "  " };
+                out.push(Line::styled(format!("{mark}{label}"), style));
+            }
+        }
     }
-    bottom.push(rule);
-    bottom.push(status_line(app));
+    out
+}
 
-    // Keep the bottom whole; cut what is above it from the top when the screen is short.
-    let room = (max_rows as usize).saturating_sub(bottom.len());
-    if top.len() > room {
-        let cut = top.len() - room;
-        top.drain(..cut);
+/// The input box's rows around the cursor (at most INPUT_ROWS); returns the cursor's place in
+/// `bottom`.
+fn input_box(app: &App, bottom: &mut Vec<Line<'static>>) -> Option<(u16, u16)> {
+    let mut cursor = None;
+    let lines = app.editor.lines();
+    let (row, col) = app.editor.cursor();
+    let first = row.saturating_sub(INPUT_ROWS - 1);
+    for (i, l) in lines.iter().enumerate().skip(first).take(INPUT_ROWS) {
+        let mark = if i == 0 { "> " } else { "  " };
+        if i == row {
+            let before: String = l.chars().take(col).collect();
+            cursor = Some((bottom.len() as u16, (2 + before.width()) as u16));
+        }
+        bottom.push(Line::from(vec![
+            Span::styled(mark, dim()),
+            Span::raw(l.clone()),
+        ]));
     }
-    let offset = top.len() as u16;
-    let mut lines = top;
-    lines.extend(bottom);
-    Frame {
-        lines,
-        cursor: cursor.map(|(r, c)| (r + offset, c.min(width.saturating_sub(1)))),
-    }
+    cursor
 }
 
 /// One row per settings hook running now: which, its command, for how long.
@@ -367,6 +422,8 @@ fn rest_of_input(input: &serde_json::Value, shown: &[&str], cols: usize) -> Vec<
     out
 }
 
+/// The permission question for one call: the tool, what exactly it would do, why keel asks,
+/// and the choices.
 fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec<Line<'static>> {
     let cols = (width as usize).saturating_sub(6);
     let req = &a.req;
@@ -377,15 +434,7 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
     let input = &req.input;
     match req.tool_name.as_str() {
         "Bash" => {
-            let rows = wrap(input["command"].as_str().unwrap_or(""), cols);
-            for (i, l) in rows.iter().take(ASK_ROWS).enumerate() {
-                let mark = if i == 0 { "  $ " } else { "    " };
-                out.push(Line::styled(
-                    format!("{mark}{l}"),
-                    Style::new().fg(Color::Cyan),
-                ));
-            }
-            out.extend(more_rows(ASK_ROWS, rows.len()));
+            out.extend(asked_command(input, cols));
             if let Some(d) = &req.description {
                 out.push(Line::styled(format!("  {d}"), dim()));
             }
@@ -415,28 +464,7 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
             out.extend(diff.into_iter().take(ASK_ROWS / 2));
             out.extend(more_rows(ASK_ROWS / 2, n));
         }
-        "WebFetch" => {
-            // The host first: it is what a rule allows, and what a prompt-injected page would
-            // want to change.
-            let url = input["url"].as_str().unwrap_or("");
-            out.push(Line::styled(
-                format!("  {}", crate::app::domain(url)),
-                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-            ));
-            let rows = wrap(url, cols);
-            for l in rows.iter().take(ASK_ROWS) {
-                out.push(Line::raw(format!("  {l}")));
-            }
-            out.extend(more_rows(ASK_ROWS, rows.len()));
-            if let Some(p) = input["prompt"].as_str() {
-                let rows = wrap(&format!("asks: {p}"), cols);
-                for l in rows.iter().take(ASK_ROWS) {
-                    out.push(Line::styled(format!("  {l}"), dim()));
-                }
-                out.extend(more_rows(ASK_ROWS, rows.len()));
-            }
-            out.extend(rest_of_input(input, &["url", "prompt"], cols));
-        }
+        "WebFetch" => out.extend(asked_fetch(input, cols)),
         "WebSearch" => {
             let q = input["query"].as_str().unwrap_or("");
             out.push(Line::styled(
@@ -460,6 +488,53 @@ fn approval_lines(app: &App, a: &crate::app::PendingApproval, width: u16) -> Vec
     if let Some(r) = &req.reason {
         out.push(Line::styled(format!("  ({r})"), dim()));
     }
+    out.extend(approval_choices(app, a));
+    out
+}
+
+/// A Bash call's command, wrapped, at most ASK_ROWS rows.
+fn asked_command(input: &serde_json::Value, cols: usize) -> Vec<Line<'static>> {
+    let rows = wrap(input["command"].as_str().unwrap_or(""), cols);
+    let mut out = Vec::new();
+    for (i, l) in rows.iter().take(ASK_ROWS).enumerate() {
+        let mark = if i == 0 { "  $ " } else { "    " };
+        out.push(Line::styled(
+            format!("{mark}{l}"),
+            Style::new().fg(Color::Cyan),
+        ));
+    }
+    out.extend(more_rows(ASK_ROWS, rows.len()));
+    out
+}
+
+/// A WebFetch call: the host first (it is what a rule allows, and what a prompt-injected page
+/// would want to change), then the whole URL, what it asks of the page, and any other field.
+fn asked_fetch(input: &serde_json::Value, cols: usize) -> Vec<Line<'static>> {
+    let url = input["url"].as_str().unwrap_or("");
+    let mut out = vec![Line::styled(
+        format!("  {}", crate::app::domain(url)),
+        Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    )];
+    let rows = wrap(url, cols);
+    for l in rows.iter().take(ASK_ROWS) {
+        out.push(Line::raw(format!("  {l}")));
+    }
+    out.extend(more_rows(ASK_ROWS, rows.len()));
+    if let Some(p) = input["prompt"].as_str() {
+        let rows = wrap(&format!("asks: {p}"), cols);
+        for l in rows.iter().take(ASK_ROWS) {
+            out.push(Line::styled(format!("  {l}"), dim()));
+        }
+        out.extend(more_rows(ASK_ROWS, rows.len()));
+    }
+    out.extend(rest_of_input(input, &["url", "prompt"], cols));
+    out
+}
+
+/// The answers to a permission question (the selected one marked), how many more questions
+/// wait, and what Esc does.
+fn approval_choices(app: &App, a: &crate::app::PendingApproval) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     let mut opts = vec![(0usize, "1. Yes".to_owned())];
     if !a.rules.is_empty() {
         opts.push((

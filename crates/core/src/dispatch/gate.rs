@@ -182,7 +182,7 @@ async fn pre_tool_use(
 async fn ask(
     cx: &DispatchCx<'_>,
     pending: &mut PendingResults,
-    mut call: ToolUseBlock,
+    call: ToolUseBlock,
     tool: &dyn Tool,
     reason: Option<String>,
     out: &mut Dispatched,
@@ -217,50 +217,8 @@ async fn ask(
         deny(cx, pending, &call, message, out, DenialSource::Config).await?;
         return Ok(Gate::Resolved);
     };
-    let req = ApprovalRequest {
-        tool_name: call.name.clone(),
-        tool_use_id: call.id.clone(),
-        input: call.input.clone(),
-        description: call
-            .input
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        blocked_path: tool
-            .kind()
-            .edits_files()
-            .then(|| tool.kind().path_field())
-            .flatten()
-            .and_then(|f| call.input.get(f).and_then(Value::as_str))
-            .map(|p| cx.ctx.cwd.join(p).display().to_string()),
-        suggestions: suggestions(&perms, &call.name, tool.kind(), &call.input),
-        reason,
-        mode: perms.mode,
-    };
-    // Notification hooks hear that keel is waiting for the user; they decide nothing.
-    if let Some(hooks) = cx
-        .ctx
-        .hooks()
-        .filter(|h| h.wants(crate::hooks::HookEvent::Notification, None))
-    {
-        let mut input = tool_hook_input(
-            cx,
-            crate::hooks::HookEvent::Notification,
-            &call,
-            perms.mode.as_str(),
-        );
-        input.tool = None;
-        input.extra.push((
-            "message".into(),
-            format!("keel needs your permission to use {}", call.name).into(),
-        ));
-        input
-            .extra
-            .push(("notification_type".into(), "permission_prompt".into()));
-        tokio::spawn(async move {
-            let _ = hooks.run(input).await;
-        });
-    }
+    let req = approval_request(cx, &call, tool, &perms, reason);
+    notify_waiting(cx, &call, &perms);
     let answer = tokio::select! {
         a = approver.approve(req) => a,
         _ = cx.turn.cancelled() => return Ok(Gate::Halt),
@@ -269,42 +227,7 @@ async fn ask(
         Approval::Allow {
             updated_input,
             updates,
-        } => {
-            for refused in cx.ctx.apply_permission_updates(&updates) {
-                cx.emitter
-                    .emit(crate::event::Event::Warning {
-                        message: format!("the approval's mode change was not applied: {refused}"),
-                        fields: keel_protocol::Extra::new(),
-                    })
-                    .await?;
-            }
-            if let Some(input) = updated_input.filter(Value::is_object) {
-                call.input = input;
-                // A changed input is a new call as far as deny rules go.
-                let perms = live_permissions(cx);
-                if let Some((rule, _)) = perms.denied_by(&call.name, tool.kind(), &call.input) {
-                    let message = format!(
-                        "{} was not run: the input the host approved is denied by the rule `{}` from {}.",
-                        call.name,
-                        rule.text(),
-                        rule.source
-                    );
-                    deny(cx, pending, &call, message, out, DenialSource::Config).await?;
-                    return Ok(Gate::Resolved);
-                }
-            }
-            let live = live_permissions(cx);
-            let judged = live.judged_path(tool.kind(), &call.input);
-            // The host may have changed the input: judged again, with the session's roots.
-            let j = live.judge_call(tool.kind(), &call.input);
-            let read_only = read_only_of(tool, &call.input, j.as_ref());
-            Ok(Gate::Run {
-                call,
-                allowed_by: AllowedBy::Approver,
-                judged,
-                read_only,
-            })
-        }
+        } => approved(cx, pending, call, tool, updated_input, &updates, out).await,
         Approval::Deny { message, interrupt } => {
             let message = if message.trim().is_empty() {
                 format!(
@@ -322,6 +245,115 @@ async fn ask(
             Ok(Gate::Resolved)
         }
     }
+}
+
+/// What the approver is asked: the call, the path it would write, the rules that would allow
+/// it from now on, and why the rules did not decide.
+fn approval_request(
+    cx: &DispatchCx<'_>,
+    call: &ToolUseBlock,
+    tool: &dyn Tool,
+    perms: &crate::permissions::PermissionConfig,
+    reason: Option<String>,
+) -> ApprovalRequest {
+    ApprovalRequest {
+        tool_name: call.name.clone(),
+        tool_use_id: call.id.clone(),
+        input: call.input.clone(),
+        description: call
+            .input
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        blocked_path: tool
+            .kind()
+            .edits_files()
+            .then(|| tool.kind().path_field())
+            .flatten()
+            .and_then(|f| call.input.get(f).and_then(Value::as_str))
+            .map(|p| cx.ctx.cwd.join(p).display().to_string()),
+        suggestions: suggestions(perms, &call.name, tool.kind(), &call.input),
+        reason,
+        mode: perms.mode,
+    }
+}
+
+/// Notification hooks hear that keel is waiting for the user; they decide nothing.
+fn notify_waiting(
+    cx: &DispatchCx<'_>,
+    call: &ToolUseBlock,
+    perms: &crate::permissions::PermissionConfig,
+) {
+    if let Some(hooks) = cx
+        .ctx
+        .hooks()
+        .filter(|h| h.wants(crate::hooks::HookEvent::Notification, None))
+    {
+        let mut input = tool_hook_input(
+            cx,
+            crate::hooks::HookEvent::Notification,
+            call,
+            perms.mode.as_str(),
+        );
+        input.tool = None;
+        input.extra.push((
+            "message".into(),
+            format!("keel needs your permission to use {}", call.name).into(),
+        ));
+        input
+            .extra
+            .push(("notification_type".into(), "permission_prompt".into()));
+        tokio::spawn(async move {
+            let _ = hooks.run(input).await;
+        });
+    }
+}
+
+/// The user (or host) allowed the call, perhaps with a changed input and new rules: the rules
+/// go into the shared context; a changed input is judged again.
+async fn approved(
+    cx: &DispatchCx<'_>,
+    pending: &mut PendingResults,
+    mut call: ToolUseBlock,
+    tool: &dyn Tool,
+    updated_input: Option<Value>,
+    updates: &[crate::approval::PermissionUpdate],
+    out: &mut Dispatched,
+) -> Result<Gate, EmitError> {
+    for refused in cx.ctx.apply_permission_updates(updates) {
+        cx.emitter
+            .emit(crate::event::Event::Warning {
+                message: format!("the approval's mode change was not applied: {refused}"),
+                fields: keel_protocol::Extra::new(),
+            })
+            .await?;
+    }
+    if let Some(input) = updated_input.filter(Value::is_object) {
+        call.input = input;
+        // A changed input is a new call as far as deny rules go.
+        let perms = live_permissions(cx);
+        if let Some((rule, _)) = perms.denied_by(&call.name, tool.kind(), &call.input) {
+            let message = format!(
+                "{} was not run: the input the host approved is denied by the rule `{}` from {}.",
+                call.name,
+                rule.text(),
+                rule.source
+            );
+            deny(cx, pending, &call, message, out, DenialSource::Config).await?;
+            return Ok(Gate::Resolved);
+        }
+    }
+    let live = live_permissions(cx);
+    let judged = live.judged_path(tool.kind(), &call.input);
+    // The host may have changed the input: judged again, with the session's roots.
+    let j = live.judge_call(tool.kind(), &call.input);
+    let read_only = read_only_of(tool, &call.input, j.as_ref());
+    Ok(Gate::Run {
+        call,
+        allowed_by: AllowedBy::Approver,
+        judged,
+        read_only,
+    })
 }
 
 /// Run PostToolUse (or, for a call that failed, PostToolUseFailure) hooks for a call that ran;

@@ -144,82 +144,10 @@ impl Session {
     ) -> Result<Result<CompactInfo, TurnEnd>, EmitError> {
         let messages = self.history.messages();
         let cut = cut_point(&messages, self.compact_threshold() / KEEP_SHARE);
-        let mut asked: Vec<ApiMessage> = messages[..cut].to_vec();
-        let mut request = SUMMARY_REQUEST.to_owned();
-        if !instructions.trim().is_empty() {
-            request.push_str("\n\nAlso: ");
-            request.push_str(instructions.trim());
-        }
-        match asked.last_mut() {
-            Some(last) if last.role == Role::User => {
-                let mut blocks =
-                    std::mem::replace(&mut last.content, MessageContent::Blocks(vec![]))
-                        .into_blocks();
-                blocks.push(ContentBlock::text(request));
-                last.content = MessageContent::Blocks(blocks);
-            }
-            _ => asked.push(ApiMessage {
-                role: Role::User,
-                content: MessageContent::Blocks(vec![ContentBlock::text(request)]),
-            }),
-        }
-        let typed = asked;
-        let mut req = ModelRequest {
-            model: self.model(),
-            max_tokens: self.ctx.limits.max_tokens.min(SUMMARY_MAX_TOKENS),
-            system: self.system.clone(),
-            messages: typed.iter().cloned().map(Into::into).collect(),
-            tools: self.request_tools(),
-            stream: true,
-            metadata: None,
-            thinking: None,
-        };
-        if self.ctx.limits.context.prompt_caching {
-            req.mark_cache_breakpoints();
-        }
-        let mut cx = CallCx {
-            client: self.ctx.client.as_ref(),
-            emitter: &self.emitter,
-            policy: &self.ctx.limits.retry,
-            include_partial: false,
-            cancel: turn,
-            fallback_model: None,
-            api_time,
-        };
-        let reply = match call_with_retry(&mut cx, &mut req).await {
+        let asked = summary_request(messages[..cut].to_vec(), instructions);
+        let reply = match self.request_summary(&asked, turn, api_time).await? {
             Ok(r) => r,
-            Err(CallFailure::Emit(e)) => return Err(e),
-            Err(CallFailure::Api {
-                error,
-                attempts,
-                elapsed,
-                gave_up,
-            }) => {
-                self.emitter
-                    .emit(Event::Warning {
-                        message: format!(
-                            "Compacting the conversation failed, so it was left as it was: {}",
-                            error.message
-                        ),
-                        fields: Default::default(),
-                    })
-                    .await?;
-                return Ok(Err(TurnEnd::ApiFailed {
-                    error,
-                    attempts,
-                    elapsed,
-                    gave_up,
-                }));
-            }
-            Err(CallFailure::Cancelled { partial, .. }) => {
-                if let Some(m) = partial {
-                    self.ctx.add_usage(&m.model, &m.usage);
-                }
-                return Ok(Err(TurnEnd::Interrupted {
-                    phase: Phase::Streaming,
-                    reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
-                }));
-            }
+            Err(end) => return Ok(Err(end)),
         };
         self.ctx
             .add_usage(&reply.message.model, &reply.message.usage);
@@ -242,45 +170,10 @@ impl Session {
         if self.scope.role.is_main() {
             lead.extend(self.session_start_context("compact", turn).await?);
         }
-        let running: Vec<String> = self
-            .ctx
-            .tasks
-            .statuses()
-            .into_iter()
-            .filter(|(_, s)| s.as_str() == "running")
-            .map(|(id, _)| id)
-            .collect();
-        if !running.is_empty() {
-            lead.push(ContentBlock::text(format!(
-                "Background tasks still running (you will be told when each ends): {}.",
-                running.join(", ")
-            )));
-        }
+        lead.extend(self.running_tasks_note());
         let kept: Vec<ApiMessage> = self.history.messages_from(cut);
         let preserved = kept.len() as u64;
-        let mut next: Vec<ApiMessage> = Vec::with_capacity(kept.len() + 1);
-        let mut kept = kept.into_iter();
-        match kept.next() {
-            Some(first) if first.role == Role::User => {
-                lead.extend(first.content.into_blocks());
-                next.push(ApiMessage {
-                    role: Role::User,
-                    content: MessageContent::Blocks(lead),
-                });
-            }
-            Some(first) => {
-                next.push(ApiMessage {
-                    role: Role::User,
-                    content: MessageContent::Blocks(lead),
-                });
-                next.push(first);
-            }
-            None => next.push(ApiMessage {
-                role: Role::User,
-                content: MessageContent::Blocks(lead),
-            }),
-        }
-        next.extend(kept);
+        let next = join_kept(lead, kept);
         let (history, _) = History::rebuild(next.clone(), |c| {
             format!("The result of this {} call was lost in compaction.", c.name)
         });
@@ -302,6 +195,92 @@ impl Session {
             .await?;
         self.emitter.sync().await?;
         Ok(Ok(info))
+    }
+
+    /// Asks the model for the summary. `Ok(Err(end))`: the call failed (after its retries) or
+    /// was interrupted.
+    async fn request_summary(
+        &mut self,
+        asked: &[ApiMessage],
+        turn: &CancelToken,
+        api_time: &mut std::time::Duration,
+    ) -> Result<Result<crate::reply::Reply, TurnEnd>, EmitError> {
+        let mut req = ModelRequest {
+            model: self.model(),
+            max_tokens: self.ctx.limits.max_tokens.min(SUMMARY_MAX_TOKENS),
+            system: self.system.clone(),
+            messages: asked.iter().cloned().map(Into::into).collect(),
+            tools: self.request_tools(),
+            stream: true,
+            metadata: None,
+            thinking: None,
+        };
+        if self.ctx.limits.context.prompt_caching {
+            req.mark_cache_breakpoints();
+        }
+        let mut cx = CallCx {
+            client: self.ctx.client.as_ref(),
+            emitter: &self.emitter,
+            policy: &self.ctx.limits.retry,
+            include_partial: false,
+            cancel: turn,
+            fallback_model: None,
+            api_time,
+        };
+        match call_with_retry(&mut cx, &mut req).await {
+            Ok(r) => Ok(Ok(r)),
+            Err(CallFailure::Emit(e)) => Err(e),
+            Err(CallFailure::Api {
+                error,
+                attempts,
+                elapsed,
+                gave_up,
+            }) => {
+                self.emitter
+                    .emit(Event::Warning {
+                        message: format!(
+                            "Compacting the conversation failed, so it was left as it was: {}",
+                            error.message
+                        ),
+                        fields: Default::default(),
+                    })
+                    .await?;
+                Ok(Err(TurnEnd::ApiFailed {
+                    error,
+                    attempts,
+                    elapsed,
+                    gave_up,
+                }))
+            }
+            Err(CallFailure::Cancelled { partial, .. }) => {
+                if let Some(m) = partial {
+                    self.ctx.add_usage(&m.model, &m.usage);
+                }
+                Ok(Err(TurnEnd::Interrupted {
+                    phase: Phase::Streaming,
+                    reason: turn.reason().unwrap_or(CancelReason::UserInterrupted),
+                }))
+            }
+        }
+    }
+
+    /// What the model is told of the background tasks still running, which the summary cannot
+    /// know the end of.
+    fn running_tasks_note(&self) -> Option<ContentBlock> {
+        let running: Vec<String> = self
+            .ctx
+            .tasks
+            .statuses()
+            .into_iter()
+            .filter(|(_, s)| s.as_str() == "running")
+            .map(|(id, _)| id)
+            .collect();
+        (!running.is_empty()).then(|| {
+            ContentBlock::text(format!(
+                "Background tasks still running (you will be told when each ends): {}.",
+                running.join(", ")
+            ))
+        })
     }
 
     /// Run PreCompact hooks; what they add goes into the instructions. They cannot stop a
@@ -338,6 +317,58 @@ pub(super) fn compact_command(prompt: &[ContentBlock]) -> Option<String> {
     };
     let rest = t.text.trim().strip_prefix("/compact")?;
     (rest.is_empty() || rest.starts_with(char::is_whitespace)).then(|| rest.trim().to_owned())
+}
+
+/// The messages before the cut, with the request for a summary (and the user's instructions)
+/// added to the last user message, or as one of its own.
+fn summary_request(mut asked: Vec<ApiMessage>, instructions: &str) -> Vec<ApiMessage> {
+    let mut request = SUMMARY_REQUEST.to_owned();
+    if !instructions.trim().is_empty() {
+        request.push_str("\n\nAlso: ");
+        request.push_str(instructions.trim());
+    }
+    match asked.last_mut() {
+        Some(last) if last.role == Role::User => {
+            let mut blocks =
+                std::mem::replace(&mut last.content, MessageContent::Blocks(vec![])).into_blocks();
+            blocks.push(ContentBlock::text(request));
+            last.content = MessageContent::Blocks(blocks);
+        }
+        _ => asked.push(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(vec![ContentBlock::text(request)]),
+        }),
+    }
+    asked
+}
+
+/// The new history: `lead` (the summary, hook context, running tasks) as the first user
+/// message, merged with the first kept message when that is the user's, then the kept ones.
+fn join_kept(mut lead: Vec<ContentBlock>, kept: Vec<ApiMessage>) -> Vec<ApiMessage> {
+    let mut next: Vec<ApiMessage> = Vec::with_capacity(kept.len() + 1);
+    let mut kept = kept.into_iter();
+    match kept.next() {
+        Some(first) if first.role == Role::User => {
+            lead.extend(first.content.into_blocks());
+            next.push(ApiMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(lead),
+            });
+        }
+        Some(first) => {
+            next.push(ApiMessage {
+                role: Role::User,
+                content: MessageContent::Blocks(lead),
+            });
+            next.push(first);
+        }
+        None => next.push(ApiMessage {
+            role: Role::User,
+            content: MessageContent::Blocks(lead),
+        }),
+    }
+    next.extend(kept);
+    next
 }
 
 #[cfg(test)]

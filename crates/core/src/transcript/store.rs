@@ -333,23 +333,7 @@ impl Store {
                     elsewhere: None,
                 })
             }
-            Err(e) => {
-                // Readable but not writable (a read-only file system, say): load it anyway, so
-                // the run can start and end with a result that says what failed.
-                let (loaded, rebuilt) = super::load_file(&path, &id, false).map_err(read_err)?;
-                let message = format!(
-                    "could not open the transcript {} for writing: {e}",
-                    path.display()
-                );
-                let message = PersistError::io(PersistOp::Create, &path, &e, message);
-                return Ok(Opened {
-                    notices: notices(&loaded, &rebuilt, Disposition::ReadOnly),
-                    history: rebuilt.history,
-                    writer: Arc::new(TranscriptWriter::broken(path, id.clone(), message)),
-                    session_id: id.clone(),
-                    resumed_from: Some(id),
-                });
-            }
+            Err(e) => return resume_read_only(id, path, &e),
         };
         let file = match lock_exclusive_within(file, LOCK_PATIENCE) {
             Ok(f) => f,
@@ -366,36 +350,7 @@ impl Store {
             super::checkpoint::load(&path, &file, size, &id).map_err(read_err)?;
         super::checkpoint::touched(&path, &id);
         let mut notices = notices(&loaded, &rebuilt, Disposition::Resume);
-        let mut len = loaded.good_len;
-        let mut cut = Ok(());
-        if len < loaded.file_len {
-            cut = file.set_len(len).map_err(|e| {
-                let message = format!(
-                    "could not cut the incomplete last record off the transcript {}: {e}",
-                    path.display()
-                );
-                PersistError::io(PersistOp::Write, &path, &e, message)
-            });
-        }
-        if cut.is_ok() && loaded.needs_newline {
-            cut = (&*file).write_all(b"\n").map(|_| len += 1).map_err(|e| {
-                let message = format!("could not write the transcript {}: {e}", path.display());
-                PersistError::io(PersistOp::Write, &path, &e, message)
-            });
-        }
-        if cut.is_ok() && len == 0 {
-            // Nothing readable was left, not even the header: start the file again with one.
-            let header = SessionHeader::new(&id, req.cwd, req.model);
-            let mut line = serde_json::to_vec(&header).unwrap_or_default();
-            line.push(b'\n');
-            cut = (&*file)
-                .write_all(&line)
-                .map(|_| len = line.len() as u64)
-                .map_err(|e| {
-                    let message = format!("could not write the transcript {}: {e}", path.display());
-                    PersistError::io(PersistOp::Write, &path, &e, message)
-                });
-        }
+        let (len, cut) = repair_end(&file, &path, &id, req, &loaded);
         let writer = match cut {
             Ok(()) => {
                 // A file in keel's old format goes on in it: no file mixes two formats.
@@ -567,4 +522,72 @@ fn refuse_empty(id: &str, path: &Path) -> Result<(), OpenError> {
         }),
         _ => Ok(()),
     }
+}
+
+/// Resumes a transcript that is readable but not writable (a read-only file system, say): it
+/// is loaded anyway, so the run can start and end with a result that says what failed.
+fn resume_read_only(id: String, path: PathBuf, e: &std::io::Error) -> Result<Opened, OpenError> {
+    let (loaded, rebuilt) =
+        super::load_file(&path, &id, false).map_err(|source| OpenError::Read {
+            path: path.clone(),
+            source,
+        })?;
+    let message = format!(
+        "could not open the transcript {} for writing: {e}",
+        path.display()
+    );
+    let message = PersistError::io(PersistOp::Create, &path, e, message);
+    Ok(Opened {
+        notices: notices(&loaded, &rebuilt, Disposition::ReadOnly),
+        history: rebuilt.history,
+        writer: Arc::new(TranscriptWriter::broken(path, id.clone(), message)),
+        session_id: id.clone(),
+        resumed_from: Some(id),
+    })
+}
+
+/// Makes the end of a resumed transcript (locked, read) well-formed before anything is
+/// appended: an incomplete last record is cut off, a missing newline added, and a file with
+/// nothing readable left gets a header again. Returns the length the writer goes on from, and
+/// what failed.
+fn repair_end(
+    file: &File,
+    path: &Path,
+    id: &str,
+    req: &OpenRequest<'_>,
+    loaded: &super::Loaded,
+) -> (u64, Result<(), PersistError>) {
+    // `Write` is implemented for `&File`: the caller keeps the file, for the writer.
+    let mut out = file;
+    let mut len = loaded.good_len;
+    let mut cut = Ok(());
+    if len < loaded.file_len {
+        cut = file.set_len(len).map_err(|e| {
+            let message = format!(
+                "could not cut the incomplete last record off the transcript {}: {e}",
+                path.display()
+            );
+            PersistError::io(PersistOp::Write, path, &e, message)
+        });
+    }
+    if cut.is_ok() && loaded.needs_newline {
+        cut = out.write_all(b"\n").map(|_| len += 1).map_err(|e| {
+            let message = format!("could not write the transcript {}: {e}", path.display());
+            PersistError::io(PersistOp::Write, path, &e, message)
+        });
+    }
+    if cut.is_ok() && len == 0 {
+        // Nothing readable was left, not even the header: start the file again with one.
+        let header = SessionHeader::new(id, req.cwd, req.model);
+        let mut line = serde_json::to_vec(&header).unwrap_or_default();
+        line.push(b'\n');
+        cut = out
+            .write_all(&line)
+            .map(|_| len = line.len() as u64)
+            .map_err(|e| {
+                let message = format!("could not write the transcript {}: {e}", path.display());
+                PersistError::io(PersistOp::Write, path, &e, message)
+            });
+    }
+    (len, cut)
 }

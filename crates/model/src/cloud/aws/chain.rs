@@ -243,44 +243,7 @@ fn assume_role(
             "{origin}: source_profile chains more than {MAX_ROLE_CHAIN} roles deep (a loop?)"
         )));
     }
-    let source = match (p.get("source_profile"), p.get("credential_source")) {
-        (Some(_), Some(_)) => {
-            return Err(config_error(format!(
-                "{origin} sets both source_profile and credential_source; keep one"
-            )))
-        }
-        // A profile naming itself signs with its own static keys.
-        (Some(s), None) if s == src.profile => match static_keys(p) {
-            Some(_) => Source::Profile(src.clone()),
-            None => {
-                return Err(config_error(format!(
-                    "{origin} is its own source_profile but has no static keys"
-                )))
-            }
-        },
-        (Some(s), None) => {
-            let next = ProfileSource {
-                profile: s.to_owned(),
-                ..src.clone()
-            };
-            if next.pairs()?.is_none() {
-                return Err(config_error(format!(
-                    "{origin} names source_profile {s:?}, which neither shared file has"
-                )));
-            }
-            profile_named(env, region, &next, depth + 1)?.ok_or_else(|| {
-                config_error(format!(
-                    "{origin} names source_profile {s:?}, which has no credentials"
-                ))
-            })?
-        }
-        (None, Some(cs)) => credential_source(env, cs, &origin)?,
-        (None, None) => {
-            return Err(config_error(format!(
-                "{origin} sets role_arn without source_profile, credential_source or web_identity_token_file"
-            )))
-        }
-    };
+    let source = role_source(env, region, src, p, &origin, depth)?;
     let session_name = p
         .get("role_session_name")
         .map(str::to_owned)
@@ -322,6 +285,56 @@ fn assume_role(
             format!("https://sts.{region}.amazonaws.com"),
         )?,
         region: region.to_owned(),
+    })
+}
+
+/// The credentials a role is assumed with: its `source_profile`'s (its own static keys when it
+/// names itself) or its `credential_source`'s; exactly one of the two.
+fn role_source(
+    env: Env<'_>,
+    region: &str,
+    src: &ProfileSource,
+    p: &Pairs,
+    origin: &str,
+    depth: usize,
+) -> Result<Source, ApiError> {
+    Ok(match (p.get("source_profile"), p.get("credential_source")) {
+        (Some(_), Some(_)) => {
+            return Err(config_error(format!(
+                "{origin} sets both source_profile and credential_source; keep one"
+            )))
+        }
+        // A profile naming itself signs with its own static keys.
+        (Some(s), None) if s == src.profile => match static_keys(p) {
+            Some(_) => Source::Profile(src.clone()),
+            None => {
+                return Err(config_error(format!(
+                    "{origin} is its own source_profile but has no static keys"
+                )))
+            }
+        },
+        (Some(s), None) => {
+            let next = ProfileSource {
+                profile: s.to_owned(),
+                ..src.clone()
+            };
+            if next.pairs()?.is_none() {
+                return Err(config_error(format!(
+                    "{origin} names source_profile {s:?}, which neither shared file has"
+                )));
+            }
+            profile_named(env, region, &next, depth + 1)?.ok_or_else(|| {
+                config_error(format!(
+                    "{origin} names source_profile {s:?}, which has no credentials"
+                ))
+            })?
+        }
+        (None, Some(cs)) => credential_source(env, cs, origin)?,
+        (None, None) => {
+            return Err(config_error(format!(
+                "{origin} sets role_arn without source_profile, credential_source or web_identity_token_file"
+            )))
+        }
     })
 }
 
