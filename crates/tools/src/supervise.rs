@@ -1,7 +1,7 @@
 //! The supervisor that holds each command's process tree, so that nothing a command started can
 //! outlive keel — not even when keel itself is killed with SIGKILL.
 //!
-//! `spawn_shell` has a child forked — by keel's launcher ([`crate::launcher`]) when there is
+//! [`Spawn`](crate::spawn::Spawn) has a child forked — by keel's launcher ([`crate::launcher`]) when there is
 //! one, else by keel — that leads a new session (and so a fresh process group), becomes a
 //! *child subreaper*, and starts the shell with `posix_spawn`; the child stays behind as the
 //! supervisor, never execs, and runs [`supervise`]. Because it is a subreaper, every process
@@ -42,7 +42,7 @@ const MAX_NAMED: usize = 16;
 
 /// The pipe the supervisor reports on: its write end (kept by the supervisor only) and keel's
 /// read end.
-pub(crate) struct ReportPipe {
+pub struct ReportPipe {
     pub read: OwnedFd,
     pub write: OwnedFd,
 }
@@ -58,7 +58,7 @@ impl ReportPipe {
 
 /// What the supervisor said about one command.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Report {
+pub struct Report {
     /// The shell's exit code, or the signal that killed it (`None`: no status came, the
     /// supervisor itself was killed).
     pub status: Option<ExitStatus>,
@@ -74,7 +74,7 @@ pub(crate) struct Report {
 
 /// How the shell ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ExitStatus {
+pub enum ExitStatus {
     /// Exited with this code.
     Code(i32),
     /// Killed by this signal number.
@@ -145,36 +145,6 @@ impl ShellExec {
             envp,
         }
     }
-}
-
-/// The arguments (`shell`, `-c`, `command`) and the environment (keel's, with `extra_env`
-/// replacing or adding) of a command, as C strings. `None` when one holds a NUL byte.
-pub(crate) fn shell_strings(
-    shell: &std::path::Path,
-    command: &str,
-    extra_env: &[(&str, &str)],
-) -> Option<(Vec<std::ffi::CString>, Vec<std::ffi::CString>)> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let args = vec![
-        CString::new(shell.as_os_str().as_bytes()).ok()?,
-        CString::new("-c").ok()?,
-        CString::new(command).ok()?,
-    ];
-    let mut env = Vec::new();
-    for (k, v) in std::env::vars_os() {
-        if extra_env.iter().any(|(e, _)| k.as_bytes() == e.as_bytes()) {
-            continue;
-        }
-        let mut kv = k.as_bytes().to_vec();
-        kv.push(b'=');
-        kv.extend_from_slice(v.as_bytes());
-        env.push(CString::new(kv).ok()?);
-    }
-    for (k, v) in extra_env {
-        env.push(CString::new(format!("{k}={v}")).ok()?);
-    }
-    Some((args, env))
 }
 
 /// In the forked child, before exec: become the supervisor of a new session, start the shell
