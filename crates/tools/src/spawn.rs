@@ -426,7 +426,10 @@ impl Child {
 
     /// Kill the whole tree now, without waiting (what dropping the handle does).
     pub fn kill(&mut self) {
-        if self.armed {
+        // The supervisor said nothing was left when the process ended (it stays while anything
+        // runs, and nothing it no longer holds can appear): its pid may be another's by now.
+        let nothing_left = self.ended.as_ref().is_some_and(|r| r.running == Some(false));
+        if self.armed && !nothing_left {
             crate::process::kill_supervised(self.pid);
             self.armed = false;
         }
