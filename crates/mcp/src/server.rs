@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use keel_tools::spawn::{Child, ExitStatus, Spawn};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
-use keel_tools::spawn::{Child, ExitStatus, Spawn};
 use tokio::io::AsyncReadExt;
 
 use crate::config::StdioSpec;
@@ -647,7 +647,10 @@ async fn within<T, E: std::fmt::Display>(
 
 /// Wait up to `within` for the child to exit.
 async fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    tokio::time::timeout(within, child.wait()).await.ok()?.status
+    tokio::time::timeout(within, child.wait())
+        .await
+        .ok()?
+        .status
 }
 
 /// Wait (a bounded time: a grandchild may still hold the stream open) until the stderr reader

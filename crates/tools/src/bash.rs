@@ -16,8 +16,8 @@ use crate::fsutil::{off_worker, NotDone};
 use crate::input::{input_schema, parse_input, InputError};
 use crate::output::{HeadTail, SpillFile};
 use crate::process::group_alive;
-use crate::spawn::Spawn;
 use crate::shell::is_read_only_command;
+use crate::spawn::Spawn;
 use crate::supervise::{ExitStatus, Report};
 use crate::{BoxFuture, CancelReason, Tool, ToolContext, ToolLimits, ToolOutcome};
 

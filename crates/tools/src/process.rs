@@ -28,31 +28,68 @@ pub fn own_descendants() -> io::Result<()> {
 
 /// SIGKILL every child of this process and the process group each leads (the last step before
 /// keel exits: whatever is still a child of keel then was orphaned by something keel started).
+/// Supervisors among them (their launcher gone, they came back to keel) are first told to kill
+/// everything they hold, and given up to a second: a SIGKILL to a supervisor's group would take
+/// the supervisor before it stopped what left the group (a daemon), orphaning exactly that.
 /// Returns how many were signalled.
 pub fn kill_orphans() -> usize {
+    let supervisors: Vec<i32> = children_of_self()
+        .into_iter()
+        .filter(|&p| is_supervisor(p))
+        .collect();
+    for &p in &supervisors {
+        let _ = nix::sys::signal::kill(Pid::from_raw(p), Signal::SIGUSR1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline && supervisors.iter().any(|&p| running(p)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut n = 0;
+    for pid in children_of_self() {
+        let p = Pid::from_raw(pid);
+        if let Ok(g) = nix::unistd::getpgid(Some(p)) {
+            if is_signallable(g.as_raw()) {
+                let _ = killpg(g, Signal::SIGKILL);
+            }
+        }
+        let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
+        n += 1;
+    }
+    n
+}
+
+/// The children of every thread of this process, from /proc.
+fn children_of_self() -> Vec<i32> {
+    let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return out;
     };
     for t in tasks.flatten() {
         let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
             continue;
         };
-        for pid in list
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            let p = Pid::from_raw(pid);
-            if let Ok(g) = nix::unistd::getpgid(Some(p)) {
-                if is_signallable(g.as_raw()) {
-                    let _ = killpg(g, Signal::SIGKILL);
-                }
-            }
-            let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
-            n += 1;
-        }
+        out.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
     }
-    n
+    out
+}
+
+/// Whether `pid` is a command's supervisor: named so, and leading its own group.
+fn is_supervisor(pid: i32) -> bool {
+    let named = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim_end() == crate::supervise::NAME);
+    named && nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() == pid)
+}
+
+/// Whether `pid` exists and has not ended (a zombie has).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .and_then(|i| s[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
 }
 
 /// The live (not zombie) processes whose process group is `pgid`, from /proc.
@@ -153,6 +190,14 @@ fn stop_and_wait(pgids: &[i32], grace: Duration, after_kill: Duration) -> usize 
     {
         std::thread::sleep(POLL);
     }
+    if !after_kill.is_zero() {
+        // A supervisor that did not finish the job in time: the group goes at once.
+        for &g in &killed {
+            if group_alive(g) {
+                signal_group(g, Signal::SIGKILL);
+            }
+        }
+    }
     count
 }
 
@@ -178,10 +223,14 @@ fn terminate(pgids: &[i32]) -> (usize, Vec<i32>) {
     (count, live)
 }
 
+/// The end of the grace: each live group's supervisor (its leader) is told to kill everything
+/// it holds — processes that left the group included — and then its group and itself; a
+/// SIGKILL to the group itself would take the supervisor first and orphan what left the group.
 fn kill(live: &[i32]) -> Vec<i32> {
     live.iter()
         .copied()
-        .filter(|&g| group_alive(g) && signal_group(g, Signal::SIGKILL))
+        .filter(|&g| group_alive(g))
+        .inspect(|&g| kill_supervised(g))
         .collect()
 }
 
@@ -310,7 +359,10 @@ mod tests {
         // The supervisor, the shell, and the sleep if the shell forked it rather than exec'ing it.
         let n = reg.kill_all(Duration::from_millis(200)).await;
         assert!((2..=3).contains(&n), "{n}");
-        assert_eq!(child.wait().await.status, Some(crate::spawn::ExitStatus::Signal(15)));
+        assert_eq!(
+            child.wait().await.status,
+            Some(crate::spawn::ExitStatus::Signal(15))
+        );
         assert!(!group_alive(pgid));
         assert!(reg.live().is_empty());
     }

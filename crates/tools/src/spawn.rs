@@ -162,7 +162,9 @@ impl Spawn {
             Some((r, w)) => (Some(Sender::from_owned_fd(w)?), Some(r)),
             None => (None, None),
         };
-        let stdin_fd = stdin_r.as_ref().map_or(devnull.as_raw_fd(), |r| r.as_raw_fd());
+        let stdin_fd = stdin_r
+            .as_ref()
+            .map_or(devnull.as_raw_fd(), |r| r.as_raw_fd());
         let pid = if self.launcher {
             let request = crate::launcher::Request {
                 args: &args,
@@ -172,7 +174,10 @@ impl Spawn {
                 stdout: out_w.as_raw_fd(),
                 stderr: err_w.as_raw_fd(),
                 report: pipe.write.as_raw_fd(),
-                sandbox: self.sandbox.as_deref().map(crate::sandbox::Sandbox::confine),
+                sandbox: self
+                    .sandbox
+                    .as_deref()
+                    .map(crate::sandbox::Sandbox::confine),
             };
             crate::launcher::launch(&request).transpose()?
         } else {
@@ -251,7 +256,9 @@ impl Spawn {
         }
         for (k, v) in &self.env_add {
             if k.is_empty() || k.as_bytes().contains(&b'=') {
-                return Err(SpawnError::Nul("an environment variable's name (or it is empty or holds '=')"));
+                return Err(SpawnError::Nul(
+                    "an environment variable's name (or it is empty or holds '=')",
+                ));
             }
             env.push(pair(k, v)?);
         }
@@ -414,12 +421,10 @@ impl Child {
     }
 
     /// Stop it: SIGTERM to its group (the supervisor then stops what left the group), up to
-    /// `grace` for the group to empty, then SIGKILL. Returns how many processes were alive
-    /// in the group, the supervisor included.
+    /// `grace` for the group to empty, then the supervisor kills everything it holds and the
+    /// group. Returns how many processes were alive in the group, the supervisor included.
     pub async fn stop(&mut self, grace: Duration) -> usize {
         let n = crate::process::stop_group(self.pid, grace).await;
-        // Whatever is left (the supervisor holds escaped processes) goes at once.
-        crate::process::kill_supervised(self.pid);
         self.armed = false;
         n
     }
@@ -428,7 +433,10 @@ impl Child {
     pub fn kill(&mut self) {
         // The supervisor said nothing was left when the process ended (it stays while anything
         // runs, and nothing it no longer holds can appear): its pid may be another's by now.
-        let nothing_left = self.ended.as_ref().is_some_and(|r| r.running == Some(false));
+        let nothing_left = self
+            .ended
+            .as_ref()
+            .is_some_and(|r| r.running == Some(false));
         if self.armed && !nothing_left {
             crate::process::kill_supervised(self.pid);
             self.armed = false;

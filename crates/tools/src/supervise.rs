@@ -27,6 +27,8 @@ use nix::sys::signal::{kill, killpg, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpgid, getpgrp, getppid, Pid};
 
+/// The supervisor's process name (`ps`, /proc/<pid>/comm): how keel knows one at exit.
+pub(crate) const NAME: &str = "keel-supervisor";
 /// How long escaped processes get between SIGTERM and SIGKILL. Shorter than keel's own grace
 /// for the group, so the supervisor is done before keel escalates.
 const ESCAPED_GRACE: Duration = Duration::from_millis(250);
@@ -160,6 +162,9 @@ pub(crate) fn become_supervisor(
     shell: &ShellExec,
     sandbox: Option<crate::sandbox::Confine<'_>>,
 ) -> std::io::Result<()> {
+    // Named for what it is (keel's name would mislead `ps`, and keel finds its supervisors by
+    // it at exit); one prctl, async-signal-safe.
+    let _ = nix::sys::prctl::set_name(c"keel-supervisor");
     let (pid, watched) = start(shell, sandbox)?;
     supervise(parent, pid, report, devnull, &watched)
 }
@@ -279,13 +284,10 @@ pub(crate) fn supervise(
                 Ok(WaitStatus::StillAlive) => break,
                 Ok(_) => continue,
                 Err(nix::errno::Errno::EINTR) => continue,
-                // No child left: the command and everything it left behind are gone.
-                Err(_) => {
-                    if shell_done {
-                        exit(0);
-                    }
-                    break;
-                }
+                // No child left: the command and everything it left behind are gone (the shell
+                // may have been reaped while escaped processes were stopped, its status lost:
+                // keel then reads the end of the report without one).
+                Err(_) => exit(0),
             }
         }
         if shell_done {

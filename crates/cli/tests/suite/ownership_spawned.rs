@@ -20,6 +20,21 @@ async fn none_left(needle: &str) -> bool {
     .await
 }
 
+/// What the processes matching `needle` are (command line and stat), for a failure message.
+fn described(needle: &str) -> Vec<String> {
+    processes_matching(needle)
+        .into_iter()
+        .map(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            format!(
+                "{p}: {} [{stat}]",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            )
+        })
+        .collect()
+}
+
 /// The project settings file with a PreToolUse hook on Bash running `command`.
 fn hook_on_bash(dir: &Path, command: &str) {
     let hooks = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
@@ -30,19 +45,19 @@ fn hook_on_bash(dir: &Path, command: &str) {
 }
 
 /// A shell line that starts a daemon (`setsid -f`: a fork, a new session, the parent gone)
-/// running `sleep <secs>`, with its pid in `pidfile` and no pipe of its starter held; the line
-/// ends once the pid file is written.
+/// running `sleep <secs>`, its pid appended to `pidfile` (a restarted server adds a line), no
+/// pipe of its starter held; the line ends once the pid file is written.
 fn daemon(secs: &str, pidfile: &str) -> String {
     format!(
-        "setsid -f sh -c 'echo $$ > {pidfile}.new; mv {pidfile}.new {pidfile}; exec sleep {secs}' </dev/null >/dev/null 2>&1; while [ ! -s {pidfile} ]; do sleep 0.01; done"
+        "setsid -f sh -c 'echo $$ >> {pidfile}; exec sleep {secs}' </dev/null >/dev/null 2>&1; while [ ! -s {pidfile} ]; do sleep 0.01; done"
     )
 }
 
-/// A Bash command that waits (bounded) for the process in `pidfile` to be gone and says
+/// A Bash command that waits (bounded) for the first process in `pidfile` to be gone and says
 /// whether it went: keel is still running then, so it is keel's doing, not its exit's.
 fn report_gone(pidfile: &str) -> String {
     format!(
-        "p=$(cat {pidfile}); [ -n \"$p\" ] || {{ echo 'no pid file'; exit 0; }}; i=0; while kill -0 $p 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; if kill -0 $p 2>/dev/null; then echo \"daemon $p still running\"; else echo \"daemon $p gone\"; fi"
+        "p=$(head -n 1 {pidfile}); [ -n \"$p\" ] || {{ echo 'no pid file'; exit 0; }}; i=0; while kill -0 $p 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; if kill -0 $p 2>/dev/null; then echo \"daemon $p still running\"; else echo \"daemon $p gone\"; fi"
     )
 }
 
@@ -110,8 +125,12 @@ async fn kill_9_of_keel_takes_a_running_hooks_whole_tree() {
     let started = h.cwd().join("hook-started");
     assert!(eventually(Duration::from_secs(30), || started.exists()).await);
     assert!(
-        eventually(Duration::from_secs(20), || processes_matching("sleep 300.82").len() >= 3)
-            .await,
+        eventually(Duration::from_secs(20), || processes_matching(
+            "sleep 300.82"
+        )
+        .len()
+            >= 3)
+        .await,
         "{:?}",
         processes_matching("sleep 300.82")
     );
@@ -170,8 +189,13 @@ async fn a_daemon_an_mcp_server_started_dies_with_the_server() {
     run.assert_end("success", false, "completed", 0);
     let results = run.tool_results();
     assert_eq!(results.len(), 2, "{:?}", run.frames);
-    // The server crashed in the call; what it daemonized went with it while keel ran on.
-    assert!(text_of(results[0]).contains("exit status 7"), "{}", text_of(results[0]));
+    // The server crashed in the call; what it daemonized went with it while keel ran on (keel
+    // restarts a crashed server once: the restart's daemon is the second line of the file).
+    assert!(
+        text_of(results[0]).contains("exit status 7"),
+        "{}",
+        text_of(results[0])
+    );
     let second = text_of(results[1]);
     assert!(second.contains("gone"), "{second}");
     assert!(none_left("sleep 300.911").await);
@@ -186,12 +210,20 @@ async fn a_daemon_an_mcp_server_started_is_gone_when_the_session_ends() {
     .await;
     let cfg = wrapped_server(&daemon("300.921", "mcp-daemon.pid"), "normal", &tag);
     let run = h
-        .run_stream("go", &["--mcp-config", &cfg, "--allowedTools", "mcp__t"], &[])
+        .run_stream(
+            "go",
+            &["--mcp-config", &cfg, "--allowedTools", "mcp__t"],
+            &[],
+        )
         .await;
     run.assert_end("success", false, "completed", 0);
     assert!(h.cwd().join("mcp-daemon.pid").exists());
-    assert!(none_left("sleep 300.921").await);
-    assert!(none_left(&tag).await);
+    assert!(
+        none_left("sleep 300.921").await,
+        "{:?}",
+        described("sleep 300.921")
+    );
+    assert!(none_left(&tag).await, "{:?}", described(&tag));
 }
 
 /// keel with a connected MCP server whose wrapper daemonized a sleep, stopped while a Bash
