@@ -31,6 +31,12 @@ pub enum SpawnError {
     /// A string that must reach the kernel holds a NUL byte (it cannot be passed to exec).
     #[error("{0} holds a NUL byte")]
     Nul(&'static str),
+    /// An environment variable to set has an empty name or one holding `=` (or a NUL byte).
+    #[error("the environment variable name {name:?} is empty or holds '=' or a NUL byte")]
+    EnvName {
+        /// The name as it was given.
+        name: String,
+    },
     /// The program named without a `/` is no executable file in any directory of `PATH`.
     #[error("`{program}` was not found: no executable file of that name in PATH")]
     NotFound {
@@ -247,18 +253,18 @@ impl Spawn {
         let mut env = Vec::new();
         if !self.env_clear {
             for (k, v) in std::env::vars_os() {
-                let dropped = self.env_remove.iter().any(|r| *r == k)
-                    || self.env_add.iter().any(|(a, _)| *a == k);
+                let dropped =
+                    self.env_remove.contains(&k) || self.env_add.iter().any(|(a, _)| *a == k);
                 if !dropped {
                     env.push(pair(&k, &v)?);
                 }
             }
         }
         for (k, v) in &self.env_add {
-            if k.is_empty() || k.as_bytes().contains(&b'=') {
-                return Err(SpawnError::Nul(
-                    "an environment variable's name (or it is empty or holds '=')",
-                ));
+            if k.is_empty() || k.as_bytes().contains(&b'=') || k.as_bytes().contains(&0) {
+                return Err(SpawnError::EnvName {
+                    name: k.to_string_lossy().into_owned(),
+                });
             }
             env.push(pair(k, v)?);
         }
@@ -521,6 +527,16 @@ mod tests {
             .spawn()
             .unwrap_err();
         assert!(matches!(e, SpawnError::Io(_)), "{e}");
+        let e = Spawn::program("/bin/true")
+            .env("A=B", "x")
+            .spawn()
+            .unwrap_err();
+        assert!(
+            matches!(&e, SpawnError::EnvName { name } if name == "A=B"),
+            "{e}"
+        );
+        let e = Spawn::shell("/bin/sh", "echo \0").spawn().unwrap_err();
+        assert!(matches!(e, SpawnError::Nul("an argument")), "{e}");
     }
 
     #[tokio::test]
