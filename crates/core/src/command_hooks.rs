@@ -1,9 +1,10 @@
 //! Hooks from the settings files users keep: `hooks` in the user, project, local and
 //! `--settings` files, each a shell command that gets the event as JSON on stdin.
 //!
-//! A command hook runs in its own process group with a deadline the parent enforces (the
-//! whole group is killed when it passes, or when the turn is interrupted), and its output is
-//! bounded. Exit 0 with JSON on stdout is a decision (`decision`, `permissionDecision`,
+//! A command hook is started the way a Bash command is (keel-tools' one spawner: its own
+//! process group under a supervisor that also holds what it daemonizes, and dies with keel),
+//! with a deadline the parent enforces (everything it started is killed when it passes, when
+//! the turn is interrupted, or when the hook ends), and its output is bounded. Exit 0 with JSON on stdout is a decision (`decision`, `permissionDecision`,
 //! `updatedInput`, `additionalContext`, `continue`, …); exit 0 with plain text adds context
 //! to a prompt; exit 2 blocks, and its stderr is the reason the model reads. Anything else —
 //! it cannot start, it times out, it exits with another code, it prints JSON keel cannot
@@ -12,11 +13,11 @@
 //! guarding is worse than one that stops the work.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{join_all, BoxFuture};
+use keel_tools::spawn::{ExitStatus, Spawn};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -305,20 +306,6 @@ async fn run_reported(
     d
 }
 
-/// Kills the hook's process group when dropped (deadline passed, turn interrupted, done).
-struct GroupGuard(Option<i32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pgid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
 /// How one run of a hook ended.
 enum Outcome {
     Exited {
@@ -351,27 +338,28 @@ async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> String {
 }
 
 async fn execute(h: &CommandHook, stdin: &str, dir: &PathBuf) -> Outcome {
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(&h.command)
-        .current_dir(dir)
+    // Started like a Bash command (its own group under a supervisor that holds whatever it
+    // daemonizes, dead with keel); dropping `child` — the deadline passed, the turn was
+    // interrupted, the hook ended — kills everything it left behind.
+    let spawn = Spawn::shell("/bin/sh", &h.command)
+        .cwd(dir)
         .env("CLAUDE_PROJECT_DIR", dir)
         .env("KEEL_PROJECT_DIR", dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = match cmd.spawn() {
+        .stdin_piped();
+    // Without a launcher the supervisor's parent-death signal follows the thread that forks:
+    // fork from a runtime worker (long-lived), never from a blocking-pool thread.
+    let started = tokio::spawn(async move { spawn.spawn().map_err(|e| e.to_string()) })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    let mut child = match started {
         Ok(c) => c,
         Err(e) => return Outcome::Failed(format!("could not start ({e})")),
     };
-    let _guard = GroupGuard(child.id().map(|p| p as i32));
-    let mut input = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let mut input = child.take_stdin();
+    let stdout = child.take_stdout();
+    let stderr = child.take_stderr();
     let body = stdin.to_owned();
-    let work = async move {
+    let work = async {
         // A hook that does not read its input must not block on a full pipe: write in the
         // background, ignoring a closed pipe.
         let writer = async move {
@@ -392,26 +380,27 @@ async fn execute(h: &CommandHook, stdin: &str, dir: &PathBuf) -> Outcome {
                 None => String::new(),
             }
         };
-        let ((), stdout, stderr, status) = tokio::join!(writer, out, err, child.wait());
-        (stdout, stderr, status)
+        let ((), stdout, stderr, report) = tokio::join!(writer, out, err, child.wait());
+        (stdout, stderr, report.status)
     };
     match tokio::time::timeout(h.timeout, work).await {
         Err(_) => Outcome::Failed(format!(
             "did not finish within its {} s deadline and was stopped",
             h.timeout.as_secs_f64()
         )),
-        Ok((stdout, stderr, Ok(status))) => match status.code() {
-            Some(code) => Outcome::Exited {
-                code,
-                stdout,
-                stderr,
-            },
-            None => Outcome::Failed(format!(
-                "was killed by a signal ({status}){}",
-                tail(&stderr)
-            )),
+        Ok((stdout, stderr, Some(ExitStatus::Code(code)))) => Outcome::Exited {
+            code,
+            stdout,
+            stderr,
         },
-        Ok((_, _, Err(e))) => Outcome::Failed(format!("could not be waited for ({e})")),
+        Ok((_, stderr, Some(ExitStatus::Signal(sig)))) => Outcome::Failed(format!(
+            "was killed by a signal (signal {sig}){}",
+            tail(&stderr)
+        )),
+        Ok((_, stderr, None)) => Outcome::Failed(format!(
+            "was stopped before it could say how it ended{}",
+            tail(&stderr)
+        )),
     }
 }
 

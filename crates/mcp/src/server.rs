@@ -6,23 +6,21 @@
 //! Every wait is bounded: start-up (spawn, `initialize`, `tools/list`) by one deadline, each
 //! call by its own. What went wrong is said with the server's stderr tail: a server that does
 //! not start, exits while starting, crashes in the middle of a call, or does not answer in
-//! time. Stopping a server stops its whole process group (the `npx`/`uvx` wrappers' children
-//! too).
+//! time. The process is started with keel-tools' one spawner, like a Bash command: stopping a
+//! server stops its whole process group (the `npx`/`uvx` wrappers' children too) and whatever
+//! it daemonized, and nothing of it outlives keel, even a SIGKILLed keel.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
+use keel_tools::spawn::{Child, ExitStatus, Spawn};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
 
 use crate::config::StdioSpec;
 use crate::stdout::{filter_stdout, Noise};
@@ -305,31 +303,23 @@ impl Server {
             Some(d) => cwd.join(d),
             None => cwd.to_owned(),
         };
-        let mut cmd = Command::new(&spec.command);
-        cmd.args(&spec.args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        // Should keel itself be killed, the server goes too (and the stdin pipe it loses ends
-        // the wrappers' children, which read it).
-        // SAFETY: the closure runs in the forked child before exec and makes one raw system
-        // call (prctl), which is async-signal-safe; it allocates nothing.
-        #[allow(unsafe_code)]
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
-                    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
-            });
-        }
-        // The parent-death signal follows the *thread* that forks: spawn from a runtime worker
-        // (long-lived), never from a blocking-pool thread that exits when idle.
-        let spawned = tokio::spawn(async move { cmd.spawn() })
+        // Started the way a Bash command is (keel-tools' one spawner): its own process group
+        // under a supervisor that also holds whatever it daemonizes, all of it dead with keel
+        // (even a SIGKILLed keel) and killed when `child` is dropped.
+        let spawn = Spawn::program(&spec.command)
+            .args(&spec.args)
+            .cwd(&dir)
+            .stdin_piped();
+        let spawn = spec
+            .env
+            .iter()
+            .fold(spawn, |s, (k, v)| s.env(k.as_str(), v.as_str()));
+        // Without a launcher the parent-death signal follows the *thread* that forks: spawn
+        // from a runtime worker (long-lived), never from a blocking-pool thread that exits
+        // when idle.
+        let spawned = tokio::spawn(async move { spawn.spawn().map_err(|e| e.to_string()) })
             .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+            .unwrap_or_else(|e| Err(e.to_string()));
         let mut child = spawned.map_err(|e| StartError {
             reason: format!(
                 "could not start `{}` (in {}): {e}",
@@ -339,12 +329,12 @@ impl Server {
             stderr_tail: String::new(),
             needs_auth: false,
         })?;
-        let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+        let pgid = Some(child.pgid());
         let stderr = Arc::new(Mutex::new(Tail {
             buf: Vec::new(),
             cap: STDERR_TAIL_BYTES,
         }));
-        let mut stderr_reader = child.stderr.take().map(|mut err| {
+        let mut stderr_reader = child.take_stderr().map(|mut err| {
             let tail = stderr.clone();
             tokio::spawn(async move {
                 let mut chunk = vec![0u8; 8192];
@@ -358,8 +348,8 @@ impl Server {
                 }
             })
         });
-        let (Some(raw_stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-            stop_group(pgid, &mut child).await;
+        let (Some(raw_stdout), Some(stdin)) = (child.take_stdout(), child.take_stdin()) else {
+            stop(&mut child).await;
             return Err(StartError {
                 reason: "its stdin and stdout could not be connected".into(),
                 stderr_tail: String::new(),
@@ -405,7 +395,7 @@ impl Server {
             Ok(Err(e)) => {
                 // It may have exited: say how, after its last words reached the tail.
                 let exited = wait_exit(&mut child, Duration::from_millis(500)).await;
-                stop_group(pgid, &mut child).await;
+                stop(&mut child).await;
                 drained(&mut stderr_reader).await;
                 let reason = match exited {
                     Some(st) => format!("it exited while starting ({})", describe(st)),
@@ -418,7 +408,7 @@ impl Server {
                 })
             }
             Err(_) => {
-                stop_group(pgid, &mut child).await;
+                stop(&mut child).await;
                 drained(&mut stderr_reader).await;
                 Err(StartError {
                     reason: format!(
@@ -561,7 +551,7 @@ impl Server {
     pub async fn stop(self) {
         let _ = tokio::time::timeout(Duration::from_millis(500), self.service.cancel()).await;
         if let Some(mut p) = self.process {
-            stop_group(p.pgid, &mut p.child).await;
+            stop(&mut p.child).await;
         }
     }
 }
@@ -657,7 +647,10 @@ async fn within<T, E: std::fmt::Display>(
 
 /// Wait up to `within` for the child to exit.
 async fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    tokio::time::timeout(within, child.wait()).await.ok()?.ok()
+    tokio::time::timeout(within, child.wait())
+        .await
+        .ok()?
+        .status
 }
 
 /// Wait (a bounded time: a grandchild may still hold the stream open) until the stderr reader
@@ -673,29 +666,16 @@ async fn drained(reader: &mut Option<tokio::task::JoinHandle<()>>) {
     }
 }
 
-/// SIGTERM to the group, SIGKILL after the grace period, then reap the leader.
-async fn stop_group(pgid: Option<i32>, child: &mut Child) {
-    if let Some(g) = pgid {
-        let _ = killpg(Pid::from_raw(g), Signal::SIGTERM);
-    }
-    if wait_exit(child, STOP_GRACE).await.is_none() {
-        if let Some(g) = pgid {
-            let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
-        }
-        let _ = child.kill().await;
-    }
-    // Whatever is left of the group (a grandchild that ignored SIGTERM) goes too.
-    if let Some(g) = pgid {
-        let _ = killpg(Pid::from_raw(g), Signal::SIGKILL);
-    }
+/// SIGTERM to the group (the supervisor stops what the server daemonized), SIGKILL after the
+/// grace period to whatever is left.
+async fn stop(child: &mut Child) {
+    child.stop(STOP_GRACE).await;
 }
 
 fn describe(st: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (st.code(), st.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => st.to_string(),
+    match st {
+        ExitStatus::Code(c) => format!("exit status {c}"),
+        ExitStatus::Signal(s) => format!("killed by signal {s}"),
     }
 }
 

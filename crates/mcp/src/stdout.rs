@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::ChildStdout;
 
 /// Lines a server wrote to stdout that are not MCP messages.
 #[derive(Debug, Default)]
@@ -155,7 +154,7 @@ enum Line {
 /// the first kept for the report — so a chatty or broken server costs no memory. A JSON-RPC
 /// line longer than the transport reads is replaced by an error answer for its id.
 pub(crate) async fn filter_stdout(
-    mut from: ChildStdout,
+    mut from: impl tokio::io::AsyncRead + Unpin,
     mut to: tokio::io::DuplexStream,
     noise: Arc<Mutex<Noise>>,
 ) {

@@ -15,8 +15,9 @@ use tokio::task::JoinHandle;
 use crate::fsutil::{off_worker, NotDone};
 use crate::input::{input_schema, parse_input, InputError};
 use crate::output::{HeadTail, SpillFile};
-use crate::process::{group_alive, spawn_shell, stop_group, GroupGuard};
+use crate::process::group_alive;
 use crate::shell::is_read_only_command;
+use crate::spawn::Spawn;
 use crate::supervise::{ExitStatus, Report};
 use crate::{BoxFuture, CancelReason, Tool, ToolContext, ToolLimits, ToolOutcome};
 
@@ -285,7 +286,13 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
         }
     };
     let sandbox = cx.limits.sandbox.clone();
-    let spawned = match spawn_shell(shell, &inp.command, &cx.cwd, sandbox.clone()) {
+    let spawned = Spawn::shell(shell, &inp.command)
+        .cwd(&cx.cwd)
+        .env("KEEL", "1")
+        .sandbox(sandbox.clone())
+        .spawn();
+    // Dropped before it ended (the call's future abandoned), the child kills its whole tree.
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) if sandbox.is_some() => {
             return ToolOutcome::failed(format!(
@@ -296,14 +303,10 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             return ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()));
         }
     };
-    let pid = spawned.pid as u32;
-    let pgid = spawned.pid;
-    let mut guard = GroupGuard::new(pgid);
-    let report = match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.report) {
-        Ok(r) => r,
-        Err(e) => {
-            return ToolOutcome::failed(format!("Could not watch the command: {e}"));
-        }
+    let pgid = child.pgid();
+    let pid = pgid as u32;
+    let (Some(stdout), Some(stderr)) = (child.take_stdout(), child.take_stderr()) else {
+        return ToolOutcome::failed("Could not watch the command: its output is not connected.");
     };
 
     let out = Capture::new(
@@ -319,27 +322,15 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let sender = mirror.as_ref().map(SpillFile::sender);
     drop(mirror);
     let mut readers = Vec::with_capacity(2);
-    readers.push(tokio::spawn(pump(
-        spawned.stdout,
-        out.clone(),
-        sender.clone(),
-    )));
-    readers.push(tokio::spawn(pump(spawned.stderr, err.clone(), sender)));
-    // The supervisor may stay while background jobs of the group run: reap it whenever it ends
-    // (one the launcher started is the launcher's to reap).
-    if let Some(mut child) = spawned.child {
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
-    }
+    readers.push(tokio::spawn(pump(stdout, out.clone(), sender.clone())));
+    readers.push(tokio::spawn(pump(stderr, err.clone(), sender)));
 
     enum End {
         Exited(Report),
         Stopped(CancelReason),
     }
-    let mut text = Vec::new();
     let end = tokio::select! {
-        r = read_report(report, &mut text) => End::Exited(r),
+        r = child.wait() => End::Exited(r),
         _ = tokio::time::sleep(timeout) => End::Stopped(CancelReason::Timeout),
         _ = cx.cancel.cancelled() => {
             End::Stopped(cx.cancel.reason().unwrap_or(CancelReason::Shutdown))
@@ -349,9 +340,7 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     match end {
         End::Stopped(reason) => {
             // The group includes the supervisor, which stops what left the group on our TERM.
-            let killed = stop_group(pgid, cx.limits.kill_grace)
-                .await
-                .saturating_sub(1);
+            let killed = child.stop(cx.limits.kill_grace).await.saturating_sub(1);
             let complete = drain(&mut readers, cx.limits.drain_deadline).await;
             let (stdout, stderr) = tokio::join!(
                 out.finish(SPILL_CLOSE_DEADLINE),
@@ -381,7 +370,7 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             if report.running.unwrap_or_else(|| group_alive(pgid)) {
                 cx.processes.register(pgid, inp.command.clone());
             }
-            guard.disarm();
+            child.leave_running();
             let (stdout, stderr) = tokio::join!(
                 out.finish(SPILL_CLOSE_DEADLINE),
                 err.finish(SPILL_CLOSE_DEADLINE)
@@ -413,27 +402,6 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             finish_exited(report.status, text, stdout, stderr, report.stopped_count)
         }
     }
-}
-
-/// Read the supervisor's report until it says how the shell ended (or the supervisor is gone).
-async fn read_report(mut pipe: tokio::net::unix::pipe::Receiver, text: &mut Vec<u8>) -> Report {
-    use tokio::io::AsyncReadExt;
-    let mut buf = [0u8; 1024];
-    loop {
-        match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                // Reports are a few short lines; a flood would be a bug, not a reason to grow.
-                if text.len() < 64 * 1024 {
-                    text.extend_from_slice(&buf[..n]);
-                }
-                if Report::complete(&String::from_utf8_lossy(text)) {
-                    break;
-                }
-            }
-        }
-    }
-    Report::parse(&String::from_utf8_lossy(text))
 }
 
 /// What the tool result says about processes that had left the command's group.

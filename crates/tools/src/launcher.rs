@@ -575,13 +575,15 @@ fn start_one(req: &Incoming) -> io::Result<Pid> {
                     let _ = nix::unistd::write(&ready_w, &0i32.to_le_bytes());
                     drop(ready_w);
                     let [stdin, _, _, report] = &req.stdio;
-                    supervise::supervise(
-                        launcher,
-                        shell,
-                        report.as_raw_fd(),
-                        stdin.as_raw_fd(),
-                        &watched,
+                    // The supervisor lets go of the process's pipes by putting /dev/null in
+                    // their place; stdin is /dev/null itself unless the process has a pipe.
+                    let null = nix::fcntl::open(
+                        c"/dev/null",
+                        nix::fcntl::OFlag::O_RDWR,
+                        nix::sys::stat::Mode::empty(),
                     )
+                    .unwrap_or(stdin.as_raw_fd());
+                    supervise::supervise(launcher, shell, report.as_raw_fd(), null, &watched)
                 }
                 Err(e) => e.raw_os_error().unwrap_or(nix::libc::EIO),
             };

@@ -24,6 +24,7 @@ pub mod process;
 pub mod read;
 pub mod repofile;
 pub mod sandbox;
+pub mod spawn;
 pub use keel_policy::shell;
 mod stamp;
 mod supervise;

@@ -1,126 +1,21 @@
-//! Process supervision: every command keel runs gets its own session (and so its own process
-//! group), stdin from /dev/null, and dies with keel. Stopping a command means SIGTERM to its whole
+//! Process groups: every process keel starts ([`crate::spawn`]) gets its own session (and so
+//! its own process group) and dies with keel. Stopping a command means SIGTERM to its whole
 //! group, a grace period, then SIGKILL to the group — never a signal to ourselves.
 //!
 //! [`ProcessRegistry`] remembers groups a command left running in the background (a dev server
 //! started with `&`), so the session can stop them when it ends.
 
 use std::io;
-use std::path::Path;
-use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::process::{Child, Command};
 
 /// How often we look at /proc while waiting for a group to die.
 const POLL: Duration = Duration::from_millis(10);
 /// How long we wait for the kernel to finish off a group after SIGKILL.
 const AFTER_KILL: Duration = Duration::from_secs(2);
-
-/// A command running under its supervisor: the supervisor's pid (the group's id), the read
-/// ends of the command's stdout and stderr, and of the pipe the supervisor reports on.
-pub(crate) struct Spawned {
-    pub pid: i32,
-    pub stdout: tokio::net::unix::pipe::Receiver,
-    pub stderr: tokio::net::unix::pipe::Receiver,
-    pub report: std::os::fd::OwnedFd,
-    /// The supervisor as keel's own child, to be reaped (`None`: the launcher started it, and
-    /// the launcher's exit reaps it).
-    pub child: Option<Child>,
-}
-
-/// Spawn `<shell> -c <command>` in `cwd` under a supervisor (see [`crate::supervise`]): a new
-/// session and process group, stdin /dev/null, stdout and stderr piped, `KEEL=1` added to the
-/// inherited environment. Nothing the command starts outlives keel, not even after keel is
-/// SIGKILLed.
-///
-/// With a launcher enabled ([`crate::launcher::enable`]) the launcher forks the supervisor;
-/// otherwise this process does. Then it must be called from a tokio worker thread (or any
-/// long-lived thread), never from `spawn_blocking`: the supervisor's parent-death signal fires
-/// when the *thread* that forked it exits, and blocking-pool threads exit when idle.
-pub(crate) fn spawn_shell(
-    shell: &Path,
-    command: &str,
-    cwd: &Path,
-    sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
-) -> io::Result<Spawned> {
-    use std::os::fd::AsRawFd;
-    let nul = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the command or the environment holds a NUL byte",
-        )
-    };
-    let (args, env) =
-        crate::supervise::shell_strings(shell, command, &[("KEEL", "1")]).ok_or_else(nul)?;
-    let pipe = crate::supervise::ReportPipe::new()?;
-    let devnull = std::fs::File::open("/dev/null")?;
-    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
-    let (out_r, out_w) = nix::unistd::pipe2(cloexec)?;
-    let (err_r, err_w) = nix::unistd::pipe2(cloexec)?;
-    // Readers made before anything starts: a failure here must not leave a command running
-    // that nobody tracks.
-    let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(out_r)?;
-    let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(err_r)?;
-    let spawned = |pid: i32, child: Option<Child>, report: std::os::fd::OwnedFd| Spawned {
-        pid,
-        stdout,
-        stderr,
-        report,
-        child,
-    };
-    let request = crate::launcher::Request {
-        args: &args,
-        env: &env,
-        cwd,
-        stdin: devnull.as_raw_fd(),
-        stdout: out_w.as_raw_fd(),
-        stderr: err_w.as_raw_fd(),
-        report: pipe.write.as_raw_fd(),
-        sandbox: sandbox.as_deref().map(crate::sandbox::Sandbox::confine),
-    };
-    if let Some(started) = crate::launcher::launch(&request) {
-        let pid = started?;
-        // keel's copies of the command's ends go: the reader must see the command close them.
-        drop((out_w, err_w, pipe.write, devnull));
-        return Ok(spawned(pid, None, pipe.read));
-    }
-    let exec = crate::supervise::ShellExec::from_strings(args, env);
-    // The process std forks becomes the supervisor and starts the shell itself (it never execs
-    // the program named here).
-    let mut cmd = Command::new(shell);
-    cmd.current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(out_w))
-        .stderr(Stdio::from(err_w))
-        .kill_on_drop(false);
-    let keel = nix::unistd::Pid::this();
-    let report = crate::supervise::raw(&pipe.write);
-    let null = devnull.as_raw_fd();
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed: `become_supervisor` makes raw system calls only, on fixed buffers and
-    // on what `exec` prepared before the fork, and its errors are raw errnos (an io::Error from
-    // an errno does not allocate).
-    #[allow(unsafe_code)]
-    unsafe {
-        cmd.pre_exec(move || {
-            let confine = sandbox.as_deref().map(crate::sandbox::Sandbox::confine);
-            crate::supervise::become_supervisor(keel, report, null, &exec, confine)
-        });
-    }
-    let child = cmd.spawn()?;
-    // Only the supervisor writes reports: keel's copy of the write end must go, or the read end
-    // would never see the supervisor close it.
-    drop(pipe.write);
-    drop(devnull);
-    let pid = child
-        .id()
-        .ok_or_else(|| io::Error::other("the supervisor vanished as it started"))?;
-    Ok(spawned(pid as i32, Some(child), pipe.read))
-}
 
 /// Make keel a child subreaper: a process one of keel's commands (or anything else keel
 /// started) orphans is re-parented to keel, not to init, so keel can still find and stop it.
@@ -133,31 +28,68 @@ pub fn own_descendants() -> io::Result<()> {
 
 /// SIGKILL every child of this process and the process group each leads (the last step before
 /// keel exits: whatever is still a child of keel then was orphaned by something keel started).
+/// Supervisors among them (their launcher gone, they came back to keel) are first told to kill
+/// everything they hold, and given up to a second: a SIGKILL to a supervisor's group would take
+/// the supervisor before it stopped what left the group (a daemon), orphaning exactly that.
 /// Returns how many were signalled.
 pub fn kill_orphans() -> usize {
+    let supervisors: Vec<i32> = children_of_self()
+        .into_iter()
+        .filter(|&p| is_supervisor(p))
+        .collect();
+    for &p in &supervisors {
+        let _ = nix::sys::signal::kill(Pid::from_raw(p), Signal::SIGUSR1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline && supervisors.iter().any(|&p| running(p)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let mut n = 0;
+    for pid in children_of_self() {
+        let p = Pid::from_raw(pid);
+        if let Ok(g) = nix::unistd::getpgid(Some(p)) {
+            if is_signallable(g.as_raw()) {
+                let _ = killpg(g, Signal::SIGKILL);
+            }
+        }
+        let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
+        n += 1;
+    }
+    n
+}
+
+/// The children of every thread of this process, from /proc.
+fn children_of_self() -> Vec<i32> {
+    let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return out;
     };
     for t in tasks.flatten() {
         let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
             continue;
         };
-        for pid in list
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            let p = Pid::from_raw(pid);
-            if let Ok(g) = nix::unistd::getpgid(Some(p)) {
-                if is_signallable(g.as_raw()) {
-                    let _ = killpg(g, Signal::SIGKILL);
-                }
-            }
-            let _ = nix::sys::signal::kill(p, Signal::SIGKILL);
-            n += 1;
-        }
+        out.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
     }
-    n
+    out
+}
+
+/// Whether `pid` is a command's supervisor: named so, and leading its own group.
+fn is_supervisor(pid: i32) -> bool {
+    let named = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|c| c.trim_end() == crate::supervise::NAME);
+    named && nix::unistd::getpgid(Some(Pid::from_raw(pid))).is_ok_and(|g| g.as_raw() == pid)
+}
+
+/// Whether `pid` exists and has not ended (a zombie has).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .and_then(|i| s[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
 }
 
 /// The live (not zombie) processes whose process group is `pgid`, from /proc.
@@ -258,6 +190,14 @@ fn stop_and_wait(pgids: &[i32], grace: Duration, after_kill: Duration) -> usize 
     {
         std::thread::sleep(POLL);
     }
+    if !after_kill.is_zero() {
+        // A supervisor that did not finish the job in time: the group goes at once.
+        for &g in &killed {
+            if group_alive(g) {
+                signal_group(g, Signal::SIGKILL);
+            }
+        }
+    }
     count
 }
 
@@ -283,10 +223,14 @@ fn terminate(pgids: &[i32]) -> (usize, Vec<i32>) {
     (count, live)
 }
 
+/// The end of the grace: each live group's supervisor (its leader) is told to kill everything
+/// it holds — processes that left the group included — and then its group and itself; a
+/// SIGKILL to the group itself would take the supervisor first and orphan what left the group.
 fn kill(live: &[i32]) -> Vec<i32> {
     live.iter()
         .copied()
-        .filter(|&g| group_alive(g) && signal_group(g, Signal::SIGKILL))
+        .filter(|&g| group_alive(g))
+        .inspect(|&g| kill_supervised(g))
         .collect()
 }
 
@@ -380,31 +324,6 @@ pub(crate) fn kill_supervised(pgid: i32) {
     }
 }
 
-/// Kills a command's group if the future running it is dropped before it finished.
-pub(crate) struct GroupGuard {
-    pgid: i32,
-    armed: bool,
-}
-
-impl GroupGuard {
-    pub(crate) fn new(pgid: i32) -> Self {
-        Self { pgid, armed: true }
-    }
-
-    pub(crate) fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        // No look in /proc first, as in the registry's drop.
-        if self.armed {
-            kill_supervised(self.pgid);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,19 +346,23 @@ mod tests {
 
     #[tokio::test]
     async fn registry_kills_background_group() {
-        let spawned =
-            spawn_shell(Path::new("/bin/sh"), "sleep 1000", Path::new("/"), None).unwrap();
-        let mut child = spawned
-            .child
-            .expect("no launcher in unit tests: keel forks");
-        let pgid = spawned.pid;
+        let mut child = crate::spawn::Spawn::shell("/bin/sh", "sleep 1000")
+            .cwd("/")
+            .without_launcher()
+            .spawn()
+            .unwrap();
+        let pgid = child.pgid();
+        child.leave_running();
         let reg = ProcessRegistry::new();
         reg.register(pgid, "sleep 1000");
         assert_eq!(reg.live().len(), 1);
         // The supervisor, the shell, and the sleep if the shell forked it rather than exec'ing it.
         let n = reg.kill_all(Duration::from_millis(200)).await;
         assert!((2..=3).contains(&n), "{n}");
-        child.wait().await.unwrap();
+        assert_eq!(
+            child.wait().await.status,
+            Some(crate::spawn::ExitStatus::Signal(15))
+        );
         assert!(!group_alive(pgid));
         assert!(reg.live().is_empty());
     }

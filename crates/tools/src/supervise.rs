@@ -1,7 +1,7 @@
 //! The supervisor that holds each command's process tree, so that nothing a command started can
 //! outlive keel — not even when keel itself is killed with SIGKILL.
 //!
-//! `spawn_shell` has a child forked — by keel's launcher ([`crate::launcher`]) when there is
+//! [`Spawn`](crate::spawn::Spawn) has a child forked — by keel's launcher ([`crate::launcher`]) when there is
 //! one, else by keel — that leads a new session (and so a fresh process group), becomes a
 //! *child subreaper*, and starts the shell with `posix_spawn`; the child stays behind as the
 //! supervisor, never execs, and runs [`supervise`]. Because it is a subreaper, every process
@@ -27,6 +27,8 @@ use nix::sys::signal::{kill, killpg, sigprocmask, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpgid, getpgrp, getppid, Pid};
 
+/// The supervisor's process name (`ps`, /proc/<pid>/comm): how keel knows one at exit.
+pub(crate) const NAME: &str = "keel-supervisor";
 /// How long escaped processes get between SIGTERM and SIGKILL. Shorter than keel's own grace
 /// for the group, so the supervisor is done before keel escalates.
 const ESCAPED_GRACE: Duration = Duration::from_millis(250);
@@ -42,7 +44,7 @@ const MAX_NAMED: usize = 16;
 
 /// The pipe the supervisor reports on: its write end (kept by the supervisor only) and keel's
 /// read end.
-pub(crate) struct ReportPipe {
+pub struct ReportPipe {
     pub read: OwnedFd,
     pub write: OwnedFd,
 }
@@ -58,7 +60,7 @@ impl ReportPipe {
 
 /// What the supervisor said about one command.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Report {
+pub struct Report {
     /// The shell's exit code, or the signal that killed it (`None`: no status came, the
     /// supervisor itself was killed).
     pub status: Option<ExitStatus>,
@@ -74,7 +76,7 @@ pub(crate) struct Report {
 
 /// How the shell ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ExitStatus {
+pub enum ExitStatus {
     /// Exited with this code.
     Code(i32),
     /// Killed by this signal number.
@@ -147,36 +149,6 @@ impl ShellExec {
     }
 }
 
-/// The arguments (`shell`, `-c`, `command`) and the environment (keel's, with `extra_env`
-/// replacing or adding) of a command, as C strings. `None` when one holds a NUL byte.
-pub(crate) fn shell_strings(
-    shell: &std::path::Path,
-    command: &str,
-    extra_env: &[(&str, &str)],
-) -> Option<(Vec<std::ffi::CString>, Vec<std::ffi::CString>)> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let args = vec![
-        CString::new(shell.as_os_str().as_bytes()).ok()?,
-        CString::new("-c").ok()?,
-        CString::new(command).ok()?,
-    ];
-    let mut env = Vec::new();
-    for (k, v) in std::env::vars_os() {
-        if extra_env.iter().any(|(e, _)| k.as_bytes() == e.as_bytes()) {
-            continue;
-        }
-        let mut kv = k.as_bytes().to_vec();
-        kv.push(b'=');
-        kv.extend_from_slice(v.as_bytes());
-        env.push(CString::new(kv).ok()?);
-    }
-    for (k, v) in extra_env {
-        env.push(CString::new(format!("{k}={v}")).ok()?);
-    }
-    Some((args, env))
-}
-
 /// In the forked child, before exec: become the supervisor of a new session, start the shell
 /// in it and supervise it. Never returns on success: this process never execs (the shell is
 /// started with `posix_spawn`, which shares this process's memory until the shell execs).
@@ -190,6 +162,9 @@ pub(crate) fn become_supervisor(
     shell: &ShellExec,
     sandbox: Option<crate::sandbox::Confine<'_>>,
 ) -> std::io::Result<()> {
+    // Named for what it is (keel's name would mislead `ps`, and keel finds its supervisors by
+    // it at exit); one prctl, async-signal-safe.
+    let _ = nix::sys::prctl::set_name(c"keel-supervisor");
     let (pid, watched) = start(shell, sandbox)?;
     supervise(parent, pid, report, devnull, &watched)
 }
@@ -309,13 +284,10 @@ pub(crate) fn supervise(
                 Ok(WaitStatus::StillAlive) => break,
                 Ok(_) => continue,
                 Err(nix::errno::Errno::EINTR) => continue,
-                // No child left: the command and everything it left behind are gone.
-                Err(_) => {
-                    if shell_done {
-                        exit(0);
-                    }
-                    break;
-                }
+                // No child left: the command and everything it left behind are gone (the shell
+                // may have been reaped while escaped processes were stopped, its status lost:
+                // keel then reads the end of the report without one).
+                Err(_) => exit(0),
             }
         }
         if shell_done {

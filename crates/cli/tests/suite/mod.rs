@@ -28,6 +28,7 @@ mod live_context;
 mod mcp;
 mod mcp_oauth;
 mod ownership;
+mod ownership_spawned;
 mod permissions_check;
 mod policy_judgement;
 mod protocol;
