@@ -69,7 +69,7 @@ pub(crate) fn block_size(turns: usize) -> usize {
 /// long sessions every 20 turns too, for the table's flatness windows (turns 1–20, 181–200).
 pub(crate) fn mark_every(turns: usize) -> usize {
     if turns >= 200 {
-        crate::table::FLAT_WINDOW
+        crate::flat::WINDOW
     } else {
         block_size(turns)
     }
