@@ -255,6 +255,10 @@ fn main() -> Result<()> {
     report.lean_blocks = lean_blocks(o.turns, &marks);
     // The whole run over its tool turns (the text turn and start-up are a few ms of it).
     report.lean_turn_ms = lean.iter().map(|l| l.wall_ms / o.turns as f64).collect();
+    report.lean_own_ms = lean
+        .iter()
+        .map(|l| l.own_ms.iter().sum::<f64>() / l.own_ms.len().max(1) as f64)
+        .collect();
     if !o.json_only {
         report.print_table();
     }
