@@ -4,6 +4,7 @@
 //! cargo build --release -p keel-cli
 //! cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N] [--turns N] [--env K=V]... [--json]
 //! cargo run --release -p keel-cli --example bench -- --table   # the standing table (table.rs)
+//! cargo run --release -p keel-cli --example bench -- --flat [--versus PATH]  # flatness (flat.rs)
 //! crates/cli/examples/bench/run-all.sh                          # the table, Reads at offsets, resume
 //! ```
 //!
@@ -29,11 +30,12 @@
 //! peak RSS; the probe also gives CPU time to the microsecond). Timing runs are never wrapped.
 //! CPU time is the figure to trust on a busy machine: wall times there include waiting for a core.
 //!
-//! The same session is then run N times more against a *lean* server (lean.rs): one that reads
-//! each request whole but parses and keeps nothing. keel-mock parses every request into a JSON
-//! tree and keeps them all, which at turn 500 is megabytes per request on the same cores as
-//! keel; its memory traffic shows up in keel's own CPU time, and the lean runs are the figures
-//! for keel's per-turn cost and its flatness (a real API runs on another machine).
+//! The same session is then run N times more against a *lean* server (lean.rs), a process of
+//! its own that reads each request whole but parses and keeps nothing, and logs its own time
+//! per request. keel-mock parses every request into a JSON tree and keeps them all, which at
+//! turn 500 is megabytes per request on the same cores as keel; its memory traffic shows up in
+//! keel's own CPU time, and the lean runs are the figures for keel's per-turn cost and its
+//! flatness (a real API runs on another machine).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -45,6 +47,7 @@ use anyhow::{bail, Context, Result};
 use keel_mock::{MockServer, RecordedRequest, Scenario};
 use serde_json::{json, Value};
 
+mod flat;
 mod lean;
 mod probe;
 mod replay;
@@ -78,11 +81,17 @@ struct Opts {
     json_only: bool,
     /// `--table`: the standing benchmark table (table.rs) instead of one session's figures.
     table: bool,
+    /// `--flat`: only the flatness runs (flat.rs).
+    flat: bool,
+    /// `--versus PATH`: with `--flat`, a second keel binary, run alternately with the first.
+    versus: Option<PathBuf>,
+    /// Whether `--turns` was given (`--flat` defaults to 200 turns).
+    turns_given: bool,
 }
 
 fn usage() -> String {
     format!(
-        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--tool bash|read (default bash)] [--env KEY=VALUE]... [--json] [--table]"
+        "usage: cargo run --release -p keel-cli --example bench -- [--keel PATH] [--runs N (default {DEFAULT_RUNS})] [--turns N (default {DEFAULT_TURNS})] [--tool bash|read (default bash)] [--env KEY=VALUE]... [--json] [--table] [--flat [--versus PATH]]"
     )
 }
 
@@ -99,6 +108,9 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
         tool: TurnTool::Bash,
         json_only: false,
         table: false,
+        flat: false,
+        versus: None,
+        turns_given: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -109,16 +121,15 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
         match a.as_str() {
             "--keel" => o.keel = PathBuf::from(val()?),
             "--runs" => o.runs = val()?.parse().context("--runs takes a number")?,
-            "--turns" => o.turns = val()?.parse().context("--turns takes a number")?,
+            "--turns" => {
+                o.turns = val()?.parse().context("--turns takes a number")?;
+                o.turns_given = true;
+            }
+            "--flat" => o.flat = true,
+            "--versus" => o.versus = Some(PathBuf::from(val()?)),
             "--json" => o.json_only = true,
             "--table" => o.table = true,
-            "--tool" => {
-                o.tool = match val()?.as_str() {
-                    "bash" => TurnTool::Bash,
-                    "read" => TurnTool::Read,
-                    other => bail!("--tool takes bash or read, not {other:?}\n{}", usage()),
-                }
-            }
+            "--tool" => o.tool = TurnTool::from_arg(val()?).context(usage())?,
             "--env" => {
                 let kv = val()?;
                 let (k, v) = kv.split_once('=').context("--env takes KEY=VALUE")?;
@@ -130,6 +141,12 @@ fn parse_opts(args: &[String]) -> Result<Opts> {
             }
             other => bail!("unknown argument {other:?}\n{}", usage()),
         }
+    }
+    if o.flat && !o.turns_given {
+        o.turns = flat::FLAT_TURNS;
+    }
+    if o.versus.is_some() && !o.flat {
+        bail!("--versus goes with --flat");
     }
     if o.runs == 0 || o.turns == 0 {
         bail!("--runs and --turns must be at least 1");
@@ -174,6 +191,9 @@ fn main() -> Result<()> {
     if args.first().map(String::as_str) == Some("--usage-probe") {
         return usage_probe(&args[1..]);
     }
+    if args.first().map(String::as_str) == Some("--lean-server") {
+        return lean::lean_server_main(&args[1..]);
+    }
     let o = parse_opts(&args)?;
     if !o.keel.is_file() {
         bail!(
@@ -204,6 +224,14 @@ fn main() -> Result<()> {
     if o.table {
         return table::run_table(&b, o.runs);
     }
+    if o.flat {
+        let versus = match &o.versus {
+            Some(p) if !p.is_file() => bail!("--versus: no keel binary at {}", p.display()),
+            Some(p) => Some(p.canonicalize()?),
+            None => None,
+        };
+        return flat::run_flat(&b, versus.as_deref(), o.runs, o.turns);
+    }
     // Warm the page cache and the loopback path once; not counted.
     b.timed(&text_case())?;
 
@@ -217,16 +245,20 @@ fn main() -> Result<()> {
     let r2: Vec<Usage> = (0..o.runs)
         .map(|_| b.usage(&tools))
         .collect::<Result<_>>()?;
-    let lean: Vec<(Vec<(usize, f64)>, f64)> = (0..o.runs)
+    let lean: Vec<LeanRun> = (0..o.runs)
         .map(|_| b.lean(&tools, o.tool))
         .collect::<Result<_>>()?;
     let shell = shell_spawn(o.runs.max(20))?;
 
     let mut report = Report::new(&o, &t1, &r1, &t2, &r2, shell);
-    let marks: Vec<Vec<(usize, f64)>> = lean.iter().map(|(m, _)| m.clone()).collect();
+    let marks: Vec<Vec<(usize, f64)>> = lean.iter().map(|l| l.marks.clone()).collect();
     report.lean_blocks = lean_blocks(o.turns, &marks);
     // The whole run over its tool turns (the text turn and start-up are a few ms of it).
-    report.lean_turn_ms = lean.iter().map(|(_, w)| w / o.turns as f64).collect();
+    report.lean_turn_ms = lean.iter().map(|l| l.wall_ms / o.turns as f64).collect();
+    report.lean_own_ms = lean
+        .iter()
+        .map(|l| l.own_ms.iter().sum::<f64>() / l.own_ms.len().max(1) as f64)
+        .collect();
     if !o.json_only {
         report.print_table();
     }

@@ -38,6 +38,22 @@ impl TurnTool {
             TurnTool::Read => "Read of a 2 KB file",
         }
     }
+
+    /// Its name on the command line (`--tool`, `--lean-server`).
+    pub(crate) fn arg(self) -> &'static str {
+        match self {
+            TurnTool::Bash => "bash",
+            TurnTool::Read => "read",
+        }
+    }
+
+    pub(crate) fn from_arg(s: &str) -> Result<Self> {
+        match s {
+            "bash" => Ok(TurnTool::Bash),
+            "read" => Ok(TurnTool::Read),
+            other => bail!("the tool is bash or read, not {other:?}"),
+        }
+    }
 }
 
 /// The file the Read turns read (written into each run's working directory).
@@ -266,19 +282,30 @@ impl Bench<'_> {
         })
     }
 
-    /// One run against the lean server: keel's CPU marks (tool turns done, CPU ms) and its
-    /// wall time from launch to exit (ms).
-    pub(crate) fn lean(&self, case: &Case, tool: TurnTool) -> Result<(Vec<(usize, f64)>, f64)> {
+    /// One run against the lean server (a process of its own, lean.rs).
+    pub(crate) fn lean(&self, case: &Case, tool: TurnTool) -> Result<LeanRun> {
         let dirs = Dirs::new()?;
-        let (url, server) = crate::lean::start_lean(self.rt, case.turns, tool)?;
+        let server = crate::lean::LeanServer::start(&self.me, case.turns, tool)?;
         let launch = Instant::now();
-        let mut child = self.command(&[], case, &url, &dirs).spawn()?;
+        let mut child = self.command(&[], case, &server.url, &dirs).spawn()?;
         let (out, marks) = read_marking(&mut child, crate::report::mark_every(case.turns))?;
-        let wall = launch.elapsed().as_secs_f64() * 1000.0;
-        // The listener and its connections (a JoinSet: aborted with the task) go.
-        server.abort();
+        let wall_ms = launch.elapsed().as_secs_f64() * 1000.0;
+        let log = server.finish()?;
         check_run(case, &out)?;
-        Ok((marks, wall))
+        if log.len() != case.turns + 1 {
+            bail!(
+                "the lean server answered {} requests; the run needs {}",
+                log.len(),
+                case.turns + 1
+            );
+        }
+        Ok(LeanRun {
+            marks,
+            wall_ms,
+            own_ms: crate::lean::own_each_ms(&log),
+            gap_ms: crate::lean::gap_each_ms(&log),
+            log,
+        })
     }
 
     /// Time the model server needs to answer `bodies`, replayed in order on one keep-alive
@@ -289,6 +316,21 @@ impl Bench<'_> {
         mock.shutdown();
         total
     }
+}
+
+/// One run against the lean server.
+pub(crate) struct LeanRun {
+    /// keel's CPU marks: (tool turns done, CPU ms of its threads).
+    pub(crate) marks: Vec<(usize, f64)>,
+    /// Launch to exit (ms).
+    pub(crate) wall_ms: f64,
+    /// keel's own share of each tool turn (ms), from the server's log: response i written →
+    /// request i+1 read. Index 0 is tool turn 1.
+    pub(crate) own_ms: Vec<f64>,
+    /// Request to request for each tool turn (ms).
+    pub(crate) gap_ms: Vec<f64>,
+    /// The server's log.
+    pub(crate) log: Vec<crate::lean::Served>,
 }
 
 /// A scratch working directory and home for one run.
