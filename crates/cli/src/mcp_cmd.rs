@@ -352,11 +352,11 @@ fn keel_mcp_check(
     let entries = keel_core::mcp::parse_servers(servers, &origin, env).map_err(|mut e| {
         // Only the message: the whole configuration was the command line's.
         e.field = None;
-        McpCmdError::BadEntry(e)
+        McpCmdError::BadEntry(Box::new(e))
     })?;
     match entries.into_iter().next().map(|e| e.spec) {
         Some(Ok(spec)) => Ok(spec.kind()),
-        Some(Err(e)) => Err(McpCmdError::BadEntry(e)),
+        Some(Err(e)) => Err(McpCmdError::BadEntry(Box::new(e))),
         None => Err(McpCmdError::NoServer),
     }
 }
@@ -544,7 +544,7 @@ async fn login(
         Err(error) => {
             return Err(McpCmdError::Misconfigured {
                 name: name.to_owned(),
-                error,
+                error: Box::new(error),
             })
         }
     };

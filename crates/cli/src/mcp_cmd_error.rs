@@ -39,7 +39,7 @@ pub(super) enum McpCmdError {
         path: PathBuf,
     },
     /// The entry is not one a session could read.
-    BadEntry(ConfigError),
+    BadEntry(Box<ConfigError>),
     /// `add-json` of something other than one server.
     NoServer,
     /// No server of that name (in that scope, when one was given).
@@ -70,7 +70,7 @@ pub(super) enum McpCmdError {
         /// The server.
         name: String,
         /// What is wrong with its entry.
-        error: ConfigError,
+        error: Box<ConfigError>,
     },
     /// MCP_TIMEOUT out of range.
     Env(EnvError),
