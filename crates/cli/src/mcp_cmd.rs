@@ -10,7 +10,12 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand};
 use keel_core::builder::{SessionBuilder, SessionOptions};
 use keel_core::mcp::McpHub;
+use keel_tools::json_file::JsonFileError;
 use serde_json::{json, Map, Value};
+
+#[path = "mcp_cmd_error.rs"]
+mod error;
+use error::{FlagError, McpCmdError};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -125,7 +130,7 @@ pub async fn run(args: &[String]) -> i32 {
         } => entry_from_flags(&transport, &env, &header, &target)
             .and_then(|entry| add(&cwd, state_file.as_deref(), &scope, &name, entry)),
         Command::AddJson { scope, name, json } => serde_json::from_str::<Value>(&json)
-            .map_err(|e| format!("the configuration is not JSON: {e}"))
+            .map_err(|e| FlagError::NotJson(e).into())
             .and_then(|entry| add(&cwd, state_file.as_deref(), &scope, &name, entry)),
         Command::Remove { scope, name } => {
             remove(&cwd, state_file.as_deref(), scope.as_deref(), &name)
@@ -152,21 +157,19 @@ fn entry_from_flags(
     env: &[String],
     headers: &[String],
     target: &[String],
-) -> Result<Value, String> {
+) -> Result<Value, McpCmdError> {
     match transport {
         "stdio" => {
             if !headers.is_empty() {
-                return Err("--header is for http and sse servers".into());
+                return Err(FlagError::HeaderForStdio.into());
             }
-            let (command, args) = target
-                .split_first()
-                .ok_or("give the command after the name: add NAME -- COMMAND [ARGS...]")?;
+            let (command, args) = target.split_first().ok_or(FlagError::NoCommand)?;
             let mut vars = Map::new();
             for e in env {
                 let (k, v) = e
                     .split_once('=')
                     .filter(|(k, _)| valid_env_name(k))
-                    .ok_or_else(|| format!("--env {e:?} is not KEY=VALUE"))?;
+                    .ok_or_else(|| FlagError::BadEnv(e.clone()))?;
                 vars.insert(k.to_owned(), json!(v));
             }
             let mut entry = json!({ "command": command, "args": args });
@@ -177,15 +180,13 @@ fn entry_from_flags(
         }
         "http" | "sse" => {
             if !env.is_empty() {
-                return Err("--env is for stdio servers".into());
+                return Err(FlagError::EnvForUrl.into());
             }
             let [url] = target else {
-                return Err(format!(
-                    "give one URL after the name: add --transport {transport} NAME URL"
-                ));
+                return Err(FlagError::OneUrl(transport.to_owned()).into());
             };
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!("{url:?} is not an http:// or https:// URL"));
+                return Err(FlagError::NotHttpUrl(url.clone()).into());
             }
             let mut hs = Map::new();
             for h in headers {
@@ -197,7 +198,7 @@ fn entry_from_flags(
                             && k.bytes()
                                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
                     })
-                    .ok_or_else(|| format!("--header {h:?} is not \"Name: value\""))?;
+                    .ok_or_else(|| FlagError::BadHeader(h.clone()))?;
                 hs.insert(k.to_owned(), json!(v));
             }
             let mut entry = json!({ "type": transport, "url": url });
@@ -206,9 +207,7 @@ fn entry_from_flags(
             }
             Ok(entry)
         }
-        other => Err(format!(
-            "--transport {other:?} is not one of stdio, http, sse"
-        )),
+        other => Err(FlagError::BadTransport(other.to_owned()).into()),
     }
 }
 
@@ -230,12 +229,11 @@ fn scope_place(
     cwd: &Path,
     state_file: Option<&Path>,
     scope: &str,
-) -> Result<(PathBuf, Vec<String>), String> {
+) -> Result<(PathBuf, Vec<String>), McpCmdError> {
     let state = || {
         state_file
-            .map(Path::to_path_buf).ok_or_else(|| {
-            format!("the {scope} scope lives in ~/.claude.json (or $CLAUDE_CONFIG_DIR/.claude.json), and neither HOME nor CLAUDE_CONFIG_DIR is set")
-        })
+            .map(Path::to_path_buf)
+            .ok_or_else(|| McpCmdError::NoStateFile(scope.to_owned()))
     };
     match scope {
         "project" => Ok((cwd.join(".mcp.json"), vec!["mcpServers".into()])),
@@ -248,29 +246,28 @@ fn scope_place(
                 "mcpServers".into(),
             ],
         )),
-        other => Err(format!(
-            "--scope {other:?} is not one of local, project, user"
-        )),
+        other => Err(McpCmdError::BadScope(other.to_owned())),
     }
 }
 
 /// A JSON file as an object; a missing file is an empty one. Anything else is an error: a
 /// file keel cannot read is never overwritten.
-fn read_object(path: &Path) -> Result<Map<String, Value>, String> {
-    keel_tools::json_file::read(path).map_err(|e| e.to_string())
+fn read_object(path: &Path) -> Result<Map<String, Value>, McpCmdError> {
+    Ok(keel_tools::json_file::read(path)?)
 }
 
 /// Change the JSON object in `path` through the shared settings writer: under its lock (other
 /// sessions may update the same file), replaced atomically, unknown keys and mode kept.
 fn update_object<T>(
     path: &Path,
-    change: impl FnOnce(&mut Map<String, Value>) -> Result<T, String>,
-) -> Result<T, String> {
+    change: impl FnOnce(&mut Map<String, Value>) -> Result<T, McpCmdError>,
+) -> Result<T, McpCmdError> {
     let mut refused = None;
     let out = keel_tools::json_file::update(path, |root| {
-        change(root).map_err(|reason| {
-            refused = Some(reason.clone());
-            keel_tools::json_file::JsonFileError::Refused {
+        change(root).map_err(|e| {
+            let reason = e.to_string();
+            refused = Some(e);
+            JsonFileError::Refused {
                 path: path.to_owned(),
                 reason,
             }
@@ -278,9 +275,9 @@ fn update_object<T>(
     });
     match (out, refused) {
         (Ok(v), _) => Ok(v),
-        // The change's own message, as it was (it already names the file where it matters).
-        (Err(_), Some(reason)) => Err(reason),
-        (Err(e), None) => Err(e.to_string()),
+        // The change's own error, as it was (it already names the file where it matters).
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(e.into()),
     }
 }
 
@@ -289,16 +286,16 @@ fn object_at<'a>(
     root: &'a mut Map<String, Value>,
     keys: &[String],
     path: &Path,
-) -> Result<&'a mut Map<String, Value>, String> {
+) -> Result<&'a mut Map<String, Value>, McpCmdError> {
     let mut at = root;
     for k in keys {
         let next = at.entry(k.clone()).or_insert_with(|| json!({}));
-        at = next.as_object_mut().ok_or_else(|| {
-            format!(
-                "{} has a {k:?} that is not an object; it was left as it is",
-                path.display()
-            )
-        })?;
+        at = next
+            .as_object_mut()
+            .ok_or_else(|| McpCmdError::NotAnObject {
+                path: path.to_owned(),
+                key: k.clone(),
+            })?;
     }
     Ok(at)
 }
@@ -309,11 +306,9 @@ fn add(
     scope: &str,
     name: &str,
     entry: Value,
-) -> Result<(), String> {
+) -> Result<(), McpCmdError> {
     if !valid_name(name) {
-        return Err(format!(
-            "{name:?} is not a server name (1 to 64 letters, digits, '_', '-', '.')"
-        ));
+        return Err(McpCmdError::BadName(name.to_owned()));
     }
     // The entry must be one keel can read; variables need not be set yet.
     let any = |_: &str| Some(String::new());
@@ -324,10 +319,11 @@ fn add(
     update_object(&path, |root| {
         let servers = object_at(root, &keys, &path)?;
         if servers.contains_key(name) {
-            return Err(format!(
-                "there is already a server {name:?} in the {scope} scope ({}); remove it first",
-                path.display()
-            ));
+            return Err(McpCmdError::Exists {
+                name: name.to_owned(),
+                scope: scope.to_owned(),
+                path: path.clone(),
+            });
         }
         servers.insert(name.to_owned(), entry);
         Ok(())
@@ -348,19 +344,20 @@ fn add(
 fn keel_mcp_check(
     servers: &Value,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<&'static str, String> {
+) -> Result<&'static str, McpCmdError> {
     let origin = keel_core::mcp::Origin::Flag {
         index: 1,
         file: None,
     };
-    let entries = keel_core::mcp::parse_servers(servers, &origin, env).map_err(|e| e.message)?;
-    match entries.first().map(|e| &e.spec) {
+    let entries = keel_core::mcp::parse_servers(servers, &origin, env).map_err(|mut e| {
+        // Only the message: the whole configuration was the command line's.
+        e.field = None;
+        McpCmdError::BadEntry(Box::new(e))
+    })?;
+    match entries.into_iter().next().map(|e| e.spec) {
         Some(Ok(spec)) => Ok(spec.kind()),
-        Some(Err(e)) => Err(match &e.field {
-            Some(f) => format!("field {f:?}: {}", e.message),
-            None => e.message.clone(),
-        }),
-        None => Err("no server was given".into()),
+        Some(Err(e)) => Err(McpCmdError::BadEntry(Box::new(e))),
+        None => Err(McpCmdError::NoServer),
     }
 }
 
@@ -369,7 +366,7 @@ fn remove(
     state_file: Option<&Path>,
     scope: Option<&str>,
     name: &str,
-) -> Result<(), String> {
+) -> Result<(), McpCmdError> {
     let scopes: Vec<&str> = match scope {
         Some(s) => vec![s],
         None => vec!["local", "project", "user"],
@@ -387,10 +384,10 @@ fn remove(
         }
     }
     match found.len() {
-        0 => Err(format!(
-            "there is no server {name:?}{}",
-            scope.map_or(String::new(), |s| format!(" in the {s} scope"))
-        )),
+        0 => Err(McpCmdError::Missing {
+            name: name.to_owned(),
+            scope: scope.map(str::to_owned),
+        }),
         1 => {
             let (s, path, keys) = found.remove(0);
             update_object(&path, |root| {
@@ -403,22 +400,25 @@ fn remove(
             );
             Ok(())
         }
-        _ => Err(format!(
-            "server {name:?} is in the {} scopes; say which with --scope",
-            found.iter().map(|f| f.0).collect::<Vec<_>>().join(" and ")
-        )),
+        _ => Err(McpCmdError::Ambiguous {
+            name: name.to_owned(),
+            scopes: found.iter().map(|f| f.0.to_owned()).collect(),
+        }),
     }
 }
 
 /// `list` (all servers) or `get` (one): the configuration, then a check of each server
 /// that a session would start, side by side, each within MCP_TIMEOUT.
-async fn list(cwd: &Path, only: Option<&str>, as_json: bool) -> Result<(), String> {
+async fn list(cwd: &Path, only: Option<&str>, as_json: bool) -> Result<(), McpCmdError> {
     let builder = SessionBuilder::new(cwd).options(SessionOptions::default());
-    let (mut set, bounds) = builder.mcp_servers().map_err(|e| e.to_string())?;
+    let (mut set, bounds) = builder.mcp_servers()?;
     if let Some(name) = only {
         set.entries.retain(|e| e.name == name);
         if set.entries.is_empty() {
-            return Err(format!("there is no server {name:?} here"));
+            return Err(McpCmdError::Missing {
+                name: name.to_owned(),
+                scope: None,
+            });
         }
     }
     if set.entries.is_empty() {
@@ -509,9 +509,8 @@ async fn list(cwd: &Path, only: Option<&str>, as_json: bool) -> Result<(), Strin
 const LOGIN_BROWSER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The token file, under keel's home.
-fn token_store() -> Result<keel_core::mcp::oauth::TokenStore, String> {
-    let home = keel_core::mcp::oauth::keel_home_from_env()
-        .ok_or("keel's home is not known (set HOME or KEEL_HOME)")?;
+fn token_store() -> Result<keel_core::mcp::oauth::TokenStore, McpCmdError> {
+    let home = keel_core::mcp::oauth::keel_home_from_env().ok_or(McpCmdError::NoKeelHome)?;
     Ok(keel_core::mcp::oauth::TokenStore::new(
         keel_core::mcp::oauth::store_path(&home),
     ))
@@ -523,36 +522,44 @@ async fn login(
     name: &str,
     client_id: Option<String>,
     callback_port: Option<u16>,
-) -> Result<(), String> {
+) -> Result<(), McpCmdError> {
     let builder = SessionBuilder::new(cwd).options(SessionOptions::default());
-    let (set, _) = builder.mcp_servers().map_err(|e| e.to_string())?;
+    let (set, _) = builder.mcp_servers()?;
     let entry = set
         .entries
-        .iter()
+        .into_iter()
         .find(|e| e.name == name)
-        .ok_or_else(|| format!("there is no server {name:?} here"))?;
-    let spec = match &entry.spec {
-        Ok(keel_core::mcp::ServerSpec::Http(u)) => u.clone(),
+        .ok_or_else(|| McpCmdError::Missing {
+            name: name.to_owned(),
+            scope: None,
+        })?;
+    let spec = match entry.spec {
+        Ok(keel_core::mcp::ServerSpec::Http(u)) => u,
         Ok(other) => {
-            return Err(format!(
-                "server {name:?} is a {} server; OAuth is for servers of type http",
-                other.kind()
-            ))
+            return Err(McpCmdError::NotHttp {
+                name: name.to_owned(),
+                kind: other.kind(),
+            })
         }
-        Err(e) => return Err(format!("server {name:?} is not configured right: {e}")),
+        Err(error) => {
+            return Err(McpCmdError::Misconfigured {
+                name: name.to_owned(),
+                error: Box::new(error),
+            })
+        }
     };
     let url = spec.url.clone();
     let client_id = client_id.or(spec.oauth.client_id);
     let callback_port = callback_port.or(spec.oauth.callback_port).unwrap_or(0);
     if let Some(id) = &client_id {
         if id.is_empty() || id.len() > 1024 || id.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
-            return Err("--client-id must be 1 to 1024 printable characters".into());
+            return Err(FlagError::BadClientId.into());
         }
     }
     let env = |k: &str| std::env::var(k).ok();
     let request_deadline =
         keel_core::mcp::timeout_from_env(&env, "MCP_TIMEOUT", std::time::Duration::from_secs(30))
-            .map_err(|e| e.to_string())?;
+            .map_err(McpCmdError::Env)?;
     let store = token_store()?;
     let path = store.path().to_owned();
     let opts = keel_core::mcp::oauth::LoginOptions {
@@ -561,9 +568,7 @@ async fn login(
         callback_port,
         client_id,
     };
-    let started = keel_core::mcp::oauth::login(name, &url, store, opts)
-        .await
-        .map_err(|e| e.to_string())?;
+    let started = keel_core::mcp::oauth::login(name, &url, store, opts).await?;
     let Some(flow) = started else {
         println!("MCP server {name} at {url} answered without asking for authorization; there is nothing to sign in to.");
         return Ok(());
@@ -577,7 +582,7 @@ async fn login(
         LOGIN_BROWSER_DEADLINE.as_secs() / 60
     );
     open_browser(&flow.url);
-    flow.finish().await.map_err(|e| e.to_string())?;
+    flow.finish().await?;
     println!(
         "Signed in to MCP server {name}; its tokens are kept in {}.",
         path.display()
@@ -624,9 +629,9 @@ fn open_browser(url: &str) {
 }
 
 /// `logout NAME`: forget the tokens kept for server NAME.
-fn logout(name: &str) -> Result<(), String> {
+fn logout(name: &str) -> Result<(), McpCmdError> {
     let store = token_store()?;
-    if store.remove(name).map_err(|e| e.to_string())? {
+    if store.remove(name)? {
         println!(
             "Signed out of MCP server {name}: its tokens were removed from {}.",
             store.path().display()

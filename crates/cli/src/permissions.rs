@@ -112,7 +112,7 @@ fn print_json(
         .map(|(c, ro)| {
             serde_json::json!({
                 "only_reads": ro.is_ok(),
-                "not_read_only_because": ro.as_ref().err(),
+                "not_read_only_because": ro.as_ref().err().map(ToString::to_string),
                 "argv": c.argv.iter().map(|a| a.text()).collect::<Vec<_>>(),
                 "wrappers": c.wrappers.iter().map(|w| w.iter().map(|a| a.text()).collect::<Vec<_>>()).collect::<Vec<_>>(),
                 "assigns": c.assigns,

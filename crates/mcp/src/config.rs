@@ -738,21 +738,44 @@ impl Field<'_> {
     }
 
     fn expand(&self, field: &str, s: &str) -> Result<String, ConfigError> {
-        expand(s, self.env).map_err(|m| self.err(field, m))
+        expand(s, self.env).map_err(|e| self.err(field, e.to_string()))
     }
+}
+
+/// Why a `${…}` in a configured string cannot be expanded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    /// `${` with no `}` after it (`text`: the whole string).
+    #[error("\"${{\" without a closing \"}}\" in {text:?}")]
+    Unclosed {
+        /// The string being expanded.
+        text: String,
+    },
+    /// The text between the braces is not a variable name.
+    #[error("\"${{{inner}}}\" does not name a variable (letters, digits and _, not starting with a digit)")]
+    BadName {
+        /// What stood between the braces.
+        inner: String,
+    },
+    /// A variable that is not set and has no default.
+    #[error("${{{name}}} is not set, and has no default (write ${{{name}:-value}} for one)")]
+    Unset {
+        /// The variable.
+        name: String,
+    },
 }
 
 /// Expand `${VAR}` and `${VAR:-default}` in `s` from `env`. A `$` not followed by `{` is kept
 /// as it is. A variable that is not set and has no default is an error (a server started
 /// with a hole in its command line would do something nobody asked for).
-pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find("${") {
         out.push_str(&rest[..i]);
         let after = &rest[i + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("\"${{\" without a closing \"}}\" in {s:?}"));
+            return Err(ExpandError::Unclosed { text: s.to_owned() });
         };
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
@@ -765,17 +788,17 @@ pub fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, S
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid {
-            return Err(format!(
-                "\"${{{inner}}}\" does not name a variable (letters, digits and _, not starting with a digit)"
-            ));
+            return Err(ExpandError::BadName {
+                inner: inner.to_owned(),
+            });
         }
         match (env(name), default) {
             (Some(v), _) if !(v.is_empty() && default.is_some()) => out.push_str(&v),
             (_, Some(d)) => out.push_str(d),
             (_, None) => {
-                return Err(format!(
-                    "${{{name}}} is not set, and has no default (write ${{{name}:-value}} for one)"
-                ))
+                return Err(ExpandError::Unset {
+                    name: name.to_owned(),
+                })
             }
         }
         rest = &after[end + 1..];

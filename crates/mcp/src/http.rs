@@ -129,6 +129,78 @@ impl SseParser {
     }
 }
 
+/// Why a URL transport could not be set up, or why one message to the server failed. The
+/// text follows "MCP server NAME at URL: " in the JSON-RPC error the waiting request gets.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// A configured header name is not a valid HTTP header name.
+    #[error("header {0:?} is not a valid header name")]
+    HeaderName(String),
+    /// A configured header's value is not a valid HTTP header value.
+    #[error("the value of header {0:?} is not a valid header value")]
+    HeaderValue(String),
+    /// The HTTP client could not be built (TLS set-up).
+    #[error("an HTTP client could not be made: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The configured URL does not parse.
+    #[error("bad URL: {0}")]
+    Url(#[source] url::ParseError),
+    /// No answer within the message deadline.
+    #[error("no answer within {:.1} s", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// The connection could not be made or broke before an answer.
+    #[error("could not be reached: {0}")]
+    Unreachable(#[source] reqwest::Error),
+    /// No access token could be had (sign-in needed, refresh refused).
+    #[error(transparent)]
+    Auth(#[from] crate::oauth::OAuthError),
+    /// An answer over [`MAX_MESSAGE_BYTES`].
+    #[error("its answer is larger than {} MiB", MAX_MESSAGE_BYTES >> 20)]
+    TooLarge,
+    /// The answer's body broke off.
+    #[error("its answer broke off: {0}")]
+    BrokeOff(#[source] reqwest::Error),
+    /// The server answered with an HTTP error (`body`: the start of what it said).
+    #[error("HTTP {status}{}", snippet(body))]
+    Status {
+        /// The HTTP status.
+        status: reqwest::StatusCode,
+        /// The body, or its start.
+        body: Vec<u8>,
+    },
+    /// The answer is not JSON.
+    #[error("its answer is not JSON ({source}){}", snippet(body))]
+    NotJson {
+        /// What the parser said.
+        source: serde_json::Error,
+        /// The body, or its start.
+        body: Vec<u8>,
+    },
+    /// The answer's event stream ended before the answer.
+    #[error("its event stream ended without an answer")]
+    NoAnswerInStream,
+    /// The answer held no reply to the request.
+    #[error("its answer did not answer the request")]
+    Unanswered,
+    /// Legacy SSE: the event stream's GET was refused.
+    #[error("its event stream answered HTTP {status}{}", snippet(body))]
+    StreamStatus {
+        /// The HTTP status.
+        status: reqwest::StatusCode,
+        /// The body, or its start.
+        body: Vec<u8>,
+    },
+    /// Legacy SSE: the `endpoint` event is not a URL.
+    #[error("it named an endpoint that is not a URL: {0}")]
+    BadEndpoint(#[source] url::ParseError),
+    /// Legacy SSE: the event stream is over.
+    #[error("its event stream ended")]
+    StreamEnded,
+    /// Legacy SSE: no `endpoint` event within the deadline.
+    #[error("it did not name an endpoint to post to in time")]
+    NoEndpoint,
+}
+
 /// What both transports share: the client, the headers, where replies go.
 #[derive(Clone)]
 struct Link {
@@ -147,13 +219,13 @@ impl Link {
         spec: &UrlSpec,
         deadline: Duration,
         incoming: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, UrlError> {
         let mut headers = reqwest::header::HeaderMap::new();
         for (k, v) in &spec.headers {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("header {k:?} is not a valid header name"))?;
+                .map_err(|_| UrlError::HeaderName(k.clone()))?;
             let value = reqwest::header::HeaderValue::from_str(v)
-                .map_err(|_| format!("the value of header {k:?} is not a valid header value"))?;
+                .map_err(|_| UrlError::HeaderValue(k.clone()))?;
             headers.insert(name, value);
         }
         // A redirect is followed only within the same origin: the headers (often
@@ -175,7 +247,7 @@ impl Link {
             .redirect(redirects)
             .connect_timeout(Duration::from_secs(30).min(deadline))
             .build()
-            .map_err(|e| format!("an HTTP client could not be made: {e}"))?;
+            .map_err(UrlError::Client)?;
         Ok(Self {
             server: server.to_owned(),
             client,
@@ -210,32 +282,26 @@ impl Link {
     }
 
     /// Fail the request `id` with `why`.
-    async fn fail(&self, id: &Value, url: &str, why: String) {
+    async fn fail(&self, id: &Value, url: &str, why: &(dyn std::fmt::Display + Sync)) {
         let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603,
             "message": format!("MCP server {} at {url}: {why}", self.server)}});
         self.deliver(reply).await;
     }
 
     /// Read a body of at most [`MAX_MESSAGE_BYTES`].
-    async fn body(resp: reqwest::Response) -> Result<Vec<u8>, String> {
+    async fn body(resp: reqwest::Response) -> Result<Vec<u8>, UrlError> {
         if resp
             .content_length()
             .is_some_and(|n| n > MAX_MESSAGE_BYTES as u64)
         {
-            return Err(format!(
-                "its answer is larger than {} MiB",
-                MAX_MESSAGE_BYTES >> 20
-            ));
+            return Err(UrlError::TooLarge);
         }
         let mut body = Vec::new();
         let mut stream = resp.bytes_stream();
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| format!("its answer broke off: {e}"))?;
+            let chunk = chunk.map_err(UrlError::BrokeOff)?;
             if body.len() + chunk.len() > MAX_MESSAGE_BYTES {
-                return Err(format!(
-                    "its answer is larger than {} MiB",
-                    MAX_MESSAGE_BYTES >> 20
-                ));
+                return Err(UrlError::TooLarge);
             }
             body.extend_from_slice(&chunk);
         }
@@ -243,6 +309,10 @@ impl Link {
     }
 }
 
+/// Where the legacy transport POSTs, once its event stream names it, or why it never will.
+type Endpoint = Result<String, Arc<UrlError>>;
+
+/// `: ` and the start of a body, or nothing when it is empty.
 fn snippet(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
     let text = text.trim();
@@ -294,7 +364,7 @@ pub struct UrlTransport {
 
 impl UrlTransport {
     /// Streamable HTTP to server `server` at `spec`; each POST waits at most `deadline`.
-    pub fn streamable(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+    pub fn streamable(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, UrlError> {
         Self::streamable_with(server, spec, deadline, None)
     }
 
@@ -304,7 +374,7 @@ impl UrlTransport {
         spec: &UrlSpec,
         deadline: Duration,
         auth: Option<Arc<crate::oauth::Auth>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, UrlError> {
         let (tx, rx) = mpsc::channel(INCOMING);
         let mut link = Link::new(server, spec, deadline, tx)?;
         link.auth = auth;
@@ -393,18 +463,15 @@ async fn listen(
 async fn send_authorized(
     link: &Link,
     make: impl Fn() -> reqwest::RequestBuilder,
-) -> Result<reqwest::Response, String> {
+) -> Result<reqwest::Response, UrlError> {
     let sent = |req: reqwest::RequestBuilder| async move {
         match req.send().await {
             Ok(r) => Ok(r),
-            Err(e) if e.is_timeout() => Err(format!(
-                "no answer within {:.1} s",
-                link.deadline.as_secs_f64()
-            )),
-            Err(e) => Err(format!("could not be reached: {e}")),
+            Err(e) if e.is_timeout() => Err(UrlError::Timeout(link.deadline)),
+            Err(e) => Err(UrlError::Unreachable(e)),
         }
     };
-    let (req, used) = link.authorized(make()).await.map_err(|e| e.to_string())?;
+    let (req, used) = link.authorized(make()).await?;
     let resp = sent(req).await?;
     let Some(auth) = &link.auth else {
         return Ok(resp);
@@ -424,13 +491,10 @@ async fn send_authorized(
         return Ok(resp);
     }
     // Refused: a refreshed token, once; or the user must sign in.
-    let token = auth
-        .refused(used.as_deref())
-        .await
-        .map_err(|e| e.to_string())?;
+    let token = auth.refused(used.as_deref()).await?;
     let resp = sent(make().bearer_auth(token)).await?;
     if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
-        return Err(auth.refused_fresh().to_string());
+        return Err(auth.refused_fresh().into());
     }
     Ok(resp)
 }
@@ -465,13 +529,13 @@ async fn post(
         }
         req
     };
-    let fail = |why: String| {
+    let fail = |why: UrlError| {
         let link = link.clone();
         let url = url.clone();
         let id = id.clone();
         async move {
             if let Some(id) = id {
-                link.fail(&id, &url, why).await;
+                link.fail(&id, &url, &why).await;
             }
         }
     };
@@ -491,7 +555,7 @@ async fn post(
     }
     if !status.is_success() {
         let body = Link::body(resp).await.unwrap_or_default();
-        return fail(format!("HTTP {status}{}", snippet(&body))).await;
+        return fail(UrlError::Status { status, body }).await;
     }
     if status == reqwest::StatusCode::ACCEPTED || id.is_none() {
         return; // a notification or a reply of keel's, accepted
@@ -531,9 +595,9 @@ async fn post(
         }
         if !answered {
             let why = if parser.oversized > 0 {
-                format!("its answer is larger than {} MiB", MAX_MESSAGE_BYTES >> 20)
+                UrlError::TooLarge
             } else {
-                "its event stream ended without an answer".to_owned()
+                UrlError::NoAnswerInStream
             };
             fail(why).await;
         }
@@ -546,14 +610,14 @@ async fn post(
     let values = match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Array(a)) => a,
         Ok(v) => vec![v],
-        Err(e) => return fail(format!("its answer is not JSON ({e}){}", snippet(&body))).await,
+        Err(source) => return fail(UrlError::NotJson { source, body }).await,
     };
     for v in values {
         answered |= note(&v);
         link.deliver(v).await;
     }
     if !answered {
-        fail("its answer did not answer the request".into()).await;
+        fail(UrlError::Unanswered).await;
     }
 }
 
@@ -609,11 +673,12 @@ impl Transport<RoleClient> for UrlTransport {
 impl UrlTransport {
     /// The legacy HTTP + SSE transport: open the event stream of server `server` at `spec`;
     /// messages are POSTed to the endpoint it names, each within `deadline`.
-    pub fn legacy_sse(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, String> {
+    pub fn legacy_sse(server: &str, spec: &UrlSpec, deadline: Duration) -> Result<Self, UrlError> {
         let (tx, rx) = mpsc::channel(INCOMING);
         let link = Link::new(server, spec, deadline, tx)?;
-        let base = reqwest::Url::parse(&spec.url).map_err(|e| format!("bad URL: {e}"))?;
-        let (endpoint_tx, endpoint_rx) = watch::channel::<Option<Result<String, String>>>(None);
+        let base = reqwest::Url::parse(&spec.url).map_err(UrlError::Url)?;
+        // Shared: every message waiting for the endpoint is failed with the same reason.
+        let (endpoint_tx, endpoint_rx) = watch::channel::<Option<Endpoint>>(None);
         let l = link.clone();
         let url = spec.url.clone();
         let reader = tokio::spawn(async move {
@@ -629,14 +694,12 @@ impl UrlTransport {
                 Ok(r) => {
                     let status = r.status();
                     let body = Link::body(r).await.unwrap_or_default();
-                    let _ = endpoint_tx.send(Some(Err(format!(
-                        "its event stream answered HTTP {status}{}",
-                        snippet(&body)
-                    ))));
+                    let _ = endpoint_tx
+                        .send(Some(Err(Arc::new(UrlError::StreamStatus { status, body }))));
                     return;
                 }
                 Err(e) => {
-                    let _ = endpoint_tx.send(Some(Err(format!("could not be reached: {e}"))));
+                    let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::Unreachable(e)))));
                     return;
                 }
             };
@@ -648,7 +711,7 @@ impl UrlTransport {
                         let post = base
                             .join(ev.data.trim())
                             .map(|u| u.to_string())
-                            .map_err(|e| format!("it named an endpoint that is not a URL: {e}"));
+                            .map_err(|e| Arc::new(UrlError::BadEndpoint(e)));
                         let _ = endpoint_tx.send(Some(post));
                     } else if ev.event.is_empty() || ev.event == "message" {
                         if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
@@ -657,7 +720,7 @@ impl UrlTransport {
                     }
                 }
             }
-            let _ = endpoint_tx.send(Some(Err("its event stream ended".into())));
+            let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::StreamEnded))));
             // The stream is over: rmcp's receive ends when this sender goes.
         });
         let (queue, mut out) = mpsc::channel::<Outgoing>(OUTGOING);
@@ -670,19 +733,19 @@ impl UrlTransport {
                     endpoint_rx
                         .wait_for(|e| e.is_some())
                         .await
-                        .map(|e| e.clone().unwrap_or(Err(String::new())))
+                        .map(|e| e.clone().unwrap_or(Err(Arc::new(UrlError::StreamEnded))))
                 })
                 .await;
                 let target = match endpoint {
                     Ok(Ok(e)) => e,
-                    Ok(Err(_)) => Err("its event stream ended".into()),
-                    Err(_) => Err("it did not name an endpoint to post to in time".into()),
+                    Ok(Err(_)) => Err(Arc::new(UrlError::StreamEnded)),
+                    Err(_) => Err(Arc::new(UrlError::NoEndpoint)),
                 };
                 let target = match target {
                     Ok(t) => t,
                     Err(why) => {
                         if let Some(id) = id {
-                            link.fail(&id, &stream_url, why).await;
+                            link.fail(&id, &stream_url, &why).await;
                         }
                         continue;
                     }
@@ -698,11 +761,14 @@ impl UrlTransport {
                     .await;
                 let why = match sent {
                     Ok(r) if r.status().is_success() => None,
-                    Ok(r) => Some(format!("HTTP {}", r.status())),
-                    Err(e) => Some(format!("could not be reached: {e}")),
+                    Ok(r) => Some(UrlError::Status {
+                        status: r.status(),
+                        body: Vec::new(),
+                    }),
+                    Err(e) => Some(UrlError::Unreachable(e)),
                 };
                 if let (Some(why), Some(id)) = (why, id) {
-                    link.fail(&id, &target, why).await;
+                    link.fail(&id, &target, &why).await;
                 }
             }
         });

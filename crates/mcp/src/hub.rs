@@ -17,12 +17,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-pub use crate::config::parse_servers;
+pub use crate::config::{parse_servers, ConfigError};
 use crate::server::{content_text, CallOutcome, Server, ServerTool};
 use crate::ServerSet;
 /// OAuth for servers at a URL (`keel mcp login` uses it).
 pub use crate::{oauth, ServerSpec};
-pub use crate::{Origin, SdkHost};
+pub use crate::{Origin, SdkHost, SdkHostError};
 use futures_util::future::BoxFuture;
 use keel_protocol::CancelReason;
 use keel_tools::{Tool, ToolContext, ToolKind, ToolOutcome};

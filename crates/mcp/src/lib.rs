@@ -30,5 +30,5 @@ pub use config::{
     UrlSpec, UserState,
 };
 pub use names::{assign, sanitize, server_part, tool_name, MAX_NAME_BYTES};
-pub use sdk::SdkHost;
+pub use sdk::{SdkHost, SdkHostError};
 pub use server::{CallOutcome, Server, ServerTool, StartError};

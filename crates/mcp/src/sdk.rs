@@ -20,6 +20,28 @@ use rmcp::transport::Transport;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+/// Why an SDK host's server gave no reply to a message; the text follows "the SDK host's MCP
+/// server NAME " in the JSON-RPC error the request gets.
+#[derive(Debug, thiserror::Error)]
+pub enum SdkHostError {
+    /// keel's route to the host stopped before the message was written.
+    #[error("could not be reached: keel's route to the host has stopped")]
+    RouteStopped,
+    /// keel's route to the host stopped while the reply was awaited.
+    #[error("did not answer: keel's route to the host has stopped")]
+    RouteStoppedWaiting,
+    /// The host answered the control request without an `mcp_response`.
+    #[error("answered the message without an mcp_response")]
+    NoMcpResponse,
+    /// The reply is not a JSON-RPC message rmcp can read.
+    #[error("answered with a reply keel could not read: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    /// The control request itself failed (no answer in time, the host gone, an error
+    /// response): the route's own error.
+    #[error(transparent)]
+    Request(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// The route to the host: send `message` to its server `server` and wait (at most
 /// `deadline`) for the JSON-RPC reply it carries back in `mcp_response`.
 pub trait SdkHost: Send + Sync + 'static {
@@ -31,7 +53,7 @@ pub trait SdkHost: Send + Sync + 'static {
         server: &str,
         message: Value,
         deadline: Duration,
-    ) -> Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'static>>;
+    ) -> Pin<Box<dyn Future<Output = Result<Value, SdkHostError>> + Send + 'static>>;
 }
 
 /// How many replies may wait for rmcp to take them.
@@ -61,7 +83,7 @@ impl SdkTransport {
 }
 
 /// The reply rmcp gets for the request `id`: the host's, or an error saying why there is none.
-fn reply_for(id: &Value, server: &str, reply: Result<Value, String>) -> Value {
+fn reply_for(id: &Value, server: &str, reply: Result<Value, SdkHostError>) -> Value {
     let error = |message: String| json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32603, "message": message } });
     match reply {
         Ok(Value::Object(mut m)) if m.contains_key("result") || m.contains_key("error") => {
@@ -114,7 +136,7 @@ impl Transport<RoleClient> for SdkTransport {
                         serde_json::from_value(reply_for(
                             &id,
                             &server,
-                            Err(format!("answered with a reply keel could not read: {e}")),
+                            Err(SdkHostError::Unreadable(e)),
                         ))
                     });
                 if let Ok(m) = parsed {
@@ -155,7 +177,8 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("not a JSON-RPC reply"));
-        let r = reply_for(&id, "calc", Err("did not answer within 5 s".into()));
+        let late = std::io::Error::other("did not answer within 5 s");
+        let r = reply_for(&id, "calc", Err(SdkHostError::Request(Box::new(late))));
         assert_eq!(
             r["error"]["message"],
             "the SDK host's MCP server calc did not answer within 5 s"

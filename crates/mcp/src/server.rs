@@ -224,12 +224,14 @@ impl Server {
         let late = format!("{} did not finish starting", spec.url);
         if sse {
             let transport = crate::http::UrlTransport::legacy_sse(name, spec, message_deadline);
-            return Self::start_on(name, transport.map_err(fail)?, deadline, &late).await;
+            let transport = transport.map_err(|e| fail(e.to_string()))?;
+            return Self::start_on(name, transport, deadline, &late).await;
         }
         let auth = oauth_for(name, spec, deadline);
         let transport =
             crate::http::UrlTransport::streamable_with(name, spec, message_deadline, auth.clone());
-        let started = Self::start_on(name, transport.map_err(fail)?, deadline, &late).await;
+        let transport = transport.map_err(|e| fail(e.to_string()))?;
+        let started = Self::start_on(name, transport, deadline, &late).await;
         match (started, auth.and_then(|a| a.needs_login())) {
             // Said plainly, not as the handshake failure it caused.
             (Err(_), Some(why)) => Err(StartError {

@@ -120,7 +120,10 @@ impl Issued {
     }
 
     /// A bearer token of this server's shape must be one it handed out.
-    pub(crate) fn check_bearer(&self, headers: &BTreeMap<String, String>) -> Result<(), String> {
+    pub(crate) fn check_bearer(
+        &self,
+        headers: &BTreeMap<String, String>,
+    ) -> Result<(), UnknownToken> {
         let Some(tok) = headers
             .get("authorization")
             .and_then(|a| a.strip_prefix("Bearer "))
@@ -132,9 +135,7 @@ impl Issued {
         if t.0.contains(tok) {
             Ok(())
         } else {
-            Err(format!(
-                "authorization: the Entra ID token {tok:?} was not issued by this keel-mock (or was revoked)"
-            ))
+            Err(UnknownToken(tok.to_owned()))
         }
     }
 
@@ -147,6 +148,14 @@ impl Issued {
             .clear();
     }
 }
+
+/// A bearer token of this server's shape that it did not hand out (or has revoked): the 401
+/// the mock answers names it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "authorization: the Entra ID token {0:?} was not issued by this keel-mock (or was revoked)"
+)]
+pub(crate) struct UnknownToken(String);
 
 #[cfg(test)]
 mod tests {

@@ -230,7 +230,8 @@ fn decide(
         let body = json!({"input_tokens": (r.bytes as u64 + 2) / 4});
         return (None, None, json_answer(d, 200, &body, &r.request_id));
     }
-    if let Err(msg) = shared.entra.check_bearer(r.headers) {
+    if let Err(e) = shared.entra.check_bearer(r.headers) {
+        let msg = e.to_string();
         let a = error_answer(d, 401, "authentication_error", &msg, &r.request_id);
         return (None, Some(msg), a);
     }

@@ -16,8 +16,8 @@ pub mod shell;
 
 pub use fs::{kpath, FakeFs, FileKind, FsView, RealFs};
 pub use kind::ToolKind;
-pub use paths::{Resolved, Roots};
+pub use paths::{PatternError, Resolved, Roots};
 pub use rules::{
     split_rule_list, wildcard_with, AllowedBy, Decision, Judgement, PathUse, PermissionMode,
-    Policy, Rule, RuleError, RuleSource, WebRules,
+    Policy, Rule, RuleError, RuleErrorKind, RuleSource, WebRules,
 };

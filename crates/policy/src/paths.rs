@@ -180,6 +180,28 @@ pub struct PathPattern {
     anywhere: bool,
 }
 
+/// A path rule's pattern that cannot be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum PatternError {
+    /// Nothing inside the parentheses but spaces.
+    #[error("an empty path pattern")]
+    Empty,
+    /// `~/…` when the session has no home directory.
+    #[error("`{pattern}` names the home directory, which is not known")]
+    NoHome {
+        /// The pattern as written.
+        pattern: String,
+    },
+    /// Not a glob the matcher accepts (an unclosed `[`, `{`).
+    #[error("`{pattern}` is not a valid path pattern: {source}")]
+    Glob {
+        /// The pattern as written.
+        pattern: String,
+        /// What the glob compiler said.
+        source: globset::Error,
+    },
+}
+
 /// Which way a pattern is used: bare names mean "anywhere" for deny and "under the working
 /// directory" for allow, so neither reading widens what the user allowed.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -192,10 +214,15 @@ pub enum Use {
 
 impl PathPattern {
     /// Compile a rule's pattern.
-    pub fn new(fs: &dyn FsView, pattern: &str, roots: &Roots, usage: Use) -> Result<Self, String> {
+    pub fn new(
+        fs: &dyn FsView,
+        pattern: &str,
+        roots: &Roots,
+        usage: Use,
+    ) -> Result<Self, PatternError> {
         let pattern = pattern.trim();
         if pattern.is_empty() {
-            return Err("an empty path pattern".to_owned());
+            return Err(PatternError::Empty);
         }
         let mut anchors: Vec<PathBuf> = Vec::new();
         let body: String;
@@ -204,8 +231,8 @@ impl PathPattern {
             anchors.push(PathBuf::from("/"));
             body = abs.to_owned();
         } else if let Some(rest) = pattern.strip_prefix("~/") {
-            let home = roots.home.clone().ok_or_else(|| {
-                format!("`{pattern}` names the home directory, which is not known")
+            let home = roots.home.clone().ok_or_else(|| PatternError::NoHome {
+                pattern: pattern.to_owned(),
             })?;
             anchors.push(home);
             body = rest.to_owned();
@@ -264,7 +291,10 @@ impl PathPattern {
                     .literal_separator(true)
                     .backslash_escape(true)
                     .build()
-                    .map_err(|e| format!("`{pattern}` is not a valid path pattern: {e}"))?
+                    .map_err(|e| PatternError::Glob {
+                        pattern: pattern.to_owned(),
+                        source: e,
+                    })?
                     .compile_matcher();
                 globs.push(m);
             }

@@ -1,6 +1,8 @@
 //! One line of `--input-format stream-json` input, read into what it asks for. Pure: no I/O,
 //! so the reader can be fuzzed on its own.
 
+use std::fmt;
+
 use serde_json::Value;
 
 use crate::frames::{ControlRequestFrame, ControlResponseFrame};
@@ -72,7 +74,7 @@ pub fn parse_input_line(text: &str) -> Result<InputLine, InputError> {
                     ))
                 }
             };
-            let (uuid, blocks) = user_turn(v).map_err(InputError::new)?;
+            let (uuid, blocks) = user_turn(v).map_err(|e| InputError::new(e.to_string()))?;
             Ok(InputLine::User {
                 uuid,
                 blocks,
@@ -106,10 +108,71 @@ pub fn parse_input_line(text: &str) -> Result<InputLine, InputError> {
     }
 }
 
+/// Why a `user` line cannot become a turn (its text follows the line's place in the
+/// host's error: "line N: …").
+#[derive(Debug)]
+enum UserTurnError {
+    /// Not the shape of a user message.
+    Shape(serde_json::Error),
+    /// No block but whitespace text.
+    Empty,
+    /// Block `index` (from 1) is of a type a host may not send.
+    Block {
+        /// Its place in the message, from 1.
+        index: usize,
+        /// Why it may not be sent.
+        why: BlockRefused,
+    },
+}
+
+impl fmt::Display for UserTurnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UserTurnError::Shape(e) => write!(f, "a user message keel cannot read ({e})"),
+            UserTurnError::Empty => f.write_str("the user message is empty"),
+            UserTurnError::Block { index, why } => {
+                write!(f, "block {index} of the user message {why}")
+            }
+        }
+    }
+}
+
+/// Why a host may not put a block into a user turn.
+#[derive(Debug)]
+enum BlockRefused {
+    /// A tool call or result: keel pairs them itself.
+    Paired(String),
+    /// Thinking: only the model's own turns hold it.
+    ModelOnly(String),
+    /// A type the Messages API does not take from a user.
+    NotUser(String),
+    /// No `type` at all.
+    Untyped,
+}
+
+impl fmt::Display for BlockRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BlockRefused::Paired(kind) => write!(
+                f,
+                "is a {kind} block, which a host may not send (keel pairs tool calls and results itself)"
+            ),
+            BlockRefused::ModelOnly(kind) => {
+                write!(f, "is a {kind} block, which only the model's own turns hold")
+            }
+            BlockRefused::NotUser(k) => write!(
+                f,
+                "is a {k:?} block, which a user turn may not hold (it may hold {})",
+                USER_BLOCK_TYPES.join(", ")
+            ),
+            BlockRefused::Untyped => f.write_str("has no \"type\""),
+        }
+    }
+}
+
 /// The uuid and prompt blocks of a `user` message.
-fn user_turn(v: Value) -> Result<(Option<String>, Vec<ContentBlock>), String> {
-    let frame: UserFrame =
-        serde_json::from_value(v).map_err(|e| format!("a user message keel cannot read ({e})"))?;
+fn user_turn(v: Value) -> Result<(Option<String>, Vec<ContentBlock>), UserTurnError> {
+    let frame: UserFrame = serde_json::from_value(v).map_err(UserTurnError::Shape)?;
     let blocks: Vec<ContentBlock> = frame
         .message
         .content
@@ -118,11 +181,10 @@ fn user_turn(v: Value) -> Result<(Option<String>, Vec<ContentBlock>), String> {
         .filter(|b| !matches!(b, ContentBlock::Text(t) if t.text.trim().is_empty()))
         .collect();
     if blocks.is_empty() {
-        return Err("the user message is empty".into());
+        return Err(UserTurnError::Empty);
     }
     for (i, b) in blocks.iter().enumerate() {
-        user_block_allowed(b)
-            .map_err(|why| format!("block {} of the user message {why}", i + 1))?;
+        user_block_allowed(b).map_err(|why| UserTurnError::Block { index: i + 1, why })?;
     }
     Ok((frame.uuid, blocks))
 }
@@ -134,26 +196,21 @@ pub const USER_BLOCK_TYPES: &[&str] = &["text", "image", "document", "search_res
 /// Whether a host may put `b` into a user turn. Tool calls and results are paired by keel;
 /// thinking, server tool blocks and unknown types belong to the model's turns, and forwarded
 /// they would be refused by the API (or replayed into every later request and every resume).
-fn user_block_allowed(b: &ContentBlock) -> Result<(), String> {
+fn user_block_allowed(b: &ContentBlock) -> Result<(), BlockRefused> {
     match b {
         ContentBlock::Text(_) | ContentBlock::Image(_) => Ok(()),
-        ContentBlock::ToolUse(_) | ContentBlock::ToolResult(_) => Err(format!(
-            "is a {} block, which a host may not send (keel pairs tool calls and results itself)",
-            b.kind()
-        )),
-        ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_) => Err(format!(
-            "is a {} block, which only the model's own turns hold",
-            b.kind()
-        )),
+        ContentBlock::ToolUse(_) | ContentBlock::ToolResult(_) => {
+            Err(BlockRefused::Paired(b.kind().to_owned()))
+        }
+        ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_) => {
+            Err(BlockRefused::ModelOnly(b.kind().to_owned()))
+        }
         ContentBlock::Other(v) => {
             let kind = v.get("type").and_then(Value::as_str);
             match kind {
                 Some(k) if USER_BLOCK_TYPES.contains(&k) => Ok(()),
-                Some(k) => Err(format!(
-                    "is a {k:?} block, which a user turn may not hold (it may hold {})",
-                    USER_BLOCK_TYPES.join(", ")
-                )),
-                None => Err("has no \"type\"".into()),
+                Some(k) => Err(BlockRefused::NotUser(k.to_owned())),
+                None => Err(BlockRefused::Untyped),
             }
         }
     }

@@ -114,7 +114,7 @@ fn edit_file(
         Err(Err(e)) => return job_failed(format!("Cannot read {shown}: {e}")),
     };
     if let Err(why) = check_fresh(path, &meta, reads, "Edit") {
-        return job_failed(why);
+        return job_failed(why.to_string());
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     if let Err(e) = io::Read::read_to_end(&mut file, &mut bytes) {

@@ -90,24 +90,40 @@ impl ReadLedger {
     }
 }
 
+/// Why a tool did not overwrite an existing file; the text is what the model is told.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotFresh {
+    /// The agent has not read the file in this session.
+    #[error("{} already exists and has not been read in this session, so {tool} did not change it. Read it first, so nothing in it is lost by accident, then call {tool} again.", path.display())]
+    NeverRead {
+        /// The file.
+        path: PathBuf,
+        /// The tool that refused.
+        tool: &'static str,
+    },
+    /// The file changed on disk since the agent last read it.
+    #[error("{} changed on disk since it was last read (a command or someone else changed it), so {tool} did not touch it: writing now would discard that change. Read it again and redo the change on its current content.", path.display())]
+    ChangedSince {
+        /// The file.
+        path: PathBuf,
+        /// The tool that refused.
+        tool: &'static str,
+    },
+}
+
 /// Before a tool overwrites the existing file `path` (which looks like `meta` now): the agent
-/// must have read it in this session, and it must not have changed since. `Err` is what the
-/// model is told.
+/// must have read it in this session, and it must not have changed since.
 pub(crate) fn check_fresh(
     path: &Path,
     meta: &Metadata,
     reads: &ReadLedger,
-    tool: &str,
-) -> Result<(), String> {
-    let shown = path.display();
-    match reads.check(path, FileStamp::of(meta)) {
+    tool: &'static str,
+) -> Result<(), NotFresh> {
+    let path = path.to_owned();
+    match reads.check(&path, FileStamp::of(meta)) {
         Freshness::Fresh => Ok(()),
-        Freshness::NeverRead => Err(format!(
-            "{shown} already exists and has not been read in this session, so {tool} did not change it. Read it first, so nothing in it is lost by accident, then call {tool} again."
-        )),
-        Freshness::ChangedSince => Err(format!(
-            "{shown} changed on disk since it was last read (a command or someone else changed it), so {tool} did not touch it: writing now would discard that change. Read it again and redo the change on its current content."
-        )),
+        Freshness::NeverRead => Err(NotFresh::NeverRead { path, tool }),
+        Freshness::ChangedSince => Err(NotFresh::ChangedSince { path, tool }),
     }
 }
 

@@ -166,19 +166,37 @@ impl Tool for GrepTool {
         Box::pin(async move {
             let search = match prepare(&input, &cx) {
                 Ok(s) => s,
-                Err(message) => return ToolOutcome::failed(message),
+                Err(e) => return ToolOutcome::failed(e.to_string()),
             };
             run_blocking(&cx, move |cancel| search.run(&cancel)).await
         })
     }
 }
 
-/// The message for input that breaks one of Grep's own rules.
-fn rule(sentence: impl Into<String>) -> String {
-    InputError::rule("Grep", sentence).to_string()
+/// Why a Grep call's input cannot be searched with; its text is what the model reads.
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    /// The input breaks the schema or one of Grep's own rules.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// `pattern` is not a regular expression the matcher accepts.
+    #[error("Invalid regex `{pattern}`: {source}{hint}")]
+    Regex {
+        /// The pattern as given.
+        pattern: String,
+        /// What the regex compiler said.
+        source: grep_regex::Error,
+        /// A hint when the pattern looks meant for multiline mode (may be empty).
+        hint: &'static str,
+    },
 }
 
-fn nonneg(name: &str, v: Option<i64>) -> Result<Option<usize>, String> {
+/// Input that breaks one of Grep's own rules.
+fn rule(sentence: impl Into<String>) -> InputError {
+    InputError::rule("Grep", sentence)
+}
+
+fn nonneg(name: &str, v: Option<i64>) -> Result<Option<usize>, InputError> {
     match v {
         Some(n) if n < 0 => Err(rule(format!("`{name}` must be 0 or more, not {n}."))),
         Some(n) => Ok(Some(n as usize)),
@@ -186,10 +204,10 @@ fn nonneg(name: &str, v: Option<i64>) -> Result<Option<usize>, String> {
     }
 }
 
-fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
-    let inp: Input = parse_input("Grep", input).map_err(|e| e.to_string())?;
+fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, PrepareError> {
+    let inp: Input = parse_input("Grep", input)?;
     if inp.pattern.is_empty() {
-        return Err(rule("`pattern` is empty; give a regular expression."));
+        return Err(rule("`pattern` is empty; give a regular expression.").into());
     }
     let mode = inp.output_mode.unwrap_or_default();
     let root = match inp.path.as_deref().filter(|p| !p.is_empty()) {
@@ -205,13 +223,14 @@ fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, String> {
     } else {
         mb.line_terminator(Some(b'\n'));
     }
-    let matcher = mb.build(&inp.pattern).map_err(|e| {
-        let hint = if !multiline && inp.pattern.contains("\\n") {
+    let matcher = mb.build(&inp.pattern).map_err(|e| PrepareError::Regex {
+        pattern: inp.pattern.clone(),
+        source: e,
+        hint: if !multiline && inp.pattern.contains("\\n") {
             " (set `multiline` to true to match across lines)"
         } else {
             ""
-        };
-        format!("Invalid regex `{}`: {e}{hint}", inp.pattern)
+        },
     })?;
     let context = nonneg("-C", inp.context)?;
     let before = nonneg("-B", inp.before)?.or(context).unwrap_or(0);
@@ -273,7 +292,7 @@ struct Globs {
 }
 
 impl Globs {
-    fn new(spec: &str) -> Result<Self, String> {
+    fn new(spec: &str) -> Result<Self, InputError> {
         let mut names = GlobSetBuilder::new();
         let mut paths = GlobSetBuilder::new();
         for g in spec.split_whitespace() {

@@ -154,7 +154,7 @@ impl Job<'_> {
             return job_failed(why);
         }
         if let Err(why) = check_fresh(self.path, &meta, self.reads, "NotebookEdit") {
-            return job_failed(why);
+            return job_failed(why.to_string());
         }
         if meta.len() > MAX_NOTEBOOK_BYTES {
             return job_failed(format!(

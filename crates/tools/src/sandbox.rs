@@ -70,31 +70,58 @@ pub fn landlock_abi() -> i32 {
     }
 }
 
+/// Why the sandbox cannot be had on this machine (enabling it is then an error at start).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel has no Landlock (too old, or not in the `lsm=` list).
+    #[error("the sandbox needs Landlock, which this kernel does not offer ({0}); run without the sandbox, or on a kernel with Landlock enabled (5.13 or later, with landlock in the lsm= list)")]
+    NoLandlock(#[source] std::io::Error),
+    /// A step of building the Landlock ruleset failed.
+    #[error("could not set up the sandbox: {what}: {source}")]
+    Setup {
+        /// The step, or the directory being added.
+        what: String,
+        /// What Landlock said.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// Landlock built the ruleset but handed back no descriptor.
+    #[error("could not set up the sandbox: Landlock gave no ruleset")]
+    NoRuleset,
+    /// The network is off on an architecture keel has no seccomp filter for.
+    #[error("the sandbox with the network off closes Unix sockets with a seccomp filter keel has for x86_64 and aarch64 only; allow the network (--sandbox-network) or run without the sandbox")]
+    SeccompArch,
+    /// The network is off on a kernel without seccomp filters.
+    #[error("the sandbox with the network off needs seccomp filters, which this kernel does not offer ({0})")]
+    NoSeccomp(#[source] std::io::Error),
+}
+
 impl Sandbox {
     /// Prepare the sandbox, or say why it cannot be had on this machine.
-    pub fn new(policy: SandboxPolicy) -> Result<Self, String> {
+    pub fn new(policy: SandboxPolicy) -> Result<Self, SandboxError> {
         let v = landlock_abi();
         if v < 1 {
-            return Err(format!(
-                "the sandbox needs Landlock, which this kernel does not offer ({}); run without the sandbox, or on a kernel with Landlock enabled (5.13 or later, with landlock in the lsm= list)",
-                std::io::Error::last_os_error()
-            ));
+            return Err(SandboxError::NoLandlock(std::io::Error::last_os_error()));
         }
         let abi = ABI::from(v);
         let all = AccessFs::from_all(abi);
         let read = AccessFs::from_read(abi);
-        let fail = |what: &str, e: &dyn std::fmt::Display| {
-            format!("could not set up the sandbox: {what}: {e}")
-        };
+        fn fail<E: std::error::Error + Send + Sync + 'static>(
+            what: &str,
+        ) -> impl FnOnce(E) -> SandboxError + '_ {
+            move |e| SandboxError::Setup {
+                what: what.to_owned(),
+                source: Box::new(e),
+            }
+        }
         let mut rs = Ruleset::default()
             .handle_access(all)
-            .map_err(|e| fail("handled accesses", &e))?
+            .map_err(fail("handled accesses"))?
             .create()
-            .map_err(|e| fail("ruleset", &e))?;
-        let root = PathFd::new("/").map_err(|e| fail("/", &e))?;
+            .map_err(fail("ruleset"))?;
+        let root = PathFd::new("/").map_err(fail("/"))?;
         rs = rs
             .add_rule(PathBeneath::new(root, read))
-            .map_err(|e| fail("read access", &e))?;
+            .map_err(fail("read access"))?;
         // Devices such as /dev/null and the terminal are written by ordinary commands.
         let mut writable: Vec<PathBuf> = policy.writable.clone();
         writable.push(PathBuf::from("/dev"));
@@ -102,14 +129,14 @@ impl Sandbox {
             if !d.exists() {
                 continue;
             }
-            let fd = PathFd::new(d).map_err(|e| fail(&d.display().to_string(), &e))?;
+            let shown = d.display().to_string();
+            let fd = PathFd::new(d).map_err(fail(&shown))?;
             rs = rs
                 .add_rule(PathBeneath::new(fd, all))
-                .map_err(|e| fail(&d.display().to_string(), &e))?;
+                .map_err(fail(&shown))?;
         }
         let fd: Option<OwnedFd> = rs.into();
-        let ruleset =
-            fd.ok_or_else(|| "could not set up the sandbox: Landlock gave no ruleset".to_owned())?;
+        let ruleset = fd.ok_or(SandboxError::NoRuleset)?;
         if !policy.network {
             unix_sockets::available()?;
         }
@@ -228,17 +255,16 @@ mod unix_sockets {
     ];
 
     /// Whether this machine can have the filter; said at start, not at the first command.
-    pub(super) fn available() -> Result<(), String> {
+    pub(super) fn available() -> Result<(), super::SandboxError> {
         if cfg!(not(any(target_arch = "x86_64", target_arch = "aarch64"))) {
-            return Err("the sandbox with the network off closes Unix sockets with a seccomp filter keel has for x86_64 and aarch64 only; allow the network (--sandbox-network) or run without the sandbox".into());
+            return Err(super::SandboxError::SeccompArch);
         }
         // SAFETY: PR_GET_SECCOMP only reads this process's seccomp mode.
         #[allow(unsafe_code)]
         let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
         if mode < 0 {
-            return Err(format!(
-                "the sandbox with the network off needs seccomp filters, which this kernel does not offer ({})",
-                std::io::Error::last_os_error()
+            return Err(super::SandboxError::NoSeccomp(
+                std::io::Error::last_os_error(),
             ));
         }
         Ok(())

@@ -89,7 +89,7 @@ fn write_file(
                 return Ok(ToolOutcome::failed(refusal));
             }
             if let Err(why) = check_fresh(path, &m, reads, "Write") {
-                return Ok(ToolOutcome::failed(why));
+                return Ok(ToolOutcome::failed(why.to_string()));
             }
             true
         }

@@ -124,7 +124,7 @@ fn read_command(place: &Place, name: String, path: PathBuf) -> Result<Command, L
                 .iter()
                 .map(|r| {
                     Rule::parse(r, RuleSource::Settings(path.display().to_string()))
-                        .map_err(|e| LoadError::field(&path, "allowed-tools", e.0))
+                        .map_err(|e| LoadError::field(&path, "allowed-tools", e.to_string()))
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         ),

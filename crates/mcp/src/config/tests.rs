@@ -42,14 +42,24 @@ fn expansion_follows_the_shell_forms_and_refuses_holes() {
         "/home/u/x:s3cret"
     );
     let e = expand("--key=${NOPE}", &env).unwrap_err();
-    assert!(
-        e.contains("${NOPE} is not set") && e.contains("${NOPE:-value}"),
-        "{e}"
+    assert_eq!(
+        e,
+        ExpandError::Unset {
+            name: "NOPE".into()
+        }
     );
-    assert!(expand("${TOKEN", &env).unwrap_err().contains("closing"));
-    assert!(expand("${1X}", &env)
-        .unwrap_err()
-        .contains("does not name a variable"));
+    assert_eq!(
+        e.to_string(),
+        "${NOPE} is not set, and has no default (write ${NOPE:-value} for one)"
+    );
+    let e = expand("${TOKEN", &env).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "\"${\" without a closing \"}\" in \"${TOKEN\""
+    );
+    let e = expand("${1X}", &env).unwrap_err();
+    assert_eq!(e, ExpandError::BadName { inner: "1X".into() });
+    assert!(e.to_string().contains("does not name a variable"), "{e}");
 }
 
 #[test]

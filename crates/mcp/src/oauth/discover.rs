@@ -78,30 +78,71 @@ fn is_loopback(url: &Url) -> bool {
     }
 }
 
+/// Why a URL met during authorization is not used: what named it (`what`), the URL as given
+/// (shortened and cleaned for display) and the kind of problem.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} {}", self.problem())]
+pub struct BadUrl {
+    /// What named the URL (`token_endpoint`, `its "resource"`).
+    pub what: String,
+    /// The URL as given, cleaned of control characters and clipped.
+    pub shown: String,
+    /// What is wrong with it.
+    pub kind: BadUrlKind,
+}
+
+/// What is wrong with a URL met during authorization.
+#[derive(Debug)]
+pub enum BadUrlKind {
+    /// Longer than [`MAX_URL_BYTES`].
+    TooLong,
+    /// Not a URL at all.
+    NotUrl(url::ParseError),
+    /// It carries a user, a password or a fragment.
+    Credentials,
+    /// Plain http where what named it is https.
+    Downgrade,
+    /// Neither https nor http on a loopback address.
+    NotHttps,
+}
+
+impl BadUrl {
+    fn problem(&self) -> String {
+        let shown = &self.shown;
+        match &self.kind {
+            BadUrlKind::TooLong => format!("is longer than {MAX_URL_BYTES} bytes"),
+            BadUrlKind::NotUrl(e) => format!("{shown:?} is not a URL: {e}"),
+            BadUrlKind::Credentials => format!("{shown:?} carries credentials or a fragment"),
+            BadUrlKind::Downgrade => format!(
+                "{shown:?} is plain http, but what named it is https (a downgrade is refused)"
+            ),
+            BadUrlKind::NotHttps => {
+                format!("{shown:?} must be https (plain http only on a loopback address)")
+            }
+        }
+    }
+}
+
 /// `raw` as a URL keel may use for `what`: at most 2 KiB, no credentials or fragment, https
 /// — or plain http on a loopback address when `https_only` is false.
-pub fn check_url(raw: &str, what: &str, https_only: bool) -> Result<Url, String> {
+pub fn check_url(raw: &str, what: &str, https_only: bool) -> Result<Url, BadUrl> {
+    let bad = |kind: BadUrlKind| BadUrl {
+        what: what.to_owned(),
+        shown: shown(raw),
+        kind,
+    };
     if raw.len() > MAX_URL_BYTES {
-        return Err(format!("{what} is longer than {MAX_URL_BYTES} bytes"));
+        return Err(bad(BadUrlKind::TooLong));
     }
-    let url = Url::parse(raw).map_err(|e| format!("{what} {:?} is not a URL: {e}", shown(raw)))?;
+    let url = Url::parse(raw).map_err(|e| bad(BadUrlKind::NotUrl(e)))?;
     if !url.username().is_empty() || url.password().is_some() || url.fragment().is_some() {
-        return Err(format!(
-            "{what} {:?} carries credentials or a fragment",
-            shown(raw)
-        ));
+        return Err(bad(BadUrlKind::Credentials));
     }
     match url.scheme() {
         "https" => Ok(url),
         "http" if is_loopback(&url) && !https_only => Ok(url),
-        "http" if is_loopback(&url) => Err(format!(
-            "{what} {:?} is plain http, but what named it is https (a downgrade is refused)",
-            shown(raw)
-        )),
-        _ => Err(format!(
-            "{what} {:?} must be https (plain http only on a loopback address)",
-            shown(raw)
-        )),
+        "http" if is_loopback(&url) => Err(bad(BadUrlKind::Downgrade)),
+        _ => Err(bad(BadUrlKind::NotHttps)),
     }
 }
 
@@ -230,7 +271,7 @@ pub async fn discover(
     // 1. The protected-resource metadata: where the challenge says, else the well-known URIs.
     let candidates: Vec<Url> = match &challenge.resource_metadata {
         Some(raw) => vec![check_url(raw, "resource_metadata", https_only)
-            .map_err(|why| invalid("the 401's WWW-Authenticate", mcp_url, why))?],
+            .map_err(|why| invalid("the 401's WWW-Authenticate", mcp_url, why.to_string()))?],
         None => {
             let mut v: Vec<Url> = well_known(mcp_url, "oauth-protected-resource", false)
                 .into_iter()
@@ -268,7 +309,7 @@ pub async fn discover(
     let resource = string_field(&prm, "resource")
         .ok_or_else(|| invalid(what, &prm_url, "has no \"resource\"".into()))?;
     let resource_url = check_url(resource, "its \"resource\"", https_only)
-        .map_err(|why| invalid(what, &prm_url, why))?;
+        .map_err(|why| invalid(what, &prm_url, why.to_string()))?;
     // The metadata must describe this server: same origin, and the server's URL within it.
     let within = mcp_url
         .as_str()
@@ -290,7 +331,7 @@ pub async fn discover(
         .and_then(Value::as_str)
         .ok_or_else(|| invalid(what, &prm_url, "names no authorization_servers".into()))?;
     let issuer = check_url(issuer_raw, "its authorization server", https_only)
-        .map_err(|why| invalid(what, &prm_url, why))?;
+        .map_err(|why| invalid(what, &prm_url, why.to_string()))?;
     // A scope is sent back in the authorization URL: printable and bounded, or left out.
     let fits = |s: &String| {
         !s.is_empty() && s.len() <= 1024 && s.bytes().all(|b| (0x20..0x7f).contains(&b))
@@ -349,7 +390,9 @@ async fn authorization_server(
         let endpoint = |key: &str| -> Result<Option<Url>, OAuthError> {
             match string_field(&doc, key) {
                 None => Ok(None),
-                Some(raw) => check_url(raw, key, https_only).map(Some).map_err(&invalid),
+                Some(raw) => check_url(raw, key, https_only)
+                    .map(Some)
+                    .map_err(|e| invalid(e.to_string())),
             }
         };
         let authorization_endpoint = endpoint("authorization_endpoint")?
@@ -412,7 +455,11 @@ mod tests {
         assert!(check_url("http://localhost:9/token", "t", false).is_ok());
         assert!(check_url("http://[::1]:9/token", "t", false).is_ok());
         let down = check_url("http://127.0.0.1:9/token", "t", true).unwrap_err();
-        assert!(down.contains("downgrade"), "{down}");
+        assert!(matches!(down.kind, BadUrlKind::Downgrade), "{down}");
+        assert_eq!(
+            down.to_string(),
+            "t \"http://127.0.0.1:9/token\" is plain http, but what named it is https (a downgrade is refused)"
+        );
         assert!(check_url("http://as.example/token", "t", false).is_err());
         assert!(check_url("http://169.254.169.254/", "t", false).is_err());
         assert!(check_url("https://u:p@as.example/", "t", true).is_err());

@@ -43,13 +43,18 @@ impl Login {
     }
 }
 
+/// The system's random source failed (a PKCE verifier or state cannot be made).
+#[derive(Debug, thiserror::Error)]
+#[error("the system's random source failed")]
+struct RandomFailed;
+
 /// A random URL-safe string of `bytes` random bytes.
-fn random(bytes: usize) -> Result<String, String> {
+fn random(bytes: usize) -> Result<String, RandomFailed> {
     use ring::rand::SecureRandom;
     let mut buf = vec![0u8; bytes];
     ring::rand::SystemRandom::new()
         .fill(&mut buf)
-        .map_err(|_| "the system's random source failed".to_owned())?;
+        .map_err(|_| RandomFailed)?;
     Ok(URL_SAFE_NO_PAD.encode(buf))
 }
 
@@ -72,8 +77,9 @@ pub async fn login(
         server: server.to_owned(),
         why,
     };
-    let client = super::client(opts.request_deadline).map_err(flow)?;
-    let mcp_url = super::check_url(url, "the server's URL", false).map_err(flow)?;
+    let client = super::client(opts.request_deadline).map_err(|e| flow(e.to_string()))?;
+    let mcp_url =
+        super::check_url(url, "the server's URL", false).map_err(|e| flow(e.to_string()))?;
     let Some(challenge) = probe(server, &client, &mcp_url).await? else {
         return Ok(None);
     };
@@ -95,8 +101,8 @@ pub async fn login(
         Some(id) => (id, None),
         None => register(server, &client, &meta, &redirect_uri).await?,
     };
-    let verifier = random(32).map_err(flow)?;
-    let state = random(16).map_err(flow)?;
+    let verifier = random(32).map_err(|e| flow(e.to_string()))?;
+    let state = random(16).map_err(|e| flow(e.to_string()))?;
     let mut auth_url = meta.authorization_endpoint.clone();
     {
         let mut q = auth_url.query_pairs_mut();
@@ -389,7 +395,7 @@ pub(crate) async fn refresh(
     let client = super::client(deadline).map_err(|why| {
         RefreshError::Failed(OAuthError::Flow {
             server: server.to_owned(),
-            why,
+            why: why.to_string(),
         })
     })?;
     let Some(rt) = stored.refresh_token.clone() else {
@@ -449,32 +455,43 @@ async fn token_request(
     tokens_from(&doc, base).map_err(|why| failed(format!("its answer {why}")))
 }
 
+/// What is wrong with a token endpoint's answer (the text follows "its answer ").
+#[derive(Debug, thiserror::Error)]
+enum BadTokens {
+    /// No access token, or one that is empty, too long or not printable.
+    #[error("has no valid access_token (1 to 16 KiB of printable characters)")]
+    AccessToken,
+    /// A token type other than Bearer (shown cleaned and clipped).
+    #[error("has token_type {0:?}, not Bearer")]
+    TokenType(String),
+    /// A lifetime out of range (the JSON value as given).
+    #[error("has expires_in {0}, not 1 to {MAX_EXPIRES_IN} seconds")]
+    ExpiresIn(Value),
+    /// A refresh token that is empty, too long or not printable.
+    #[error("has a refresh_token that is empty, too long or not printable")]
+    RefreshToken,
+}
+
 /// `base` with the tokens of a token response, every field checked.
-fn tokens_from(doc: &Value, base: &Stored) -> Result<Stored, String> {
+fn tokens_from(doc: &Value, base: &Stored) -> Result<Stored, BadTokens> {
     let token = |k: &str| doc.get(k).and_then(Value::as_str);
     let access = token("access_token")
         .filter(|t| printable(t, MAX_TOKEN_BYTES))
-        .ok_or("has no valid access_token (1 to 16 KiB of printable characters)")?;
+        .ok_or(BadTokens::AccessToken)?;
     let kind = token("token_type").unwrap_or("");
     if !kind.eq_ignore_ascii_case("bearer") {
-        return Err(format!("has token_type {:?}, not Bearer", shown(kind)));
+        return Err(BadTokens::TokenType(shown(kind)));
     }
     let expires_at = match doc.get("expires_in") {
         None | Some(Value::Null) => None,
         Some(v) => match v.as_u64() {
             Some(s) if (1..=MAX_EXPIRES_IN).contains(&s) => Some(now_secs() + s),
-            _ => {
-                return Err(format!(
-                    "has expires_in {v}, not 1 to {MAX_EXPIRES_IN} seconds"
-                ))
-            }
+            _ => return Err(BadTokens::ExpiresIn(v.clone())),
         },
     };
     let refresh = match token("refresh_token") {
         Some(t) if printable(t, MAX_TOKEN_BYTES) => Some(t.to_owned()),
-        Some(_) => {
-            return Err("has a refresh_token that is empty, too long or not printable".into())
-        }
+        Some(_) => return Err(BadTokens::RefreshToken),
         // None issued: a refresh keeps the old one (RFC 6749 §6).
         None => base.refresh_token.clone(),
     };

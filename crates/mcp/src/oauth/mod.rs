@@ -18,7 +18,7 @@ mod store;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use discover::{check_url, parse_www_authenticate, Challenge, Metadata};
+pub use discover::{check_url, parse_www_authenticate, BadUrl, BadUrlKind, Challenge, Metadata};
 pub use flow::{login, pkce_challenge, Login, LoginOptions};
 pub use store::{store_path, Stored, TokenStore};
 
@@ -132,15 +132,20 @@ pub(crate) fn now_secs() -> u64 {
 
 /// The HTTP client for authorization requests: bundled roots, no redirects (a metadata or
 /// token answer must come from the URL asked), every request within `deadline`.
-pub(crate) fn client(deadline: Duration) -> Result<reqwest::Client, String> {
+pub(crate) fn client(deadline: Duration) -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .tls_built_in_native_certs(false)
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(deadline)
         .timeout(deadline)
         .build()
-        .map_err(|e| format!("an HTTP client could not be made: {e}"))
+        .map_err(ClientError)
 }
+
+/// The HTTP client for authorization requests could not be built (TLS set-up).
+#[derive(Debug, thiserror::Error)]
+#[error("an HTTP client could not be made: {0}")]
+pub struct ClientError(#[source] reqwest::Error);
 
 /// The authorization of one server in a session: the stored token, refreshed when it has
 /// expired or the server refused it. Shared by the transport's requests.

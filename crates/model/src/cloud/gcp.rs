@@ -206,7 +206,7 @@ impl TokenSource {
                 format!("GCE_METADATA_HOST={host:?} is not a host name or host:port"),
             ));
         }
-        let http = http_client().map_err(|e| ApiError::new(ApiErrorKind::Config, e))?;
+        let http = http_client().map_err(|e| ApiError::new(ApiErrorKind::Config, e.to_string()))?;
         Ok(Self {
             grant: Grant::Metadata,
             token_url: format!(
@@ -315,12 +315,26 @@ impl TokenSource {
     }
 }
 
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
+/// What keeps Google credentials from being used before any request is made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SetupError {
+    /// The HTTP client for the token endpoint could not be built.
+    #[error("could not start the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// `private_key` is not base64 between PEM armour lines.
+    #[error("`private_key` is not PEM")]
+    KeyNotPem,
+    /// `private_key` decodes, but not to an RSA key ring accepts.
+    #[error("`private_key` is not a usable RSA key ({0})")]
+    KeyUnusable(ring::error::KeyRejected),
+}
+
+pub(crate) fn http_client() -> Result<reqwest::Client, SetupError> {
     reqwest::Client::builder()
         .tls_built_in_native_certs(false)
         .connect_timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| format!("could not start the HTTP client: {e}"))
+        .map_err(SetupError::Client)
 }
 
 /// The access token and its lifetime from a token endpoint's JSON answer.
@@ -373,7 +387,7 @@ fn assertion(email: &str, key: &RsaKeyPair, aud: &str) -> Result<String, ApiErro
 }
 
 /// An RSA key from PEM: PKCS#8 (`BEGIN PRIVATE KEY`, what Google issues) or PKCS#1.
-fn parse_private_key(pem: &str) -> Result<RsaKeyPair, String> {
+fn parse_private_key(pem: &str) -> Result<RsaKeyPair, SetupError> {
     let pkcs1 = pem.contains("BEGIN RSA PRIVATE KEY");
     let b64: String = pem
         .lines()
@@ -382,13 +396,13 @@ fn parse_private_key(pem: &str) -> Result<RsaKeyPair, String> {
         .collect();
     let der = base64::engine::general_purpose::STANDARD
         .decode(b64.as_bytes())
-        .map_err(|_| "`private_key` is not PEM".to_owned())?;
+        .map_err(|_| SetupError::KeyNotPem)?;
     let key = if pkcs1 {
         RsaKeyPair::from_der(&der)
     } else {
         RsaKeyPair::from_pkcs8(&der)
     };
-    key.map_err(|e| format!("`private_key` is not a usable RSA key ({e})"))
+    key.map_err(SetupError::KeyUnusable)
 }
 
 /// `application/x-www-form-urlencoded` of `pairs`.

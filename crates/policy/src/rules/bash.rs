@@ -13,6 +13,7 @@ use crate::kpath::kernel_path_in;
 use crate::paths::{PathPattern, Resolved, Roots};
 use crate::shell::{self, readonly, Arg, Lowered, LoweredCommand, ShellEnv};
 
+use super::needs::NeedsApproval;
 use super::{Judgement, PermissionMode, Policy, Rule};
 
 /// A Bash rule's pattern, parsed.
@@ -489,6 +490,7 @@ impl<'p> Policy<'p> {
             // Only reads (and reads nothing a Read deny rule protects)?
             let ro = ro
                 .clone()
+                .map_err(NeedsApproval::from)
                 .and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
             let rule = if self.mode == PermissionMode::Plan {
                 None
@@ -582,7 +584,11 @@ impl<'p> Policy<'p> {
     /// directory that may be read, and every file operand is one that may be read (inside
     /// the working directory or an added directory, keel's own output, a documented system
     /// location, or allowed by a Read rule) and that no Read deny rule protects.
-    fn reads_allowed(&self, r: &readonly::ReadOnly, cwd: Option<&Path>) -> Result<(), String> {
+    fn reads_allowed(
+        &self,
+        r: &readonly::ReadOnly,
+        cwd: Option<&Path>,
+    ) -> Result<(), NeedsApproval> {
         let denies: Vec<(&Rule, PathPattern)> = self.read_deny_patterns();
         let mut reads: Vec<Arg> = r.reads.clone();
         if r.recursive && reads.is_empty() {
@@ -592,43 +598,35 @@ impl<'p> Policy<'p> {
         if let Some(dir) = cwd {
             let here = self.roots.resolve_in(self.fs, ".", dir);
             if !self.read_ok(&here) {
-                return Err(format!(
-                    "it runs in {}, outside the working directory and the added directories ({})",
-                    here.real.display(),
-                    read_rule_hint(self.fs, &here)
-                ));
+                return Err(NeedsApproval::RunsOutside {
+                    allow_dir: read_rule_dir(self.fs, &here),
+                    dir: here.real,
+                });
             }
         }
         for w in &reads {
             let Some(p) = self.resolve_word(w, cwd) else {
-                return Err(format!(
-                    "it reads `{}`, which keel cannot resolve before it runs",
-                    w.text()
-                ));
+                return Err(NeedsApproval::Unresolved {
+                    word: w.text().to_owned(),
+                });
             };
             for (rule, pat) in &denies {
                 if pat.matches(&p)
                     || (r.recursive && self.fs.is_dir(&p.real) && pat.may_match_under(&p))
                 {
-                    return Err(format!(
-                        "it reads `{}`, which the rule `{}` from {} protects",
-                        w.text(),
-                        rule.text(),
-                        rule.source
-                    ));
+                    return Err(NeedsApproval::ReadDenied {
+                        word: w.text().to_owned(),
+                        rule: rule.text(),
+                        origin: rule.source.clone(),
+                    });
                 }
             }
             if !self.read_ok(&p) {
-                let via = if p.real != p.lexical {
-                    format!(" (it leads to {})", p.real.display())
-                } else {
-                    String::new()
-                };
-                return Err(format!(
-                    "it reads `{}`{via}, outside the working directory and the added directories ({})",
-                    w.text(),
-                    read_rule_hint(self.fs, &p)
-                ));
+                return Err(NeedsApproval::ReadsOutside {
+                    word: w.text().to_owned(),
+                    via: (p.real != p.lexical).then(|| p.real.clone()),
+                    allow_dir: read_rule_dir(self.fs, &p),
+                });
             }
         }
         Ok(())
@@ -640,7 +638,7 @@ impl<'p> Policy<'p> {
     }
 
     /// Whether a write to the path in `w` needs no approval; how, or why it does.
-    fn write_allowed(&self, w: &Arg, cwd: Option<&Path>) -> Result<String, String> {
+    fn write_allowed(&self, w: &Arg, cwd: Option<&Path>) -> Result<String, NeedsApproval> {
         // A rule that allows every command allows what any command could write.
         if self.mode != PermissionMode::Plan {
             if let Some(r) = self
@@ -652,10 +650,10 @@ impl<'p> Policy<'p> {
             }
         }
         let Some(p) = self.resolve_word(w, cwd) else {
-            return Err("its path is only known when the command runs".to_owned());
+            return Err(NeedsApproval::WriteUnresolved);
         };
         if self.mode == PermissionMode::Plan {
-            return Err("the session is in plan mode".to_owned());
+            return Err(NeedsApproval::PlanMode);
         }
         if let Some(rule) = self.path_allowed(&["Edit", "Write"], &p) {
             return Ok(format!("allowed by `{}`", rule.text()));
@@ -667,26 +665,20 @@ impl<'p> Policy<'p> {
             return Ok("allowed by bypassPermissions".to_owned());
         }
         Err(if self.roots.contains(self.fs, &p) {
-            "no rule allows writing there".to_owned()
+            NeedsApproval::WriteNotAllowed
         } else {
-            "it is outside the working directory and the added directories".to_owned()
+            NeedsApproval::WriteOutside
         })
     }
 }
 
-/// The rule that would allow reading `p` (its directory, as an absolute Read rule).
-fn read_rule_hint(fs: &dyn FsView, p: &Resolved) -> String {
-    let dir = if fs.is_dir(&p.real) {
+/// The directory a Read rule would have to allow for reading `p` (itself, or its parent).
+fn read_rule_dir(fs: &dyn FsView, p: &Resolved) -> PathBuf {
+    if fs.is_dir(&p.real) {
         p.real.clone()
     } else {
         p.real.parent().unwrap_or(Path::new("/")).to_path_buf()
-    };
-    let body = exact_path_rule(&dir);
-    let body = if body == "//" { "/".to_owned() } else { body };
-    format!(
-        "the rule `Read({body}/**)` or --add-dir {} would allow it",
-        dir.display()
-    )
+    }
 }
 
 fn shell_short(s: &str) -> String {
@@ -722,6 +714,7 @@ impl<'p> Policy<'p> {
         for (cmd, ro) in j.lowered.commands.iter().zip(&j.readonly) {
             let ro = ro
                 .clone()
+                .map_err(NeedsApproval::from)
                 .and_then(|r| self.reads_allowed(&r, cmd.cwd.as_deref()));
             let allowed = self.bash_rules(self.allow, tool).any(|(_, p)| match p {
                 None => true,

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::shell::readonly::{self, ReadOnly};
+use crate::shell::readonly::{self, NotReadOnly, ReadOnly};
 use crate::shell::{self, Lowered};
 
 use super::bash::env_of;
@@ -20,7 +20,7 @@ pub struct Judgement {
     pub lowered: Lowered,
     /// For each command of `lowered`, the read-only table's verdict: what it reads, or why
     /// it is not read-only.
-    pub readonly: Vec<Result<ReadOnly, String>>,
+    pub readonly: Vec<Result<ReadOnly, NotReadOnly>>,
     /// One line per part, how the rules judged it (filled by [`Policy::explain_bash`]).
     pub parts: Vec<String>,
 }

@@ -8,6 +8,7 @@ mod bash;
 mod judgement;
 #[cfg(test)]
 mod kernel_tests;
+mod needs;
 mod rule;
 mod web;
 
@@ -17,7 +18,8 @@ use std::path::Path;
 
 pub use bash::{exact_path_rule, PathUse};
 pub use judgement::Judgement;
-pub use rule::{split_rule_list, PermissionMode, Rule, RuleError, RuleSource};
+pub use needs::NeedsApproval;
+pub use rule::{split_rule_list, PermissionMode, Rule, RuleError, RuleErrorKind, RuleSource};
 pub use web::{NoWeb, WebRules};
 
 #[cfg(test)]

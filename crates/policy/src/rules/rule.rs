@@ -82,24 +82,64 @@ pub struct Rule {
     pub source: RuleSource,
 }
 
-/// A permission rule that cannot be read.
+/// What is wrong with a permission rule that cannot be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleErrorKind {
+    /// `Tool(pattern` without the closing `)`.
+    UnclosedParen,
+    /// The text before `(` is not a tool name (empty, or characters a name cannot have).
+    NoToolName,
+    /// A `WebFetch(...)` pattern that does not name a host as `domain:HOST[:PORT]`.
+    WebFetchPattern,
+}
+
+/// A permission rule that cannot be read: what is wrong, the rule as written and where it
+/// came from (the sentence shown to users names the rule; callers add the place).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RuleError(pub String);
+#[error("{}", self.describe())]
+pub struct RuleError {
+    /// What is wrong with it.
+    pub kind: RuleErrorKind,
+    /// The rule as written (trimmed).
+    pub text: String,
+    /// Where the rule came from.
+    pub origin: RuleSource,
+}
+
+impl RuleError {
+    fn new(kind: RuleErrorKind, text: &str, origin: RuleSource) -> Self {
+        RuleError {
+            kind,
+            text: text.to_owned(),
+            origin,
+        }
+    }
+
+    fn describe(&self) -> String {
+        let text = &self.text;
+        match self.kind {
+            RuleErrorKind::UnclosedParen => format!(
+                "permission rule {text:?} has an opening parenthesis but does not end with ')'"
+            ),
+            RuleErrorKind::NoToolName => {
+                format!("permission rule {text:?} does not start with a tool name")
+            }
+            RuleErrorKind::WebFetchPattern => format!(
+                "permission rule {text:?}: a WebFetch rule names a host, as WebFetch(domain:example.com), WebFetch(domain:*.example.com) or WebFetch(domain:127.0.0.1:8080)"
+            ),
+        }
+    }
+}
 
 impl Rule {
     /// Parse `Tool` or `Tool(pattern)`.
     pub fn parse(text: &str, source: RuleSource) -> Result<Self, RuleError> {
-        Self::parse_text(text, source).map_err(RuleError)
-    }
-
-    fn parse_text(text: &str, source: RuleSource) -> Result<Self, String> {
         let text = text.trim();
         let (tool, pattern) = match text.find('(') {
             None => (text, None),
             Some(i) => {
                 if !text.ends_with(')') {
-                    return Err(format!("permission rule {text:?} has an opening parenthesis but does not end with ')'"));
+                    return Err(RuleError::new(RuleErrorKind::UnclosedParen, text, source));
                 }
                 (
                     &text[..i],
@@ -114,13 +154,11 @@ impl Rule {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || (star_ok && c == '*'))
         {
-            return Err(format!(
-                "permission rule {text:?} does not start with a tool name"
-            ));
+            return Err(RuleError::new(RuleErrorKind::NoToolName, text, source));
         }
         if let (true, Some(p)) = (tool == "WebFetch", pattern.as_deref()) {
-            if !p.is_empty() && p != "*" {
-                web::check_pattern(text, p).map_err(|e| e.0)?;
+            if !p.is_empty() && p != "*" && !web::pattern_ok(p) {
+                return Err(RuleError::new(RuleErrorKind::WebFetchPattern, text, source));
             }
         }
         let tool = if tool == "Agent" {

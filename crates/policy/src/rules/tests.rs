@@ -44,6 +44,47 @@ fn rule_lists_split_outside_parentheses() {
     );
 }
 
+/// A rule that cannot be read says what is wrong as a kind, keeps the rule as written and
+/// where it came from, and shows users the same sentence as before.
+#[test]
+fn rule_errors_carry_kind_text_and_origin() {
+    let from = RuleSource::Settings("/p/.claude/settings.json".to_owned());
+    let cases = [
+        (
+            " Bash(git ",
+            RuleErrorKind::UnclosedParen,
+            "permission rule \"Bash(git\" has an opening parenthesis but does not end with ')'",
+        ),
+        (
+            "(ls)",
+            RuleErrorKind::NoToolName,
+            "permission rule \"(ls)\" does not start with a tool name",
+        ),
+        (
+            "Bash*",
+            RuleErrorKind::NoToolName,
+            "permission rule \"Bash*\" does not start with a tool name",
+        ),
+        (
+            "WebFetch(https://x)",
+            RuleErrorKind::WebFetchPattern,
+            "permission rule \"WebFetch(https://x)\": a WebFetch rule names a host, as WebFetch(domain:example.com), WebFetch(domain:*.example.com) or WebFetch(domain:127.0.0.1:8080)",
+        ),
+    ];
+    for (text, kind, shown) in cases {
+        let e = Rule::parse(text, from.clone()).unwrap_err();
+        assert_eq!(
+            e,
+            RuleError {
+                kind,
+                text: text.trim().to_owned(),
+                origin: from.clone(),
+            }
+        );
+        assert_eq!(e.to_string(), shown);
+    }
+}
+
 #[test]
 fn bash_prefix_rules_cover_every_part() {
     let c = cfg(PermissionMode::Default, &["Bash(git status:*)"], &[]);

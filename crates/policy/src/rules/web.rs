@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{Decision, Rule, RuleError};
+use super::{Decision, Rule};
 use crate::ToolKind;
 
 /// Judges WebFetch and WebSearch calls against the rules (keel-core's permission layer).
@@ -57,15 +57,11 @@ impl WebRules for NoWeb {
     }
 }
 
-/// Check a WebFetch rule's pattern when the rule is read: only `domain:HOST[:PORT]`, the
-/// host of letters, digits, `.-_*:` (an IPv6 address in brackets), the port a number.
-pub(super) fn check_pattern(text: &str, pattern: &str) -> Result<(), RuleError> {
-    if domain_ok(pattern).is_some() {
-        return Ok(());
-    }
-    Err(RuleError(format!(
-        "permission rule {text:?}: a WebFetch rule names a host, as WebFetch(domain:example.com), WebFetch(domain:*.example.com) or WebFetch(domain:127.0.0.1:8080)"
-    )))
+/// Whether a WebFetch rule's pattern, checked when the rule is read, names a host: only
+/// `domain:HOST[:PORT]`, the host of letters, digits, `.-_*:` (an IPv6 address in brackets),
+/// the port a number.
+pub(super) fn pattern_ok(pattern: &str) -> bool {
+    domain_ok(pattern).is_some()
 }
 
 fn domain_ok(pattern: &str) -> Option<()> {
@@ -111,7 +107,7 @@ mod tests {
             "domain:127.0.0.1:8080",
             "domain:[::1]:80",
         ] {
-            assert!(check_pattern("r", ok).is_ok(), "{ok}");
+            assert!(pattern_ok(ok), "{ok}");
         }
         for bad in [
             "example.com",
@@ -120,7 +116,7 @@ mod tests {
             "domain:a/b",
             "domain:[::1]x",
         ] {
-            assert!(check_pattern("r", bad).is_err(), "{bad}");
+            assert!(!pattern_ok(bad), "{bad}");
         }
     }
 }

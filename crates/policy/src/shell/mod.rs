@@ -9,6 +9,7 @@
 mod command;
 mod lower;
 pub mod readonly;
+mod why;
 mod words;
 mod wrappers;
 
@@ -16,6 +17,7 @@ use std::path::Path;
 
 pub use command::{dangerous_var, LoweredCommand, Redirect, HARMLESS_GIT_GLOBALS};
 pub use lower::{lower, lower_in, Lowered};
+pub use why::NotReadOnly;
 pub use words::{Arg, Expansion, ShellEnv};
 
 /// Whether `command` clearly cannot change anything: it was fully understood, and every

@@ -4,6 +4,7 @@
 
 use super::command::dangerous_var;
 use super::command::LoweredCommand;
+pub use super::why::NotReadOnly;
 use super::words::{Arg, Expansion};
 
 /// How a program's positional arguments are read.
@@ -542,46 +543,50 @@ pub struct ReadOnly {
 }
 
 /// Whether `cmd` only reads; `Err` says why not.
-pub fn judge(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
-    let prog = cmd
-        .program()
-        .ok_or_else(|| "its program is only known when it runs".to_owned())?;
+pub fn judge(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
+    let prog = cmd.program().ok_or(NotReadOnly::DynamicProgram)?;
     if let Some(w) = cmd.wrappers.first() {
         let name = w.first().map(Arg::text).unwrap_or("");
-        return Err(format!("it runs through `{name}`"));
+        return Err(NotReadOnly::Wrapped {
+            wrapper: name.to_owned(),
+        });
     }
     if let Some(v) = cmd.assigns.iter().find(|v| dangerous_var(v)) {
-        return Err(format!("it sets `{v}`"));
+        return Err(NotReadOnly::SetsVariable { name: v.clone() });
     }
     if cmd.background {
-        return Err("it runs in the background".to_owned());
+        return Err(NotReadOnly::Background);
     }
     if cmd.more_args {
-        return Err("it is given arguments only known when it runs".to_owned());
+        return Err(NotReadOnly::DynamicArguments);
     }
     if let Some(r) = cmd.redirects.iter().find(|r| r.write && !r.is_harmless()) {
-        return Err(format!("it writes to `{}`", r.target.text()));
+        return Err(NotReadOnly::Writes {
+            target: r.target.text().to_owned(),
+        });
     }
     if prog.contains('/') {
-        return Err(format!(
-            "`{prog}` is a path; only programs found by name are on the read-only list"
-        ));
+        return Err(NotReadOnly::ProgramPath {
+            program: prog.to_owned(),
+        });
     }
     let args = &cmd.argv[1..];
-    let mut out = match prog {
-        "git" => git(cmd)?,
-        "find" => find(args)?,
-        "sed" => sed(args)?,
-        "tar" => tar(args)?,
-        "printf" => printf(args)?,
-        _ => {
-            let s = SPECS
-                .iter()
-                .find(|s| s.program == prog)
-                .ok_or_else(|| format!("`{prog}` is not on the read-only list"))?;
-            generic(s, args)?
-        }
-    };
+    let mut out =
+        match prog {
+            "git" => git(cmd)?,
+            "find" => find(args)?,
+            "sed" => sed(args)?,
+            "tar" => tar(args)?,
+            "printf" => printf(args)?,
+            _ => {
+                let s = SPECS.iter().find(|s| s.program == prog).ok_or_else(|| {
+                    NotReadOnly::NotListed {
+                        program: prog.to_owned(),
+                    }
+                })?;
+                generic(s, args)?
+            }
+        };
     out.reads.extend(
         cmd.redirects
             .iter()
@@ -591,13 +596,22 @@ pub fn judge(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
     Ok(out)
 }
 
-fn unknown_flag(prog: &str, flag: &str) -> String {
-    format!(
-        "`{prog}` is read-only only without `{flag}`, or it is not a flag keel knows to be safe"
-    )
+fn unknown_flag(prog: &str, flag: &str) -> NotReadOnly {
+    NotReadOnly::UnknownFlag {
+        program: prog.to_owned(),
+        flag: flag.to_owned(),
+    }
 }
 
-fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
+fn missing_value(prog: &str, flag: String) -> NotReadOnly {
+    NotReadOnly::MissingValue {
+        program: prog.to_owned(),
+        flag,
+        what: "value",
+    }
+}
+
+fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
     let mut reads = Vec::new();
     let mut positionals = Vec::new();
     let mut pattern_given = false;
@@ -648,9 +662,10 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
                     Some(v) => Arg::Lit(v.to_owned()),
                     None => {
                         i += 1;
-                        let v = args.get(i).cloned().ok_or_else(|| {
-                            format!("`{} --{key}` is missing its value", s.program)
-                        })?;
+                        let v = args
+                            .get(i)
+                            .cloned()
+                            .ok_or_else(|| missing_value(s.program, format!("--{key}")))?;
                         one_word(s.program, &v)?;
                         v
                     }
@@ -698,7 +713,7 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
                     let v = args
                         .get(i + 1)
                         .cloned()
-                        .ok_or_else(|| format!("`{} -{c}` is missing its value", s.program))?;
+                        .ok_or_else(|| missing_value(s.program, format!("-{c}")))?;
                     one_word(s.program, &v)?;
                     v
                 };
@@ -717,20 +732,18 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, String> {
     match s.pos {
         Pos::Text => {}
         Pos::Zero if !positionals.is_empty() => {
-            return Err(format!(
-                "`{}` with an argument may change something",
-                s.program
-            ))
+            return Err(NotReadOnly::TakesArgument {
+                program: s.program.to_owned(),
+            })
         }
         Pos::Zero => {}
         Pos::Paths => reads.extend(positionals),
         Pos::AtMostPaths(n) => {
             if positionals.len() > n {
-                return Err(format!(
-                    "`{}` with {} file arguments writes the last one",
-                    s.program,
-                    positionals.len()
-                ));
+                return Err(NotReadOnly::WritesLastFile {
+                    program: s.program.to_owned(),
+                    count: positionals.len(),
+                });
             }
             reads.extend(positionals);
         }
@@ -759,14 +772,14 @@ fn dynamic_operand(
     end_of_flags: bool,
     pattern_given: bool,
     first_positional: bool,
-) -> Result<(), String> {
+) -> Result<(), NotReadOnly> {
     let e = a.expansion().unwrap_or(Expansion::UNKNOWN);
     let shown = super::words::short(a.text());
     if e.any_dash && !end_of_flags && !ANY_OPTION_HARMLESS.contains(&s.program) {
-        return Err(format!(
-            "`{}` is given `{shown}`, which bash may expand to an option keel has not seen",
-            s.program
-        ));
+        return Err(NotReadOnly::MayBecomeOption {
+            program: s.program.to_owned(),
+            word: shown,
+        });
     }
     if e.splits {
         let counted = match s.pos {
@@ -777,10 +790,10 @@ fn dynamic_operand(
             Pos::Text | Pos::Paths => false,
         };
         if counted {
-            return Err(format!(
-                "`{}` is given `{shown}`, which bash may expand to several words",
-                s.program
-            ));
+            return Err(NotReadOnly::MaySplit {
+                program: s.program.to_owned(),
+                word: shown,
+            });
         }
     }
     Ok(())
@@ -788,12 +801,12 @@ fn dynamic_operand(
 
 /// An option's value taken from the next word: a word bash may split would shift every word
 /// after it (`-n $N` with N=`5 --output=x`).
-fn one_word(prog: &str, v: &Arg) -> Result<(), String> {
+fn one_word(prog: &str, v: &Arg) -> Result<(), NotReadOnly> {
     if v.may_split() {
-        return Err(format!(
-            "`{prog}` is given `{}` as an option's value, which bash may expand to several words",
-            super::words::short(v.text())
-        ));
+        return Err(NotReadOnly::ValueMaySplit {
+            program: prog.to_owned(),
+            word: super::words::short(v.text()),
+        });
     }
     Ok(())
 }
@@ -801,7 +814,7 @@ fn one_word(prog: &str, v: &Arg) -> Result<(), String> {
 /// `printf`: bash's builtin reads options only before its format, and `-v NAME` assigns a
 /// variable (`printf -v PATH …` changes what every later command runs), so the first word
 /// must be known not to be an option.
-fn printf(args: &[Arg]) -> Result<ReadOnly, String> {
+fn printf(args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
     let first = args.first();
     let refuse = match first {
         None => false,
@@ -809,10 +822,9 @@ fn printf(args: &[Arg]) -> Result<ReadOnly, String> {
         Some(a) => a.expansion().is_none_or(|e| e.first_dash),
     };
     if refuse {
-        return Err(format!(
-            "`printf {}` may be given an option (`-v` sets a variable)",
-            super::words::short(first.map(Arg::text).unwrap_or(""))
-        ));
+        return Err(NotReadOnly::PrintfOption {
+            word: super::words::short(first.map(Arg::text).unwrap_or("")),
+        });
     }
     Ok(ReadOnly {
         reads: Vec::new(),
@@ -874,7 +886,7 @@ pub(super) fn find_word_may_be_expression(a: &Arg) -> bool {
 }
 
 /// `find`: only tests and actions that print; never `-exec`, `-delete`, `-fprint`, `-fls`.
-fn find(args: &[Arg]) -> Result<ReadOnly, String> {
+fn find(args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
     const NO_VALUE: &[&str] = &[
         "-print",
         "-print0",
@@ -918,10 +930,9 @@ fn find(args: &[Arg]) -> Result<ReadOnly, String> {
             if in_expr || find_word_may_be_expression(a) {
                 // A value like `-name "$X"` was consumed below; any other word only known
                 // at run time may be (or become) a test or an action such as `-exec`.
-                return Err(format!(
-                    "`find` is given `{}`, which bash may expand to part of its expression",
-                    super::words::short(a.text())
-                ));
+                return Err(NotReadOnly::FindExpression {
+                    word: super::words::short(a.text()),
+                });
             }
             reads.push(a.clone());
             i += 1;
@@ -952,15 +963,15 @@ fn find(args: &[Arg]) -> Result<ReadOnly, String> {
 
 /// `sed`: only `-n` with print scripts like `1,20p`, `$p`, `5q`, and plain substitutions on
 /// stdout (`s/a/b/g`); never `-i`, `w`, `e`, `r`.
-fn sed(args: &[Arg]) -> Result<ReadOnly, String> {
+fn sed(args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
     let mut reads = Vec::new();
     let mut script_seen = false;
     let mut i = 0;
     while i < args.len() {
         let a = &args[i];
-        let w = a
-            .lit()
-            .ok_or_else(|| "`sed` has an argument only known when it runs".to_owned())?;
+        let w = a.lit().ok_or_else(|| NotReadOnly::DynamicArgument {
+            program: "sed".to_owned(),
+        })?;
         match w {
             "-n" | "--quiet" | "--silent" | "-E" | "-r" | "--regexp-extended" | "-s"
             | "--separate" | "-z" | "-u" => {}
@@ -969,7 +980,7 @@ fn sed(args: &[Arg]) -> Result<ReadOnly, String> {
                 let s = args
                     .get(i)
                     .and_then(Arg::lit)
-                    .ok_or_else(|| "`sed -e` needs a script keel can read".to_owned())?;
+                    .ok_or(NotReadOnly::SedScriptUnknown)?;
                 sed_script_ok(s)?;
                 script_seen = true;
             }
@@ -988,7 +999,7 @@ fn sed(args: &[Arg]) -> Result<ReadOnly, String> {
     })
 }
 
-fn sed_script_ok(s: &str) -> Result<(), String> {
+fn sed_script_ok(s: &str) -> Result<(), NotReadOnly> {
     let addr = r"(?:\d+|\$)";
     let print = format!(r"^{addr}(?:,{addr})?[pd]$|^{addr}q$|^/[^/\n]*/[pd]$");
     let subst = r"^s/[^/\n]*/[^/\n]*/[gip0-9]*$";
@@ -1000,10 +1011,9 @@ fn sed_script_ok(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "the sed script `{}` is not one keel knows to be read-only",
-            super::words::short(s)
-        ))
+        Err(NotReadOnly::SedScript {
+            script: super::words::short(s),
+        })
     }
 }
 
@@ -1014,14 +1024,14 @@ fn regex_lite_match(re: &str, text: &str) -> bool {
 }
 
 /// `tar`: only listing (`-t`) an archive.
-fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
+fn tar(args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
     let mut reads = Vec::new();
     let mut list = false;
     let mut i = 0;
     while i < args.len() {
-        let w = args[i]
-            .lit()
-            .ok_or_else(|| "`tar` has an argument only known when it runs".to_owned())?;
+        let w = args[i].lit().ok_or_else(|| NotReadOnly::DynamicArgument {
+            program: "tar".to_owned(),
+        })?;
         // `tar tvf x` (no dash) is the old style: the first word is a flag cluster.
         let cluster = if i == 0 && !w.starts_with('-') {
             Some(w)
@@ -1038,7 +1048,11 @@ fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
                         let v = args
                             .get(i)
                             .cloned()
-                            .ok_or_else(|| "`tar -f` is missing its archive".to_owned())?;
+                            .ok_or_else(|| NotReadOnly::MissingValue {
+                                program: "tar".to_owned(),
+                                flag: "-f".to_owned(),
+                                what: "archive",
+                            })?;
                         one_word("tar", &v)?;
                         reads.push(v);
                     }
@@ -1055,7 +1069,7 @@ fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
         i += 1;
     }
     if !list {
-        return Err("`tar` is read-only only when it lists an archive (`-t`)".to_owned());
+        return Err(NotReadOnly::TarNotListing);
     }
     Ok(ReadOnly {
         reads,
@@ -1064,18 +1078,18 @@ fn tar(args: &[Arg]) -> Result<ReadOnly, String> {
 }
 
 /// `git`: a few subcommands that only look, each with its own flags.
-fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
+fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
     use super::command::HARMLESS_GIT_GLOBALS as HARMLESS_GLOBALS;
     if let Some(g) = cmd
         .git_globals
         .iter()
         .find(|g| !HARMLESS_GLOBALS.contains(&g.as_str()))
     {
-        return Err(format!("`git {g}` changes where git looks or what it runs"));
+        return Err(NotReadOnly::GitGlobal { global: g.clone() });
     }
     let args = &cmd.argv[1..];
     let Some(sub) = args.first().and_then(Arg::lit) else {
-        return Err("`git` with no subcommand keel can read".to_owned());
+        return Err(NotReadOnly::GitNoSubcommand);
     };
     const LOG_LIKE_LONG: &[&str] = &[
         "oneline",
@@ -1317,7 +1331,11 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
                 recursive: false,
             })
         }
-        other => return Err(format!("`git {other}` is not on the read-only list")),
+        other => {
+            return Err(NotReadOnly::NotListed {
+                program: format!("git {other}"),
+            })
+        }
     };
     let mut r = generic(&s, &args[1..])?;
     if matches!(
@@ -1335,7 +1353,7 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, String> {
 }
 
 /// `git config --get`/`--list` only read.
-fn git_config(args: &[Arg]) -> Result<ReadOnly, String> {
+fn git_config(args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
     let first = args.first().and_then(Arg::lit).unwrap_or("");
     // The key must be one word that cannot be an option (`--get $K` with K=`x --add y z`).
     let key_ok = args
@@ -1352,6 +1370,6 @@ fn git_config(args: &[Arg]) -> Result<ReadOnly, String> {
             recursive: false,
         })
     } else {
-        Err("`git config` is read-only only with --get or --list".to_owned())
+        Err(NotReadOnly::GitConfig)
     }
 }

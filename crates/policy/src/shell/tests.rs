@@ -348,6 +348,71 @@ fn reads_are_reported_for_deny_checks() {
     assert!(!r.recursive);
 }
 
+/// Why a command is not read-only is a kind with the words that made it so, and its text is
+/// the sentence `keel permissions check` shows.
+#[test]
+fn not_read_only_says_which_kind_and_which_words() {
+    let why = |cmd: &str| {
+        let l = lower(cmd, Path::new("/"), &env());
+        readonly::judge(&l.commands[0]).unwrap_err()
+    };
+    let cases = [
+        (
+            "sed -i s/a/b/ f",
+            NotReadOnly::UnknownFlag {
+                program: "sed".into(),
+                flag: "-i".into(),
+            },
+            "`sed` is read-only only without `-i`, or it is not a flag keel knows to be safe",
+        ),
+        (
+            "git push",
+            NotReadOnly::NotListed {
+                program: "git push".into(),
+            },
+            "`git push` is not on the read-only list",
+        ),
+        (
+            "tar -tf",
+            NotReadOnly::MissingValue {
+                program: "tar".into(),
+                flag: "-f".into(),
+                what: "archive",
+            },
+            "`tar -f` is missing its archive",
+        ),
+        (
+            "head -n",
+            NotReadOnly::MissingValue {
+                program: "head".into(),
+                flag: "-n".into(),
+                what: "value",
+            },
+            "`head -n` is missing its value",
+        ),
+        (
+            "ls > out.txt",
+            NotReadOnly::Writes {
+                target: "out.txt".into(),
+            },
+            "it writes to `out.txt`",
+        ),
+        (
+            "tar -xf a.tar",
+            NotReadOnly::UnknownFlag {
+                program: "tar".into(),
+                flag: "-x".into(),
+            },
+            "`tar` is read-only only without `-x`, or it is not a flag keel knows to be safe",
+        ),
+    ];
+    for (cmd, kind, shown) in cases {
+        let e = why(cmd);
+        assert_eq!(e, kind, "{cmd}");
+        assert_eq!(e.to_string(), shown, "{cmd}");
+    }
+}
+
 #[test]
 fn history_reads_count_as_reading_the_repository() {
     // `git show HEAD:.env` prints a file no argument names as a path.

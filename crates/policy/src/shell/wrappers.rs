@@ -47,13 +47,31 @@ struct Opts {
     long_valued: &'static [&'static str],
 }
 
+/// Why a wrapper's options could not be skipped with certainty (the line is then not
+/// understood, and the sentence is listed among its problems).
+#[derive(Debug, thiserror::Error)]
+enum OptsProblem {
+    /// A word only known at run time where an option may stand.
+    #[error("`{wrapper}` is given `{word}`, which bash may expand to an option")]
+    MayBeOption { wrapper: String, word: String },
+    /// An option's value (or the wrapper's own operand) only known at run time may split.
+    #[error("`{wrapper}` is given `{word}`, which bash may expand to several words")]
+    MaySplit { wrapper: String, word: String },
+    /// An option that takes a value is the last word.
+    #[error("`{wrapper} {flag}` is missing its value")]
+    MissingValue { wrapper: String, flag: String },
+    /// An option keel does not know this wrapper to have.
+    #[error("`{wrapper}` has the option `{flag}`, which keel does not know")]
+    UnknownOption { wrapper: String, flag: String },
+}
+
 /// Skip the options of a wrapper starting at word 1; the index of the first word after them,
 /// the values given to options (by option letter or name), or a problem.
 fn skip_opts(
     cmd: &LoweredCommand,
     name: &str,
     o: &Opts,
-) -> Result<(usize, Vec<(String, Arg)>), String> {
+) -> Result<(usize, Vec<(String, Arg)>), OptsProblem> {
     let mut i = 1;
     let mut values = Vec::new();
     while let Some(a) = cmd.argv.get(i) {
@@ -61,10 +79,10 @@ fn skip_opts(
             // A word bash may expand to an option (or to several words, one of which may
             // be) is an option keel cannot judge: it could shift which word is the program.
             if a.may_be_option() {
-                return Err(format!(
-                    "`{name}` is given `{}`, which bash may expand to an option",
-                    short(a.text())
-                ));
+                return Err(OptsProblem::MayBeOption {
+                    wrapper: name.to_owned(),
+                    word: short(a.text()),
+                });
             }
             break;
         };
@@ -87,20 +105,24 @@ fn skip_opts(
                     values.push((key.to_owned(), Arg::Lit(long[key.len() + 1..].to_owned())));
                     i += 1;
                 } else {
-                    let v = cmd
-                        .argv
-                        .get(i + 1)
-                        .cloned()
-                        .ok_or_else(|| format!("`{name} --{key}` is missing its value"))?;
+                    let v =
+                        cmd.argv
+                            .get(i + 1)
+                            .cloned()
+                            .ok_or_else(|| OptsProblem::MissingValue {
+                                wrapper: name.to_owned(),
+                                flag: format!("--{key}"),
+                            })?;
                     one_value(name, &v)?;
                     values.push((key.to_owned(), v));
                     i += 2;
                 }
                 continue;
             }
-            return Err(format!(
-                "`{name}` has the option `--{key}`, which keel does not know"
-            ));
+            return Err(OptsProblem::UnknownOption {
+                wrapper: name.to_owned(),
+                flag: format!("--{key}"),
+            });
         }
         if w.len() > 1 && w.starts_with('-') {
             let chars: Vec<char> = w[1..].chars().collect();
@@ -116,11 +138,12 @@ fn skip_opts(
                 if o.valued.contains(c) {
                     let rest: String = chars[j + 1..].iter().collect();
                     if rest.is_empty() {
-                        let v = cmd
-                            .argv
-                            .get(i + 1)
-                            .cloned()
-                            .ok_or_else(|| format!("`{name} -{c}` is missing its value"))?;
+                        let v = cmd.argv.get(i + 1).cloned().ok_or_else(|| {
+                            OptsProblem::MissingValue {
+                                wrapper: name.to_owned(),
+                                flag: format!("-{c}"),
+                            }
+                        })?;
                         one_value(name, &v)?;
                         values.push((c.to_string(), v));
                         consumed_next = true;
@@ -133,9 +156,10 @@ fn skip_opts(
                 if name == "nice" && (c.is_ascii_digit()) {
                     break;
                 }
-                return Err(format!(
-                    "`{name}` has the option `-{c}`, which keel does not know"
-                ));
+                return Err(OptsProblem::UnknownOption {
+                    wrapper: name.to_owned(),
+                    flag: format!("-{c}"),
+                });
             }
             i += if consumed_next { 2 } else { 1 };
             continue;
@@ -147,12 +171,12 @@ fn skip_opts(
 
 /// A wrapper's option value or own operand must stay one word: a split would shift which
 /// word bash runs as the program (`timeout $T ls` with T=`5 rm -rf x`).
-fn one_value(name: &str, v: &Arg) -> Result<(), String> {
+fn one_value(name: &str, v: &Arg) -> Result<(), OptsProblem> {
     if v.may_split() {
-        return Err(format!(
-            "`{name}` is given `{}`, which bash may expand to several words",
-            short(v.text())
-        ));
+        return Err(OptsProblem::MaySplit {
+            wrapper: name.to_owned(),
+            word: short(v.text()),
+        });
     }
     Ok(())
 }
@@ -204,7 +228,7 @@ pub(super) fn peel(name: &str, cmd: &mut LoweredCommand) -> Peeled {
                     take(cmd, i, true);
                     Peeled::Wrapper
                 }
-                Err(p) => Peeled::Problem(p),
+                Err(p) => Peeled::Problem(p.to_string()),
             }
         }
         "nice" => simple_wrapper(
@@ -296,7 +320,7 @@ pub(super) fn peel(name: &str, cmd: &mut LoweredCommand) -> Peeled {
                     take(cmd, i, false);
                     Peeled::Wrapper
                 }
-                Err(p) => Peeled::Problem(p),
+                Err(p) => Peeled::Problem(p.to_string()),
             }
         }
         "command" => {
@@ -371,7 +395,7 @@ fn simple_wrapper(cmd: &mut LoweredCommand, name: &str, o: &Opts, positional: us
         Ok((i, _)) => {
             for a in cmd.argv.iter().skip(i).take(positional) {
                 if let Err(p) = one_value(name, a) {
-                    return Peeled::Problem(p);
+                    return Peeled::Problem(p.to_string());
                 }
                 if a.lit().is_none() && a.may_be_option() {
                     return Peeled::Problem(format!(
@@ -387,7 +411,7 @@ fn simple_wrapper(cmd: &mut LoweredCommand, name: &str, o: &Opts, positional: us
             take(cmd, i, false);
             Peeled::Wrapper
         }
-        Err(p) => Peeled::Problem(p),
+        Err(p) => Peeled::Problem(p.to_string()),
     }
 }
 
@@ -407,7 +431,7 @@ fn peel_env(cmd: &mut LoweredCommand) -> Peeled {
                 }) {
                     "`env -S` splits a string into a command, which keel does not follow".to_owned()
                 } else {
-                    p
+                    p.to_string()
                 },
             )
         }
@@ -424,7 +448,7 @@ fn peel_env(cmd: &mut LoweredCommand) -> Peeled {
                 // After `env`, `A=$X` is an ordinary word: bash may split it, and the words
                 // split off become the program and its arguments.
                 if let Err(p) = one_value("env", a) {
-                    return Peeled::Problem(p);
+                    return Peeled::Problem(p.to_string());
                 }
                 cmd.assigns.push(n.to_owned());
                 i += 1;
@@ -474,7 +498,7 @@ fn peel_xargs(cmd: &mut LoweredCommand) -> Peeled {
             cmd.more_args = true;
             Peeled::Wrapper
         }
-        Err(p) => Peeled::Problem(p),
+        Err(p) => Peeled::Problem(p.to_string()),
     }
 }
 

@@ -48,8 +48,71 @@ pub enum IndexError {
         /// The index.
         path: PathBuf,
         /// What is wrong with it.
-        why: String,
+        why: IndexProblem,
     },
+}
+
+/// What is wrong with a saved index keel refuses to use.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexProblem {
+    /// The store's path is not a directory.
+    #[error("its directory is not a directory")]
+    DirNotDir,
+    /// The index is not a regular file (a link, a pipe, a device).
+    #[error("it is not a regular file")]
+    NotRegular,
+    /// Larger than an index keel writes.
+    #[error("it is larger than {} MiB", MAX_INDEX_BYTES >> 20)]
+    TooLarge,
+    /// It grew past the bound between the size check and the read.
+    #[error("it grew while it was read")]
+    Grew,
+    /// Not JSON of the index's shape.
+    #[error("it does not parse: {0}")]
+    Parse(#[source] serde_json::Error),
+    /// Written by another version of the format.
+    #[error("its version is {0}, not {VERSION}")]
+    Version(u32),
+    /// More prompts or files than keel keeps.
+    #[error("it has {marks} prompts and {files} files, more than keel keeps")]
+    TooMany {
+        /// Prompts listed.
+        marks: usize,
+        /// Files listed.
+        files: usize,
+    },
+    /// More snapshot bytes than a session keeps.
+    #[error("it counts more snapshot bytes than a session keeps")]
+    TooManyBytes,
+    /// A prompt id that is empty, too long, or numbered after the last.
+    #[error("the prompt {0:?} is not one keel records")]
+    BadPrompt(String),
+    /// A file with no entries, or more than one per prompt.
+    #[error("{} has no entries or too many", .0.display())]
+    Entries(PathBuf),
+    /// An entry naming a prompt after the last one.
+    #[error("{} names a prompt after the last", .0.display())]
+    LaterPrompt(PathBuf),
+    /// The same file listed twice.
+    #[error("{} is listed twice", .0.display())]
+    Twice(PathBuf),
+    /// A snapshot name that is not one keel gives (only digits, so never a path elsewhere).
+    #[error("the snapshot of {} is named {blob:?}, not a snapshot of this store", .file.display())]
+    BlobName {
+        /// The file the snapshot is of.
+        file: PathBuf,
+        /// The name given.
+        blob: String,
+    },
+    /// A snapshot with a mode or size keel never records.
+    #[error("the snapshot of {} has a mode or size keel never records", .0.display())]
+    BlobShape(PathBuf),
+    /// A path that is relative or has `.`/`..` in it.
+    #[error("{} is not an absolute, plain path", .0.display())]
+    NotPlain(PathBuf),
+    /// A path outside every directory the session may write in.
+    #[error("{} is outside the session's project directories", .0.display())]
+    Outside(PathBuf),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -193,7 +256,7 @@ fn to_disk(dir: &Path, s: &State) -> Disk {
 /// paths of the directories the session may write in). `Ok(None)`: there is none.
 pub(crate) fn load(dir: &Path, roots: &[PathBuf]) -> Result<Option<State>, IndexError> {
     let path = dir.join(INDEX_FILE);
-    let refused = |why: String| IndexError::Refused {
+    let refused = |why: IndexProblem| IndexError::Refused {
         path: path.clone(),
         why,
     };
@@ -204,7 +267,7 @@ pub(crate) fn load(dir: &Path, roots: &[PathBuf]) -> Result<Option<State>, Index
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(read_err(e)),
-        Ok(m) if !m.is_dir() => return Err(refused("its directory is not a directory".into())),
+        Ok(m) if !m.is_dir() => return Err(refused(IndexProblem::DirNotDir)),
         Ok(_) => {}
     }
     let file = match fs::OpenOptions::new()
@@ -218,44 +281,39 @@ pub(crate) fn load(dir: &Path, roots: &[PathBuf]) -> Result<Option<State>, Index
     };
     let meta = file.metadata().map_err(read_err)?;
     if !meta.is_file() {
-        return Err(refused("it is not a regular file".into()));
+        return Err(refused(IndexProblem::NotRegular));
     }
     if meta.len() > MAX_INDEX_BYTES {
-        return Err(refused(format!(
-            "it is larger than {} MiB",
-            MAX_INDEX_BYTES >> 20
-        )));
+        return Err(refused(IndexProblem::TooLarge));
     }
     let mut data = Vec::new();
     file.take(MAX_INDEX_BYTES + 1)
         .read_to_end(&mut data)
         .map_err(read_err)?;
     if data.len() as u64 > MAX_INDEX_BYTES {
-        return Err(refused("it grew while it was read".into()));
+        return Err(refused(IndexProblem::Grew));
     }
-    let disk: Disk =
-        serde_json::from_slice(&data).map_err(|e| refused(format!("it does not parse: {e}")))?;
+    let disk: Disk = serde_json::from_slice(&data).map_err(|e| refused(IndexProblem::Parse(e)))?;
     from_disk(dir, disk, roots).map(Some).map_err(refused)
 }
 
-fn from_disk(dir: &Path, d: Disk, roots: &[PathBuf]) -> Result<State, String> {
+fn from_disk(dir: &Path, d: Disk, roots: &[PathBuf]) -> Result<State, IndexProblem> {
     if d.version != VERSION {
-        return Err(format!("its version is {}, not {VERSION}", d.version));
+        return Err(IndexProblem::Version(d.version));
     }
     if d.marks.len() > MAX_MARKS || d.files.len() > MAX_FILES {
-        return Err(format!(
-            "it has {} prompts and {} files, more than keel keeps",
-            d.marks.len(),
-            d.files.len()
-        ));
+        return Err(IndexProblem::TooMany {
+            marks: d.marks.len(),
+            files: d.files.len(),
+        });
     }
     if d.used_bytes > MAX_SESSION_BYTES {
-        return Err("it counts more snapshot bytes than a session keeps".into());
+        return Err(IndexProblem::TooManyBytes);
     }
     let mut marks = Vec::with_capacity(d.marks.len());
     for m in d.marks {
         if m.uuid.is_empty() || m.uuid.chars().count() > MAX_ID_CHARS || m.seq > d.seq {
-            return Err(format!("the prompt {:?} is not one keel records", m.uuid));
+            return Err(IndexProblem::BadPrompt(m.uuid));
         }
         let label: String = m.label.chars().take(MAX_ID_CHARS).collect();
         marks.push((m.uuid, m.seq, label));
@@ -264,15 +322,12 @@ fn from_disk(dir: &Path, d: Disk, roots: &[PathBuf]) -> Result<State, String> {
     for f in d.files {
         check_path(&f.path, roots)?;
         if f.entries.is_empty() || f.entries.len() > MAX_ENTRIES {
-            return Err(format!("{} has no entries or too many", f.path.display()));
+            return Err(IndexProblem::Entries(f.path));
         }
         let mut entries = Vec::with_capacity(f.entries.len());
         for e in f.entries {
             if e.mark > d.seq {
-                return Err(format!(
-                    "{} names a prompt after the last",
-                    f.path.display()
-                ));
+                return Err(IndexProblem::LaterPrompt(f.path));
             }
             entries.push(Entry {
                 mark: e.mark,
@@ -284,7 +339,7 @@ fn from_disk(dir: &Path, d: Disk, roots: &[PathBuf]) -> Result<State, String> {
             });
         }
         if files.insert(f.path.clone(), entries).is_some() {
-            return Err(format!("{} is listed twice", f.path.display()));
+            return Err(IndexProblem::Twice(f.path));
         }
     }
     Ok(State {
@@ -296,7 +351,7 @@ fn from_disk(dir: &Path, d: Disk, roots: &[PathBuf]) -> Result<State, String> {
     })
 }
 
-fn before_of(dir: &Path, b: DiskBefore, file: &Path) -> Result<Before, String> {
+fn before_of(dir: &Path, b: DiskBefore, file: &Path) -> Result<Before, IndexProblem> {
     Ok(match b {
         DiskBefore::Missing => Before::Missing,
         DiskBefore::NotKept { why } => Before::NotKept(why.chars().take(500).collect()),
@@ -308,16 +363,13 @@ fn before_of(dir: &Path, b: DiskBefore, file: &Path) -> Result<Before, String> {
         } => {
             // Only the names keel gives its snapshots: digits, so never a path elsewhere.
             if blob.is_empty() || blob.len() > 20 || !blob.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(format!(
-                    "the snapshot of {} is named {blob:?}, not a snapshot of this store",
-                    file.display()
-                ));
+                return Err(IndexProblem::BlobName {
+                    file: file.to_owned(),
+                    blob,
+                });
             }
             if mode > 0o7777 || len > MAX_FILE_BYTES {
-                return Err(format!(
-                    "the snapshot of {} has a mode or size keel never records",
-                    file.display()
-                ));
+                return Err(IndexProblem::BlobShape(file.to_owned()));
             }
             Before::Kept {
                 blob: dir.join(blob),
@@ -330,18 +382,15 @@ fn before_of(dir: &Path, b: DiskBefore, file: &Path) -> Result<Before, String> {
 }
 
 /// A file the index would restore: absolute, with no `.` or `..`, inside one of `roots`.
-fn check_path(p: &Path, roots: &[PathBuf]) -> Result<(), String> {
+fn check_path(p: &Path, roots: &[PathBuf]) -> Result<(), IndexProblem> {
     let plain = p.is_absolute()
         && p.components()
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     if !plain {
-        return Err(format!("{} is not an absolute, plain path", p.display()));
+        return Err(IndexProblem::NotPlain(p.to_owned()));
     }
     if !roots.iter().any(|r| p.starts_with(r) && p != r) {
-        return Err(format!(
-            "{} is outside the session's project directories",
-            p.display()
-        ));
+        return Err(IndexProblem::Outside(p.to_owned()));
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_core::mcp::SdkHost;
+use keel_core::mcp::{SdkHost, SdkHostError};
 use keel_protocol::control::{McpMessageRequest, Request};
 use keel_protocol::Extra;
 use serde_json::Value;
@@ -21,7 +21,7 @@ use super::Bridge;
 /// Messages waiting to be written to the host.
 const QUEUE: usize = 1024;
 
-type Reply = Result<Value, String>;
+type Reply = Result<Value, SdkHostError>;
 
 struct Outgoing {
     server: String,
@@ -58,7 +58,7 @@ impl HostMcp {
                 let sent = match bridge.send_request(request).await {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = o.reply.send(Err(e.to_string()));
+                        let _ = o.reply.send(Err(SdkHostError::Request(Box::new(e))));
                         continue;
                     }
                 };
@@ -67,11 +67,11 @@ impl HostMcp {
                     let answer = bridge
                         .answer(sent, Some(o.deadline))
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| SdkHostError::Request(Box::new(e)))
                         .and_then(|a| {
-                            a.get("mcp_response").cloned().ok_or_else(|| {
-                                "answered the message without an mcp_response".to_owned()
-                            })
+                            a.get("mcp_response")
+                                .cloned()
+                                .ok_or(SdkHostError::NoMcpResponse)
                         });
                     let _ = o.reply.send(answer);
                 });
@@ -87,7 +87,7 @@ impl SdkHost for HostMcp {
         server: &str,
         message: Value,
         deadline: Duration,
-    ) -> Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'static>> {
+    ) -> Pin<Box<dyn Future<Output = Reply> + Send + 'static>> {
         let (reply, answer) = oneshot::channel();
         let out = Outgoing {
             server: server.to_owned(),
@@ -100,9 +100,7 @@ impl SdkHost for HostMcp {
             Ok(()) => None,
             Err(mpsc::error::TrySendError::Full(out)) => Some(out),
             Err(mpsc::error::TrySendError::Closed(_)) => {
-                return Box::pin(std::future::ready(Err(
-                    "could not be reached: keel's route to the host has stopped".to_owned(),
-                )))
+                return Box::pin(std::future::ready(Err(SdkHostError::RouteStopped)))
             }
         };
         let queue = self.queue.clone();
@@ -111,11 +109,11 @@ impl SdkHost for HostMcp {
                 queue
                     .send(out)
                     .await
-                    .map_err(|_| "could not be reached: keel's route to the host has stopped")?;
+                    .map_err(|_| SdkHostError::RouteStopped)?;
             }
             answer
                 .await
-                .map_err(|_| "did not answer: keel's route to the host has stopped".to_owned())?
+                .map_err(|_| SdkHostError::RouteStoppedWaiting)?
         })
     }
 }

@@ -55,6 +55,8 @@ impl std::fmt::Display for RequestError {
     }
 }
 
+impl std::error::Error for RequestError {}
+
 type Answer = Result<Value, String>;
 
 /// A frame for the printer, with an optional word back once it has been written (or dropped,
