@@ -9,11 +9,14 @@
 
 mod cloud;
 mod knobs;
+pub mod options;
 pub(crate) mod settings;
 mod start;
 pub mod trust;
 
 pub use knobs::Env;
+pub use options::SessionOptions;
+use options::{SettingSource, ThinkingMode, ToolSet, UsdBudget, MIN_THINKING_TOKENS};
 pub use start::{claude_json, keel_home, user_config_dir};
 
 use std::path::{Path, PathBuf};
@@ -31,7 +34,7 @@ use crate::agents::{self, AgentRegistry};
 use crate::context::{ContextParts, Limits, SessionContext};
 use crate::emit::Emitter;
 use crate::event::Emitted;
-use crate::permissions::{split_rule_list, PermissionConfig, PermissionMode, Rule, RuleSource};
+use crate::permissions::{PermissionConfig, PermissionMode};
 use crate::retry::RetryPolicy;
 use crate::session::{AgentScope, Session};
 use crate::tasks::TaskManager;
@@ -42,85 +45,6 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
 /// How many events may wait for a slow front end before the session waits for it.
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
-
-/// What a session is asked to be: the flags of `keel`, as plain values.
-#[derive(Clone, Debug, Default)]
-pub struct SessionOptions {
-    /// The model (`--model`; else `KEEL_MODEL`, else `ANTHROPIC_MODEL`, else [`DEFAULT_MODEL`]).
-    pub model: Option<String>,
-    /// The provider (`--provider`; else the `provider` setting, else `KEEL_PROVIDER`); without
-    /// one, a model string `provider/model` picks it, and others go to Anthropic.
-    pub provider: Option<String>,
-    /// Switched to after repeated overload (`--fallback-model`).
-    pub fallback_model: Option<String>,
-    /// Model calls per turn (`--max-turns`).
-    pub max_turns: Option<u32>,
-    /// Dollars for the session (`--max-budget-usd`).
-    pub max_budget_usd: Option<f64>,
-    /// `--permission-mode` (validated here).
-    pub permission_mode: Option<String>,
-    /// `--dangerously-skip-permissions`: start in bypassPermissions.
-    pub skip_permissions: bool,
-    /// `--allow-dangerously-skip-permissions`: start in the mode asked for, but a host may
-    /// switch to bypassPermissions later.
-    pub allow_skip_permissions: bool,
-    /// `--allowedTools` values (each may hold several rules).
-    pub allowed_tools: Vec<String>,
-    /// `--disallowedTools` values.
-    pub disallowed_tools: Vec<String>,
-    /// `--system-prompt`.
-    pub system_prompt: Option<String>,
-    /// `--system-prompt-file`.
-    pub system_prompt_file: Option<PathBuf>,
-    /// `--append-system-prompt`.
-    pub append_system_prompt: Option<String>,
-    /// `--tools` ("" none, "default" all, or a list).
-    pub tools: Option<String>,
-    /// `--include-partial-messages`.
-    pub include_partial_messages: bool,
-    /// `--include-hook-events`: every settings hook gets `hook_started` / `hook_response`
-    /// frames (SessionStart's always do).
-    pub include_hook_events: bool,
-    /// `--resume <id>`.
-    pub resume: Option<String>,
-    /// `--continue`.
-    pub continue_session: bool,
-    /// `--fork-session`.
-    pub fork_session: bool,
-    /// `--session-id`.
-    pub session_id: Option<String>,
-    /// `--no-session-persistence`.
-    pub no_session_persistence: bool,
-    /// `--settings` (JSON or a file).
-    pub settings: Option<String>,
-    /// `--setting-sources`.
-    pub setting_sources: Option<String>,
-    /// `--agents` JSON.
-    pub agents: Option<String>,
-    /// `--add-dir` values.
-    pub add_dirs: Vec<PathBuf>,
-    /// `--sandbox`: run Bash commands in the OS sandbox (else the settings decide).
-    pub sandbox: bool,
-    /// `--sandbox-network`: sandboxed commands may use the network.
-    pub sandbox_network: bool,
-    /// `--max-thinking-tokens` (else `MAX_THINKING_TOKENS`): a thinking budget; 0 = none.
-    pub max_thinking_tokens: Option<String>,
-    /// `--mcp-config` values (JSON or files).
-    pub mcp_config: Vec<String>,
-    /// `--strict-mcp-config`: only the `--mcp-config` servers.
-    pub strict_mcp_config: bool,
-    /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
-    pub thinking: Option<String>,
-    /// `--json-schema`: the answer must be an object matching this JSON Schema.
-    pub json_schema: Option<String>,
-    /// `--session-mirror`: every line written to the session's transcripts (subagents'
-    /// included) is also handed to this sink, after the local write.
-    pub mirror: Option<crate::transcript::MirrorSink>,
-    /// `--resume-session-at`: a fork's history ends at this message (with `--fork-session`).
-    pub resume_session_at: Option<String>,
-    /// `--resume-drops-turn`: the prompt of the one turn the truncation may drop.
-    pub resume_drops_turn: Option<String>,
-}
 
 /// Prompt caching, thinking and compaction, from the options and the environment.
 fn context_limits(
@@ -141,32 +65,21 @@ fn context_limits(
     c.compact_threshold = k.count("KEEL_COMPACT_THRESHOLD_TOKENS", 1_000, 10_000_000)?;
     // The API needs room for an answer beside the thinking.
     let most = u64::from(max_tokens.saturating_sub(1));
-    let tokens = match &o.max_thinking_tokens {
-        Some(v) => match v.trim().parse::<u64>() {
-            Ok(0) => None,
-            Ok(n) if (1024..=most).contains(&n) => Some(n as u32),
-            _ => {
-                return Err(BuildError::Usage(format!(
-                    "Error: --max-thinking-tokens {v:?} is not valid: expected 0 (no thinking) or \
-                     a whole number from 1024 to {most} (below the output limit)"
-                )))
-            }
-        },
+    let tokens = match o.max_thinking_tokens {
+        // The type holds it in range; the output limit is the one the type checks against.
+        Some(budget) => budget.tokens().map(|n| n.min(most as u32)),
         None => k
             .count("MAX_THINKING_TOKENS", 0, most)?
             .and_then(|n| match n {
                 0 => None,
-                n => Some(n.max(1024) as u32),
+                n => Some(n.max(u64::from(MIN_THINKING_TOKENS)) as u32),
             }),
     };
-    c.thinking_tokens = match o.thinking.as_deref().map(str::trim) {
+    c.thinking_tokens = match o.thinking {
         None => tokens,
-        Some("disabled") => None,
-        Some("enabled" | "adaptive") => tokens.or(Some(DEFAULT_THINKING_TOKENS.min(most as u32))),
-        Some(other) => {
-            return Err(BuildError::Usage(format!(
-                "Error: --thinking {other:?} is not valid: expected enabled, adaptive or disabled"
-            )))
+        Some(ThinkingMode::Disabled) => None,
+        Some(ThinkingMode::Enabled | ThinkingMode::Adaptive) => {
+            tokens.or(Some(DEFAULT_THINKING_TOKENS.min(most as u32)))
         }
     };
     Ok(c)
@@ -288,7 +201,7 @@ impl SessionBuilder {
         let user_dir = start::user_config_dir(&*self.env, &self.cwd);
         let settings = settings::load(
             self.options.settings.as_deref(),
-            self.options.setting_sources.as_deref(),
+            self.options.setting_sources,
             &self.cwd,
             user_dir.as_deref(),
         )?;
@@ -392,7 +305,7 @@ impl SessionBuilder {
             Some(c) => c.clone(),
             None => clients(env, &k, providers, &model, limits.fallback_model.as_deref())?,
         };
-        let mut base_tools = select_tools(o.tools.as_deref())?;
+        let mut base_tools = select_tools(&o.tools);
         base_tools.extend(self.extra_tools.iter().cloned());
         // The MCP configuration is checked now (a broken one stops the run before anything
         // starts); the servers start once the session is open.
@@ -442,7 +355,7 @@ impl SessionBuilder {
             &self.cwd,
             home.as_deref(),
             start::user_config_dir(&*self.env, &self.cwd).as_deref(),
-            o.setting_sources.as_deref(),
+            o.setting_sources,
         ));
         // Memory files skipped or cut are said once, at start (keel's own prompt only).
         let memory_warnings = match system_prompt {
@@ -537,7 +450,7 @@ impl SessionBuilder {
         let (style, style_warnings) = crate::output_style::resolve(&crate::output_style::Places {
             cwd: &self.cwd,
             home: session.ctx.home.as_deref(),
-            sources: o.setting_sources.as_deref(),
+            sources: o.setting_sources,
             flag_settings: o.settings.as_deref(),
         });
         session.set_output_style(style);
@@ -570,7 +483,7 @@ impl SessionBuilder {
     fn limits(&self, k: &Knobs<'_>) -> Result<Limits, BuildError> {
         let o = &self.options;
         let mut limits = Limits {
-            max_turns: o.max_turns,
+            max_turns: o.max_turns.map(std::num::NonZeroU32::get),
             fallback_model: o.fallback_model.clone().filter(|m| !m.trim().is_empty()),
             retry: match &self.retry {
                 Some(p) => p.clone(),
@@ -579,14 +492,7 @@ impl SessionBuilder {
             },
             ..Limits::default()
         };
-        if let Some(b) = o.max_budget_usd {
-            if !(b.is_finite() && b > 0.0) {
-                return Err(BuildError::Usage(format!(
-                    "Error: --max-budget-usd must be a positive number of dollars, got {b}"
-                )));
-            }
-            limits.max_budget_usd = Some(b);
-        }
+        limits.max_budget_usd = o.max_budget_usd.map(UsdBudget::dollars);
         let mut tools = ToolLimits::default();
         if let Some(d) = k.ms("KEEL_BASH_DEFAULT_TIMEOUT_MS", 1, tools.max_timeout)? {
             tools.default_timeout = d;
@@ -665,16 +571,9 @@ impl SessionBuilder {
         home: Option<&Path>,
     ) -> Result<PermissionConfig, BuildError> {
         let o = &self.options;
-        let mut mode = match o.permission_mode.as_deref() {
-            None => settings.default_mode.unwrap_or_default(),
-            Some(m) => PermissionMode::parse(m).ok_or_else(|| {
-                let all: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.as_str()).collect();
-                BuildError::Usage(format!(
-                    "Error: --permission-mode {m:?} is not a mode; use one of {}",
-                    all.join(", ")
-                ))
-            })?,
-        };
+        let mut mode = o
+            .permission_mode
+            .unwrap_or_else(|| settings.default_mode.unwrap_or_default());
         if o.skip_permissions {
             mode = PermissionMode::BypassPermissions;
         }
@@ -683,19 +582,9 @@ impl SessionBuilder {
                 "Error: bypassPermissions cannot be used as root, where a command could change anything on the machine. Run as a normal user, or set IS_SANDBOX=1 if this is a disposable sandbox.".into(),
             ));
         }
-        let parse = |values: &[String]| -> Result<Vec<Rule>, BuildError> {
-            values
-                .iter()
-                .flat_map(|v| split_rule_list(v))
-                .map(|r| {
-                    Rule::parse(&r, RuleSource::Flag)
-                        .map_err(|e| BuildError::Usage(format!("Error: {e}")))
-                })
-                .collect()
-        };
-        let mut allow = parse(&o.allowed_tools)?;
+        let mut allow = o.allowed_tools.clone();
         allow.extend(settings.allow);
-        let mut deny = parse(&o.disallowed_tools)?;
+        let mut deny = o.disallowed_tools.clone();
         deny.extend(settings.deny);
         let settings_ask = settings.ask;
         // Rules match real paths: the working directory in its real spelling too.
@@ -785,22 +674,21 @@ impl SessionBuilder {
         let project = self.cwd.join(".mcp.json");
         let usage = |e: String| BuildError::Usage(format!("Error: {e}"));
         // `--setting-sources` limits the state file's scopes as it does the settings files.
-        let wants = |scope: &str| {
-            o.setting_sources
-                .as_deref()
-                .is_none_or(|s| s.split(',').any(|x| x.trim() == scope))
-        };
+        let wants = |scope: SettingSource| o.setting_sources.contains(scope);
         let user_state = match start::claude_json(&*self.env, &self.cwd) {
-            Some(state_file) if !o.strict_mcp_config && (wants("user") || wants("local")) => {
+            Some(state_file)
+                if !o.strict_mcp_config
+                    && (wants(SettingSource::User) || wants(SettingSource::Local)) =>
+            {
                 let cache = start::keel_home(env, &self.cwd)
                     .map(|k| k.join("cache").join("claude-json-mcp.json"));
                 keel_mcp::UserState::read_cached(&state_file, &self.cwd, cache.as_deref())
                     .map_err(|e| usage(e.to_string()))?
                     .map(|mut s| {
-                        if !wants("user") {
+                        if !wants(SettingSource::User) {
                             s.user = None;
                         }
-                        if !wants("local") {
+                        if !wants(SettingSource::Local) {
                             s.local = None;
                         }
                         s
@@ -865,10 +753,7 @@ impl SessionBuilder {
 
     /// Whether the engine's tool `name` is offered: always, unless `--tools` leaves it out.
     fn wants_tool(&self, name: &str) -> bool {
-        match self.options.tools.as_deref().map(str::trim) {
-            None | Some("default") => true,
-            Some(spec) => split_rule_list(spec).iter().any(|w| w == name),
-        }
+        self.options.tools.offers(name)
     }
 }
 
@@ -907,39 +792,12 @@ fn with_spill_dir(mut limits: Limits, transcript: Option<&PathBuf>, session_id: 
     limits
 }
 
-/// The built-in tools `--tools` asks for.
-fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
-    let all = keel_tools::builtin_tools();
-    let Some(spec) = spec.map(str::trim).filter(|s| *s != "default") else {
-        return Ok(all);
-    };
-    let wanted = split_rule_list(spec);
-    for w in &wanted {
-        let agent_tool = agents::AGENT_TOOLS
-            .iter()
-            .any(|k| agents::agent_tool_name(*k) == w)
-            || w == crate::extend::skill_tool::SKILL_TOOL
-            || crate::web::WEB_TOOLS
-                .iter()
-                .any(|k| k.canonical_name() == w);
-        if !all.iter().any(|t| t.name() == w) && !agent_tool {
-            let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
-            names.extend(
-                agents::AGENT_TOOLS
-                    .iter()
-                    .map(|k| agents::agent_tool_name(*k)),
-            );
-            names.extend(crate::web::WEB_TOOLS.iter().map(|k| k.canonical_name()));
-            return Err(BuildError::Usage(format!(
-                "Error: --tools names {w:?}, which is not a keel tool; the tools are {}",
-                names.join(", ")
-            )));
-        }
-    }
-    Ok(all
+/// The built-in tools `--tools` asks for (its names were checked when it was parsed).
+fn select_tools(set: &ToolSet) -> Vec<Arc<dyn Tool>> {
+    keel_tools::builtin_tools()
         .into_iter()
-        .filter(|t| wanted.iter().any(|w| w == t.name()))
-        .collect())
+        .filter(|t| set.offers(t.name()))
+        .collect()
 }
 
 /// The provider `--provider`, the settings or `KEEL_PROVIDER` chose, if any.
@@ -948,11 +806,16 @@ fn provider_choice(
     setting: Option<(String, String)>,
     env: &Env,
 ) -> Result<ProviderChoice, BuildError> {
-    let named = match (&o.provider, setting, env("KEEL_PROVIDER")) {
-        (Some(p), _, _) => Some((p.clone(), "--provider".to_owned())),
-        (None, Some((p, at)), _) => Some((p, format!("the provider setting in {at}"))),
-        (None, None, Some(p)) => Some((p, "KEEL_PROVIDER".to_owned())),
-        (None, None, None) => None,
+    if let Some(default) = o.provider {
+        return Ok(ProviderChoice {
+            default,
+            explicit: true,
+        });
+    }
+    let named = match (setting, env("KEEL_PROVIDER")) {
+        (Some((p, at)), _) => Some((p, format!("the provider setting in {at}"))),
+        (None, Some(p)) => Some((p, "KEEL_PROVIDER".to_owned())),
+        (None, None) => None,
     };
     let Some((name, from)) = named.filter(|(n, _)| !n.trim().is_empty()) else {
         return Ok(match cloud::switched(env)? {
