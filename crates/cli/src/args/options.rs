@@ -3,7 +3,8 @@
 //! in the error), so the engine never reads a flag's text.
 
 use keel_core::builder::options::{
-    parse_permission_mode, parse_provider, parse_rules, OptionError, SessionOptions, UsdBudget,
+    parse_permission_mode, parse_provider, parse_rules, FlagUuid, OptionError, SessionOptions,
+    UsdBudget,
 };
 
 use super::Cli;
@@ -47,7 +48,11 @@ pub fn session_options(cli: &Cli) -> Result<SessionOptions, OptionError> {
         resume: cli.resume.clone(),
         continue_session: cli.continue_session,
         fork_session: cli.fork_session,
-        session_id: cli.session_id.clone(),
+        session_id: cli
+            .session_id
+            .as_deref()
+            .map(FlagUuid::session_id)
+            .transpose()?,
         no_session_persistence: c.no_session_persistence,
         settings: c.settings.clone(),
         mcp_config: c.mcp_config.clone(),
@@ -70,8 +75,16 @@ pub fn session_options(cli: &Cli) -> Result<SessionOptions, OptionError> {
         thinking: c.thinking.as_deref().map(str::parse).transpose()?,
         json_schema: c.json_schema.clone(),
         mirror: None,
-        resume_session_at: cli.resume_session_at.clone(),
-        resume_drops_turn: cli.resume_drops_turn.clone(),
+        resume_session_at: cli
+            .resume_session_at
+            .as_deref()
+            .map(|v| FlagUuid::message("--resume-session-at", v))
+            .transpose()?,
+        resume_drops_turn: cli
+            .resume_drops_turn
+            .as_deref()
+            .map(|v| FlagUuid::message("--resume-drops-turn", v))
+            .transpose()?,
     })
 }
 

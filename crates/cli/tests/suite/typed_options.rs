@@ -40,6 +40,10 @@ const BAD: &[(&[&str], &str)] = &[
         "Error: --provider names the provider \"gemini\", which keel does not speak; it speaks ",
     ),
     (
+        &["--session-id", "not-a-uuid"],
+        "Error: --session-id must be a UUID (like 123e4567-e89b-12d3-a456-426614174000), got \"not-a-uuid\"",
+    ),
+    (
         &["--disallowedTools", "Bash(rm"],
         "Error: permission rule \"Bash(rm\" has an opening parenthesis but does not end with ')'",
     ),

@@ -63,8 +63,8 @@ pub struct SessionOptions {
     pub continue_session: bool,
     /// `--fork-session`.
     pub fork_session: bool,
-    /// `--session-id`.
-    pub session_id: Option<String>,
+    /// `--session-id`: the new session's id (see [`FlagUuid::session_id`]).
+    pub session_id: Option<FlagUuid>,
     /// `--no-session-persistence`.
     pub no_session_persistence: bool,
     /// `--settings` (JSON or a file).
@@ -93,9 +93,9 @@ pub struct SessionOptions {
     /// included) is also handed to this sink, after the local write.
     pub mirror: Option<crate::transcript::MirrorSink>,
     /// `--resume-session-at`: a fork's history ends at this message (with `--fork-session`).
-    pub resume_session_at: Option<String>,
+    pub resume_session_at: Option<FlagUuid>,
     /// `--resume-drops-turn`: the prompt of the one turn the truncation may drop.
-    pub resume_drops_turn: Option<String>,
+    pub resume_drops_turn: Option<FlagUuid>,
 }
 
 /// A flag value keel cannot use: which flag, the value given, and what the flag accepts.
@@ -147,6 +147,22 @@ pub enum OptionError {
         /// The name given.
         value: String,
     },
+    /// `--session-id` is not a UUID.
+    #[error(
+        "--session-id must be a UUID (like 123e4567-e89b-12d3-a456-426614174000), got {value:?}"
+    )]
+    SessionId {
+        /// The value given.
+        value: String,
+    },
+    /// `--resume-session-at` / `--resume-drops-turn` is not a message's uuid.
+    #[error("{flag} must be the uuid of a message of the session (as stream-json frames carry it), got {value:?}")]
+    MessageUuid {
+        /// The flag.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+    },
     /// `--provider` names an API keel does not speak.
     #[error(
         "--provider names the provider {value:?}, which keel does not speak; it speaks {}",
@@ -190,6 +206,47 @@ pub fn parse_rules<S: AsRef<str>>(values: &[S]) -> Result<Vec<Rule>, OptionError
         .flat_map(|v| split_rule_list(v.as_ref()))
         .map(|r| Rule::parse(&r, RuleSource::Flag).map_err(OptionError::from))
         .collect()
+}
+
+/// A UUID given in a flag (`--session-id`, `--resume-session-at`, `--resume-drops-turn`):
+/// checked, and kept as it was written (trimmed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagUuid(String);
+
+impl FlagUuid {
+    /// `--session-id`'s value.
+    pub fn session_id(value: &str) -> Result<Self, OptionError> {
+        Self::check(value).ok_or_else(|| OptionError::SessionId {
+            value: value.to_owned(),
+        })
+    }
+
+    /// The uuid of a message, given in `flag` (`--resume-session-at`, `--resume-drops-turn`).
+    pub fn message(flag: &'static str, value: &str) -> Result<Self, OptionError> {
+        Self::check(value).ok_or_else(|| OptionError::MessageUuid {
+            flag,
+            value: value.to_owned(),
+        })
+    }
+
+    fn check(value: &str) -> Option<Self> {
+        let value = value.trim();
+        uuid::Uuid::parse_str(value)
+            .ok()
+            .map(|_| FlagUuid(value.to_owned()))
+    }
+
+    /// As it was written (trimmed).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// In the hyphenated lowercase form stream-json frames carry.
+    pub fn hyphenated(&self) -> String {
+        uuid::Uuid::parse_str(&self.0)
+            .map(|u| u.hyphenated().to_string())
+            .unwrap_or_else(|_| self.0.clone())
+    }
 }
 
 /// The built-in tools a session offers (`--tools`).
@@ -604,6 +661,17 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("\"gemini\""));
+        let id = FlagUuid::session_id(" 123E4567-E89B-12D3-A456-426614174000 ").unwrap();
+        assert_eq!(id.as_str(), "123E4567-E89B-12D3-A456-426614174000");
+        assert_eq!(id.hyphenated(), "123e4567-e89b-12d3-a456-426614174000");
+        assert!(FlagUuid::session_id("not-a-uuid")
+            .unwrap_err()
+            .to_string()
+            .starts_with("--session-id must be a UUID"));
+        assert_eq!(
+            FlagUuid::message("--resume-drops-turn", "nope").unwrap_err().to_string(),
+            "--resume-drops-turn must be the uuid of a message of the session (as stream-json frames carry it), got \"nope\""
+        );
         let rules = parse_rules(&["Bash(git status:*) Read", "Write"]).unwrap();
         assert_eq!(rules.len(), 3);
         assert!(parse_rules(&["Bash(unclosed"]).is_err());
