@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use keel_tools::repofile::{read_repo_file, Confine, OverLimit, RepoFileError, RepoRead};
 use serde_json::Value;
 
-use crate::builder::options::SettingSource;
+use crate::setting_sources::SettingSource;
 
 /// The style used when none is set (nothing is added to the system prompt).
 pub const DEFAULT_STYLE: &str = "default";
@@ -46,7 +46,7 @@ pub struct Places<'a> {
     /// The user's home (its `.claude/`).
     pub home: Option<&'a Path>,
     /// `--setting-sources`.
-    pub sources: crate::builder::options::SettingSources,
+    pub sources: crate::setting_sources::SettingSources,
     /// `--settings` (JSON or a file).
     pub flag_settings: Option<&'a str>,
 }
@@ -190,7 +190,7 @@ pub fn available(cwd: &Path, home: Option<&Path>) -> Vec<String> {
     let places = Places {
         cwd,
         home,
-        sources: crate::builder::options::SettingSources::ALL,
+        sources: crate::setting_sources::SettingSources::ALL,
         flag_settings: None,
     };
     let mut names: Vec<String> = [DEFAULT_STYLE, "Explanatory", "Learning"]
@@ -244,7 +244,7 @@ mod tests {
         Places {
             cwd,
             home: Some(home),
-            sources: sources.map_or(crate::builder::options::SettingSources::ALL, |s| {
+            sources: sources.map_or(crate::setting_sources::SettingSources::ALL, |s| {
                 s.parse().unwrap()
             }),
             flag_settings: None,

@@ -15,6 +15,8 @@ use std::str::FromStr;
 pub use keel_model::Provider;
 use keel_tools::ToolKind;
 
+pub use crate::setting_sources::{SettingSource, SettingSources, UnknownSettingSource};
+
 use crate::agents;
 use crate::permissions::{split_rule_list, PermissionMode, Rule, RuleError, RuleSource};
 
@@ -142,11 +144,8 @@ pub enum OptionError {
         value: f64,
     },
     /// `--setting-sources` names something that is not a settings scope.
-    #[error("--setting-sources names {value:?}; the sources are user, project and local")]
-    SettingSource {
-        /// The name given.
-        value: String,
-    },
+    #[error("{0}")]
+    SettingSource(#[from] UnknownSettingSource),
     /// `--session-id` is not a UUID.
     #[error(
         "--session-id must be a UUID (like 123e4567-e89b-12d3-a456-426614174000), got {value:?}"
@@ -449,119 +448,6 @@ impl UsdBudget {
     /// The dollars.
     pub fn dollars(self) -> f64 {
         self.0
-    }
-}
-
-/// A settings scope (`--setting-sources`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SettingSource {
-    /// The user's own settings (`~/.claude/settings.json`, the user scope of the state file).
-    User,
-    /// The project's shared settings (`.claude/settings.json`).
-    Project,
-    /// The project's local settings (`.claude/settings.local.json`).
-    Local,
-}
-
-impl SettingSource {
-    /// Every scope, least specific first.
-    pub const ALL: [SettingSource; 3] = [
-        SettingSource::User,
-        SettingSource::Project,
-        SettingSource::Local,
-    ];
-
-    /// The name `--setting-sources` uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SettingSource::User => "user",
-            SettingSource::Project => "project",
-            SettingSource::Local => "local",
-        }
-    }
-}
-
-/// Which settings scopes a session reads (`--setting-sources`): all three by default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SettingSources {
-    user: bool,
-    project: bool,
-    local: bool,
-}
-
-impl Default for SettingSources {
-    fn default() -> Self {
-        Self::ALL
-    }
-}
-
-impl SettingSources {
-    /// Every scope (no `--setting-sources`).
-    pub const ALL: SettingSources = SettingSources {
-        user: true,
-        project: true,
-        local: true,
-    };
-    /// No scope (`--setting-sources ""`).
-    pub const NONE: SettingSources = SettingSources {
-        user: false,
-        project: false,
-        local: false,
-    };
-
-    /// Whether `source` is read.
-    pub fn contains(self, source: SettingSource) -> bool {
-        match source {
-            SettingSource::User => self.user,
-            SettingSource::Project => self.project,
-            SettingSource::Local => self.local,
-        }
-    }
-
-    /// These scopes and `source`.
-    pub fn with(mut self, source: SettingSource) -> Self {
-        self.set(source, true);
-        self
-    }
-
-    /// These scopes without `source`.
-    pub fn without(mut self, source: SettingSource) -> Self {
-        self.set(source, false);
-        self
-    }
-
-    /// The scopes read, least specific first.
-    pub fn iter(self) -> impl Iterator<Item = SettingSource> {
-        SettingSource::ALL
-            .into_iter()
-            .filter(move |s| self.contains(*s))
-    }
-
-    fn set(&mut self, source: SettingSource, on: bool) {
-        match source {
-            SettingSource::User => self.user = on,
-            SettingSource::Project => self.project = on,
-            SettingSource::Local => self.local = on,
-        }
-    }
-}
-
-impl FromStr for SettingSources {
-    type Err = OptionError;
-
-    /// A comma-separated list of `user`, `project` and `local` (empty: none of them).
-    fn from_str(list: &str) -> Result<Self, OptionError> {
-        let mut out = SettingSources::NONE;
-        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let source = SettingSource::ALL
-                .into_iter()
-                .find(|s| s.as_str() == name)
-                .ok_or_else(|| OptionError::SettingSource {
-                    value: name.to_owned(),
-                })?;
-            out = out.with(source);
-        }
-        Ok(out)
     }
 }
 

@@ -211,12 +211,12 @@ impl Extensions {
         cwd: &Path,
         home: Option<&Path>,
         user_dir: Option<&Path>,
-        sources: crate::builder::options::SettingSources,
+        sources: crate::setting_sources::SettingSources,
     ) -> Self {
         let wants = |scope: Scope| {
             sources.contains(match scope {
-                Scope::Project => crate::builder::options::SettingSource::Project,
-                Scope::User => crate::builder::options::SettingSource::User,
+                Scope::Project => crate::setting_sources::SettingSource::Project,
+                Scope::User => crate::setting_sources::SettingSource::User,
             })
         };
         let places: Vec<Place> = Place::all(cwd, home, user_dir)

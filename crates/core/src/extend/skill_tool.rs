@@ -121,7 +121,7 @@ mod tests {
             cwd.path(),
             None,
             None,
-            crate::builder::options::SettingSources::ALL,
+            crate::setting_sources::SettingSources::ALL,
         ));
         assert_eq!(ext.skills.len(), 100);
         let tool = SkillTool::new(ext);
