@@ -1,6 +1,7 @@
 //! Command-line flags: a compatible subset of `claude`'s headless flags, plus keel's own.
 
 pub mod compat;
+pub mod options;
 
 use clap::{ArgAction, Parser, ValueEnum};
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Parser;
+use keel_core::permissions::PermissionMode;
 use keel_core::{Built, Env, SessionBuilder, SessionOptions};
 use keel_mock::{MockServer, Scenario};
 use keel_protocol::ContentBlock;
@@ -102,8 +103,9 @@ async fn session(a: &DemoArgs, scratch: &Scratch) -> Result<i32, String> {
         _ => None,
     });
     let options = SessionOptions {
-        permission_mode: Some("acceptEdits".into()),
-        allowed_tools: vec!["Bash".into()],
+        permission_mode: Some(PermissionMode::AcceptEdits),
+        allowed_tools: keel_core::builder::options::parse_rules(&["Bash"])
+            .map_err(|e| format!("the demo's rule is invalid (a keel bug): {e}"))?,
         ..SessionOptions::default()
     };
     let Built {

@@ -116,7 +116,13 @@ async fn dispatch(argv: Vec<String>) -> i32 {
         for notice in cli.compat.notices(cli.input_format) {
             eprintln!("{notice}");
         }
-        let mut options = run::options(&cli);
+        let mut options = match args::options::session_options(&cli) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                return 2;
+            }
+        };
         if let Err(code) = trust::ask_if_needed(&cwd, &mut options) {
             return code;
         }

@@ -3,6 +3,7 @@
 //! users writing rules.
 
 use clap::Parser;
+use keel_core::builder::options::{parse_permission_mode, parse_rules, OptionError};
 use keel_core::builder::{SessionBuilder, SessionOptions};
 use keel_core::permissions::{Decision, Judgement, PathUse};
 
@@ -39,6 +40,28 @@ struct CheckCli {
     command: Vec<String>,
 }
 
+/// The session options the check's flags ask for (parsed as `keel -p` parses them).
+fn check_options(cli: &CheckCli) -> Result<SessionOptions, OptionError> {
+    Ok(SessionOptions {
+        allowed_tools: parse_rules(&cli.allowed_tools)?,
+        disallowed_tools: parse_rules(&cli.disallowed_tools)?,
+        permission_mode: cli
+            .permission_mode
+            .as_deref()
+            .map(parse_permission_mode)
+            .transpose()?,
+        settings: cli.settings.clone(),
+        setting_sources: cli
+            .setting_sources
+            .as_deref()
+            .map(str::parse)
+            .transpose()?
+            .unwrap_or_default(),
+        add_dirs: cli.add_dir.clone(),
+        ..SessionOptions::default()
+    })
+}
+
 /// Run `keel permissions ARGS`; returns the exit code.
 pub fn run(args: &[String]) -> i32 {
     match args.first().map(String::as_str) {
@@ -58,14 +81,12 @@ pub fn run(args: &[String]) -> i32 {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let options = SessionOptions {
-        allowed_tools: cli.allowed_tools.clone(),
-        disallowed_tools: cli.disallowed_tools.clone(),
-        permission_mode: cli.permission_mode.clone(),
-        settings: cli.settings.clone(),
-        setting_sources: cli.setting_sources.clone(),
-        add_dirs: cli.add_dir.clone(),
-        ..SessionOptions::default()
+    let options = match check_options(&cli) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return 2;
+        }
     };
     let perms = match SessionBuilder::new(&cwd)
         .options(options)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use keel_core::transcript::MirrorSink;
 
 use crate::printer::Mirror;
-use keel_core::{BuildError, Built, Env, SessionBuilder, SessionOptions, TurnEnd};
+use keel_core::{BuildError, Built, Env, SessionBuilder, TurnEnd};
 use keel_protocol::ContentBlock;
 
 use crate::args::{Cli, OutputFormat};
@@ -25,47 +25,6 @@ pub struct RunInputs {
     pub cwd: PathBuf,
 }
 
-/// The options the flags ask for.
-pub fn options(cli: &Cli) -> SessionOptions {
-    SessionOptions {
-        model: cli.model.clone(),
-        fallback_model: cli.fallback_model.clone(),
-        provider: cli.provider.clone(),
-        max_turns: cli.max_turns,
-        max_budget_usd: cli.max_budget_usd,
-        permission_mode: cli.permission_mode.clone(),
-        skip_permissions: cli.dangerously_skip_permissions,
-        allow_skip_permissions: cli.compat.allow_dangerously_skip_permissions,
-        allowed_tools: cli.allowed_tools.clone(),
-        disallowed_tools: cli.disallowed_tools.clone(),
-        system_prompt: cli.system_prompt.clone(),
-        system_prompt_file: cli.system_prompt_file.clone(),
-        append_system_prompt: cli.append_system_prompt.clone(),
-        tools: cli.tools.clone(),
-        include_partial_messages: cli.include_partial_messages,
-        include_hook_events: cli.compat.include_hook_events,
-        resume: cli.resume.clone(),
-        continue_session: cli.continue_session,
-        fork_session: cli.fork_session,
-        session_id: cli.session_id.clone(),
-        no_session_persistence: cli.compat.no_session_persistence,
-        settings: cli.compat.settings.clone(),
-        mcp_config: cli.compat.mcp_config.clone(),
-        strict_mcp_config: cli.compat.strict_mcp_config,
-        setting_sources: cli.compat.setting_sources.clone(),
-        agents: cli.compat.agents.clone(),
-        add_dirs: cli.compat.add_dir.clone(),
-        sandbox: cli.compat.sandbox,
-        sandbox_network: cli.compat.sandbox_network,
-        max_thinking_tokens: cli.compat.max_thinking_tokens.clone(),
-        thinking: cli.compat.thinking.clone(),
-        json_schema: cli.compat.json_schema.clone(),
-        mirror: None,
-        resume_session_at: cli.resume_session_at.clone(),
-        resume_drops_turn: cli.resume_drops_turn.clone(),
-    }
-}
-
 /// Check the flags every input mode shares, and build the session. A failure is reported on
 /// stderr here (a refused truncating fork also as an error `result` on stdout, for hosts);
 /// `Err` carries the exit code (usage errors: 2). With `--session-mirror` (stream-json), the
@@ -75,7 +34,10 @@ pub async fn build(cli: &Cli, inputs: RunInputs) -> Result<(Built, Option<Mirror
         eprintln!("Error: When using --print, --output-format=stream-json requires --verbose");
         return Err(2);
     }
-    let mut opts = options(cli);
+    let mut opts = crate::args::options::session_options(cli).map_err(|e| {
+        eprintln!("Error: {e}");
+        2
+    })?;
     if cli.session_mirror && cli.output_format != OutputFormat::StreamJson {
         eprintln!("keel: --session-mirror has no effect without --output-format stream-json (transcript_mirror frames are stream-json frames)");
     }

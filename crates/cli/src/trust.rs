@@ -6,6 +6,7 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
+use keel_core::builder::options::SettingSource;
 use keel_core::builder::trust;
 use keel_core::SessionOptions;
 
@@ -13,15 +14,8 @@ use keel_core::SessionOptions;
 /// "no" (or no answer) starts the session without the folder's settings (project and local).
 /// `Err(code)` only when the terminal itself fails.
 pub fn ask_if_needed(cwd: &Path, options: &mut SessionOptions) -> Result<(), i32> {
-    let wanted: Vec<String> = match options.setting_sources.as_deref() {
-        None => vec!["user".into(), "project".into(), "local".into()],
-        Some(s) => s
-            .split(',')
-            .map(|p| p.trim().to_owned())
-            .filter(|p| !p.is_empty())
-            .collect(),
-    };
-    if !wanted.iter().any(|w| w == "project" || w == "local") {
+    let sources = options.setting_sources;
+    if !sources.contains(SettingSource::Project) && !sources.contains(SettingSource::Local) {
         return Ok(());
     }
     // The user's state file, where Claude Code keeps its answer too:
@@ -70,11 +64,9 @@ pub fn ask_if_needed(cwd: &Path, options: &mut SessionOptions) -> Result<(), i32
         }
         return Ok(());
     }
-    let kept: Vec<String> = wanted
-        .into_iter()
-        .filter(|w| w != "project" && w != "local")
-        .collect();
-    options.setting_sources = Some(kept.join(","));
+    options.setting_sources = sources
+        .without(SettingSource::Project)
+        .without(SettingSource::Local);
     eprintln!(
         "keel starts without this folder's settings (.claude/settings.json and .claude/settings.local.json); it will ask again next time"
     );

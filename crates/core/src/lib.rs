@@ -42,6 +42,7 @@ mod reply;
 pub mod retry;
 pub(crate) mod session;
 pub(crate) mod session_id;
+pub(crate) mod setting_sources;
 pub(crate) mod structured;
 pub(crate) mod task_types;
 pub mod tasks;

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use keel_tools::repofile::{read_repo_file, Confine, OverLimit, RepoFileError, RepoRead};
 use serde_json::Value;
 
+use crate::setting_sources::SettingSource;
+
 /// The style used when none is set (nothing is added to the system prompt).
 pub const DEFAULT_STYLE: &str = "default";
 /// The longest settings or style file read, in bytes.
@@ -43,16 +45,15 @@ pub struct Places<'a> {
     pub cwd: &'a Path,
     /// The user's home (its `.claude/`).
     pub home: Option<&'a Path>,
-    /// `--setting-sources` (None: all).
-    pub sources: Option<&'a str>,
+    /// `--setting-sources`.
+    pub sources: crate::setting_sources::SettingSources,
     /// `--settings` (JSON or a file).
     pub flag_settings: Option<&'a str>,
 }
 
 impl Places<'_> {
-    fn wants(&self, source: &str) -> bool {
-        self.sources
-            .is_none_or(|s| s.split(',').any(|x| x.trim() == source))
+    fn wants(&self, source: SettingSource) -> bool {
+        self.sources.contains(source)
     }
 }
 
@@ -92,13 +93,13 @@ fn style_setting(text: &str) -> Option<String> {
 /// The `outputStyle` setting: the last of user, project, local and `--settings` that sets it.
 fn configured(p: &Places<'_>, warnings: &mut Vec<String>) -> Option<String> {
     let mut files: Vec<PathBuf> = Vec::new();
-    if let (Some(h), true) = (p.home, p.wants("user")) {
+    if let (Some(h), true) = (p.home, p.wants(SettingSource::User)) {
         files.push(h.join(".claude").join("settings.json"));
     }
-    if p.wants("project") {
+    if p.wants(SettingSource::Project) {
         files.push(p.cwd.join(".claude").join("settings.json"));
     }
-    if p.wants("local") {
+    if p.wants(SettingSource::Local) {
         files.push(p.cwd.join(".claude").join("settings.local.json"));
     }
     let mut found = None;
@@ -189,7 +190,7 @@ pub fn available(cwd: &Path, home: Option<&Path>) -> Vec<String> {
     let places = Places {
         cwd,
         home,
-        sources: None,
+        sources: crate::setting_sources::SettingSources::ALL,
         flag_settings: None,
     };
     let mut names: Vec<String> = [DEFAULT_STYLE, "Explanatory", "Learning"]
@@ -239,11 +240,13 @@ pub fn resolve(p: &Places<'_>) -> (OutputStyle, Vec<String>) {
 mod tests {
     use super::*;
 
-    fn places<'a>(cwd: &'a Path, home: &'a Path, sources: Option<&'a str>) -> Places<'a> {
+    fn places<'a>(cwd: &'a Path, home: &'a Path, sources: Option<&str>) -> Places<'a> {
         Places {
             cwd,
             home: Some(home),
-            sources,
+            sources: sources.map_or(crate::setting_sources::SettingSources::ALL, |s| {
+                s.parse().unwrap()
+            }),
             flag_settings: None,
         }
     }

@@ -43,5 +43,6 @@ mod sessions_branch;
 mod sessions_cc;
 mod tui_capabilities;
 mod turn_cost;
+mod typed_options;
 mod web_tools;
 mod websec;

@@ -16,7 +16,7 @@ use keel_model::{
 };
 
 use super::knobs::{Env, Knobs};
-use super::{timeouts, BuildError};
+use super::BuildError;
 
 /// The switches, in the order they win when several are on.
 const SWITCHES: [(&str, Provider); 3] = [
@@ -327,4 +327,23 @@ pub(super) fn bedrock(env: &Env, k: &Knobs<'_>) -> Result<BedrockClient, BuildEr
         auth,
     })
     .map_err(|e| usage(var, e))
+}
+
+/// Timeouts from the environment, the same for every provider.
+pub(super) fn timeouts(cfg: &mut ClientConfig, k: &Knobs<'_>) -> Result<(), BuildError> {
+    if let Some(d) = k.ms(
+        "KEEL_STREAM_IDLE_TIMEOUT_MS",
+        50,
+        std::time::Duration::from_secs(3600),
+    )? {
+        cfg.idle_timeout = d;
+    }
+    if let Some(d) = k.ms(
+        "KEEL_CONNECT_TIMEOUT_MS",
+        1,
+        std::time::Duration::from_secs(600),
+    )? {
+        cfg.connect_timeout = d;
+    }
+    Ok(())
 }

@@ -7,34 +7,37 @@
 //! `keel demo` and the interactive UI all start here, so none of them assembles a session by
 //! hand.
 
+mod clients;
 mod cloud;
 mod knobs;
+pub mod options;
+mod parts;
 pub(crate) mod settings;
 mod start;
 pub mod trust;
 
 pub use knobs::Env;
+pub use options::SessionOptions;
+use options::ToolSet;
 pub use start::{claude_json, keel_home, user_config_dir};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use keel_model::{
-    AnthropicClient, ApiErrorKind, ClientConfig, Model, OpenAiApi, OpenAiClient, OpenAiOptions,
-    Provider, ProviderChoice, Router, DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL,
-};
+use keel_model::{Model, ProviderChoice};
 use keel_protocol::Extra;
-use keel_tools::{Tool, ToolKind, ToolLimits};
+use keel_tools::{Tool, ToolKind};
 use tokio::sync::mpsc;
 
 use crate::agents::{self, AgentRegistry};
 use crate::context::{ContextParts, Limits, SessionContext};
 use crate::emit::Emitter;
 use crate::event::Emitted;
-use crate::permissions::{split_rule_list, PermissionConfig, PermissionMode, Rule, RuleSource};
+use crate::permissions::{PermissionConfig, PermissionMode};
 use crate::retry::RetryPolicy;
 use crate::session::{AgentScope, Session};
 use crate::tasks::TaskManager;
+use clients::{api_key_source, clients, model_for, provider_choice};
 use knobs::Knobs;
 
 /// The default model when neither an option nor `ANTHROPIC_MODEL` names one.
@@ -42,138 +45,6 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
 /// How many events may wait for a slow front end before the session waits for it.
 pub const EVENT_CHANNEL_CAPACITY: usize = 1024;
-
-/// What a session is asked to be: the flags of `keel`, as plain values.
-#[derive(Clone, Debug, Default)]
-pub struct SessionOptions {
-    /// The model (`--model`; else `KEEL_MODEL`, else `ANTHROPIC_MODEL`, else [`DEFAULT_MODEL`]).
-    pub model: Option<String>,
-    /// The provider (`--provider`; else the `provider` setting, else `KEEL_PROVIDER`); without
-    /// one, a model string `provider/model` picks it, and others go to Anthropic.
-    pub provider: Option<String>,
-    /// Switched to after repeated overload (`--fallback-model`).
-    pub fallback_model: Option<String>,
-    /// Model calls per turn (`--max-turns`).
-    pub max_turns: Option<u32>,
-    /// Dollars for the session (`--max-budget-usd`).
-    pub max_budget_usd: Option<f64>,
-    /// `--permission-mode` (validated here).
-    pub permission_mode: Option<String>,
-    /// `--dangerously-skip-permissions`: start in bypassPermissions.
-    pub skip_permissions: bool,
-    /// `--allow-dangerously-skip-permissions`: start in the mode asked for, but a host may
-    /// switch to bypassPermissions later.
-    pub allow_skip_permissions: bool,
-    /// `--allowedTools` values (each may hold several rules).
-    pub allowed_tools: Vec<String>,
-    /// `--disallowedTools` values.
-    pub disallowed_tools: Vec<String>,
-    /// `--system-prompt`.
-    pub system_prompt: Option<String>,
-    /// `--system-prompt-file`.
-    pub system_prompt_file: Option<PathBuf>,
-    /// `--append-system-prompt`.
-    pub append_system_prompt: Option<String>,
-    /// `--tools` ("" none, "default" all, or a list).
-    pub tools: Option<String>,
-    /// `--include-partial-messages`.
-    pub include_partial_messages: bool,
-    /// `--include-hook-events`: every settings hook gets `hook_started` / `hook_response`
-    /// frames (SessionStart's always do).
-    pub include_hook_events: bool,
-    /// `--resume <id>`.
-    pub resume: Option<String>,
-    /// `--continue`.
-    pub continue_session: bool,
-    /// `--fork-session`.
-    pub fork_session: bool,
-    /// `--session-id`.
-    pub session_id: Option<String>,
-    /// `--no-session-persistence`.
-    pub no_session_persistence: bool,
-    /// `--settings` (JSON or a file).
-    pub settings: Option<String>,
-    /// `--setting-sources`.
-    pub setting_sources: Option<String>,
-    /// `--agents` JSON.
-    pub agents: Option<String>,
-    /// `--add-dir` values.
-    pub add_dirs: Vec<PathBuf>,
-    /// `--sandbox`: run Bash commands in the OS sandbox (else the settings decide).
-    pub sandbox: bool,
-    /// `--sandbox-network`: sandboxed commands may use the network.
-    pub sandbox_network: bool,
-    /// `--max-thinking-tokens` (else `MAX_THINKING_TOKENS`): a thinking budget; 0 = none.
-    pub max_thinking_tokens: Option<String>,
-    /// `--mcp-config` values (JSON or files).
-    pub mcp_config: Vec<String>,
-    /// `--strict-mcp-config`: only the `--mcp-config` servers.
-    pub strict_mcp_config: bool,
-    /// `--thinking`: `enabled`, `adaptive` (a default budget) or `disabled`.
-    pub thinking: Option<String>,
-    /// `--json-schema`: the answer must be an object matching this JSON Schema.
-    pub json_schema: Option<String>,
-    /// `--session-mirror`: every line written to the session's transcripts (subagents'
-    /// included) is also handed to this sink, after the local write.
-    pub mirror: Option<crate::transcript::MirrorSink>,
-    /// `--resume-session-at`: a fork's history ends at this message (with `--fork-session`).
-    pub resume_session_at: Option<String>,
-    /// `--resume-drops-turn`: the prompt of the one turn the truncation may drop.
-    pub resume_drops_turn: Option<String>,
-}
-
-/// Prompt caching, thinking and compaction, from the options and the environment.
-fn context_limits(
-    k: &Knobs<'_>,
-    o: &SessionOptions,
-    max_tokens: u32,
-) -> Result<crate::context::ContextLimits, BuildError> {
-    let mut c = crate::context::ContextLimits::default();
-    let truthy = |var: &str| {
-        (k.env)(var).is_some_and(|v| {
-            let v = v.trim().to_ascii_lowercase();
-            !v.is_empty() && v != "0" && v != "false" && v != "no"
-        })
-    };
-    c.prompt_caching = !truthy("DISABLE_PROMPT_CACHING");
-    c.auto_compact = !truthy("DISABLE_AUTO_COMPACT");
-    c.context_window = k.count("KEEL_CONTEXT_WINDOW", 4_096, 10_000_000)?;
-    c.compact_threshold = k.count("KEEL_COMPACT_THRESHOLD_TOKENS", 1_000, 10_000_000)?;
-    // The API needs room for an answer beside the thinking.
-    let most = u64::from(max_tokens.saturating_sub(1));
-    let tokens = match &o.max_thinking_tokens {
-        Some(v) => match v.trim().parse::<u64>() {
-            Ok(0) => None,
-            Ok(n) if (1024..=most).contains(&n) => Some(n as u32),
-            _ => {
-                return Err(BuildError::Usage(format!(
-                    "Error: --max-thinking-tokens {v:?} is not valid: expected 0 (no thinking) or \
-                     a whole number from 1024 to {most} (below the output limit)"
-                )))
-            }
-        },
-        None => k
-            .count("MAX_THINKING_TOKENS", 0, most)?
-            .and_then(|n| match n {
-                0 => None,
-                n => Some(n.max(1024) as u32),
-            }),
-    };
-    c.thinking_tokens = match o.thinking.as_deref().map(str::trim) {
-        None => tokens,
-        Some("disabled") => None,
-        Some("enabled" | "adaptive") => tokens.or(Some(DEFAULT_THINKING_TOKENS.min(most as u32))),
-        Some(other) => {
-            return Err(BuildError::Usage(format!(
-                "Error: --thinking {other:?} is not valid: expected enabled, adaptive or disabled"
-            )))
-        }
-    };
-    Ok(c)
-}
-
-/// The thinking budget when thinking is asked for without one.
-const DEFAULT_THINKING_TOKENS: u32 = 10_000;
 
 /// Why a session could not be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -210,6 +81,30 @@ pub struct Built {
     /// Problems found while building that did not stop it (each is also queued as a
     /// `system/warning` of the first turn), worded for stderr.
     pub notices: Vec<String>,
+}
+
+/// What [`SessionBuilder::prepare`] makes of the options before the session is opened.
+struct Prepared {
+    env: Arc<Env>,
+    home: Option<PathBuf>,
+    limits: Limits,
+    web_limits: keel_tools::web::FetchLimits,
+    structured: Option<crate::structured::Structured>,
+    requested: crate::session::Requested,
+    settings_hooks: Option<Arc<dyn crate::hooks::Hooks>>,
+    trust_warnings: Vec<String>,
+    sandbox: Option<Arc<keel_tools::sandbox::Sandbox>>,
+    providers: ProviderChoice,
+    permissions: PermissionConfig,
+    bypass: crate::context::BypassGate,
+    system_prompt: Option<String>,
+    append: Option<String>,
+    model: String,
+    client: Arc<dyn Model>,
+    base_tools: Vec<Arc<dyn Tool>>,
+    mcp: (keel_mcp::ServerSet, crate::mcp::Bounds),
+    extra_agents: Vec<crate::agent_defs::AgentDef>,
+    remote: Option<crate::remote::RemoteTranscripts>,
 }
 
 /// Makes sessions.
@@ -288,7 +183,7 @@ impl SessionBuilder {
         let user_dir = start::user_config_dir(&*self.env, &self.cwd);
         let settings = settings::load(
             self.options.settings.as_deref(),
-            self.options.setting_sources.as_deref(),
+            self.options.setting_sources,
             &self.cwd,
             user_dir.as_deref(),
         )?;
@@ -296,26 +191,21 @@ impl SessionBuilder {
     }
 
     /// The environment: the process's, then the settings files' `env` for what it does not set.
-    fn merged_env(&self, settings: &settings::SettingsRules) -> impl Fn(&str) -> Option<String> {
+    fn merged_env(&self, settings: &settings::SettingsRules) -> Arc<Env> {
         let process_env = self.env.clone();
         let settings_env = settings.env.clone();
-        move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned())
+        Arc::new(move |k: &str| process_env(k).or_else(|| settings_env.get(k).cloned()))
     }
 
-    fn build_blocking(self) -> Result<Built, BuildError> {
+    /// Everything that can be refused before the transcript is touched: the settings, the
+    /// environment, the permissions, the model and its client, the tools and MCP servers asked
+    /// for, the agent types and the remote store.
+    fn prepare(&self) -> Result<Prepared, BuildError> {
         let o = &self.options;
         let (mut settings, home) = self.load_settings()?;
         let merged = self.merged_env(&settings);
-        let env: &Env = &merged;
+        let env: &Env = &*merged;
         let k = Knobs::new(env);
-        let model = o
-            .model
-            .clone()
-            .or_else(|| env("KEEL_MODEL"))
-            .or_else(|| env("ANTHROPIC_MODEL"))
-            .map(|m| m.trim().to_owned())
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let limits = self.limits(&k)?;
         let web_limits = web_limits(&k)?;
         // A schema keel cannot use stops the run before anything starts.
@@ -324,25 +214,7 @@ impl SessionBuilder {
         for note in &settings.hook_notes {
             tracing::warn!("{note}");
         }
-        let mut requested = crate::session::Requested {
-            strict_mcp: o.strict_mcp_config,
-            ..Default::default()
-        };
-        for h in &settings.hooks {
-            *requested
-                .hooks
-                .entry(h.event.as_str().to_owned())
-                .or_default() += 1;
-        }
-        let settings_hooks: Option<Arc<dyn crate::hooks::Hooks>> = if settings.hooks.is_empty() {
-            None
-        } else {
-            Some(crate::command_hooks::CommandHooks::new(
-                std::mem::take(&mut settings.hooks),
-                self.cwd.clone(),
-                o.include_hook_events,
-            ))
-        };
+        let (requested, settings_hooks) = self.settings_hooks(&mut settings);
         let mut trust_warnings = Vec::new();
         settings::hold_back_repository(
             &mut settings,
@@ -363,36 +235,12 @@ impl SessionBuilder {
             root_refused: bypass_refused(env),
         };
         let (system_prompt, append) = self.system_prompt()?;
-        let named = o
-            .model
-            .clone()
-            .or_else(|| env("KEEL_MODEL"))
-            .is_some_and(|m| !m.trim().is_empty());
-        let model = match (named, env("ANTHROPIC_MODEL"), providers.explicit) {
-            // A cloud serving Claude has a model of its own when none is named.
-            (false, None, true) if cloud::default_model(providers.default).is_some() => {
-                cloud::default_model(providers.default).unwrap_or(DEFAULT_MODEL).to_owned()
-            }
-            // The Anthropic model variable names no model of another provider.
-            (false, Some(_), true) if !providers.default.speaks_messages() => {
-                return Err(BuildError::Usage(format!(
-                    "Error: the {} provider needs a model: pass --model or set KEEL_MODEL (ANTHROPIC_MODEL names an Anthropic model)",
-                    providers.default
-                )))
-            }
-            (false, None, true) if !providers.default.speaks_messages() => {
-                return Err(BuildError::Usage(format!(
-                    "Error: the {} provider needs a model: pass --model or set KEEL_MODEL",
-                    providers.default
-                )))
-            }
-            _ => model,
-        };
+        let model = model_for(o, env, &providers)?;
         let client = match &self.client {
             Some(c) => c.clone(),
             None => clients(env, &k, providers, &model, limits.fallback_model.as_deref())?,
         };
-        let mut base_tools = select_tools(o.tools.as_deref())?;
+        let mut base_tools = select_tools(&o.tools);
         base_tools.extend(self.extra_tools.iter().cloned());
         // The MCP configuration is checked now (a broken one stops the run before anything
         // starts); the servers start once the session is open.
@@ -402,22 +250,63 @@ impl SessionBuilder {
                 .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
             None => Vec::new(),
         };
+        let remote = remote_store(o, env)?;
+        Ok(Prepared {
+            env: merged.clone(),
+            home,
+            limits,
+            web_limits,
+            structured,
+            requested,
+            settings_hooks,
+            trust_warnings,
+            sandbox,
+            providers,
+            permissions,
+            bypass,
+            system_prompt,
+            append,
+            model,
+            client,
+            base_tools,
+            mcp,
+            extra_agents,
+            remote,
+        })
+    }
+
+    fn build_blocking(self) -> Result<Built, BuildError> {
+        let o = &self.options;
+        let Prepared {
+            env,
+            home,
+            limits,
+            web_limits,
+            structured,
+            requested,
+            settings_hooks,
+            trust_warnings,
+            sandbox,
+            providers,
+            permissions,
+            bypass,
+            system_prompt,
+            append,
+            model,
+            client,
+            base_tools,
+            mcp,
+            extra_agents,
+            remote,
+        } = self.prepare()?;
+        let env: &Env = &*env;
         // The session: new, resumed, continued or forked; its transcript is written ahead of
         // every consumer — unless the host asked for no persistence at all.
-        let remote = match env("KEEL_TRANSCRIPT_URL").filter(|u| !u.trim().is_empty()) {
-            Some(_) if o.no_session_persistence => None,
-            Some(url) => Some(
-                crate::remote::RemoteTranscripts::from_url(&url, env)
-                    .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
-            ),
-            None => None,
-        };
         let started = start::open(o, env, &self.cwd, &model, remote.as_ref())?;
         // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
         // (SDK servers connect when the first turn starts: the host answers only then.)
-        let (set, bounds) = mcp;
         let mcp = tokio::runtime::Handle::current()
-            .block_on(crate::mcp::McpHub::start(&set, &self.cwd, bounds));
+            .block_on(crate::mcp::McpHub::start(&mcp.0, &self.cwd, mcp.1));
         let transcript_path = started
             .writer
             .as_ref()
@@ -431,66 +320,21 @@ impl SessionBuilder {
         if let Some(m) = &o.mirror {
             emitter = emitter.with_mirror(m.clone());
         }
-        let mut limits = with_spill_dir(limits, transcript_path.as_ref(), &started.session_id);
-        if let Some(sb) = sandbox {
-            let mut tools = (*limits.tools).clone();
-            tools.sandbox = Some(sb);
-            limits.tools = Arc::new(tools);
-        }
-        let (mut registry, agent_warnings) = AgentRegistry::load(&self.cwd, home.as_deref());
-        let extensions = Arc::new(crate::extend::Extensions::load(
-            &self.cwd,
-            home.as_deref(),
-            start::user_config_dir(&*self.env, &self.cwd).as_deref(),
-            o.setting_sources.as_deref(),
-        ));
-        // Memory files skipped or cut are said once, at start (keel's own prompt only).
-        let memory_warnings = match system_prompt {
-            None => crate::prompt::read_memory(&self.cwd, home.as_deref()).warnings,
-            Some(_) => Vec::new(),
-        };
-        for d in extra_agents {
-            registry.insert(d);
-        }
+        let limits = with_sandbox(
+            with_spill_dir(limits, transcript_path.as_ref(), &started.session_id),
+            sandbox,
+        );
+        let (registry, extensions, mut warnings) =
+            self.agents_and_extensions(home.as_deref(), extra_agents, system_prompt.is_none());
         let session_dir = transcript_path.as_ref().map(|p| p.with_extension(""));
         let tasks = TaskManager::new(emitter.clone(), session_dir.map(|d| d.join("tasks")));
-        let api_key_source = match providers.resolve(&model).0 {
-            Provider::Anthropic if env("ANTHROPIC_API_KEY").is_some() => "ANTHROPIC_API_KEY",
-            Provider::OpenAi | Provider::OpenAiChat if env("OPENAI_API_KEY").is_some() => {
-                "OPENAI_API_KEY"
-            }
-            Provider::Bedrock if env("AWS_BEARER_TOKEN_BEDROCK").is_some() => {
-                "AWS_BEARER_TOKEN_BEDROCK"
-            }
-            Provider::Foundry if env("ANTHROPIC_FOUNDRY_API_KEY").is_some() => {
-                "ANTHROPIC_FOUNDRY_API_KEY"
-            }
-            _ => "none",
-        }
-        .to_owned();
-        let remote = match (remote, &transcript_path) {
-            (Some(r), Some(path)) => {
-                let em = emitter.clone();
-                let warn = Box::new(move |message: String| {
-                    let em = em.clone();
-                    tokio::spawn(async move {
-                        let _ = em
-                            .emit(crate::event::Event::Warning {
-                                message,
-                                fields: Extra::new(),
-                            })
-                            .await;
-                    });
-                });
-                Some(crate::remote::Uploader::start(
-                    r,
-                    started.session_id.clone(),
-                    path.clone(),
-                    warn,
-                ))
-            }
-            _ => None,
-        };
+        let api_key_source = api_key_source(&providers, &model, env);
+        let remote = uploader(
+            remote,
+            transcript_path.as_ref(),
+            &emitter,
+            &started.session_id,
+        );
         let ctx = SessionContext::new(ContextParts {
             session_id: emitter.session_cell().clone(),
             cwd: self.cwd.clone(),
@@ -512,17 +356,7 @@ impl SessionBuilder {
             bypass,
             extensions: extensions.clone(),
         });
-        // Subagents get the web tools too: they are part of the base set.
-        base_tools.extend(crate::web::web_tools(&ctx, &emitter, web_limits, |kind| {
-            self.wants(kind)
-        }));
-        let mut tools = agents::session_tools(base_tools, |kind| self.wants(kind), &ctx, &emitter);
-        // Offered when there is a skill to load (a tool with nothing behind it is noise).
-        if !extensions.skills.is_empty() && self.wants_tool("Skill") {
-            tools.push(Arc::new(crate::extend::skill_tool::SkillTool::new(
-                extensions.clone(),
-            )));
-        }
+        let tools = self.session_tools(base_tools, &ctx, &emitter, web_limits, &extensions);
         let scope = AgentScope {
             max_turns: ctx.limits.max_turns,
             system_prompt,
@@ -533,33 +367,10 @@ impl SessionBuilder {
         if let Some(s) = structured {
             session.enable_structured_output(s);
         }
-        let mut notices = Vec::new();
-        let (style, style_warnings) = crate::output_style::resolve(&crate::output_style::Places {
-            cwd: &self.cwd,
-            home: session.ctx.home.as_deref(),
-            sources: o.setting_sources.as_deref(),
-            flag_settings: o.settings.as_deref(),
-        });
-        session.set_output_style(style);
         session.set_requested(requested);
-        for w in style_warnings {
-            notices.push(format!("keel: warning: {w}"));
-            session.queue_warning(w, Extra::new());
-        }
-        let extension_warnings = extensions.warnings();
-        for w in agent_warnings
-            .into_iter()
-            .chain(memory_warnings)
-            .chain(trust_warnings)
-            .chain(extension_warnings)
-        {
-            notices.push(format!("keel: {w}"));
-            session.queue_warning(w, Extra::new());
-        }
-        for n in &started.notices {
-            notices.push(format!("keel: warning: {}", n.message));
-            session.queue_warning(n.message.clone(), n.fields());
-        }
+        warnings.extend(trust_warnings);
+        warnings.extend(extensions.warnings());
+        let notices = self.startup_notices(&mut session, warnings, &started.notices);
         Ok(Built {
             session,
             events,
@@ -567,191 +378,117 @@ impl SessionBuilder {
         })
     }
 
-    fn limits(&self, k: &Knobs<'_>) -> Result<Limits, BuildError> {
-        let o = &self.options;
-        let mut limits = Limits {
-            max_turns: o.max_turns,
-            fallback_model: o.fallback_model.clone().filter(|m| !m.trim().is_empty()),
-            retry: match &self.retry {
-                Some(p) => p.clone(),
-                None => RetryPolicy::from_env(|v| (k.env)(v))
-                    .map_err(|e| BuildError::Usage(format!("Error: {e}")))?,
-            },
-            ..Limits::default()
-        };
-        if let Some(b) = o.max_budget_usd {
-            if !(b.is_finite() && b > 0.0) {
-                return Err(BuildError::Usage(format!(
-                    "Error: --max-budget-usd must be a positive number of dollars, got {b}"
-                )));
-            }
-            limits.max_budget_usd = Some(b);
-        }
-        let mut tools = ToolLimits::default();
-        if let Some(d) = k.ms("KEEL_BASH_DEFAULT_TIMEOUT_MS", 1, tools.max_timeout)? {
-            tools.default_timeout = d;
-        }
-        if let Some(d) = k.ms(
-            "KEEL_FILE_TOOL_TIMEOUT_MS",
-            1,
-            std::time::Duration::from_secs(3600),
-        )? {
-            tools.file_deadline = d;
-        }
-        if let Some(n) = k.count("KEEL_SEARCH_THREADS", 1, 64)? {
-            tools.search_threads = n as usize;
-        }
-        limits.context = context_limits(k, o, limits.max_tokens)?;
-        limits.tools = Arc::new(tools);
-        if let Some(n) = k.count("KEEL_SUBAGENT_MAX_DEPTH", 0, 16)? {
-            limits.subagents.max_depth = n as u32;
-        }
-        if let Some(n) = k.count("KEEL_SUBAGENT_MAX_CONCURRENCY", 1, 256)? {
-            limits.subagents.max_concurrent = n as usize;
-        }
-        if let Some(n) = k.count("KEEL_SUBAGENT_MAX_TURNS", 1, 100_000)? {
-            limits.subagents.default_max_turns = Some(n as u32);
-        }
-        Ok(limits)
-    }
-
-    /// The OS sandbox for Bash, when the flags or the settings enable it. Enabled on a
-    /// machine that cannot have it, the session does not start.
-    fn sandbox(
+    /// The settings files' hooks, to run, and counted for `system/init`.
+    fn settings_hooks(
         &self,
-        settings: &settings::SettingsRules,
-        home: Option<&Path>,
-    ) -> Result<Option<Arc<keel_tools::sandbox::Sandbox>>, BuildError> {
+        settings: &mut settings::SettingsRules,
+    ) -> (
+        crate::session::Requested,
+        Option<Arc<dyn crate::hooks::Hooks>>,
+    ) {
         let o = &self.options;
-        if !(o.sandbox || settings.sandbox_enabled == Some(true)) {
-            return Ok(None);
-        }
-        use crate::permissions::paths::real_path;
-        let abs = |d: &str| {
-            let expanded = match (d.strip_prefix("~/"), home) {
-                (Some(rest), Some(h)) => h.join(rest),
-                _ => PathBuf::from(d),
-            };
-            // Resolved as the kernel does (a `..` after a link leaves the link's target).
-            real_path(&self.cwd.join(expanded))
+        let mut requested = crate::session::Requested {
+            strict_mcp: o.strict_mcp_config,
+            ..Default::default()
         };
-        let mut writable = vec![real_path(&self.cwd)];
-        for d in &o.add_dirs {
-            writable.push(abs(&d.display().to_string()));
+        for h in &settings.hooks {
+            *requested
+                .hooks
+                .entry(h.event.as_str().to_owned())
+                .or_default() += 1;
         }
-        for d in settings
-            .sandbox_directories
-            .iter()
-            .chain(&settings.sandbox_writable)
-        {
-            writable.push(abs(d));
-        }
-        let tmp = real_path(&std::env::temp_dir());
-        writable.push(tmp);
-        writable.dedup();
-        let policy = keel_tools::sandbox::SandboxPolicy {
-            writable,
-            network: o.sandbox_network || settings.sandbox_network == Some(true),
+        let settings_hooks: Option<Arc<dyn crate::hooks::Hooks>> = if settings.hooks.is_empty() {
+            None
+        } else {
+            Some(crate::command_hooks::CommandHooks::new(
+                std::mem::take(&mut settings.hooks),
+                self.cwd.clone(),
+                o.include_hook_events,
+            ))
         };
-        keel_tools::sandbox::Sandbox::new(policy)
-            .map(|s| Some(Arc::new(s)))
-            .map_err(|e| BuildError::Usage(format!("Error: {e}")))
+        (requested, settings_hooks)
     }
 
-    fn permissions(
+    /// The session's tools: the base set, the web tools, the agent tools and (when there is a
+    /// skill to load) the Skill tool, as `--tools` allows.
+    fn session_tools(
         &self,
-        settings: settings::SettingsRules,
-        env: &Env,
-        home: Option<&Path>,
-    ) -> Result<PermissionConfig, BuildError> {
-        let o = &self.options;
-        let mut mode = match o.permission_mode.as_deref() {
-            None => settings.default_mode.unwrap_or_default(),
-            Some(m) => PermissionMode::parse(m).ok_or_else(|| {
-                let all: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.as_str()).collect();
-                BuildError::Usage(format!(
-                    "Error: --permission-mode {m:?} is not a mode; use one of {}",
-                    all.join(", ")
-                ))
-            })?,
-        };
-        if o.skip_permissions {
-            mode = PermissionMode::BypassPermissions;
+        mut base_tools: Vec<Arc<dyn Tool>>,
+        ctx: &Arc<SessionContext>,
+        emitter: &Emitter,
+        web_limits: keel_tools::web::FetchLimits,
+        extensions: &Arc<crate::extend::Extensions>,
+    ) -> Vec<Arc<dyn Tool>> {
+        // Subagents get the web tools too: they are part of the base set.
+        base_tools.extend(crate::web::web_tools(ctx, emitter, web_limits, |kind| {
+            self.wants(kind)
+        }));
+        let mut tools = agents::session_tools(base_tools, |kind| self.wants(kind), ctx, emitter);
+        // Offered when there is a skill to load (a tool with nothing behind it is noise).
+        if !extensions.skills.is_empty() && self.wants_tool("Skill") {
+            tools.push(Arc::new(crate::extend::skill_tool::SkillTool::new(
+                extensions.clone(),
+            )));
         }
-        if mode == PermissionMode::BypassPermissions && bypass_refused(env) {
-            return Err(BuildError::Usage(
-                "Error: bypassPermissions cannot be used as root, where a command could change anything on the machine. Run as a normal user, or set IS_SANDBOX=1 if this is a disposable sandbox.".into(),
-            ));
-        }
-        let parse = |values: &[String]| -> Result<Vec<Rule>, BuildError> {
-            values
-                .iter()
-                .flat_map(|v| split_rule_list(v))
-                .map(|r| {
-                    Rule::parse(&r, RuleSource::Flag)
-                        .map_err(|e| BuildError::Usage(format!("Error: {e}")))
-                })
-                .collect()
-        };
-        let mut allow = parse(&o.allowed_tools)?;
-        allow.extend(settings.allow);
-        let mut deny = parse(&o.disallowed_tools)?;
-        deny.extend(settings.deny);
-        let settings_ask = settings.ask;
-        // Rules match real paths: the working directory in its real spelling too.
-        let cwd = crate::permissions::paths::real_path(&self.cwd);
-        let mut dirs = Vec::new();
-        for d in o
-            .add_dirs
-            .iter()
-            .map(|d| d.display().to_string())
-            .chain(settings.additional_directories.iter().cloned())
-        {
-            let expanded = match (d.strip_prefix("~/"), home) {
-                (Some(rest), Some(h)) => h.join(rest),
-                _ => PathBuf::from(&d),
-            };
-            let abs = crate::permissions::paths::real_path(&self.cwd.join(expanded));
-            if !abs.is_dir() {
-                return Err(BuildError::Usage(format!(
-                    "Error: the added directory {d} is not a directory ({})",
-                    abs.display()
-                )));
-            }
-            dirs.push(abs);
-        }
-        Ok(PermissionConfig {
-            mode,
-            allow,
-            deny,
-            ask: settings_ask,
-            roots: crate::permissions::Roots {
-                cwd,
-                dirs,
-                home: home.map(Path::to_path_buf),
-                readable: Vec::new(),
-            },
-        })
+        tools
     }
 
-    fn system_prompt(&self) -> Result<(Option<String>, Option<String>), BuildError> {
+    /// The output style, and what building found that did not stop it: each queued as a
+    /// warning of the first turn, and returned worded for stderr.
+    fn startup_notices(
+        &self,
+        session: &mut Session,
+        warnings: Vec<String>,
+        started: &[crate::transcript::Notice],
+    ) -> Vec<String> {
         let o = &self.options;
-        let prompt = match (&o.system_prompt, &o.system_prompt_file) {
-            (Some(_), Some(_)) => {
-                return Err(BuildError::Usage(
-                    "Error: use either --system-prompt or --system-prompt-file, not both".into(),
-                ))
-            }
-            (Some(s), None) => Some(s.clone()),
-            (None, Some(p)) => Some(std::fs::read_to_string(p).map_err(|e| {
-                BuildError::Usage(format!(
-                    "Error: cannot read --system-prompt-file {}: {e}",
-                    p.display()
-                ))
-            })?),
-            (None, None) => None,
-        };
-        Ok((prompt, o.append_system_prompt.clone()))
+        let mut notices = Vec::new();
+        let (style, style_warnings) = crate::output_style::resolve(&crate::output_style::Places {
+            cwd: &self.cwd,
+            home: session.ctx.home.as_deref(),
+            sources: o.setting_sources,
+            flag_settings: o.settings.as_deref(),
+        });
+        session.set_output_style(style);
+        for w in style_warnings {
+            notices.push(format!("keel: warning: {w}"));
+            session.queue_warning(w, Extra::new());
+        }
+        for w in warnings {
+            notices.push(format!("keel: {w}"));
+            session.queue_warning(w, Extra::new());
+        }
+        for n in started {
+            notices.push(format!("keel: warning: {}", n.message));
+            session.queue_warning(n.message.clone(), n.fields());
+        }
+        notices
+    }
+
+    /// The agent types (found on disk, then `--agents`), the skills and commands, and what
+    /// loading them (and the memory files, for keel's own prompt) found wrong.
+    fn agents_and_extensions(
+        &self,
+        home: Option<&Path>,
+        extra_agents: Vec<crate::agent_defs::AgentDef>,
+        keel_prompt: bool,
+    ) -> (AgentRegistry, Arc<crate::extend::Extensions>, Vec<String>) {
+        let o = &self.options;
+        let (mut registry, mut warnings) = AgentRegistry::load(&self.cwd, home);
+        let extensions = Arc::new(crate::extend::Extensions::load(
+            &self.cwd,
+            home,
+            start::user_config_dir(&*self.env, &self.cwd).as_deref(),
+            o.setting_sources,
+        ));
+        // Memory files skipped or cut are said once, at start (keel's own prompt only).
+        if keel_prompt {
+            warnings.extend(crate::prompt::read_memory(&self.cwd, home).warnings);
+        }
+        for d in extra_agents {
+            registry.insert(d);
+        }
+        (registry, extensions, warnings)
     }
 
     /// The MCP servers a session here would have (each as configured, or why it cannot be
@@ -765,91 +502,8 @@ impl SessionBuilder {
             servers,
             &settings.mcp_approvals,
             user_file.as_deref(),
-            &merged,
+            &*merged,
         )
-    }
-
-    /// The session's MCP servers, as configured in the user's state file (`~/.claude.json`),
-    /// the settings files, the project's `.mcp.json` and `--mcp-config` (only those with
-    /// `--strict-mcp-config`), with the bounds they work within. Servers the project
-    /// configures (its `.mcp.json`, its settings files) are marked failed unless the user's
-    /// own settings approve them: a repository that was cloned must not run programs by itself.
-    fn mcp(
-        &self,
-        settings: Vec<(PathBuf, serde_json::Value)>,
-        approvals: &settings::McpApprovals,
-        user_settings: Option<&Path>,
-        env: &Env,
-    ) -> Result<(keel_mcp::ServerSet, crate::mcp::Bounds), BuildError> {
-        let o = &self.options;
-        let project = self.cwd.join(".mcp.json");
-        let usage = |e: String| BuildError::Usage(format!("Error: {e}"));
-        // `--setting-sources` limits the state file's scopes as it does the settings files.
-        let wants = |scope: &str| {
-            o.setting_sources
-                .as_deref()
-                .is_none_or(|s| s.split(',').any(|x| x.trim() == scope))
-        };
-        let user_state = match start::claude_json(&*self.env, &self.cwd) {
-            Some(state_file) if !o.strict_mcp_config && (wants("user") || wants("local")) => {
-                let cache = start::keel_home(env, &self.cwd)
-                    .map(|k| k.join("cache").join("claude-json-mcp.json"));
-                keel_mcp::UserState::read_cached(&state_file, &self.cwd, cache.as_deref())
-                    .map_err(|e| usage(e.to_string()))?
-                    .map(|mut s| {
-                        if !wants("user") {
-                            s.user = None;
-                        }
-                        if !wants("local") {
-                            s.local = None;
-                        }
-                        s
-                    })
-            }
-            _ => None,
-        };
-        let sources = keel_mcp::Sources {
-            user_state,
-            settings,
-            // Any entry, links included: one that is not a readable file is an error, not skipped.
-            project_file: project.symlink_metadata().is_ok().then_some(project),
-            flags: o.mcp_config.clone(),
-            strict: o.strict_mcp_config,
-        };
-        let mut set =
-            keel_mcp::config::load(&sources, &self.cwd, env).map_err(|e| usage(e.to_string()))?;
-        for e in &mut set.entries {
-            let trusted = match &e.origin {
-                // The user's own: flags, and what `mcp add` wrote into their state file.
-                keel_mcp::Origin::Flag { .. } | keel_mcp::Origin::UserState { .. } => true,
-                keel_mcp::Origin::File(p) => Some(p.as_path()) == user_settings,
-            };
-            if !trusted && e.spec.is_ok() && !approvals.allows(&e.name) {
-                e.spec = Err(keel_mcp::ConfigError {
-                    origin: e.origin.clone(),
-                    server: Some(e.name.clone()),
-                    field: None,
-                    message: format!(
-                        "not started: the project configures it, and project servers run only when your own settings approve them (add {:?} to enabledMcpjsonServers, or set enableAllProjectMcpServers, in ~/.claude/settings.json; or pass the server with --mcp-config)",
-                        e.name
-                    ),
-                });
-            }
-        }
-        let start =
-            crate::mcp::timeout_from_env(env, "MCP_TIMEOUT", crate::mcp::DEFAULT_START_TIMEOUT)
-                .map_err(|e| usage(e.to_string()))?;
-        let call =
-            crate::mcp::timeout_from_env(env, "MCP_TOOL_TIMEOUT", crate::mcp::DEFAULT_CALL_TIMEOUT)
-                .map_err(|e| usage(e.to_string()))?;
-        let tokens = crate::mcp::output_cap_from_env(env).map_err(|e| usage(e.to_string()))?;
-        let bounds = crate::mcp::Bounds {
-            start,
-            call,
-            ..crate::mcp::Bounds::default()
-        }
-        .with_output_tokens(tokens);
-        Ok((set, bounds))
     }
 
     /// Whether an agent or web tool is offered: always, unless `--tools` lists tools and
@@ -865,11 +519,66 @@ impl SessionBuilder {
 
     /// Whether the engine's tool `name` is offered: always, unless `--tools` leaves it out.
     fn wants_tool(&self, name: &str) -> bool {
-        match self.options.tools.as_deref().map(str::trim) {
-            None | Some("default") => true,
-            Some(spec) => split_rule_list(spec).iter().any(|w| w == name),
-        }
+        self.options.tools.offers(name)
     }
+}
+
+/// The uploader of the transcript to the remote store (`KEEL_TRANSCRIPT_URL`), whose
+/// failures become warnings of the session.
+fn uploader(
+    remote: Option<crate::remote::RemoteTranscripts>,
+    transcript_path: Option<&PathBuf>,
+    emitter: &Emitter,
+    session_id: &str,
+) -> Option<Arc<crate::remote::Uploader>> {
+    match (remote, transcript_path) {
+        (Some(r), Some(path)) => {
+            let em = emitter.clone();
+            let warn = Box::new(move |message: String| {
+                let em = em.clone();
+                tokio::spawn(async move {
+                    let _ = em
+                        .emit(crate::event::Event::Warning {
+                            message,
+                            fields: Extra::new(),
+                        })
+                        .await;
+                });
+            });
+            Some(crate::remote::Uploader::start(
+                r,
+                session_id.to_owned(),
+                path.clone(),
+                warn,
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The remote transcript store `KEEL_TRANSCRIPT_URL` names (none for a session that is not
+/// kept).
+fn remote_store(
+    o: &SessionOptions,
+    env: &Env,
+) -> Result<Option<crate::remote::RemoteTranscripts>, BuildError> {
+    match env("KEEL_TRANSCRIPT_URL").filter(|u| !u.trim().is_empty()) {
+        Some(_) if o.no_session_persistence => Ok(None),
+        Some(url) => crate::remote::RemoteTranscripts::from_url(&url, env)
+            .map(Some)
+            .map_err(|e| BuildError::Usage(format!("Error: {e}"))),
+        None => Ok(None),
+    }
+}
+
+/// Bash runs in the OS sandbox, when there is one.
+fn with_sandbox(mut limits: Limits, sandbox: Option<Arc<keel_tools::sandbox::Sandbox>>) -> Limits {
+    if let Some(sb) = sandbox {
+        let mut tools = (*limits.tools).clone();
+        tools.sandbox = Some(sb);
+        limits.tools = Arc::new(tools);
+    }
+    limits
 }
 
 /// WebFetch's bounds: `KEEL_WEBFETCH_TIMEOUT_MS` (the whole call) and
@@ -907,186 +616,10 @@ fn with_spill_dir(mut limits: Limits, transcript: Option<&PathBuf>, session_id: 
     limits
 }
 
-/// The built-in tools `--tools` asks for.
-fn select_tools(spec: Option<&str>) -> Result<Vec<Arc<dyn Tool>>, BuildError> {
-    let all = keel_tools::builtin_tools();
-    let Some(spec) = spec.map(str::trim).filter(|s| *s != "default") else {
-        return Ok(all);
-    };
-    let wanted = split_rule_list(spec);
-    for w in &wanted {
-        let agent_tool = agents::AGENT_TOOLS
-            .iter()
-            .any(|k| agents::agent_tool_name(*k) == w)
-            || w == crate::extend::skill_tool::SKILL_TOOL
-            || crate::web::WEB_TOOLS
-                .iter()
-                .any(|k| k.canonical_name() == w);
-        if !all.iter().any(|t| t.name() == w) && !agent_tool {
-            let mut names: Vec<&str> = all.iter().map(|t| t.name()).collect();
-            names.extend(
-                agents::AGENT_TOOLS
-                    .iter()
-                    .map(|k| agents::agent_tool_name(*k)),
-            );
-            names.extend(crate::web::WEB_TOOLS.iter().map(|k| k.canonical_name()));
-            return Err(BuildError::Usage(format!(
-                "Error: --tools names {w:?}, which is not a keel tool; the tools are {}",
-                names.join(", ")
-            )));
-        }
-    }
-    Ok(all
+/// The built-in tools `--tools` asks for (its names were checked when it was parsed).
+fn select_tools(set: &ToolSet) -> Vec<Arc<dyn Tool>> {
+    keel_tools::builtin_tools()
         .into_iter()
-        .filter(|t| wanted.iter().any(|w| w == t.name()))
-        .collect())
-}
-
-/// The provider `--provider`, the settings or `KEEL_PROVIDER` chose, if any.
-fn provider_choice(
-    o: &SessionOptions,
-    setting: Option<(String, String)>,
-    env: &Env,
-) -> Result<ProviderChoice, BuildError> {
-    let named = match (&o.provider, setting, env("KEEL_PROVIDER")) {
-        (Some(p), _, _) => Some((p.clone(), "--provider".to_owned())),
-        (None, Some((p, at)), _) => Some((p, format!("the provider setting in {at}"))),
-        (None, None, Some(p)) => Some((p, "KEEL_PROVIDER".to_owned())),
-        (None, None, None) => None,
-    };
-    let Some((name, from)) = named.filter(|(n, _)| !n.trim().is_empty()) else {
-        return Ok(match cloud::switched(env)? {
-            Some(default) => ProviderChoice {
-                default,
-                explicit: true,
-            },
-            None => ProviderChoice::default(),
-        });
-    };
-    let default = Provider::parse(&name).ok_or_else(|| {
-        let all: Vec<&str> = Provider::ALL.iter().map(|p| p.name()).collect();
-        BuildError::Usage(format!(
-            "Error: {from} names the provider {name:?}, which keel does not speak; it speaks {}",
-            all.join(", ")
-        ))
-    })?;
-    Ok(ProviderChoice {
-        default,
-        explicit: true,
-    })
-}
-
-/// A client for every provider the session's models need (the model and the fallback model),
-/// behind one router.
-fn clients(
-    env: &Env,
-    k: &Knobs<'_>,
-    choice: ProviderChoice,
-    model: &str,
-    fallback: Option<&str>,
-) -> Result<Arc<dyn Model>, BuildError> {
-    let mut needed = vec![choice.resolve(model).0];
-    if let Some(f) = fallback {
-        let p = choice.resolve(f).0;
-        if !needed.contains(&p) {
-            needed.push(p);
-        }
-    }
-    let mut router = Router::new(choice);
-    for p in needed {
-        let client: Arc<dyn Model> = match p {
-            Provider::Anthropic => Arc::new(client_from_env(env, k)?),
-            Provider::OpenAi => Arc::new(openai_from_env(env, k, OpenAiApi::Responses)?),
-            Provider::OpenAiChat => Arc::new(openai_from_env(env, k, OpenAiApi::Chat)?),
-            Provider::Foundry => cloud::foundry(env, k)?,
-            Provider::Vertex => Arc::new(cloud::vertex(env, k)?),
-            Provider::Bedrock => Arc::new(cloud::bedrock(env, k)?),
-        };
-        router = router.with(p, client);
-    }
-    Ok(Arc::new(router))
-}
-
-/// Timeouts from the environment, the same for every provider.
-fn timeouts(cfg: &mut ClientConfig, k: &Knobs<'_>) -> Result<(), BuildError> {
-    if let Some(d) = k.ms(
-        "KEEL_STREAM_IDLE_TIMEOUT_MS",
-        50,
-        std::time::Duration::from_secs(3600),
-    )? {
-        cfg.idle_timeout = d;
-    }
-    if let Some(d) = k.ms(
-        "KEEL_CONNECT_TIMEOUT_MS",
-        1,
-        std::time::Duration::from_secs(600),
-    )? {
-        cfg.connect_timeout = d;
-    }
-    Ok(())
-}
-
-/// An OpenAI client (Responses or Chat Completions) the environment describes.
-fn openai_from_env(env: &Env, k: &Knobs<'_>, api: OpenAiApi) -> Result<OpenAiClient, BuildError> {
-    let from_env = env("OPENAI_BASE_URL").filter(|s| !s.trim().is_empty());
-    let base_url = from_env
-        .clone()
-        .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.to_owned());
-    let api_key = env("OPENAI_API_KEY").filter(|s| !s.trim().is_empty());
-    if api_key.is_none() && base_url == OPENAI_DEFAULT_BASE_URL {
-        return Err(BuildError::Usage(
-            "Error: keel needs an API key to talk to OpenAI. Set OPENAI_API_KEY, or point OPENAI_BASE_URL at a compatible server (see docs/providers.md).".into(),
-        ));
-    }
-    let mut cfg = ClientConfig {
-        base_url,
-        api_key,
-        ..ClientConfig::default()
-    };
-    timeouts(&mut cfg, k)?;
-    let mut options = OpenAiOptions::default();
-    if let Some(f) = env("KEEL_OPENAI_MAX_TOKENS_FIELD").filter(|s| !s.trim().is_empty()) {
-        options.chat_max_tokens_field = f.trim().to_owned();
-    }
-    OpenAiClient::new(api, cfg, options).map_err(|e| match (e.kind, from_env) {
-        (ApiErrorKind::Config, Some(url)) if e.message.contains("URL") => {
-            BuildError::Usage(format!(
-                "Error: OPENAI_BASE_URL={url:?} cannot be used: {}",
-                e.message
-            ))
-        }
-        (ApiErrorKind::Config, _) if e.message.contains("output cap") => BuildError::Usage(
-            format!("Error: KEEL_OPENAI_MAX_TOKENS_FIELD: {}", e.message),
-        ),
-        _ => BuildError::Usage(format!("Error: {e}")),
-    })
-}
-
-/// The Anthropic client the environment describes.
-fn client_from_env(env: &Env, k: &Knobs<'_>) -> Result<AnthropicClient, BuildError> {
-    let from_env = env("ANTHROPIC_BASE_URL").filter(|s| !s.trim().is_empty());
-    let base_url = from_env
-        .clone()
-        .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-    let api_key = env("ANTHROPIC_API_KEY").filter(|s| !s.trim().is_empty());
-    let auth_token = env("ANTHROPIC_AUTH_TOKEN").filter(|s| !s.trim().is_empty());
-    if api_key.is_none() && auth_token.is_none() && base_url == DEFAULT_BASE_URL {
-        return Err(BuildError::Usage(
-            "Error: keel needs an API key to talk to the model. Set ANTHROPIC_API_KEY (create a key in the Anthropic Console), or point ANTHROPIC_BASE_URL at a compatible server. To see keel work without a key, run `keel demo`.".into(),
-        ));
-    }
-    let mut cfg = ClientConfig {
-        base_url,
-        api_key,
-        auth_token,
-        ..ClientConfig::default()
-    };
-    timeouts(&mut cfg, k)?;
-    AnthropicClient::new(cfg).map_err(|e| match (e.kind, from_env) {
-        (ApiErrorKind::Config, Some(url)) => BuildError::Usage(format!(
-            "Error: ANTHROPIC_BASE_URL={url:?} cannot be used: {}",
-            e.message
-        )),
-        _ => BuildError::Usage(format!("Error: {e}")),
-    })
+        .filter(|t| set.offers(t.name()))
+        .collect()
 }

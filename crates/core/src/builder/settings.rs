@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use keel_tools::repofile::{read_repo_file, RepoFileError, RepoRead, REPO_FILE_LIMIT};
 use serde_json::Value;
 
+use super::options::{SettingSource, SettingSources};
 use super::BuildError;
 use crate::permissions::{PermissionMode, Rule, RuleSource};
 
@@ -211,54 +212,30 @@ pub fn hold_back_repository(
     s.sandbox_writable = std::mem::take(&mut s.user_said.sandbox_writable);
 }
 
-/// The settings files to read for `sources` (`user`, `project`, `local`; default all three),
-/// least specific first.
-fn files(
-    sources: Option<&str>,
-    cwd: &Path,
-    user_dir: Option<&Path>,
-) -> Result<Vec<PathBuf>, BuildError> {
-    let wanted: Vec<String> = match sources {
-        None => vec!["user".into(), "project".into(), "local".into()],
-        Some(s) => s
-            .split(',')
-            .map(|p| p.trim().to_owned())
-            .filter(|p| !p.is_empty())
-            .collect(),
-    };
+/// The settings files to read for `sources`, least specific first.
+fn files(sources: SettingSources, cwd: &Path, user_dir: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for kind in ["user", "project", "local"] {
-        if !wanted.iter().any(|w| w == kind) {
-            continue;
-        }
-        match kind {
-            "user" => out.extend(user_dir.map(|h| h.join("settings.json"))),
-            "project" => out.push(cwd.join(".claude/settings.json")),
-            _ => out.push(cwd.join(".claude/settings.local.json")),
+    for source in sources.iter() {
+        match source {
+            SettingSource::User => out.extend(user_dir.map(|h| h.join("settings.json"))),
+            SettingSource::Project => out.push(cwd.join(".claude/settings.json")),
+            SettingSource::Local => out.push(cwd.join(".claude/settings.local.json")),
         }
     }
-    if let Some(bad) = wanted
-        .iter()
-        .find(|w| !["user", "project", "local"].contains(&w.as_str()))
-    {
-        return Err(BuildError::Usage(format!(
-            "Error: --setting-sources names {bad:?}; the sources are user, project and local"
-        )));
-    }
-    Ok(out)
+    out
 }
 
 /// Read the settings that apply to a run in `cwd`; `user_dir` is the user's config directory
 /// (`$CLAUDE_CONFIG_DIR`, else `~/.claude`), which holds the user's `settings.json`.
 pub fn load(
     flag: Option<&str>,
-    sources: Option<&str>,
+    sources: SettingSources,
     cwd: &Path,
     user_dir: Option<&Path>,
 ) -> Result<SettingsRules, BuildError> {
     let mut out = SettingsRules::default();
     let user_file = user_dir.map(|h| h.join("settings.json"));
-    for path in files(sources, cwd, user_dir)? {
+    for path in files(sources, cwd, user_dir) {
         let text = match read_repo_file(&path, &RepoRead::bounded(REPO_FILE_LIMIT)) {
             Ok(f) => f.text,
             Err(RepoFileError::Missing { .. }) => continue,
@@ -573,7 +550,13 @@ mod tests {
         std::fs::create_dir_all(cwd.path().join(".claude")).unwrap();
         std::fs::write(home.path().join(".claude/settings.json"), user).unwrap();
         std::fs::write(cwd.path().join(".claude/settings.json"), project).unwrap();
-        let mut r = load(None, None, cwd.path(), Some(&home.path().join(".claude"))).unwrap();
+        let mut r = load(
+            None,
+            SettingSources::ALL,
+            cwd.path(),
+            Some(&home.path().join(".claude")),
+        )
+        .unwrap();
         let mut w = Vec::new();
         hold_back_repository(&mut r, false, sandbox_flag, &mut w);
         (r, w)
@@ -675,7 +658,7 @@ mod tests {
         .unwrap();
         let r = load(
             Some(r#"{"permissions": {"deny": ["Write"], "ask": ["Bash(git push:*)"]}}"#),
-            None,
+            SettingSources::ALL,
             cwd.path(),
             Some(&home.path().join(".claude")),
         )
@@ -683,7 +666,7 @@ mod tests {
         assert_eq!(r.ask[0].text(), "Bash(git push:*)");
         let err = load(
             Some(r#"{"permissions": {"ask": "Bash"}}"#),
-            None,
+            SettingSources::ALL,
             cwd.path(),
             Some(&home.path().join(".claude")),
         )
@@ -702,16 +685,21 @@ mod tests {
         assert_eq!(r.deny[1].source, RuleSource::Flag);
         let only_project = load(
             None,
-            Some("project"),
+            "project".parse().unwrap(),
             cwd.path(),
             Some(&home.path().join(".claude")),
         )
         .unwrap();
         assert!(only_project.deny.is_empty());
         std::fs::write(cwd.path().join(".claude/settings.local.json"), "{oops").unwrap();
-        let err = load(None, None, cwd.path(), Some(&home.path().join(".claude")))
-            .unwrap_err()
-            .to_string();
+        let err = load(
+            None,
+            SettingSources::ALL,
+            cwd.path(),
+            Some(&home.path().join(".claude")),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("settings.local.json") && err.contains("not valid JSON"),
             "{err}"
@@ -721,9 +709,14 @@ mod tests {
             r#"{"permissions": ["Bash(rm:*)"]}"#,
         )
         .unwrap();
-        let err = load(None, None, cwd.path(), Some(&home.path().join(".claude")))
-            .unwrap_err()
-            .to_string();
+        let err = load(
+            None,
+            SettingSources::ALL,
+            cwd.path(),
+            Some(&home.path().join(".claude")),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("settings.local.json") && err.contains("`permissions` must be an object"),
             "{err}"
@@ -741,14 +734,16 @@ mod document_tests {
         std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
         for (doc, found) in [("null", "null"), ("[]", "a list"), ("7", "a number")] {
             std::fs::write(dir.path().join(".claude/settings.json"), doc).unwrap();
-            let e = load(None, None, dir.path(), None).unwrap_err().to_string();
+            let e = load(None, SettingSources::ALL, dir.path(), None)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("settings.json") && e.contains(found),
                 "{doc}: {e}"
             );
         }
         std::fs::write(dir.path().join(".claude/settings.json"), "{}").unwrap();
-        assert!(load(None, None, dir.path(), None).is_ok());
+        assert!(load(None, SettingSources::ALL, dir.path(), None).is_ok());
     }
 
     #[test]
@@ -756,7 +751,9 @@ mod document_tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join(".claude/settings.json")).unwrap();
-        let e = load(None, None, dir.path(), None).unwrap_err().to_string();
+        let e = load(None, SettingSources::ALL, dir.path(), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("settings.json") && e.contains("character device"),
             "{e}"

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::options::FlagUuid;
 use super::{BuildError, Env, SessionOptions};
 use crate::history::History;
 use crate::transcript::{
@@ -67,17 +68,10 @@ fn start(o: &SessionOptions) -> Result<Start, BuildError> {
             "Error: --fork-session branches off an existing session; use it with --resume <id> or --continue".into(),
         ));
     }
-    if let Some(id) = &o.session_id {
-        if uuid::Uuid::parse_str(id.trim()).is_err() {
-            return Err(BuildError::Usage(format!(
-                "Error: --session-id must be a UUID (like 123e4567-e89b-12d3-a456-426614174000), got {id:?}"
-            )));
-        }
-        if start != Start::New && !o.fork_session {
-            return Err(BuildError::Usage(
-                "Error: a resumed session keeps its id; --session-id with --resume or --continue needs --fork-session (the id of the fork)".into(),
-            ));
-        }
+    if o.session_id.is_some() && start != Start::New && !o.fork_session {
+        return Err(BuildError::Usage(
+            "Error: a resumed session keeps its id; --session-id with --resume or --continue needs --fork-session (the id of the fork)".into(),
+        ));
     }
     truncation(o)?;
     Ok(start)
@@ -86,15 +80,6 @@ fn start(o: &SessionOptions) -> Result<Start, BuildError> {
 /// `--resume-session-at` / `--resume-drops-turn`: checked here (usage errors), applied by the
 /// store when it forks.
 fn truncation(o: &SessionOptions) -> Result<Option<Truncation>, BuildError> {
-    let uuid = |flag: &str, v: &str| {
-        uuid::Uuid::parse_str(v.trim())
-            .map(|u| u.hyphenated().to_string())
-            .map_err(|_| {
-                BuildError::Usage(format!(
-                    "Error: {flag} must be the uuid of a message of the session (as stream-json frames carry it), got {v:?}"
-                ))
-            })
-    };
     let Some(at) = &o.resume_session_at else {
         if o.resume_drops_turn.is_some() {
             return Err(BuildError::Usage(
@@ -109,12 +94,8 @@ fn truncation(o: &SessionOptions) -> Result<Option<Truncation>, BuildError> {
         ));
     }
     Ok(Some(Truncation {
-        at: uuid("--resume-session-at", at)?,
-        drops_turn: o
-            .resume_drops_turn
-            .as_deref()
-            .map(|t| uuid("--resume-drops-turn", t))
-            .transpose()?,
+        at: at.hyphenated(),
+        drops_turn: o.resume_drops_turn.as_ref().map(FlagUuid::hyphenated),
     }))
 }
 
@@ -138,8 +119,8 @@ pub(crate) fn open(
         return Ok(SessionStart {
             session_id: o
                 .session_id
-                .as_deref()
-                .map(|s| s.trim().to_owned())
+                .as_ref()
+                .map(|s| s.as_str().to_owned())
                 .unwrap_or_else(crate::emit::new_uuid),
             writer: None,
             history: History::new(),
@@ -154,8 +135,8 @@ pub(crate) fn open(
         }
         let id = o
             .session_id
-            .as_deref()
-            .map(|s| s.trim().to_owned())
+            .as_ref()
+            .map(|s| s.as_str().to_owned())
             .unwrap_or_else(crate::emit::new_uuid);
         return Ok(SessionStart {
             writer: Some(Arc::new(TranscriptWriter::broken(
@@ -183,7 +164,7 @@ pub(crate) fn open(
                 fsync,
                 start,
                 fork: o.fork_session,
-                session_id: o.session_id.clone(),
+                session_id: o.session_id.as_ref().map(|s| s.as_str().to_owned()),
             },
             cut.as_ref(),
             o.mirror.as_ref(),

@@ -206,15 +206,19 @@ pub struct Extensions {
 
 impl Extensions {
     /// Load the skills and commands of `cwd` and of the user whose home is `home`, from the
-    /// scopes `--setting-sources` names (`None`: both; `project` and `user` count here).
+    /// scopes `--setting-sources` names (`project` and `user` count here).
     pub fn load(
         cwd: &Path,
         home: Option<&Path>,
         user_dir: Option<&Path>,
-        sources: Option<&str>,
+        sources: crate::setting_sources::SettingSources,
     ) -> Self {
-        let wants =
-            |scope: Scope| sources.is_none_or(|s| s.split(',').any(|x| x.trim() == scope.as_str()));
+        let wants = |scope: Scope| {
+            sources.contains(match scope {
+                Scope::Project => crate::setting_sources::SettingSource::Project,
+                Scope::User => crate::setting_sources::SettingSource::User,
+            })
+        };
         let places: Vec<Place> = Place::all(cwd, home, user_dir)
             .into_iter()
             .filter(|p| wants(p.scope))

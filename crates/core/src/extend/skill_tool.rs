@@ -117,7 +117,12 @@ mod tests {
             let text = format!("---\ndescription: {}\n---\nbody\n", "d".repeat(1000));
             std::fs::write(dir.join("SKILL.md"), text).unwrap();
         }
-        let ext = Arc::new(Extensions::load(cwd.path(), None, None, None));
+        let ext = Arc::new(Extensions::load(
+            cwd.path(),
+            None,
+            None,
+            crate::setting_sources::SettingSources::ALL,
+        ));
         assert_eq!(ext.skills.len(), 100);
         let tool = SkillTool::new(ext);
         let d = tool.description();

@@ -38,9 +38,10 @@ pub async fn engine(scenario: Scenario, tools: Vec<Arc<dyn Tool>>, allow: &[&str
         .env(Arc::new(|_: &str| None))
         .options(SessionOptions {
             system_prompt: Some("test".into()),
-            allowed_tools: allow.iter().map(|s| s.to_string()).collect(),
+            allowed_tools: keel_core::builder::options::parse_rules(allow)
+                .expect("the test's rules parse"),
             // Only the tools the test gives (no built-ins, no agent tools), and no transcript.
-            tools: Some(String::new()),
+            tools: keel_core::builder::options::ToolSet::none(),
             no_session_persistence: true,
             ..SessionOptions::default()
         })
