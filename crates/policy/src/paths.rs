@@ -212,6 +212,51 @@ pub enum Use {
     Deny,
 }
 
+/// Where a pattern is anchored (one directory), its body under the anchor, and whether it is a
+/// deny that matches at any depth from the root.
+fn anchor(
+    pattern: &str,
+    roots: &Roots,
+    usage: Use,
+) -> Result<(Vec<PathBuf>, String, bool), PatternError> {
+    let mut anchors: Vec<PathBuf> = Vec::new();
+    let body: String;
+    let mut anywhere = false;
+    if let Some(abs) = pattern.strip_prefix("//") {
+        anchors.push(PathBuf::from("/"));
+        body = abs.to_owned();
+    } else if let Some(rest) = pattern.strip_prefix("~/") {
+        let home = roots.home.clone().ok_or_else(|| PatternError::NoHome {
+            pattern: pattern.to_owned(),
+        })?;
+        anchors.push(home);
+        body = rest.to_owned();
+    } else if let Some(rest) = pattern.strip_prefix('/') {
+        anchors.push(roots.cwd.clone());
+        body = rest.to_owned();
+    } else if let Some(rest) = pattern.strip_prefix("./") {
+        anchors.push(roots.cwd.clone());
+        body = rest.to_owned();
+    } else if !pattern.trim_end_matches('/').contains('/') {
+        // A bare name: at any depth.
+        match usage {
+            Use::Deny => {
+                anchors.push(PathBuf::from("/"));
+                anywhere = true;
+            }
+            Use::Allow => anchors.push(roots.cwd.clone()),
+        }
+        body = format!("**/{pattern}");
+    } else {
+        anchors.push(roots.cwd.clone());
+        body = pattern.to_owned();
+    }
+    if body.starts_with("**") {
+        anywhere |= usage == Use::Deny && anchors[0] == Path::new("/");
+    }
+    Ok((anchors, body, anywhere))
+}
+
 impl PathPattern {
     /// Compile a rule's pattern.
     pub fn new(
@@ -224,41 +269,7 @@ impl PathPattern {
         if pattern.is_empty() {
             return Err(PatternError::Empty);
         }
-        let mut anchors: Vec<PathBuf> = Vec::new();
-        let body: String;
-        let mut anywhere = false;
-        if let Some(abs) = pattern.strip_prefix("//") {
-            anchors.push(PathBuf::from("/"));
-            body = abs.to_owned();
-        } else if let Some(rest) = pattern.strip_prefix("~/") {
-            let home = roots.home.clone().ok_or_else(|| PatternError::NoHome {
-                pattern: pattern.to_owned(),
-            })?;
-            anchors.push(home);
-            body = rest.to_owned();
-        } else if let Some(rest) = pattern.strip_prefix('/') {
-            anchors.push(roots.cwd.clone());
-            body = rest.to_owned();
-        } else if let Some(rest) = pattern.strip_prefix("./") {
-            anchors.push(roots.cwd.clone());
-            body = rest.to_owned();
-        } else if !pattern.trim_end_matches('/').contains('/') {
-            // A bare name: at any depth.
-            match usage {
-                Use::Deny => {
-                    anchors.push(PathBuf::from("/"));
-                    anywhere = true;
-                }
-                Use::Allow => anchors.push(roots.cwd.clone()),
-            }
-            body = format!("**/{pattern}");
-        } else {
-            anchors.push(roots.cwd.clone());
-            body = pattern.to_owned();
-        }
-        if body.starts_with("**") {
-            anywhere |= usage == Use::Deny && anchors[0] == Path::new("/");
-        }
+        let (anchors, body, anywhere) = anchor(pattern, roots, usage)?;
         // Anchor both the given and the real spelling of the anchor directory.
         let mut all = Vec::new();
         for a in &anchors {

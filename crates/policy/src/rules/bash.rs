@@ -13,7 +13,7 @@ use crate::kpath::kernel_path_in;
 use crate::paths::{PathPattern, Resolved, Roots};
 use crate::shell::{self, readonly, Arg, Lowered, LoweredCommand, ShellEnv};
 
-use super::needs::NeedsApproval;
+use super::needs::{exact_path_rule, NeedsApproval};
 use super::{Judgement, PermissionMode, Policy, Rule};
 
 /// A Bash rule's pattern, parsed.
@@ -687,18 +687,6 @@ fn shell_short(s: &str) -> String {
     } else {
         format!("{}…", s.chars().take(80).collect::<String>())
     }
-}
-
-/// A path as an exact `Edit(//…)` rule body: absolute, glob characters escaped.
-pub fn exact_path_rule(p: &Path) -> String {
-    let mut s = String::from("/");
-    for c in p.display().to_string().chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
-            s.push('\\');
-        }
-        s.push(c);
-    }
-    s
 }
 
 impl<'p> Policy<'p> {

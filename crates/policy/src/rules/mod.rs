@@ -16,9 +16,9 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::path::Path;
 
-pub use bash::{exact_path_rule, PathUse};
+pub use bash::PathUse;
 pub use judgement::Judgement;
-pub use needs::NeedsApproval;
+pub use needs::{exact_path_rule, NeedsApproval};
 pub use rule::{split_rule_list, PermissionMode, Rule, RuleError, RuleErrorKind, RuleSource};
 pub use web::{NoWeb, WebRules};
 
@@ -201,7 +201,7 @@ fn read_suggestion(fs: &dyn FsView, p: &Resolved) -> String {
     } else {
         p.real.parent().unwrap_or(Path::new("/")).to_path_buf()
     };
-    let body = bash::exact_path_rule(&dir);
+    let body = exact_path_rule(&dir);
     let body = if body == "//" { "/".to_owned() } else { body };
     format!(
         "--allowedTools \"Read({body}/**)\", or --add-dir {} (or permissions.additionalDirectories)",
@@ -758,7 +758,7 @@ impl<'p> Policy<'p> {
                     format!(
                         "--add-dir {} (then --permission-mode acceptEdits), or --allowedTools \"{tool}({})\"",
                         p.real.parent().unwrap_or(Path::new("/")).display(),
-                        bash::exact_path_rule(&p.real)
+                        exact_path_rule(&p.real)
                     )
                 }
             }

@@ -2,9 +2,8 @@
 //! be read without asking, or it writes where no rule allows. The sentences are what the
 //! approval prompt and `keel permissions check` show in "needs approval (…)".
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::bash::exact_path_rule;
 use super::RuleSource;
 use crate::shell::NotReadOnly;
 
@@ -80,4 +79,16 @@ fn leads_to(via: &Option<PathBuf>) -> String {
     via.as_ref()
         .map(|p| format!(" (it leads to {})", p.display()))
         .unwrap_or_default()
+}
+
+/// A path as an exact `Edit(//…)` rule body: absolute, glob characters escaped.
+pub fn exact_path_rule(p: &Path) -> String {
+    let mut s = String::from("/");
+    for c in p.display().to_string().chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s
 }

@@ -125,48 +125,63 @@ fn skip_opts(
             });
         }
         if w.len() > 1 && w.starts_with('-') {
-            let chars: Vec<char> = w[1..].chars().collect();
-            let mut j = 0;
-            let mut consumed_next = false;
-            while j < chars.len() {
-                let c = chars[j];
-                if o.flags.contains(c) {
-                    values.push((c.to_string(), Arg::Lit(String::new())));
-                    j += 1;
-                    continue;
-                }
-                if o.valued.contains(c) {
-                    let rest: String = chars[j + 1..].iter().collect();
-                    if rest.is_empty() {
-                        let v = cmd.argv.get(i + 1).cloned().ok_or_else(|| {
-                            OptsProblem::MissingValue {
-                                wrapper: name.to_owned(),
-                                flag: format!("-{c}"),
-                            }
-                        })?;
-                        one_value(name, &v)?;
-                        values.push((c.to_string(), v));
-                        consumed_next = true;
-                    } else {
-                        values.push((c.to_string(), Arg::Lit(rest)));
-                    }
-                    break;
-                }
-                // `nice -5`: a number is the adjustment.
-                if name == "nice" && (c.is_ascii_digit()) {
-                    break;
-                }
-                return Err(OptsProblem::UnknownOption {
-                    wrapper: name.to_owned(),
-                    flag: format!("-{c}"),
-                });
-            }
-            i += if consumed_next { 2 } else { 1 };
+            i += short_opts(cmd, i, &w[1..], name, o, &mut values)?;
             continue;
         }
         break;
     }
     Ok((i, values))
+}
+
+/// A cluster of short options (`-ks9`, the letters after the dash) at word `i`: their values
+/// added to `values`; how many words it took (2 when the last letter's value is the next word).
+fn short_opts(
+    cmd: &LoweredCommand,
+    i: usize,
+    letters: &str,
+    name: &str,
+    o: &Opts,
+    values: &mut Vec<(String, Arg)>,
+) -> Result<usize, OptsProblem> {
+    let chars: Vec<char> = letters.chars().collect();
+    let mut j = 0;
+    let mut consumed_next = false;
+    while j < chars.len() {
+        let c = chars[j];
+        if o.flags.contains(c) {
+            values.push((c.to_string(), Arg::Lit(String::new())));
+            j += 1;
+            continue;
+        }
+        if o.valued.contains(c) {
+            let rest: String = chars[j + 1..].iter().collect();
+            if rest.is_empty() {
+                let v = cmd
+                    .argv
+                    .get(i + 1)
+                    .cloned()
+                    .ok_or_else(|| OptsProblem::MissingValue {
+                        wrapper: name.to_owned(),
+                        flag: format!("-{c}"),
+                    })?;
+                one_value(name, &v)?;
+                values.push((c.to_string(), v));
+                consumed_next = true;
+            } else {
+                values.push((c.to_string(), Arg::Lit(rest)));
+            }
+            break;
+        }
+        // `nice -5`: a number is the adjustment.
+        if name == "nice" && (c.is_ascii_digit()) {
+            break;
+        }
+        return Err(OptsProblem::UnknownOption {
+            wrapper: name.to_owned(),
+            flag: format!("-{c}"),
+        });
+    }
+    Ok(if consumed_next { 2 } else { 1 })
 }
 
 /// A wrapper's option value or own operand must stay one word: a split would shift which
