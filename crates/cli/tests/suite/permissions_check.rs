@@ -85,3 +85,22 @@ fn the_files_a_command_touches_are_shown_where_the_kernel_would_go() {
     assert_eq!(v["paths"][0]["access"], "write", "{v}");
     assert!(v["paths"][0]["resolved"].is_null(), "{v}");
 }
+
+#[test]
+fn a_read_deny_rule_without_a_usable_pattern_stops_a_read_only_command_from_running_unasked() {
+    let project = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(project.path().join("a.txt"), "a").unwrap();
+    let (code, v) = check(project.path(), home.path(), &["--", "cat a.txt"]);
+    assert_eq!((code, &v["decision"]), (0, &Value::from("allow")), "{v}");
+    // `Read` alone denies every read; a pattern that cannot be compiled is not dropped.
+    for deny in ["Read", "Read(a.txt[)"] {
+        let (code, v) = check(
+            project.path(),
+            home.path(),
+            &["--disallowedTools", deny, "--", "cat a.txt"],
+        );
+        assert_eq!(code, 1, "{deny}: {v}");
+        assert_eq!(v["decision"], "ask", "{deny}: {v}");
+    }
+}

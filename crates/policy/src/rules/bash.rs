@@ -589,7 +589,7 @@ impl<'p> Policy<'p> {
         r: &readonly::ReadOnly,
         cwd: Option<&Path>,
     ) -> Result<(), NeedsApproval> {
-        let denies: Vec<(&Rule, PathPattern)> = self.read_deny_patterns();
+        let denies: Vec<(&Rule, Option<PathPattern>)> = self.read_deny_patterns();
         let mut reads: Vec<Arg> = r.reads.clone();
         if r.recursive && reads.is_empty() {
             reads.push(Arg::Lit(".".to_owned()));
@@ -611,9 +611,14 @@ impl<'p> Policy<'p> {
                 });
             };
             for (rule, pat) in &denies {
-                if pat.matches(&p)
-                    || (r.recursive && self.fs.is_dir(&p.real) && pat.may_match_under(&p))
-                {
+                let covered = match pat {
+                    None => true,
+                    Some(pat) => {
+                        pat.matches(&p)
+                            || (r.recursive && self.fs.is_dir(&p.real) && pat.may_match_under(&p))
+                    }
+                };
+                if covered {
                     return Err(NeedsApproval::ReadDenied {
                         word: w.text().to_owned(),
                         rule: rule.text(),

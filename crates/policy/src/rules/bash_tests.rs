@@ -161,3 +161,16 @@ fn a_deny_rule_that_spells_git_globals_sees_them() {
     assert!(denied("git -C /elsewhere commit -m x"), "peeled, as before");
     assert!(!denied("git -C /y push origin"));
 }
+
+#[test]
+fn a_read_deny_rule_without_a_usable_pattern_keeps_every_file_read_from_running_unasked() {
+    let reads = "cat Cargo.toml";
+    assert!(allowed(&cfg(PermissionMode::Default, &[]), reads));
+    // No pattern: every read is denied. A pattern that cannot be compiled (an unclosed
+    // bracket) must not be dropped, or the file it was meant to protect would be read unasked.
+    for deny in ["Read", "Read(secret[)"] {
+        let mut c = cfg(PermissionMode::Default, &[]);
+        c.deny = vec![Rule::parse(deny, RuleSource::Flag).unwrap()];
+        assert!(!allowed(&c, reads), "{deny}");
+    }
+}

@@ -340,15 +340,18 @@ impl<'p> Policy<'p> {
     }
 
     /// The compiled patterns of the Read deny rules.
-    fn read_deny_patterns(&self) -> Vec<(&'p Rule, PathPattern)> {
+    fn read_deny_patterns(&self) -> Vec<(&'p Rule, Option<PathPattern>)> {
         self.deny
             .iter()
             .filter(|r| r.tool == "Read")
-            .filter_map(|r| {
-                let p = r.pattern.as_deref()?;
-                PathPattern::new(self.fs, p, self.roots, Use::Deny)
-                    .ok()
-                    .map(|pat| (r, pat))
+            .map(|r| {
+                // None: a rule with no pattern, or one that cannot be compiled, covers every
+                // path (as for the file tools' check in `path_hit`).
+                let pat = r
+                    .pattern
+                    .as_deref()
+                    .and_then(|p| PathPattern::new(self.fs, p, self.roots, Use::Deny).ok());
+                (r, pat)
             })
             .collect()
     }
@@ -356,9 +359,10 @@ impl<'p> Policy<'p> {
     /// The patterns of the Read deny rules, for searches that walk directories to pass over
     /// the files they protect. Empty when no Read deny rule names a path.
     pub fn read_deny_paths(&self) -> Vec<PathPattern> {
+        // A rule that covers every path needs no hiding: the search itself is denied.
         self.read_deny_patterns()
             .into_iter()
-            .map(|(_, p)| p)
+            .filter_map(|(_, p)| p)
             .collect()
     }
 
