@@ -72,135 +72,169 @@ pub fn parse_settings_hooks(
     v: &Value,
     where_: &str,
 ) -> Result<(Vec<CommandHook>, Vec<String>), HooksError> {
-    let bad = |field: &str, problem: String| HooksError {
-        file: where_.to_owned(),
-        field: field.to_owned(),
-        problem,
-    };
     let mut out = Vec::new();
     let mut notes = Vec::new();
     let obj = match v {
         Value::Null => return Ok((out, notes)),
         Value::Object(o) => o,
-        _ => return Err(bad("hooks", "must be an object of events".into())),
+        _ => {
+            let problem = "must be an object of events".into();
+            return Err(hooks_error(where_, "hooks", problem));
+        }
     };
     for (name, groups) in obj {
-        let event = match HookEvent::parse(name) {
-            Some(e) => Some(e),
-            None if NOT_FIRED.contains(&name.as_str()) => {
-                notes.push(format!(
-                    "{where_}: hooks for {name} are not run by keel (it has no such event)"
-                ));
-                None
-            }
-            None => {
-                return Err(bad(
-                    &format!("hooks.{name}"),
-                    format!(
-                        "is not a hook event ({})",
-                        HookEvent::ALL.map(|e| e.as_str()).join(", ")
-                    ),
-                ))
-            }
-        };
+        let event = hook_event(name, where_, &mut notes)?;
         let Value::Array(groups) = groups else {
-            return Err(bad(
+            return Err(hooks_error(
+                where_,
                 &format!("hooks.{name}"),
                 "must be a list of {matcher, hooks} objects".into(),
             ));
         };
         for (gi, g) in groups.iter().enumerate() {
             let field = format!("hooks.{name}[{gi}]");
-            let Value::Object(g) = g else {
-                return Err(bad(&field, "must be an object".into()));
-            };
-            let matcher = match g.get("matcher") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(m)) => {
-                    crate::hooks::check_matcher(m).map_err(|e| {
-                        bad(&format!("{field}.matcher"), format!("is not usable: {e}"))
-                    })?;
-                    Some(m.clone())
-                }
-                Some(_) => return Err(bad(&format!("{field}.matcher"), "must be a string".into())),
-            };
-            let Some(Value::Array(hooks)) = g.get("hooks") else {
-                return Err(bad(
-                    &format!("{field}.hooks"),
-                    "must be a list of hooks".into(),
-                ));
-            };
-            for (hi, h) in hooks.iter().enumerate() {
-                let hf = format!("{field}.hooks[{hi}]");
-                let Value::Object(h) = h else {
-                    return Err(bad(&hf, "must be an object".into()));
-                };
-                match h.get("type").and_then(Value::as_str) {
-                    Some("command") => {}
-                    Some(other) => {
-                        return Err(bad(
-                            &format!("{hf}.type"),
-                            format!("{other:?} is not supported (keel runs \"command\" hooks)"),
-                        ))
-                    }
-                    None => return Err(bad(&format!("{hf}.type"), "must be \"command\"".into())),
-                }
-                let command = h
-                    .get("command")
-                    .and_then(Value::as_str)
-                    .filter(|c| !c.trim().is_empty())
-                    .ok_or_else(|| {
-                        bad(
-                            &format!("{hf}.command"),
-                            "must be a non-empty string".into(),
-                        )
-                    })?;
-                let timeout = match h.get("timeout") {
-                    None | Some(Value::Null) => DEFAULT_TIMEOUT,
-                    Some(Value::Number(n)) => {
-                        let s = n.as_f64().unwrap_or(-1.0);
-                        if !(s > 0.0 && s <= MAX_TIMEOUT_SECS) {
-                            return Err(bad(
-                                &format!("{hf}.timeout"),
-                                format!(
-                                    "must be between 0 and {MAX_TIMEOUT_SECS} seconds, found {n}"
-                                ),
-                            ));
-                        }
-                        Duration::from_secs_f64(s)
-                    }
-                    Some(_) => {
-                        return Err(bad(
-                            &format!("{hf}.timeout"),
-                            "must be a number of seconds".into(),
-                        ))
-                    }
-                };
-                let fail_open = match h.get("onFailure") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::String(s)) if s == "allow" => true,
-                    Some(Value::String(s)) if s == "block" => false,
-                    Some(other) => {
-                        return Err(bad(
-                            &format!("{hf}.onFailure"),
-                            format!("must be \"block\" or \"allow\", found {other}"),
-                        ))
-                    }
-                };
-                if let Some(event) = event {
-                    out.push(CommandHook {
-                        event,
-                        matcher: matcher.clone(),
-                        command: command.to_owned(),
-                        timeout,
-                        fail_open,
-                        source: where_.to_owned(),
-                    });
-                }
-            }
+            parse_group(g, &field, where_, event, &mut out)?;
         }
     }
     Ok((out, notes))
+}
+
+/// A settings file's hooks error: the file, the field and what is wrong with it.
+fn hooks_error(file: &str, field: &str, problem: String) -> HooksError {
+    HooksError {
+        file: file.to_owned(),
+        field: field.to_owned(),
+        problem,
+    }
+}
+
+/// The event a `hooks` key names: `None` (with a note) for one keel accepts but never fires,
+/// an error for a name that is no event.
+fn hook_event(
+    name: &str,
+    where_: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<HookEvent>, HooksError> {
+    match HookEvent::parse(name) {
+        Some(e) => Ok(Some(e)),
+        None if NOT_FIRED.contains(&name) => {
+            notes.push(format!(
+                "{where_}: hooks for {name} are not run by keel (it has no such event)"
+            ));
+            Ok(None)
+        }
+        None => Err(hooks_error(
+            where_,
+            &format!("hooks.{name}"),
+            format!(
+                "is not a hook event ({})",
+                HookEvent::ALL.map(|e| e.as_str()).join(", ")
+            ),
+        )),
+    }
+}
+
+/// One `{matcher, hooks}` group at `field`; its hooks go into `out` when `event` is one keel
+/// fires (they are checked all the same).
+fn parse_group(
+    g: &Value,
+    field: &str,
+    where_: &str,
+    event: Option<HookEvent>,
+    out: &mut Vec<CommandHook>,
+) -> Result<(), HooksError> {
+    let bad = |field: &str, problem: String| hooks_error(where_, field, problem);
+    let Value::Object(g) = g else {
+        return Err(bad(field, "must be an object".into()));
+    };
+    let matcher = match g.get("matcher") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => {
+            crate::hooks::check_matcher(m)
+                .map_err(|e| bad(&format!("{field}.matcher"), format!("is not usable: {e}")))?;
+            Some(m.clone())
+        }
+        Some(_) => return Err(bad(&format!("{field}.matcher"), "must be a string".into())),
+    };
+    let Some(Value::Array(hooks)) = g.get("hooks") else {
+        return Err(bad(
+            &format!("{field}.hooks"),
+            "must be a list of hooks".into(),
+        ));
+    };
+    for (hi, h) in hooks.iter().enumerate() {
+        let (command, timeout, fail_open) = parse_hook(h, &format!("{field}.hooks[{hi}]"), where_)?;
+        if let Some(event) = event {
+            out.push(CommandHook {
+                event,
+                matcher: matcher.clone(),
+                command,
+                timeout,
+                fail_open,
+                source: where_.to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One hook at `hf`: its command, its deadline and whether a failure lets the work go on.
+fn parse_hook(h: &Value, hf: &str, where_: &str) -> Result<(String, Duration, bool), HooksError> {
+    let bad = |field: &str, problem: String| hooks_error(where_, field, problem);
+    let Value::Object(h) = h else {
+        return Err(bad(hf, "must be an object".into()));
+    };
+    match h.get("type").and_then(Value::as_str) {
+        Some("command") => {}
+        Some(other) => {
+            return Err(bad(
+                &format!("{hf}.type"),
+                format!("{other:?} is not supported (keel runs \"command\" hooks)"),
+            ))
+        }
+        None => return Err(bad(&format!("{hf}.type"), "must be \"command\"".into())),
+    }
+    let command = h
+        .get("command")
+        .and_then(Value::as_str)
+        .filter(|c| !c.trim().is_empty())
+        .ok_or_else(|| {
+            bad(
+                &format!("{hf}.command"),
+                "must be a non-empty string".into(),
+            )
+        })?;
+    let timeout = match h.get("timeout") {
+        None | Some(Value::Null) => DEFAULT_TIMEOUT,
+        Some(Value::Number(n)) => {
+            let s = n.as_f64().unwrap_or(-1.0);
+            if !(s > 0.0 && s <= MAX_TIMEOUT_SECS) {
+                return Err(bad(
+                    &format!("{hf}.timeout"),
+                    format!("must be between 0 and {MAX_TIMEOUT_SECS} seconds, found {n}"),
+                ));
+            }
+            Duration::from_secs_f64(s)
+        }
+        Some(_) => {
+            return Err(bad(
+                &format!("{hf}.timeout"),
+                "must be a number of seconds".into(),
+            ))
+        }
+    };
+    let fail_open = match h.get("onFailure") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "allow" => true,
+        Some(Value::String(s)) if s == "block" => false,
+        Some(other) => {
+            return Err(bad(
+                &format!("{hf}.onFailure"),
+                format!("must be \"block\" or \"allow\", found {other}"),
+            ))
+        }
+    };
+    Ok((command.to_owned(), timeout, fail_open))
 }
 
 /// The command hooks of a session.
@@ -438,103 +472,119 @@ async fn run_one(
 ) -> HookDecision {
     let outcome = execute(h, stdin, dir).await;
     if let Some(r) = report {
-        *r = Some(match &outcome {
-            Outcome::Exited {
-                code,
-                stdout,
-                stderr,
-            } => HookRunEnd {
-                stdout: stdout.clone(),
-                stderr: stderr.clone(),
-                exit_code: Some(*code),
-                outcome: if *code == 0 { "success" } else { "error" },
-            },
-            Outcome::Failed(why) => HookRunEnd {
-                stdout: String::new(),
-                stderr: why.clone(),
-                exit_code: None,
-                outcome: "error",
-            },
-        });
+        *r = Some(run_end(&outcome));
     }
-    let failure = |why: String| -> HookDecision {
-        let who = format!(
-            "the {} hook `{}` from {}",
-            h.event,
-            short_command(&h.command),
-            h.source
-        );
-        if h.event.guards() && !h.fail_open {
-            HookDecision::blocked(format!(
-                "{who} {why}. keel fails closed when a guard hook fails; fix the hook, or give it \"onFailure\": \"allow\""
-            ))
-        } else {
-            tracing::warn!("{who} {why}");
-            HookDecision {
-                system_message: Some(format!("{who} {why}")),
-                ..HookDecision::proceed()
-            }
-        }
-    };
     match outcome {
-        Outcome::Failed(why) => failure(why),
+        Outcome::Failed(why) => failure(h, why),
         Outcome::Exited {
             code: 0, stdout, ..
-        } => {
-            let t = stdout.trim();
-            if t.starts_with('{') {
-                match serde_json::from_str::<Value>(t) {
-                    Ok(v) => match HookDecision::from_output(h.event, &v) {
-                        Ok(d) => d,
-                        Err(e) => failure(format!("printed an answer keel cannot use ({e})")),
-                    },
-                    Err(e) => failure(format!("printed JSON that does not parse ({e})")),
-                }
-            } else if !t.is_empty()
-                && matches!(
-                    h.event,
-                    HookEvent::UserPromptSubmit | HookEvent::SessionStart
-                )
-            {
-                HookDecision {
-                    additional_context: vec![t.to_owned()],
-                    ..HookDecision::proceed()
-                }
-            } else {
-                HookDecision::proceed()
-            }
-        }
+        } => exited_zero(h, &stdout),
         Outcome::Exited {
             code: 2, stderr, ..
-        } => {
-            let reason = match stderr.trim() {
-                "" => format!(
-                    "the {} hook `{}` exited with 2",
-                    h.event,
-                    short_command(&h.command)
-                ),
-                s => s.to_owned(),
-            };
-            match h.event {
-                // These events can stop or redirect something, and the reason goes to the
-                // model (or, for PermissionRequest, is the denial's message).
-                HookEvent::PreToolUse
-                | HookEvent::PostToolUse
-                | HookEvent::PostToolUseFailure
-                | HookEvent::UserPromptSubmit
-                | HookEvent::PermissionRequest
-                | HookEvent::Stop
-                | HookEvent::SubagentStop => HookDecision::blocked(reason),
-                // The rest cannot block: the user sees the reason.
-                _ => HookDecision {
-                    system_message: Some(reason),
-                    ..HookDecision::proceed()
-                },
-            }
-        }
+        } => exited_two(h, &stderr),
         Outcome::Exited { code, stderr, .. } => {
-            failure(format!("exited with code {code}{}", tail(&stderr)))
+            failure(h, format!("exited with code {code}{}", tail(&stderr)))
         }
+    }
+}
+
+/// How a hook's run ended, as the hook observer is told.
+fn run_end(outcome: &Outcome) -> HookRunEnd {
+    match outcome {
+        Outcome::Exited {
+            code,
+            stdout,
+            stderr,
+        } => HookRunEnd {
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
+            exit_code: Some(*code),
+            outcome: if *code == 0 { "success" } else { "error" },
+        },
+        Outcome::Failed(why) => HookRunEnd {
+            stdout: String::new(),
+            stderr: why.clone(),
+            exit_code: None,
+            outcome: "error",
+        },
+    }
+}
+
+/// The decision after hook `h` failed (`why`): a guard hook blocks unless it said
+/// `"onFailure": "allow"`; any other warns and lets the work go on.
+fn failure(h: &CommandHook, why: String) -> HookDecision {
+    let who = format!(
+        "the {} hook `{}` from {}",
+        h.event,
+        short_command(&h.command),
+        h.source
+    );
+    if h.event.guards() && !h.fail_open {
+        HookDecision::blocked(format!(
+            "{who} {why}. keel fails closed when a guard hook fails; fix the hook, or give it \"onFailure\": \"allow\""
+        ))
+    } else {
+        tracing::warn!("{who} {why}");
+        HookDecision {
+            system_message: Some(format!("{who} {why}")),
+            ..HookDecision::proceed()
+        }
+    }
+}
+
+/// The decision of a hook that exited 0: its JSON answer, or its plain text as context for
+/// the events that take it.
+fn exited_zero(h: &CommandHook, stdout: &str) -> HookDecision {
+    let t = stdout.trim();
+    if t.starts_with('{') {
+        match serde_json::from_str::<Value>(t) {
+            Ok(v) => match HookDecision::from_output(h.event, &v) {
+                Ok(d) => d,
+                Err(e) => failure(h, format!("printed an answer keel cannot use ({e})")),
+            },
+            Err(e) => failure(h, format!("printed JSON that does not parse ({e})")),
+        }
+    } else if !t.is_empty()
+        && matches!(
+            h.event,
+            HookEvent::UserPromptSubmit | HookEvent::SessionStart
+        )
+    {
+        HookDecision {
+            additional_context: vec![t.to_owned()],
+            ..HookDecision::proceed()
+        }
+    } else {
+        HookDecision::proceed()
+    }
+}
+
+/// The decision of a hook that exited 2: its stderr is the reason, which blocks where the
+/// event can be blocked and is shown to the user elsewhere.
+fn exited_two(h: &CommandHook, stderr: &str) -> HookDecision {
+    let reason = match stderr.trim() {
+        "" => format!(
+            "the {} hook `{}` exited with 2",
+            h.event,
+            short_command(&h.command)
+        ),
+        s => s.to_owned(),
+    };
+    match h.event {
+        // These events can stop or redirect something, and the reason goes to the
+        // model (or, for PermissionRequest, is the denial's message).
+        HookEvent::PreToolUse
+        | HookEvent::PostToolUse
+        | HookEvent::PostToolUseFailure
+        | HookEvent::UserPromptSubmit
+        | HookEvent::PermissionRequest
+        | HookEvent::Stop
+        | HookEvent::SubagentStop => HookDecision::blocked(reason),
+        // The rest cannot block: the user sees the reason.
+        _ => HookDecision {
+            system_message: Some(reason),
+            ..HookDecision::proceed()
+        },
     }
 }
 

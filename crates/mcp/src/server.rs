@@ -305,51 +305,9 @@ impl Server {
             Some(d) => cwd.join(d),
             None => cwd.to_owned(),
         };
-        // Started the way a Bash command is (keel-tools' one spawner): its own process group
-        // under a supervisor that also holds whatever it daemonizes, all of it dead with keel
-        // (even a SIGKILLed keel) and killed when `child` is dropped.
-        let spawn = Spawn::program(&spec.command)
-            .args(&spec.args)
-            .cwd(&dir)
-            .stdin_piped();
-        let spawn = spec
-            .env
-            .iter()
-            .fold(spawn, |s, (k, v)| s.env(k.as_str(), v.as_str()));
-        // Without a launcher the parent-death signal follows the *thread* that forks: spawn
-        // from a runtime worker (long-lived), never from a blocking-pool thread that exits
-        // when idle.
-        let spawned = tokio::spawn(async move { spawn.spawn().map_err(|e| e.to_string()) })
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()));
-        let mut child = spawned.map_err(|e| StartError {
-            reason: format!(
-                "could not start `{}` (in {}): {e}",
-                spec.command,
-                dir.display()
-            ),
-            stderr_tail: String::new(),
-            needs_auth: false,
-        })?;
+        let mut child = spawn_stdio(spec, &dir).await?;
         let pgid = Some(child.pgid());
-        let stderr = Arc::new(Mutex::new(Tail {
-            buf: Vec::new(),
-            cap: STDERR_TAIL_BYTES,
-        }));
-        let mut stderr_reader = child.take_stderr().map(|mut err| {
-            let tail = stderr.clone();
-            tokio::spawn(async move {
-                let mut chunk = vec![0u8; 8192];
-                while let Ok(n) = err.read(&mut chunk).await {
-                    if n == 0 {
-                        break;
-                    }
-                    tail.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(&chunk[..n]);
-                }
-            })
-        });
+        let (stderr, mut stderr_reader) = tail_stderr(&mut child);
         let (Some(raw_stdout), Some(stdin)) = (child.take_stdout(), child.take_stdin()) else {
             stop(&mut child).await;
             return Err(StartError {
@@ -375,11 +333,10 @@ impl Server {
             Ok::<_, String>((service, tools))
         })
         .await;
-        let tail = |s: &Arc<Mutex<Tail>>| s.lock().unwrap_or_else(|p| p.into_inner()).text();
-        match started {
+        let handshake_error = match started {
             Ok(Ok((service, tools))) => {
                 let (tools, left_out) = server_tools(name, tools);
-                Ok(Server {
+                return Ok(Server {
                     name: name.to_owned(),
                     service,
                     watcher,
@@ -392,36 +349,13 @@ impl Server {
                     }),
                     tools,
                     left_out,
-                })
+                });
             }
-            Ok(Err(e)) => {
-                // It may have exited: say how, after its last words reached the tail.
-                let exited = wait_exit(&mut child, Duration::from_millis(500)).await;
-                stop(&mut child).await;
-                drained(&mut stderr_reader).await;
-                let reason = match exited {
-                    Some(st) => format!("it exited while starting ({})", describe(st)),
-                    None => format!("it did not complete the MCP handshake: {e}"),
-                };
-                Err(StartError {
-                    reason,
-                    stderr_tail: tail(&stderr),
-                    needs_auth: false,
-                })
-            }
-            Err(_) => {
-                stop(&mut child).await;
-                drained(&mut stderr_reader).await;
-                Err(StartError {
-                    reason: format!(
-                        "it did not finish starting within {} (MCP_TIMEOUT)",
-                        seconds(deadline)
-                    ),
-                    stderr_tail: tail(&stderr),
-                    needs_auth: false,
-                })
-            }
-        }
+            Ok(Err(e)) => Some(e),
+            Err(_) => None,
+        };
+        let why = handshake_error;
+        Err(start_failed(&mut child, &mut stderr_reader, &stderr, why, deadline).await)
     }
 
     /// The server's name.
@@ -644,6 +578,96 @@ async fn within<T, E: std::fmt::Display>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(format!("{what} failed: {e}")),
         Err(_) => Err(format!("{what} took longer than {}", seconds(deadline))),
+    }
+}
+
+/// Spawn the process of a stdio server in `dir`, with the spec's arguments and environment.
+async fn spawn_stdio(spec: &StdioSpec, dir: &Path) -> Result<Child, StartError> {
+    // Started the way a Bash command is (keel-tools' one spawner): its own process group
+    // under a supervisor that also holds whatever it daemonizes, all of it dead with keel
+    // (even a SIGKILLed keel) and killed when `child` is dropped.
+    let spawn = Spawn::program(&spec.command)
+        .args(&spec.args)
+        .cwd(dir)
+        .stdin_piped();
+    let spawn = spec
+        .env
+        .iter()
+        .fold(spawn, |s, (k, v)| s.env(k.as_str(), v.as_str()));
+    // Without a launcher the parent-death signal follows the *thread* that forks: spawn
+    // from a runtime worker (long-lived), never from a blocking-pool thread that exits
+    // when idle.
+    let spawned = tokio::spawn(async move { spawn.spawn().map_err(|e| e.to_string()) })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+    spawned.map_err(|e| StartError {
+        reason: format!(
+            "could not start `{}` (in {}): {e}",
+            spec.command,
+            dir.display()
+        ),
+        stderr_tail: String::new(),
+        needs_auth: false,
+    })
+}
+
+/// The bounded tail of the child's stderr, and the task that keeps reading it (`None` when
+/// stderr is not connected).
+fn tail_stderr(child: &mut Child) -> (Arc<Mutex<Tail>>, Option<tokio::task::JoinHandle<()>>) {
+    let stderr = Arc::new(Mutex::new(Tail {
+        buf: Vec::new(),
+        cap: STDERR_TAIL_BYTES,
+    }));
+    let reader = child.take_stderr().map(|mut err| {
+        let tail = stderr.clone();
+        tokio::spawn(async move {
+            let mut chunk = vec![0u8; 8192];
+            while let Ok(n) = err.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                tail.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(&chunk[..n]);
+            }
+        })
+    });
+    (stderr, reader)
+}
+
+/// Stop a stdio server that was spawned but did not come up, and say why, with its last
+/// stderr: `handshake_error` is what the handshake said (`None`: `deadline` passed first).
+async fn start_failed(
+    child: &mut Child,
+    stderr_reader: &mut Option<tokio::task::JoinHandle<()>>,
+    stderr: &Arc<Mutex<Tail>>,
+    handshake_error: Option<String>,
+    deadline: Duration,
+) -> StartError {
+    let reason = match handshake_error {
+        Some(e) => {
+            // It may have exited: say how, after its last words reached the tail.
+            let exited = wait_exit(child, Duration::from_millis(500)).await;
+            stop(child).await;
+            drained(stderr_reader).await;
+            match exited {
+                Some(st) => format!("it exited while starting ({})", describe(st)),
+                None => format!("it did not complete the MCP handshake: {e}"),
+            }
+        }
+        None => {
+            stop(child).await;
+            drained(stderr_reader).await;
+            format!(
+                "it did not finish starting within {} (MCP_TIMEOUT)",
+                seconds(deadline)
+            )
+        }
+    };
+    StartError {
+        reason,
+        stderr_tail: stderr.lock().unwrap_or_else(|p| p.into_inner()).text(),
+        needs_auth: false,
     }
 }
 

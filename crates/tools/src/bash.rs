@@ -17,7 +17,7 @@ use crate::input::{input_schema, parse_input, InputError};
 use crate::output::{HeadTail, SpillFile};
 use crate::process::group_alive;
 use crate::shell::is_read_only_command;
-use crate::spawn::Spawn;
+use crate::spawn::{Child, Spawn};
 use crate::supervise::{ExitStatus, Report};
 use crate::{BoxFuture, CancelReason, Tool, ToolContext, ToolLimits, ToolOutcome};
 
@@ -255,80 +255,19 @@ fn push_line(text: &mut String, line: &str) {
 
 async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
     let begun = Instant::now();
-    let inp: Input = match parse_input("Bash", &input) {
-        Ok(i) => i,
-        Err(e) => return e.into(),
+    let (inp, shell) = match prepare(&input, &cx, begun).await {
+        Ok(ready) => ready,
+        Err(outcome) => return outcome,
     };
-    if inp.command.trim().is_empty() {
-        let rule = "`command` is empty; give the command line to run.";
-        return InputError::rule("Bash", rule).into();
-    }
     let (timeout, timeout_note) = effective_timeout(inp.timeout, &cx.limits);
-    if cx.cancel.is_cancelled() {
-        return cx.stopped(false, String::new(), begun.elapsed(), 0);
-    }
-    // File system checks go to the blocking pool (a hung mount must not stall a worker); the
-    // spawn itself stays here, on a long-lived worker thread (see `spawn_shell`).
-    let cwd = cx.cwd.clone();
-    let probe = off_worker(&cx.cancel, move |_| (cwd.is_dir(), pick_shell())).await;
-    let shell = match probe {
-        Ok((true, shell)) => shell,
-        Ok((false, _)) => {
-            return ToolOutcome::failed(format!(
-                "Cannot run the command: the working directory {} does not exist or is not a \
-                 directory.",
-                cx.cwd.display()
-            ))
-        }
-        Err(NotDone::Cancelled) => return cx.stopped(false, String::new(), begun.elapsed(), 0),
-        Err(NotDone::Panicked(e)) => {
-            return ToolOutcome::failed(format!("Internal error in Bash: {e}"))
-        }
-    };
-    let sandbox = cx.limits.sandbox.clone();
-    let spawned = Spawn::shell(shell, &inp.command)
-        .cwd(&cx.cwd)
-        .env("KEEL", "1")
-        .sandbox(sandbox.clone())
-        .spawn();
     // Dropped before it ended (the call's future abandoned), the child kills its whole tree.
-    let mut child = match spawned {
+    let mut child = match start(shell, &inp.command, &cx) {
         Ok(c) => c,
-        Err(e) if sandbox.is_some() => {
-            return ToolOutcome::failed(format!(
-                "The command was not run: keel could not put it in the sandbox ({e})."
-            ));
-        }
-        Err(e) => {
-            return ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()));
-        }
+        Err(outcome) => return outcome,
     };
-    let pgid = child.pgid();
-    let pid = pgid as u32;
-    let (Some(stdout), Some(stderr)) = (child.take_stdout(), child.take_stderr()) else {
+    let Some((out, err, mut readers)) = watch(&mut child, &cx) else {
         return ToolOutcome::failed("Could not watch the command: its output is not connected.");
     };
-
-    let out = Capture::new(
-        &cx.limits,
-        spill_path(&cx.limits, &cx.tool_use_id, pid, "stdout"),
-    );
-    let err = Capture::new(
-        &cx.limits,
-        spill_path(&cx.limits, &cx.tool_use_id, pid, "stderr"),
-    );
-    // The live log's writer ends by itself once both readers are done with it.
-    let mirror = cx.limits.live_log.clone().map(SpillFile::create);
-    let sender = mirror.as_ref().map(SpillFile::sender);
-    drop(mirror);
-    let mut readers = Vec::with_capacity(2);
-    readers.push(tokio::spawn(pump(stdout, out.clone(), sender.clone())));
-    readers.push(tokio::spawn(pump(stderr, err.clone(), sender)));
-
-    enum End {
-        Exited(Report),
-        Stopped(CancelReason),
-    }
     let end = tokio::select! {
         r = child.wait() => End::Exited(r),
         _ = tokio::time::sleep(timeout) => End::Stopped(CancelReason::Timeout),
@@ -336,7 +275,6 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             End::Stopped(cx.cancel.reason().unwrap_or(CancelReason::Shutdown))
         }
     };
-
     match end {
         End::Stopped(reason) => {
             // The group includes the supervisor, which stops what left the group on our TERM.
@@ -367,6 +305,7 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
             // (or holds our pipe): leave it running, but make sure the session can stop it.
             // The group's supervisor stays while it runs (and stops it if keel dies), and it
             // said whether anything is left; without its word, a signal-0 probe decides.
+            let pgid = child.pgid();
             if report.running.unwrap_or_else(|| group_alive(pgid)) {
                 cx.processes.register(pgid, inp.command.clone());
             }
@@ -376,30 +315,131 @@ async fn run(input: Value, cx: ToolContext) -> ToolOutcome {
                 err.finish(SPILL_CLOSE_DEADLINE)
             );
             let mut text = combine(&stdout, &stderr);
-            if !complete {
-                push_line(
-                    &mut text,
-                    &format!(
-                        "[stopped reading output after {} ms: a background process still holds \
-                         it open; that process was left running]",
-                        cx.limits.drain_deadline.as_millis()
-                    ),
-                );
-            }
-            if report.stopped_count > 0 {
-                push_line(&mut text, &escaped_note(&report));
-            }
-            if let Some(note) = timeout_note {
-                push_line(&mut text, &note);
-            }
-            if let (Some(sb), Some(ExitStatus::Code(c))) = (&sandbox, report.status) {
-                if c != 0 {
-                    if let Some(note) = crate::sandbox::stopped_note(sb, &stderr, &stdout) {
-                        push_line(&mut text, &note);
-                    }
-                }
-            }
+            let both = (stdout.as_str(), stderr.as_str());
+            exited_notes(&mut text, &report, complete, timeout_note, &cx, both);
             finish_exited(report.status, text, stdout, stderr, report.stopped_count)
+        }
+    }
+}
+
+/// How a started command's wait ended.
+enum End {
+    /// It exited; what its supervisor reported.
+    Exited(Report),
+    /// It was stopped (timeout, cancellation); why.
+    Stopped(CancelReason),
+}
+
+/// Bash's input read and checked, and the shell to run it with found, before anything
+/// starts; or the outcome the call already ends with.
+async fn prepare(
+    input: &Value,
+    cx: &ToolContext,
+    begun: Instant,
+) -> Result<(Input, &'static Path), ToolOutcome> {
+    let inp: Input = parse_input("Bash", input).map_err(ToolOutcome::from)?;
+    if inp.command.trim().is_empty() {
+        let rule = "`command` is empty; give the command line to run.";
+        return Err(InputError::rule("Bash", rule).into());
+    }
+    if cx.cancel.is_cancelled() {
+        return Err(cx.stopped(false, String::new(), begun.elapsed(), 0));
+    }
+    // File system checks go to the blocking pool (a hung mount must not stall a worker); the
+    // spawn itself stays here, on a long-lived worker thread (see `spawn_shell`).
+    let cwd = cx.cwd.clone();
+    let probe = off_worker(&cx.cancel, move |_| (cwd.is_dir(), pick_shell())).await;
+    match probe {
+        Ok((true, shell)) => Ok((inp, shell)),
+        Ok((false, _)) => Err(ToolOutcome::failed(format!(
+            "Cannot run the command: the working directory {} does not exist or is not a \
+             directory.",
+            cx.cwd.display()
+        ))),
+        Err(NotDone::Cancelled) => Err(cx.stopped(false, String::new(), begun.elapsed(), 0)),
+        Err(NotDone::Panicked(e)) => {
+            Err(ToolOutcome::failed(format!("Internal error in Bash: {e}")))
+        }
+    }
+}
+
+/// Start `command` with `shell` in the working directory (in the sandbox when one is set),
+/// in a process group of its own; or the failed outcome saying why it did not start.
+fn start(shell: &Path, command: &str, cx: &ToolContext) -> Result<Child, ToolOutcome> {
+    let sandbox = cx.limits.sandbox.clone();
+    let spawned = Spawn::shell(shell, command)
+        .cwd(&cx.cwd)
+        .env("KEEL", "1")
+        .sandbox(sandbox.clone())
+        .spawn();
+    spawned.map_err(|e| {
+        if sandbox.is_some() {
+            ToolOutcome::failed(format!(
+                "The command was not run: keel could not put it in the sandbox ({e})."
+            ))
+        } else {
+            ToolOutcome::failed(format!("Could not start {}: {e}", shell.display()))
+        }
+    })
+}
+
+/// Readers for the child's stdout and stderr, each into a bounded capture (spilled to a
+/// file when that is set) and the live log; `None` when a pipe is not connected.
+fn watch(child: &mut Child, cx: &ToolContext) -> Option<(Capture, Capture, Vec<JoinHandle<()>>)> {
+    let pid = child.pgid() as u32;
+    let (Some(stdout), Some(stderr)) = (child.take_stdout(), child.take_stderr()) else {
+        return None;
+    };
+    let out = Capture::new(
+        &cx.limits,
+        spill_path(&cx.limits, &cx.tool_use_id, pid, "stdout"),
+    );
+    let err = Capture::new(
+        &cx.limits,
+        spill_path(&cx.limits, &cx.tool_use_id, pid, "stderr"),
+    );
+    // The live log's writer ends by itself once both readers are done with it.
+    let mirror = cx.limits.live_log.clone().map(SpillFile::create);
+    let sender = mirror.as_ref().map(SpillFile::sender);
+    drop(mirror);
+    let readers = vec![
+        tokio::spawn(pump(stdout, out.clone(), sender.clone())),
+        tokio::spawn(pump(stderr, err.clone(), sender)),
+    ];
+    Some((out, err, readers))
+}
+
+/// The notes an exited command's result ends with: output cut short by a background holder,
+/// processes that had left the group, a capped timeout, what the sandbox stopped.
+fn exited_notes(
+    text: &mut String,
+    report: &Report,
+    complete: bool,
+    timeout_note: Option<String>,
+    cx: &ToolContext,
+    (stdout, stderr): (&str, &str),
+) {
+    if !complete {
+        push_line(
+            text,
+            &format!(
+                "[stopped reading output after {} ms: a background process still holds \
+                 it open; that process was left running]",
+                cx.limits.drain_deadline.as_millis()
+            ),
+        );
+    }
+    if report.stopped_count > 0 {
+        push_line(text, &escaped_note(report));
+    }
+    if let Some(note) = timeout_note {
+        push_line(text, &note);
+    }
+    if let (Some(sb), Some(ExitStatus::Code(c))) = (&cx.limits.sandbox, report.status) {
+        if c != 0 {
+            if let Some(note) = crate::sandbox::stopped_note(sb, stderr, stdout) {
+                push_line(text, &note);
+            }
         }
     }
 }

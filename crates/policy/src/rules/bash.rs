@@ -441,51 +441,82 @@ impl<'p> Policy<'p> {
         if let Some((rule, part)) = self.lowered_hit(self.deny, tool, lowered) {
             return (BashVerdict::Denied(rule.clone(), part), parts);
         }
-        for cmd in &lowered.commands {
-            // A redirection into a file an Edit/Write deny rule protects.
-            for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
-                if let Some(p) = self.resolve_word(&r.target, cmd.cwd.as_deref()) {
-                    if let Some(rule) = self.path_denied(&["Edit", "Write"], &p) {
-                        return (
-                            BashVerdict::Denied(rule.clone(), format!("> {}", r.target.text())),
-                            parts,
-                        );
-                    }
-                }
-            }
+        if let Some(denied) = self.redirect_denied(lowered) {
+            return (denied, parts);
         }
-        let has_bash_deny = self.bash_rules(self.deny, tool).next().is_some();
         if !lowered.understood() {
             let why = lowered.problems.join("; ");
             parts.push(format!("not understood: {why}"));
-            // In bypass mode only deny rules could stop it; they cannot see into what was
-            // not understood, so it is asked about — unless there are none to see with.
-            if !has_bash_deny {
-                if self.mode == PermissionMode::BypassPermissions {
-                    return (BashVerdict::Allowed(None), parts);
-                }
-                // A rule that allows every command needs no understanding of this one.
-                if self.mode != PermissionMode::Plan {
-                    if let Some(r) = self
-                        .allow
-                        .iter()
-                        .find(|r| (r.tool == "Bash" || r.tool == tool) && r.pattern.is_none())
-                    {
-                        return (BashVerdict::Allowed(Some(r.text())), parts);
-                    }
-                }
-            }
-            return (
-                BashVerdict::Ask(format!("keel could not tell what it would run: {why}")),
-                parts,
-            );
+            return (self.judge_not_understood(tool, &why), parts);
         }
         if lowered.commands.is_empty() {
             return (BashVerdict::Ask("the command is empty".to_owned()), parts);
         }
+        let (by_rule, open) = self.judge_commands(tool, &j, &mut parts);
+        if self.mode == PermissionMode::BypassPermissions {
+            return (BashVerdict::Allowed(None), parts);
+        }
+        if open.is_empty() {
+            (BashVerdict::Allowed(by_rule), parts)
+        } else {
+            (
+                BashVerdict::Ask(format!("not allowed by any rule: {}", open.join(", "))),
+                parts,
+            )
+        }
+    }
+
+    /// A redirection of the line that writes into a file an Edit/Write deny rule protects, as
+    /// the verdict it earns.
+    fn redirect_denied(&self, lowered: &Lowered) -> Option<BashVerdict> {
+        for cmd in &lowered.commands {
+            for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
+                if let Some(p) = self.resolve_word(&r.target, cmd.cwd.as_deref()) {
+                    if let Some(rule) = self.path_denied(&["Edit", "Write"], &p) {
+                        let part = format!("> {}", r.target.text());
+                        return Some(BashVerdict::Denied(rule.clone(), part));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The verdict on a line keel could not fully understand (`why`), once no deny rule hit.
+    fn judge_not_understood(&self, tool: &str, why: &str) -> BashVerdict {
+        let has_bash_deny = self.bash_rules(self.deny, tool).next().is_some();
+        // In bypass mode only deny rules could stop it; they cannot see into what was
+        // not understood, so it is asked about — unless there are none to see with.
+        if !has_bash_deny {
+            if self.mode == PermissionMode::BypassPermissions {
+                return BashVerdict::Allowed(None);
+            }
+            // A rule that allows every command needs no understanding of this one.
+            if self.mode != PermissionMode::Plan {
+                if let Some(r) = self
+                    .allow
+                    .iter()
+                    .find(|r| (r.tool == "Bash" || r.tool == tool) && r.pattern.is_none())
+                {
+                    return BashVerdict::Allowed(Some(r.text()));
+                }
+            }
+        }
+        BashVerdict::Ask(format!("keel could not tell what it would run: {why}"))
+    }
+
+    /// Each command of an understood line (and each file it writes through a redirection)
+    /// judged against the read-only table and the allow rules, one line each into `parts`:
+    /// the first allow rule that was needed, and what no rule allows.
+    fn judge_commands(
+        &self,
+        tool: &str,
+        j: &Judgement,
+        parts: &mut Vec<String>,
+    ) -> (Option<String>, Vec<String>) {
         let mut by_rule = None;
         let mut open: Vec<String> = Vec::new();
-        for (cmd, ro) in lowered.commands.iter().zip(&j.readonly) {
+        for (cmd, ro) in j.lowered.commands.iter().zip(&j.readonly) {
             let shown = cmd.display_full();
             // Only reads (and reads nothing a Read deny rule protects)?
             let ro = ro
@@ -512,27 +543,26 @@ impl<'p> Policy<'p> {
                     open.push(format!("`{}` ({why})", shell_short(&shown)));
                 }
             }
-            // Files written through redirections need what a Write there needs.
-            for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
-                match self.write_allowed(&r.target, cmd.cwd.as_deref()) {
-                    Ok(how) => parts.push(format!("`> {}`: {how}", r.target.text())),
-                    Err(why) => {
-                        parts.push(format!("`> {}`: needs approval ({why})", r.target.text()));
-                        open.push(format!("the write to `{}` ({why})", r.target.text()));
-                    }
+            self.judge_redirect_writes(cmd, parts, &mut open);
+        }
+        (by_rule, open)
+    }
+
+    /// Files a command writes through redirections need what a Write there needs.
+    fn judge_redirect_writes(
+        &self,
+        cmd: &LoweredCommand,
+        parts: &mut Vec<String>,
+        open: &mut Vec<String>,
+    ) {
+        for r in cmd.redirects.iter().filter(|r| r.write && !r.is_harmless()) {
+            match self.write_allowed(&r.target, cmd.cwd.as_deref()) {
+                Ok(how) => parts.push(format!("`> {}`: {how}", r.target.text())),
+                Err(why) => {
+                    parts.push(format!("`> {}`: needs approval ({why})", r.target.text()));
+                    open.push(format!("the write to `{}` ({why})", r.target.text()));
                 }
             }
-        }
-        if self.mode == PermissionMode::BypassPermissions {
-            return (BashVerdict::Allowed(None), parts);
-        }
-        if open.is_empty() {
-            (BashVerdict::Allowed(by_rule), parts)
-        } else {
-            (
-                BashVerdict::Ask(format!("not allowed by any rule: {}", open.join(", "))),
-                parts,
-            )
         }
     }
 

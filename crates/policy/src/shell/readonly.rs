@@ -611,17 +611,32 @@ fn missing_value(prog: &str, flag: String) -> NotReadOnly {
     }
 }
 
+/// What the flags of a listed program's command have said so far.
+#[derive(Default)]
+struct FlagScan {
+    /// Files flags name for it to read (`--file F`, `grep -f F`).
+    reads: Vec<Arg>,
+    /// A flag gave the pattern (`-e P`, `--regexp P`), so no operand is one.
+    pattern_given: bool,
+}
+
+/// A listed program's command judged by its spec: the flags it knows, what its operands are.
 fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
-    let mut reads = Vec::new();
+    let mut scan = FlagScan::default();
     let mut positionals = Vec::new();
-    let mut pattern_given = false;
     let mut recursive = matches!(s.recursive, Recursive::Always);
     let mut i = 0;
     let mut end_of_flags = false;
     while i < args.len() {
         let a = &args[i];
         let Some(w) = a.lit() else {
-            dynamic_operand(s, a, end_of_flags, pattern_given, positionals.is_empty())?;
+            dynamic_operand(
+                s,
+                a,
+                end_of_flags,
+                scan.pattern_given,
+                positionals.is_empty(),
+            )?;
             positionals.push(a.clone());
             i += 1;
             continue;
@@ -640,95 +655,112 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
             i += 1;
             continue;
         }
-        if let Recursive::With(fl) = s.recursive {
-            if fl.contains(&w)
-                || (!w.starts_with("--")
-                    && fl.iter().any(|f| f.len() == 2 && w[1..].contains(&f[1..])))
-            {
-                recursive = true;
-            }
+        recursive |= makes_recursive(s, w);
+        // The flag, and its value where it takes one: as many words as that took.
+        i += match w.strip_prefix("--") {
+            Some(long) => long_flag(s, long, args.get(i + 1), &mut scan)?,
+            None => short_flags(s, &w[1..], args.get(i + 1), &mut scan)?,
+        };
+    }
+    let reads = operand_reads(s, positionals, scan)?;
+    Ok(ReadOnly { reads, recursive })
+}
+
+/// Whether flag word `w` is one that makes `s` read the directories it is given recursively.
+fn makes_recursive(s: &Spec, w: &str) -> bool {
+    let Recursive::With(fl) = s.recursive else {
+        return false;
+    };
+    fl.contains(&w)
+        || (!w.starts_with("--") && fl.iter().any(|f| f.len() == 2 && w[1..].contains(&f[1..])))
+}
+
+/// A long flag of `s` (`long` is the word without its `--`), its value inline or in `next`:
+/// how many words it took.
+fn long_flag(
+    s: &Spec,
+    long: &str,
+    next: Option<&Arg>,
+    scan: &mut FlagScan,
+) -> Result<usize, NotReadOnly> {
+    let (key, val) = match long.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (long, None),
+    };
+    if s.long.contains(&key) && val.is_none() {
+        return Ok(1);
+    }
+    if !s.long_valued.contains(&key) {
+        return Err(unknown_flag(s.program, &format!("--{key}")));
+    }
+    let (v, took) = match val {
+        Some(v) => (Arg::Lit(v.to_owned()), 1),
+        None => {
+            let v = next
+                .cloned()
+                .ok_or_else(|| missing_value(s.program, format!("--{key}")))?;
+            one_word(s.program, &v)?;
+            (v, 2)
         }
-        if let Some(long) = w.strip_prefix("--") {
-            let (key, val) = match long.split_once('=') {
-                Some((k, v)) => (k, Some(v)),
-                None => (long, None),
-            };
-            if s.long.contains(&key) && val.is_none() {
-                i += 1;
-                continue;
-            }
-            if s.long_valued.contains(&key) {
-                let v = match val {
-                    Some(v) => Arg::Lit(v.to_owned()),
-                    None => {
-                        i += 1;
-                        let v = args
-                            .get(i)
-                            .cloned()
-                            .ok_or_else(|| missing_value(s.program, format!("--{key}")))?;
-                        one_word(s.program, &v)?;
-                        v
-                    }
-                };
-                if matches!(key, "regexp" | "file") {
-                    pattern_given = true;
-                }
-                if matches!(
-                    key,
-                    "file"
-                        | "files0-from"
-                        | "slurpfile"
-                        | "rawfile"
-                        | "from-file"
-                        | "to-file"
-                        | "exclude-from"
-                ) {
-                    reads.push(v);
-                }
-                i += 1;
-                continue;
-            }
-            return Err(unknown_flag(s.program, &format!("--{key}")));
-        }
-        // A short cluster: `-la`, `-n5`, `-20`.
-        let body = &w[1..];
-        if s.numeric && body.chars().all(|c| c.is_ascii_digit()) {
-            i += 1;
+    };
+    if matches!(key, "regexp" | "file") {
+        scan.pattern_given = true;
+    }
+    if matches!(
+        key,
+        "file" | "files0-from" | "slurpfile" | "rawfile" | "from-file" | "to-file" | "exclude-from"
+    ) {
+        scan.reads.push(v);
+    }
+    Ok(took)
+}
+
+/// A short cluster of `s` (`-la`, `-n5`, `-20`; `body` is the word without its dash), the
+/// value of its last flag inline or in `next`: how many words it took.
+fn short_flags(
+    s: &Spec,
+    body: &str,
+    next: Option<&Arg>,
+    scan: &mut FlagScan,
+) -> Result<usize, NotReadOnly> {
+    if s.numeric && body.chars().all(|c| c.is_ascii_digit()) {
+        return Ok(1);
+    }
+    let chars: Vec<char> = body.chars().collect();
+    for (j, &c) in chars.iter().enumerate() {
+        if s.flags.contains(c) {
             continue;
         }
-        let chars: Vec<char> = body.chars().collect();
-        let mut j = 0;
-        let mut took_next = false;
-        while j < chars.len() {
-            let c = chars[j];
-            if s.flags.contains(c) {
-                j += 1;
-                continue;
-            }
-            if s.valued.contains(c) {
-                let v = if j + 1 < chars.len() {
-                    Arg::Lit(chars[j + 1..].iter().collect())
-                } else {
-                    took_next = true;
-                    let v = args
-                        .get(i + 1)
-                        .cloned()
-                        .ok_or_else(|| missing_value(s.program, format!("-{c}")))?;
-                    one_word(s.program, &v)?;
-                    v
-                };
-                if c == 'e' || c == 'f' {
-                    pattern_given = true;
-                }
-                if c == 'f' && matches!(s.program, "grep" | "rg") {
-                    reads.push(v);
-                }
-                break;
-            }
+        if !s.valued.contains(c) {
             return Err(unknown_flag(s.program, &format!("-{c}")));
         }
-        i += if took_next { 2 } else { 1 };
+        let (v, took) = if j + 1 < chars.len() {
+            (Arg::Lit(chars[j + 1..].iter().collect()), 1)
+        } else {
+            let v = next
+                .cloned()
+                .ok_or_else(|| missing_value(s.program, format!("-{c}")))?;
+            one_word(s.program, &v)?;
+            (v, 2)
+        };
+        if c == 'e' || c == 'f' {
+            scan.pattern_given = true;
+        }
+        if c == 'f' && matches!(s.program, "grep" | "rg") {
+            scan.reads.push(v);
+        }
+        return Ok(took);
     }
+    Ok(1)
+}
+
+/// Everything `s` reads: what its flags named, and the operands its kind of operands says
+/// are files (refused where operands would make it write or it takes none).
+fn operand_reads(s: &Spec, positionals: Vec<Arg>, scan: FlagScan) -> Result<Vec<Arg>, NotReadOnly> {
+    let FlagScan {
+        mut reads,
+        pattern_given,
+    } = scan;
     match s.pos {
         Pos::Text => {}
         Pos::Zero if !positionals.is_empty() => {
@@ -752,7 +784,7 @@ fn generic(s: &Spec, args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {
             reads.extend(positionals.into_iter().skip(skip));
         }
     }
-    Ok(ReadOnly { reads, recursive })
+    Ok(reads)
 }
 
 /// Programs whose arguments are text, where a word with a dash that is not one of their
@@ -1091,85 +1123,134 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
     let Some(sub) = args.first().and_then(Arg::lit) else {
         return Err(NotReadOnly::GitNoSubcommand);
     };
-    const LOG_LIKE_LONG: &[&str] = &[
-        "oneline",
-        "graph",
-        "decorate",
-        "stat",
-        "shortstat",
-        "numstat",
-        "name-only",
-        "name-status",
-        "patch",
-        "no-patch",
-        "all",
-        "reverse",
-        "no-merges",
-        "merges",
-        "follow",
-        "abbrev-commit",
-        "first-parent",
-        "cached",
-        "staged",
-        "no-color",
-        "word-diff",
-        "ignore-space-change",
-        "ignore-all-space",
-        "exit-code",
-        "quiet",
-        "summary",
-        "no-decorate",
-        "date-order",
-        "topo-order",
-        "left-right",
-        "cherry-pick",
-        "full-history",
-        "raw",
-        "minimal",
-        "patience",
-        "histogram",
-        "no-renames",
-        "find-renames",
-        "no-ext-diff",
-        "no-textconv",
-        "check",
-        "compact-summary",
-        "show-signature",
-        "relative-date",
-        "source",
-        "children",
-        "parents",
-        "boundary",
-        "branches",
-        "tags",
-        "remotes",
-    ];
-    const LOG_LIKE_VALUED: &[&str] = &[
-        "max-count",
-        "since",
-        "after",
-        "until",
-        "before",
-        "author",
-        "committer",
-        "grep",
-        "format",
-        "pretty",
-        "date",
-        "color",
-        "unified",
-        "skip",
-        "abbrev",
-        "diff-filter",
-        "stat-width",
-        "word-diff-regex",
-        "relative",
-        "decorate-refs",
-        "decorate-refs-exclude",
-        "dirstat",
-    ];
-    let s = match sub {
-        "status" => Spec {
+    let rest = &args[1..];
+    match sub {
+        "tag"
+            if rest
+                .iter()
+                .all(|a| matches!(a.lit(), Some("-l" | "--list"))) =>
+        {
+            return Ok(ReadOnly {
+                reads: Vec::new(),
+                recursive: false,
+            })
+        }
+        "config" => return git_config(rest),
+        "--version" | "version" | "help" | "--help" => {
+            return Ok(ReadOnly {
+                reads: Vec::new(),
+                recursive: false,
+            })
+        }
+        _ => {}
+    }
+    let Some((_, s)) = GIT_SPECS.iter().find(|(names, _)| names.contains(&sub)) else {
+        return Err(NotReadOnly::NotListed {
+            program: format!("git {sub}"),
+        });
+    };
+    let mut r = generic(s, rest)?;
+    if matches!(
+        sub,
+        "log" | "show" | "diff" | "whatchanged" | "blame" | "cat-file" | "ls-tree"
+    ) {
+        // These print file contents out of the history (`git show HEAD:.env`), which no
+        // path argument reveals: they count as reading the whole repository.
+        r.reads = vec![Arg::Lit(".".to_owned())];
+        r.recursive = true;
+    } else if s.pos == Pos::Paths && r.reads.is_empty() {
+        r.recursive = false;
+    }
+    Ok(r)
+}
+
+/// Flags `git log` and its kin (`show`, `diff`, `shortlog`, `whatchanged`) take without a value.
+const GIT_LOG_LIKE_LONG: &[&str] = &[
+    "oneline",
+    "graph",
+    "decorate",
+    "stat",
+    "shortstat",
+    "numstat",
+    "name-only",
+    "name-status",
+    "patch",
+    "no-patch",
+    "all",
+    "reverse",
+    "no-merges",
+    "merges",
+    "follow",
+    "abbrev-commit",
+    "first-parent",
+    "cached",
+    "staged",
+    "no-color",
+    "word-diff",
+    "ignore-space-change",
+    "ignore-all-space",
+    "exit-code",
+    "quiet",
+    "summary",
+    "no-decorate",
+    "date-order",
+    "topo-order",
+    "left-right",
+    "cherry-pick",
+    "full-history",
+    "raw",
+    "minimal",
+    "patience",
+    "histogram",
+    "no-renames",
+    "find-renames",
+    "no-ext-diff",
+    "no-textconv",
+    "check",
+    "compact-summary",
+    "show-signature",
+    "relative-date",
+    "source",
+    "children",
+    "parents",
+    "boundary",
+    "branches",
+    "tags",
+    "remotes",
+];
+
+/// Flags `git log` and its kin take with a value.
+const GIT_LOG_LIKE_VALUED: &[&str] = &[
+    "max-count",
+    "since",
+    "after",
+    "until",
+    "before",
+    "author",
+    "committer",
+    "grep",
+    "format",
+    "pretty",
+    "date",
+    "color",
+    "unified",
+    "skip",
+    "abbrev",
+    "diff-filter",
+    "stat-width",
+    "word-diff-regex",
+    "relative",
+    "decorate-refs",
+    "decorate-refs-exclude",
+    "dirstat",
+];
+
+/// The git subcommands that only look and take flags the way a listed program does: the
+/// names each answers to, and its flags.
+static GIT_SPECS: &[(&[&str], Spec)] = &[
+    (
+        &["status"],
+        Spec {
             long: &[
                 "short",
                 "branch",
@@ -1192,13 +1273,19 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             ],
             ..spec("git status", "sbvuz", "uM", Pos::Paths)
         },
-        "log" | "show" | "diff" | "shortlog" | "whatchanged" => Spec {
-            long: LOG_LIKE_LONG,
-            long_valued: LOG_LIKE_VALUED,
+    ),
+    (
+        &["log", "show", "diff", "shortlog", "whatchanged"],
+        Spec {
+            long: GIT_LOG_LIKE_LONG,
+            long_valued: GIT_LOG_LIKE_VALUED,
             numeric: true,
             ..spec("git log", "pusRwbqzM", "nUSGLC", Pos::Paths)
         },
-        "rev-parse" => Spec {
+    ),
+    (
+        &["rev-parse"],
+        Spec {
             long: &[
                 "show-toplevel",
                 "git-dir",
@@ -1217,7 +1304,10 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             ],
             ..spec("git rev-parse", "q", "", Pos::Text)
         },
-        "ls-files" => Spec {
+    ),
+    (
+        &["ls-files"],
+        Spec {
             long: &[
                 "cached",
                 "deleted",
@@ -1246,7 +1336,10 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             ],
             ..spec("git ls-files", "cdmoiskuvtfz", "xX", Pos::Paths)
         },
-        "branch" => Spec {
+    ),
+    (
+        &["branch"],
+        Spec {
             long: &[
                 "all",
                 "remotes",
@@ -1266,11 +1359,17 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             ],
             ..spec("git branch", "arvl", "", Pos::Zero)
         },
-        "remote" => Spec {
+    ),
+    (
+        &["remote"],
+        Spec {
             long: &["verbose"],
             ..spec("git remote", "v", "", Pos::Zero)
         },
-        "blame" => Spec {
+    ),
+    (
+        &["blame"],
+        Spec {
             long: &[
                 "porcelain",
                 "line-porcelain",
@@ -1284,7 +1383,10 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             long_valued: &["date", "abbrev"],
             ..spec("git blame", "bcflnpstwe", "LMC", Pos::Paths)
         },
-        "describe" => Spec {
+    ),
+    (
+        &["describe"],
+        Spec {
             long: &[
                 "tags",
                 "all",
@@ -1298,18 +1400,10 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             long_valued: &["abbrev", "match", "exclude", "candidates"],
             ..spec("git describe", "", "", Pos::Text)
         },
-        "tag"
-            if args[1..]
-                .iter()
-                .all(|a| matches!(a.lit(), Some("-l" | "--list"))) =>
-        {
-            return Ok(ReadOnly {
-                reads: Vec::new(),
-                recursive: false,
-            })
-        }
-        "config" => return git_config(&args[1..]),
-        "ls-tree" | "merge-base" | "show-ref" | "rev-list" | "cat-file" => Spec {
+    ),
+    (
+        &["ls-tree", "merge-base", "show-ref", "rev-list", "cat-file"],
+        Spec {
             long: &[
                 "name-only",
                 "full-name",
@@ -1325,32 +1419,8 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
             long_valued: &["max-count", "format", "abbrev"],
             ..spec("git ls-tree", "rtdlpse", "n", Pos::Text)
         },
-        "--version" | "version" | "help" | "--help" => {
-            return Ok(ReadOnly {
-                reads: Vec::new(),
-                recursive: false,
-            })
-        }
-        other => {
-            return Err(NotReadOnly::NotListed {
-                program: format!("git {other}"),
-            })
-        }
-    };
-    let mut r = generic(&s, &args[1..])?;
-    if matches!(
-        sub,
-        "log" | "show" | "diff" | "whatchanged" | "blame" | "cat-file" | "ls-tree"
-    ) {
-        // These print file contents out of the history (`git show HEAD:.env`), which no
-        // path argument reveals: they count as reading the whole repository.
-        r.reads = vec![Arg::Lit(".".to_owned())];
-        r.recursive = true;
-    } else if s.pos == Pos::Paths && r.reads.is_empty() {
-        r.recursive = false;
-    }
-    Ok(r)
-}
+    ),
+];
 
 /// `git config --get`/`--list` only read.
 fn git_config(args: &[Arg]) -> Result<ReadOnly, NotReadOnly> {

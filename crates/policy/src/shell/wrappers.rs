@@ -200,176 +200,21 @@ fn one_value(name: &str, v: &Arg) -> Result<(), OptsProblem> {
 pub(super) fn peel(name: &str, cmd: &mut LoweredCommand) -> Peeled {
     match name {
         "env" => peel_env(cmd),
-        "sudo" | "doas" => {
-            let o = Opts {
-                flags: "EHnSkPAbeil",
-                valued: "ugCpDhrtTU",
-                long: &[
-                    "preserve-env",
-                    "set-home",
-                    "non-interactive",
-                    "stdin",
-                    "reset-timestamp",
-                    "preserve-groups",
-                    "askpass",
-                    "background",
-                    "login",
-                    "shell",
-                ],
-                long_valued: &[
-                    "user",
-                    "group",
-                    "chdir",
-                    "prompt",
-                    "host",
-                    "role",
-                    "type",
-                    "other-user",
-                    "close-from",
-                ],
-            };
-            match skip_opts(cmd, name, &o) {
-                Ok((i, vals)) => {
-                    if vals.iter().any(|(k, _)| {
-                        matches!(k.as_str(), "i" | "s" | "login" | "shell" | "e" | "l")
-                    }) {
-                        return Peeled::Problem(format!(
-                            "`{name}` with a login shell, an editor or a listing option runs something keel cannot see"
-                        ));
-                    }
-                    if i >= cmd.argv.len() {
-                        return Peeled::Plain;
-                    }
-                    take(cmd, i, true);
-                    Peeled::Wrapper
-                }
-                Err(p) => Peeled::Problem(p.to_string()),
-            }
-        }
-        "nice" => simple_wrapper(
-            cmd,
-            name,
-            &Opts {
-                flags: "",
-                valued: "n",
-                long: &[],
-                long_valued: &["adjustment"],
-            },
-            0,
-        ),
-        "timeout" => simple_wrapper(
-            cmd,
-            name,
-            &Opts {
-                flags: "v",
-                valued: "sk",
-                long: &["foreground", "preserve-status", "verbose"],
-                long_valued: &["signal", "kill-after"],
-            },
-            1,
-        ),
-        "nohup" | "builtin" => simple_wrapper(
-            cmd,
-            name,
-            &Opts {
-                flags: "",
-                valued: "",
-                long: &[],
-                long_valued: &[],
-            },
-            0,
-        ),
-        "setsid" => simple_wrapper(
-            cmd,
-            name,
-            &Opts {
-                flags: "fwc",
-                valued: "",
-                long: &["fork", "wait", "ctty"],
-                long_valued: &[],
-            },
-            0,
-        ),
-        "stdbuf" => simple_wrapper(
-            cmd,
-            name,
-            &Opts {
-                flags: "",
-                valued: "ioe",
-                long: &[],
-                long_valued: &["input", "output", "error"],
-            },
-            0,
-        ),
-        "exec" => simple_wrapper(
-            cmd,
-            name,
-            &Opts {
-                flags: "cl",
-                valued: "a",
-                long: &[],
-                long_valued: &[],
-            },
-            0,
-        ),
-        "time" => {
-            let o = Opts {
-                flags: "pvqa",
-                valued: "of",
-                long: &["portability", "verbose", "quiet", "append"],
-                long_valued: &["output", "format"],
-            };
-            match skip_opts(cmd, name, &o) {
-                Ok((i, vals)) => {
-                    for (k, v) in vals {
-                        if k == "o" || k == "output" {
-                            cmd.redirects.push(Redirect {
-                                target: v,
-                                write: true,
-                            });
-                        }
-                    }
-                    if i >= cmd.argv.len() {
-                        return Peeled::Plain;
-                    }
-                    take(cmd, i, false);
-                    Peeled::Wrapper
-                }
-                Err(p) => Peeled::Problem(p.to_string()),
-            }
-        }
-        "command" => {
-            // `command -v x` / `-V` only describes x.
-            if matches!(lit(cmd, 1), Some(f) if f.starts_with("-v") || f.starts_with("-V")) {
-                return Peeled::Plain;
-            }
-            simple_wrapper(
-                cmd,
-                name,
-                &Opts {
-                    flags: "p",
-                    valued: "",
-                    long: &[],
-                    long_valued: &[],
-                },
-                0,
-            )
-        }
+        "sudo" | "doas" => peel_sudo(name, cmd),
+        "nice" => simple_wrapper(cmd, name, &NICE_OPTS, 0),
+        "timeout" => simple_wrapper(cmd, name, &TIMEOUT_OPTS, 1),
+        "nohup" | "builtin" => simple_wrapper(cmd, name, &NO_OPTS, 0),
+        "setsid" => simple_wrapper(cmd, name, &SETSID_OPTS, 0),
+        "stdbuf" => simple_wrapper(cmd, name, &STDBUF_OPTS, 0),
+        "exec" => simple_wrapper(cmd, name, &EXEC_OPTS, 0),
+        "time" => peel_time(name, cmd),
+        "command" => peel_command(name, cmd),
         "xargs" => peel_xargs(cmd),
         "find" => peel_find(cmd),
         "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "busybox" => {
             peel_shell(name, cmd)
         }
-        "eval" => {
-            let words: Option<Vec<&str>> = cmd.argv[1..].iter().map(Arg::lit).collect();
-            match words {
-                Some(w) if !w.is_empty() => Peeled::Script { text: w.join(" ") },
-                Some(_) => Peeled::Plain,
-                None => Peeled::Problem(
-                    "`eval` runs a string that is only known when the command runs".to_owned(),
-                ),
-            }
-        }
+        "eval" => peel_eval(cmd),
         "source" | "." => Peeled::Problem(format!(
             "`{name} {}` runs the commands in a file, which keel cannot see",
             cmd.argv.get(1).map(|a| short(a.text())).unwrap_or_default()
@@ -377,29 +222,196 @@ pub(super) fn peel(name: &str, cmd: &mut LoweredCommand) -> Peeled {
         "alias" | "unalias" | "hash" | "enable" | "trap" | "fc" | "bind" => Peeled::Problem(
             format!("`{name}` changes what later commands mean, which keel does not follow"),
         ),
-        "export" | "declare" | "typeset" | "local" | "readonly" => {
-            for a in &cmd.argv[1..] {
-                let name_part = a.text().split('=').next().unwrap_or("");
-                if a.lit().is_none() || dangerous_var(name_part) {
-                    return Peeled::Problem(format!(
-                        "`{name} {}` changes how the commands after it run",
-                        short(a.text())
-                    ));
-                }
-            }
-            Peeled::Plain
-        }
-        "cd" | "pushd" => {
-            let dir = cmd.argv[1..]
-                .iter()
-                .find(|a| !matches!(a.lit(), Some(s) if s.starts_with('-') && s.len() > 1))
-                .cloned();
-            Peeled::Cd(dir)
-        }
+        "export" | "declare" | "typeset" | "local" | "readonly" => peel_declare(name, cmd),
+        "cd" | "pushd" => peel_cd(cmd),
         "popd" => Peeled::Cd(Some(Arg::Dyn("popd".to_owned()))),
         "git" => peel_git(cmd),
         _ => Peeled::Plain,
     }
+}
+
+/// The options of `sudo` and `doas`.
+const SUDO_OPTS: Opts = Opts {
+    flags: "EHnSkPAbeil",
+    valued: "ugCpDhrtTU",
+    long: &[
+        "preserve-env",
+        "set-home",
+        "non-interactive",
+        "stdin",
+        "reset-timestamp",
+        "preserve-groups",
+        "askpass",
+        "background",
+        "login",
+        "shell",
+    ],
+    long_valued: &[
+        "user",
+        "group",
+        "chdir",
+        "prompt",
+        "host",
+        "role",
+        "type",
+        "other-user",
+        "close-from",
+    ],
+};
+
+/// The options of `nice`.
+const NICE_OPTS: Opts = Opts {
+    flags: "",
+    valued: "n",
+    long: &[],
+    long_valued: &["adjustment"],
+};
+
+/// The options of `timeout` (its duration follows them).
+const TIMEOUT_OPTS: Opts = Opts {
+    flags: "v",
+    valued: "sk",
+    long: &["foreground", "preserve-status", "verbose"],
+    long_valued: &["signal", "kill-after"],
+};
+
+/// No options at all (`nohup`, `builtin`).
+const NO_OPTS: Opts = Opts {
+    flags: "",
+    valued: "",
+    long: &[],
+    long_valued: &[],
+};
+
+/// The options of `setsid`.
+const SETSID_OPTS: Opts = Opts {
+    flags: "fwc",
+    valued: "",
+    long: &["fork", "wait", "ctty"],
+    long_valued: &[],
+};
+
+/// The options of `stdbuf`.
+const STDBUF_OPTS: Opts = Opts {
+    flags: "",
+    valued: "ioe",
+    long: &[],
+    long_valued: &["input", "output", "error"],
+};
+
+/// The options of the `exec` builtin.
+const EXEC_OPTS: Opts = Opts {
+    flags: "cl",
+    valued: "a",
+    long: &[],
+    long_valued: &[],
+};
+
+/// The options of `time` (GNU time's among them).
+const TIME_OPTS: Opts = Opts {
+    flags: "pvqa",
+    valued: "of",
+    long: &["portability", "verbose", "quiet", "append"],
+    long_valued: &["output", "format"],
+};
+
+/// The options of the `command` builtin that run the command.
+const COMMAND_OPTS: Opts = Opts {
+    flags: "p",
+    valued: "",
+    long: &[],
+    long_valued: &[],
+};
+
+/// `sudo`/`doas`: dropped like a plain wrapper, unless an option makes it run something
+/// other than the command that follows (a login shell, an editor, a listing).
+fn peel_sudo(name: &str, cmd: &mut LoweredCommand) -> Peeled {
+    match skip_opts(cmd, name, &SUDO_OPTS) {
+        Ok((i, vals)) => {
+            if vals
+                .iter()
+                .any(|(k, _)| matches!(k.as_str(), "i" | "s" | "login" | "shell" | "e" | "l"))
+            {
+                return Peeled::Problem(format!(
+                    "`{name}` with a login shell, an editor or a listing option runs something keel cannot see"
+                ));
+            }
+            if i >= cmd.argv.len() {
+                return Peeled::Plain;
+            }
+            take(cmd, i, true);
+            Peeled::Wrapper
+        }
+        Err(p) => Peeled::Problem(p.to_string()),
+    }
+}
+
+/// `time`: dropped, but the file its `-o`/`--output` names is written.
+fn peel_time(name: &str, cmd: &mut LoweredCommand) -> Peeled {
+    match skip_opts(cmd, name, &TIME_OPTS) {
+        Ok((i, vals)) => {
+            for (k, v) in vals {
+                if k == "o" || k == "output" {
+                    cmd.redirects.push(Redirect {
+                        target: v,
+                        write: true,
+                    });
+                }
+            }
+            if i >= cmd.argv.len() {
+                return Peeled::Plain;
+            }
+            take(cmd, i, false);
+            Peeled::Wrapper
+        }
+        Err(p) => Peeled::Problem(p.to_string()),
+    }
+}
+
+/// The `command` builtin: runs what follows, except `command -v x` / `-V`, which only
+/// describes x.
+fn peel_command(name: &str, cmd: &mut LoweredCommand) -> Peeled {
+    if matches!(lit(cmd, 1), Some(f) if f.starts_with("-v") || f.starts_with("-V")) {
+        return Peeled::Plain;
+    }
+    simple_wrapper(cmd, name, &COMMAND_OPTS, 0)
+}
+
+/// `eval`: its words, when all are known, are a script of their own.
+fn peel_eval(cmd: &LoweredCommand) -> Peeled {
+    let words: Option<Vec<&str>> = cmd.argv[1..].iter().map(Arg::lit).collect();
+    match words {
+        Some(w) if !w.is_empty() => Peeled::Script { text: w.join(" ") },
+        Some(_) => Peeled::Plain,
+        None => Peeled::Problem(
+            "`eval` runs a string that is only known when the command runs".to_owned(),
+        ),
+    }
+}
+
+/// `export`/`declare` and kin: harmless unless they set a variable that changes how the
+/// commands after them run, or one only known at run time.
+fn peel_declare(name: &str, cmd: &LoweredCommand) -> Peeled {
+    for a in &cmd.argv[1..] {
+        let name_part = a.text().split('=').next().unwrap_or("");
+        if a.lit().is_none() || dangerous_var(name_part) {
+            return Peeled::Problem(format!(
+                "`{name} {}` changes how the commands after it run",
+                short(a.text())
+            ));
+        }
+    }
+    Peeled::Plain
+}
+
+/// `cd`/`pushd`: the directory the commands after it run in (its first word that is not
+/// an option).
+fn peel_cd(cmd: &LoweredCommand) -> Peeled {
+    let dir = cmd.argv[1..]
+        .iter()
+        .find(|a| !matches!(a.lit(), Some(s) if s.starts_with('-') && s.len() > 1))
+        .cloned();
+    Peeled::Cd(dir)
 }
 
 /// A wrapper whose options are `o`, followed by `positional` words of its own (timeout's
