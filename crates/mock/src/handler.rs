@@ -320,13 +320,7 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
             error_type,
             message,
             headers,
-        } => {
-            let mut a = error_answer(r.dialect, *status, error_type, message, &r.request_id);
-            if let Plan::Respond { headers: h, .. } = &mut a.plan {
-                set_headers(h, headers);
-            }
-            a.plan
-        }
+        } => error_plan(*status, error_type, message, headers, r),
         StepKind::Raw {
             status,
             headers,
@@ -390,6 +384,21 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
         }
     };
     Answer { wait, plan }
+}
+
+/// An `error` step: the dialect's error body with this status, plus the step's headers.
+fn error_plan(
+    status: u16,
+    error_type: &str,
+    message: &str,
+    headers: &BTreeMap<String, String>,
+    r: &Req<'_>,
+) -> Plan {
+    let mut a = error_answer(r.dialect, status, error_type, message, &r.request_id);
+    if let Plan::Respond { headers: h, .. } = &mut a.plan {
+        set_headers(h, headers);
+    }
+    a.plan
 }
 
 /// A `raw` step: its events verbatim when the request streams, else an error saying it must.

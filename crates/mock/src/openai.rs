@@ -632,9 +632,11 @@ fn check_reasoning(
                 "The encrypted content for item {at} could not be verified."
             ))
         }
-        None => return Err(format!(
+        None => {
+            return Err(format!(
             "Invalid '{at}': a reasoning item sent back without store needs its encrypted_content."
-        )),
+        ))
+        }
     }
     if next.is_none_or(|n| n["type"] == "reasoning") {
         return Err(format!(
