@@ -508,41 +508,26 @@ async fn post(
     message: Value,
 ) {
     let id = request_id(&message);
+    let outcome = exchange(&link, &url, &session, &protocol, &message, id.as_ref()).await;
+    // A request that got no answer is failed to rmcp; a notification's failure has no one to tell.
+    if let (Err(why), Some(id)) = (outcome, id) {
+        link.fail(&id, &url, &why).await;
+    }
+}
+
+/// POST `message` and deliver what comes back; `Err` says why the request `id` (when it is
+/// one) got no answer.
+async fn exchange(
+    link: &Link,
+    url: &str,
+    session: &Mutex<Option<String>>,
+    protocol: &Mutex<Option<String>>,
+    message: &Value,
+    id: Option<&Value>,
+) -> Result<(), UrlError> {
     let is_initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
-    let request = || {
-        let mut req = link
-            .client
-            .post(&url)
-            .headers(link.headers.clone())
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, text/event-stream",
-            )
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .timeout(link.deadline)
-            .body(message.to_string());
-        if let Some(s) = session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-            req = req.header("mcp-session-id", s);
-        }
-        if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-            req = req.header("mcp-protocol-version", v);
-        }
-        req
-    };
-    let fail = |why: UrlError| {
-        let link = link.clone();
-        let url = url.clone();
-        let id = id.clone();
-        async move {
-            if let Some(id) = id {
-                link.fail(&id, &url, &why).await;
-            }
-        }
-    };
-    let resp = match send_authorized(&link, request).await {
-        Ok(r) => r,
-        Err(why) => return fail(why).await,
-    };
+    let request = || post_request(link, url, session, protocol, message);
+    let resp = send_authorized(link, request).await?;
     let status = resp.status();
     if let Some(s) = resp
         .headers()
@@ -555,69 +540,112 @@ async fn post(
     }
     if !status.is_success() {
         let body = Link::body(resp).await.unwrap_or_default();
-        return fail(UrlError::Status { status, body }).await;
+        return Err(UrlError::Status { status, body });
     }
     if status == reqwest::StatusCode::ACCEPTED || id.is_none() {
-        return; // a notification or a reply of keel's, accepted
+        return Ok(()); // a notification or a reply of keel's, accepted
     }
     let is_sse = resp
         .headers()
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("text/event-stream"));
-    let mut answered = false;
+    // Whether `v` answers this request; the answer to initialize also fixes the protocol.
     let note = |v: &Value| {
         if is_initialize {
             if let Some(p) = v.pointer("/result/protocolVersion").and_then(Value::as_str) {
                 *protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(p.to_owned());
             }
         }
-        v.get("id") == id.as_ref()
+        v.get("id") == id
     };
     if is_sse {
-        let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
-        let mut stream = resp.bytes_stream();
-        'read: while let Some(chunk) = stream.next().await {
-            let Ok(chunk) = chunk else { break };
-            for ev in parser.push(&chunk) {
-                if !(ev.event.is_empty() || ev.event == "message") {
-                    continue;
-                }
-                let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
-                    continue;
-                };
-                answered |= note(&v);
-                link.deliver(v).await;
-                if answered {
-                    break 'read;
-                }
+        answer_from_stream(link, resp, &note).await
+    } else {
+        answer_from_body(link, resp, &note).await
+    }
+}
+
+/// The POST of `message` to `url`, with the session and protocol version the server gave.
+fn post_request(
+    link: &Link,
+    url: &str,
+    session: &Mutex<Option<String>>,
+    protocol: &Mutex<Option<String>>,
+    message: &Value,
+) -> reqwest::RequestBuilder {
+    let mut req = link
+        .client
+        .post(url)
+        .headers(link.headers.clone())
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        )
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .timeout(link.deadline)
+        .body(message.to_string());
+    if let Some(s) = session.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        req = req.header("mcp-session-id", s);
+    }
+    if let Some(v) = protocol.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        req = req.header("mcp-protocol-version", v);
+    }
+    req
+}
+
+/// Deliver the messages of an event-stream reply until one answers the request (`note`).
+async fn answer_from_stream(
+    link: &Link,
+    resp: reqwest::Response,
+    note: &(impl Fn(&Value) -> bool + Sync),
+) -> Result<(), UrlError> {
+    let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else { break };
+        for ev in parser.push(&chunk) {
+            if !(ev.event.is_empty() || ev.event == "message") {
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+                continue;
+            };
+            let answered = note(&v);
+            link.deliver(v).await;
+            if answered {
+                return Ok(());
             }
         }
-        if !answered {
-            let why = if parser.oversized > 0 {
-                UrlError::TooLarge
-            } else {
-                UrlError::NoAnswerInStream
-            };
-            fail(why).await;
-        }
-        return;
     }
-    let body = match Link::body(resp).await {
-        Ok(b) => b,
-        Err(why) => return fail(why).await,
-    };
+    Err(if parser.oversized > 0 {
+        UrlError::TooLarge
+    } else {
+        UrlError::NoAnswerInStream
+    })
+}
+
+/// Deliver the message (or batch) of a JSON reply; `Err` when none answers the request.
+async fn answer_from_body(
+    link: &Link,
+    resp: reqwest::Response,
+    note: &(impl Fn(&Value) -> bool + Sync),
+) -> Result<(), UrlError> {
+    let body = Link::body(resp).await?;
     let values = match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Array(a)) => a,
         Ok(v) => vec![v],
-        Err(source) => return fail(UrlError::NotJson { source, body }).await,
+        Err(source) => return Err(UrlError::NotJson { source, body }),
     };
+    let mut answered = false;
     for v in values {
         answered |= note(&v);
         link.deliver(v).await;
     }
-    if !answered {
-        fail(UrlError::Unanswered).await;
+    if answered {
+        Ok(())
+    } else {
+        Err(UrlError::Unanswered)
     }
 }
 
@@ -679,105 +707,130 @@ impl UrlTransport {
         let base = reqwest::Url::parse(&spec.url).map_err(UrlError::Url)?;
         // Shared: every message waiting for the endpoint is failed with the same reason.
         let (endpoint_tx, endpoint_rx) = watch::channel::<Option<Endpoint>>(None);
-        let l = link.clone();
-        let url = spec.url.clone();
-        let reader = tokio::spawn(async move {
-            let resp = l
-                .client
-                .get(&url)
-                .headers(l.headers.clone())
-                .header(reqwest::header::ACCEPT, "text/event-stream")
-                .send()
-                .await;
-            let resp = match resp {
-                Ok(r) if r.status().is_success() => r,
-                Ok(r) => {
-                    let status = r.status();
-                    let body = Link::body(r).await.unwrap_or_default();
-                    let _ = endpoint_tx
-                        .send(Some(Err(Arc::new(UrlError::StreamStatus { status, body }))));
-                    return;
-                }
-                Err(e) => {
-                    let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::Unreachable(e)))));
-                    return;
-                }
-            };
-            let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
-            let mut stream = resp.bytes_stream();
-            while let Some(Ok(chunk)) = stream.next().await {
-                for ev in parser.push(&chunk) {
-                    if ev.event == "endpoint" {
-                        let post = base
-                            .join(ev.data.trim())
-                            .map(|u| u.to_string())
-                            .map_err(|e| Arc::new(UrlError::BadEndpoint(e)));
-                        let _ = endpoint_tx.send(Some(post));
-                    } else if ev.event.is_empty() || ev.event == "message" {
-                        if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
-                            l.deliver(v).await;
-                        }
-                    }
-                }
-            }
-            let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::StreamEnded))));
-            // The stream is over: rmcp's receive ends when this sender goes.
-        });
-        let (queue, mut out) = mpsc::channel::<Outgoing>(OUTGOING);
-        let stream_url = spec.url.clone();
-        tokio::spawn(async move {
-            let mut endpoint_rx = endpoint_rx;
-            while let Some(Outgoing(m)) = out.recv().await {
-                let id = request_id(&m);
-                let endpoint = tokio::time::timeout(link.deadline, async {
-                    endpoint_rx
-                        .wait_for(|e| e.is_some())
-                        .await
-                        .map(|e| e.clone().unwrap_or(Err(Arc::new(UrlError::StreamEnded))))
-                })
-                .await;
-                let target = match endpoint {
-                    Ok(Ok(e)) => e,
-                    Ok(Err(_)) => Err(Arc::new(UrlError::StreamEnded)),
-                    Err(_) => Err(Arc::new(UrlError::NoEndpoint)),
-                };
-                let target = match target {
-                    Ok(t) => t,
-                    Err(why) => {
-                        if let Some(id) = id {
-                            link.fail(&id, &stream_url, &why).await;
-                        }
-                        continue;
-                    }
-                };
-                let sent = link
-                    .client
-                    .post(&target)
-                    .headers(link.headers.clone())
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .timeout(link.deadline)
-                    .body(m.to_string())
-                    .send()
-                    .await;
-                let why = match sent {
-                    Ok(r) if r.status().is_success() => None,
-                    Ok(r) => Some(UrlError::Status {
-                        status: r.status(),
-                        body: Vec::new(),
-                    }),
-                    Err(e) => Some(UrlError::Unreachable(e)),
-                };
-                if let (Some(why), Some(id)) = (why, id) {
-                    link.fail(&id, &target, &why).await;
-                }
-            }
-        });
+        let reader = tokio::spawn(read_legacy_stream(
+            link.clone(),
+            spec.url.clone(),
+            base,
+            endpoint_tx,
+        ));
+        let (queue, out) = mpsc::channel::<Outgoing>(OUTGOING);
+        tokio::spawn(write_legacy(link, spec.url.clone(), endpoint_rx, out));
         Ok(Self {
             queue,
             rx,
             readers: Arc::new(Mutex::new(vec![reader])),
             farewell: None,
         })
+    }
+}
+
+/// Read the legacy event stream at `url`: publish the endpoint it names (or why there is none)
+/// and deliver its messages.
+async fn read_legacy_stream(
+    l: Link,
+    url: String,
+    base: reqwest::Url,
+    endpoint_tx: watch::Sender<Option<Endpoint>>,
+) {
+    let resp = l
+        .client
+        .get(&url)
+        .headers(l.headers.clone())
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .send()
+        .await;
+    let resp = match resp {
+        Ok(r) if r.status().is_success() => r,
+        Ok(r) => {
+            let status = r.status();
+            let body = Link::body(r).await.unwrap_or_default();
+            let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::StreamStatus { status, body }))));
+            return;
+        }
+        Err(e) => {
+            let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::Unreachable(e)))));
+            return;
+        }
+    };
+    let mut parser = SseParser::new(MAX_MESSAGE_BYTES);
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        for ev in parser.push(&chunk) {
+            if ev.event == "endpoint" {
+                let post = base
+                    .join(ev.data.trim())
+                    .map(|u| u.to_string())
+                    .map_err(|e| Arc::new(UrlError::BadEndpoint(e)));
+                let _ = endpoint_tx.send(Some(post));
+            } else if ev.event.is_empty() || ev.event == "message" {
+                if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                    l.deliver(v).await;
+                }
+            }
+        }
+    }
+    let _ = endpoint_tx.send(Some(Err(Arc::new(UrlError::StreamEnded))));
+    // The stream is over: rmcp's receive ends when this sender goes.
+}
+
+/// POST each queued message to the endpoint the stream named (waiting up to the deadline for
+/// it); a request that cannot go is failed naming `stream_url` or the endpoint.
+async fn write_legacy(
+    link: Link,
+    stream_url: String,
+    mut endpoint_rx: watch::Receiver<Option<Endpoint>>,
+    mut out: mpsc::Receiver<Outgoing>,
+) {
+    while let Some(Outgoing(m)) = out.recv().await {
+        let id = request_id(&m);
+        let target = match legacy_endpoint(&link, &mut endpoint_rx).await {
+            Ok(t) => t,
+            Err(why) => {
+                if let Some(id) = id {
+                    link.fail(&id, &stream_url, &why).await;
+                }
+                continue;
+            }
+        };
+        let sent = link
+            .client
+            .post(&target)
+            .headers(link.headers.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(link.deadline)
+            .body(m.to_string())
+            .send()
+            .await;
+        let why = match sent {
+            Ok(r) if r.status().is_success() => None,
+            Ok(r) => Some(UrlError::Status {
+                status: r.status(),
+                body: Vec::new(),
+            }),
+            Err(e) => Some(UrlError::Unreachable(e)),
+        };
+        if let (Some(why), Some(id)) = (why, id) {
+            link.fail(&id, &target, &why).await;
+        }
+    }
+}
+
+/// The endpoint the legacy stream named, waiting up to the link's deadline for it.
+async fn legacy_endpoint(
+    link: &Link,
+    endpoint_rx: &mut watch::Receiver<Option<Endpoint>>,
+) -> Endpoint {
+    let endpoint = tokio::time::timeout(link.deadline, async {
+        endpoint_rx
+            .wait_for(|e| e.is_some())
+            .await
+            .map(|e| e.clone().unwrap_or(Err(Arc::new(UrlError::StreamEnded))))
+    })
+    .await;
+    match endpoint {
+        Ok(Ok(e)) => e,
+        Ok(Err(_)) => Err(Arc::new(UrlError::StreamEnded)),
+        Err(_) => Err(Arc::new(UrlError::NoEndpoint)),
     }
 }
 

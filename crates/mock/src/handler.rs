@@ -86,26 +86,8 @@ pub(crate) async fn handle(
         .path_and_query()
         .map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
     let route = req.uri().path().to_string();
-    let mut headers: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in req.headers() {
-        let v = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        headers
-            .entry(name.as_str().to_string())
-            .and_modify(|old| {
-                old.push_str(", ");
-                old.push_str(&v);
-            })
-            .or_insert(v);
-    }
-    let collected = Limited::new(req.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await;
-    let (raw, too_large) = match collected {
-        Ok(c) => (c.to_bytes(), false),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => (Bytes::new(), true),
-        // The client went away or sent a broken body: nothing to answer.
-        Err(_) => return Err(CutConnection),
-    };
+    let headers = header_map(&req);
+    let (raw, too_large) = read_body(req).await?;
     // Parsed once, then moved into the record: a long session's requests are large, and keel-mock
     // runs beside the agent it serves (copies of every body showed up in the agent's timings).
     let json: Option<Value> = serde_json::from_slice(&raw).ok();
@@ -170,6 +152,40 @@ pub(crate) async fn handle(
         (rec, answer)
     });
 
+    carry_out(answer).await
+}
+
+/// The request's headers by lower-case name; a repeated header's values joined with ", ".
+fn header_map(req: &Request<Incoming>) -> BTreeMap<String, String> {
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in req.headers() {
+        let v = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers
+            .entry(name.as_str().to_string())
+            .and_modify(|old| {
+                old.push_str(", ");
+                old.push_str(&v);
+            })
+            .or_insert(v);
+    }
+    headers
+}
+
+/// The whole body and whether it was over [`MAX_BODY_BYTES`] (then the bytes are empty).
+async fn read_body(req: Request<Incoming>) -> Result<(Bytes, bool), CutConnection> {
+    let collected = Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await;
+    match collected {
+        Ok(c) => Ok((c.to_bytes(), false)),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Ok((Bytes::new(), true)),
+        // The client went away or sent a broken body: nothing to answer.
+        Err(_) => Err(CutConnection),
+    }
+}
+
+/// Stay silent for the answer's wait, then send its response or cut the connection.
+async fn carry_out(answer: Answer) -> Result<Response<ScriptBody>, CutConnection> {
     if !answer.wait.is_zero() {
         // Dropped with the connection if the client leaves or the server shuts down.
         tokio::time::sleep(answer.wait).await;
@@ -304,46 +320,13 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
             error_type,
             message,
             headers,
-        } => {
-            let mut a = error_answer(r.dialect, *status, error_type, message, &r.request_id);
-            if let Plan::Respond { headers: h, .. } = &mut a.plan {
-                set_headers(h, headers);
-            }
-            a.plan
-        }
+        } => error_plan(*status, error_type, message, headers, r),
         StepKind::Raw {
             status,
             headers,
             events,
             end,
-        } => {
-            if r.stream {
-                let mut pieces: Vec<Piece> = events
-                    .iter()
-                    .map(|e| {
-                        let sse = reply::raw_event(e, r.dialect == Dialect::Chat);
-                        Piece::Data(match r.dialect {
-                            Dialect::Bedrock => crate::cloud::chunk_of_sse(&sse),
-                            _ => sse,
-                        })
-                    })
-                    .collect();
-                if *end == RawEnd::Hang {
-                    pieces.push(Piece::Hang);
-                }
-                let mut h = sse_headers(r);
-                set_headers(&mut h, headers);
-                Plan::Respond {
-                    status: *status,
-                    headers: h,
-                    body: ScriptBody::script(pieces),
-                }
-            } else {
-                let msg = "keel-mock: this request was answered by a `raw` step, which only \
-                           streams; send \"stream\": true";
-                error_answer(r.dialect, 500, "api_error", msg, &r.request_id).plan
-            }
-        }
+        } => raw_plan(*status, headers, events, *end, r),
         StepKind::SseError {
             error_type,
             message,
@@ -351,22 +334,8 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
             reply,
         } => {
             if r.stream {
-                let events = events_of(&reply_of(reply.as_deref(), DEFAULT_SSE_ERROR_TEXT), r);
-                let mut pieces: Vec<Piece> = events
-                    .into_iter()
-                    .take(*after_events)
-                    .map(Piece::Data)
-                    .collect();
-                let err = match r.dialect {
-                    Dialect::Bedrock => crate::cloud::exception_frame(error_type, message),
-                    Dialect::Messages | Dialect::Vertex => {
-                        let err = reply::error_body(error_type, message, None);
-                        reply::sse_event("error", &err)
-                    }
-                    d => openai::stream_error(d, error_type, message),
-                };
-                pieces.push(Piece::Data(err));
-                sse(pieces, r)
+                let reply = reply_of(reply.as_deref(), DEFAULT_SSE_ERROR_TEXT);
+                sse_error_stream(&reply, error_type, message, *after_events, r)
             } else {
                 let status = status_for_error_type(error_type);
                 error_answer(r.dialect, status, error_type, message, &r.request_id).plan
@@ -375,30 +344,11 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
         StepKind::Drop {
             after_events,
             reply,
-        } => {
-            let reply = reply_of(reply.as_deref(), DEFAULT_DROP_TEXT);
-            if r.stream {
-                let mut pieces: Vec<Piece> = events_of(&reply, r)
-                    .into_iter()
-                    .take(*after_events)
-                    .map(Piece::Data)
-                    .collect();
-                pieces.push(Piece::Cut);
-                sse(pieces, r)
-            } else {
-                let full = Bytes::from(json_of(&reply, r).to_string());
-                let half = full.slice(..full.len() / 2);
-                Plan::Respond {
-                    status: 200,
-                    headers: vec![
-                        ("content-type".into(), "application/json".into()),
-                        ("content-length".into(), full.len().to_string()),
-                        (request_id_header(r.dialect).into(), r.request_id.clone()),
-                    ],
-                    body: ScriptBody::script(vec![Piece::Data(half), Piece::Cut]),
-                }
-            }
-        }
+        } => drop_plan(
+            &reply_of(reply.as_deref(), DEFAULT_DROP_TEXT),
+            *after_events,
+            r,
+        ),
         StepKind::Stall {
             phase: StallPhase::BeforeHeaders,
             ms,
@@ -406,19 +356,14 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
             ..
         } => {
             let wait = wait + Duration::from_millis(*ms);
-            return match then {
-                None => Answer {
-                    wait,
-                    plan: Plan::Close,
+            let plan = match then {
+                None => Plan::Close,
+                Some(t) => match &t.kind {
+                    StepKind::Error { .. } => plan_step(shared, scenario, t, r).plan,
+                    _ => complete(reply::build(t, Some(step), &ctx), r),
                 },
-                Some(t) => {
-                    let inner = match &t.kind {
-                        StepKind::Error { .. } => plan_step(shared, scenario, t, r).plan,
-                        _ => complete(reply::build(t, Some(step), &ctx), r),
-                    };
-                    Answer { wait, plan: inner }
-                }
             };
+            return Answer { wait, plan };
         }
         StepKind::Stall {
             phase: StallPhase::AfterMessageStart,
@@ -428,25 +373,128 @@ fn plan_step(shared: &Shared, scenario: &Scenario, step: &Step, r: &Req<'_>) -> 
         } => {
             let reply = reply_of(then.as_deref(), DEFAULT_STALL_TEXT);
             let pause = Duration::from_millis(*ms);
-            if r.stream {
-                let mut pieces = Vec::new();
-                for (i, event) in events_of(&reply, r).into_iter().enumerate() {
-                    if i == *after_events {
-                        pieces.push(Piece::Pause(pause));
-                    }
-                    pieces.push(Piece::Data(event));
-                }
-                sse(pieces, r)
-            } else {
+            if !r.stream {
                 // No events to stall between: the whole message is simply late.
                 return Answer {
                     wait: wait + pause,
                     plan: complete(reply, r),
                 };
             }
+            stalled_stream(&reply, pause, *after_events, r)
         }
     };
     Answer { wait, plan }
+}
+
+/// An `error` step: the dialect's error body with this status, plus the step's headers.
+fn error_plan(
+    status: u16,
+    error_type: &str,
+    message: &str,
+    headers: &BTreeMap<String, String>,
+    r: &Req<'_>,
+) -> Plan {
+    let mut a = error_answer(r.dialect, status, error_type, message, &r.request_id);
+    if let Plan::Respond { headers: h, .. } = &mut a.plan {
+        set_headers(h, headers);
+    }
+    a.plan
+}
+
+/// A `raw` step: its events verbatim when the request streams, else an error saying it must.
+fn raw_plan(
+    status: u16,
+    headers: &BTreeMap<String, String>,
+    events: &[crate::scenario::RawEvent],
+    end: RawEnd,
+    r: &Req<'_>,
+) -> Plan {
+    if !r.stream {
+        let msg = "keel-mock: this request was answered by a `raw` step, which only \
+                   streams; send \"stream\": true";
+        return error_answer(r.dialect, 500, "api_error", msg, &r.request_id).plan;
+    }
+    let mut pieces: Vec<Piece> = events
+        .iter()
+        .map(|e| {
+            let sse = reply::raw_event(e, r.dialect == Dialect::Chat);
+            Piece::Data(match r.dialect {
+                Dialect::Bedrock => crate::cloud::chunk_of_sse(&sse),
+                _ => sse,
+            })
+        })
+        .collect();
+    if end == RawEnd::Hang {
+        pieces.push(Piece::Hang);
+    }
+    let mut h = sse_headers(r);
+    set_headers(&mut h, headers);
+    Plan::Respond {
+        status,
+        headers: h,
+        body: ScriptBody::script(pieces),
+    }
+}
+
+/// An `sse_error` step on a stream: the reply's first events, then the dialect's error frame.
+fn sse_error_stream(
+    reply: &reply::Reply,
+    error_type: &str,
+    message: &str,
+    after_events: usize,
+    r: &Req<'_>,
+) -> Plan {
+    let mut pieces: Vec<Piece> = events_of(reply, r)
+        .into_iter()
+        .take(after_events)
+        .map(Piece::Data)
+        .collect();
+    let err = match r.dialect {
+        Dialect::Bedrock => crate::cloud::exception_frame(error_type, message),
+        Dialect::Messages | Dialect::Vertex => {
+            let err = reply::error_body(error_type, message, None);
+            reply::sse_event("error", &err)
+        }
+        d => openai::stream_error(d, error_type, message),
+    };
+    pieces.push(Piece::Data(err));
+    sse(pieces, r)
+}
+
+/// A `drop` step: the reply's first events (or half its JSON body), then the connection cut.
+fn drop_plan(reply: &reply::Reply, after_events: usize, r: &Req<'_>) -> Plan {
+    if r.stream {
+        let mut pieces: Vec<Piece> = events_of(reply, r)
+            .into_iter()
+            .take(after_events)
+            .map(Piece::Data)
+            .collect();
+        pieces.push(Piece::Cut);
+        return sse(pieces, r);
+    }
+    let full = Bytes::from(json_of(reply, r).to_string());
+    let half = full.slice(..full.len() / 2);
+    Plan::Respond {
+        status: 200,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("content-length".into(), full.len().to_string()),
+            (request_id_header(r.dialect).into(), r.request_id.clone()),
+        ],
+        body: ScriptBody::script(vec![Piece::Data(half), Piece::Cut]),
+    }
+}
+
+/// A stall after message_start: the reply's events with a pause before event `after_events`.
+fn stalled_stream(reply: &reply::Reply, pause: Duration, after_events: usize, r: &Req<'_>) -> Plan {
+    let mut pieces = Vec::new();
+    for (i, event) in events_of(reply, r).into_iter().enumerate() {
+        if i == after_events {
+            pieces.push(Piece::Pause(pause));
+        }
+        pieces.push(Piece::Data(event));
+    }
+    sse(pieces, r)
 }
 
 /// The full reply: a stream of events or one JSON message.

@@ -202,98 +202,52 @@ fn response_obj(r: &Reply, status: &str, output: Vec<Value>, usage: Option<Value
            "usage": usage.unwrap_or(Value::Null)})
 }
 
+/// The events of a streamed Responses reply, numbered by `sequence_number` as they are added.
+struct Numbered {
+    next: u64,
+    out: Vec<Bytes>,
+}
+
+impl Numbered {
+    /// Add event `name` with body `v`, stamped with its type and the next sequence number.
+    fn push(&mut self, name: &str, mut v: Value) {
+        v["type"] = json!(name);
+        v["sequence_number"] = json!(self.next);
+        self.next += 1;
+        self.out.push(event(name, &v));
+    }
+}
+
 /// The events of a streamed Responses reply.
 pub(crate) fn responses_events(r: &Reply) -> Vec<Bytes> {
-    let mut seq = 0u64;
-    let mut ev = |name: &str, mut v: Value| {
-        v["type"] = json!(name);
-        v["sequence_number"] = json!(seq);
-        seq += 1;
-        event(name, &v)
+    let mut ev = Numbered {
+        next: 0,
+        out: Vec::new(),
     };
-    let mut out = vec![
-        ev(
-            "response.created",
-            json!({"response": response_obj(r, "in_progress", vec![], None)}),
-        ),
-        ev(
-            "response.in_progress",
-            json!({"response": response_obj(r, "in_progress", vec![], None)}),
-        ),
-    ];
+    ev.push(
+        "response.created",
+        json!({"response": response_obj(r, "in_progress", vec![], None)}),
+    );
+    ev.push(
+        "response.in_progress",
+        json!({"response": response_obj(r, "in_progress", vec![], None)}),
+    );
     let items = output_items(r);
     for (i, (b, item)) in r.blocks.iter().zip(&items).enumerate() {
         let item_id = item["id"].clone();
         match b {
-            Block::Thinking { .. } => {
-                out.push(ev(
-                    "response.output_item.added",
-                    json!({"output_index": i,
-                    "item": {"id": item_id, "type": "reasoning", "summary": []}}),
-                ));
-            }
-            Block::Text(t) => {
-                out.push(ev(
-                    "response.output_item.added",
-                    json!({"output_index": i,
-                    "item": {"id": item_id, "type": "message", "role": "assistant",
-                             "status": "in_progress", "content": []}}),
-                ));
-                let kind = if r.stop_reason == "refusal" {
-                    "refusal"
-                } else {
-                    "output_text"
-                };
-                out.push(ev(
-                    "response.content_part.added",
-                    json!({"item_id": item_id,
-                    "output_index": i, "content_index": 0, "part": text_part(r, "")}),
-                ));
-                for p in pieces(t) {
-                    out.push(ev(
-                        &format!("response.{kind}.delta"),
-                        json!({"item_id": item_id,
-                        "output_index": i, "content_index": 0, "delta": p}),
-                    ));
-                }
-                out.push(ev(
-                    &format!("response.{kind}.done"),
-                    json!({"item_id": item_id,
-                    "output_index": i, "content_index": 0, kind: t}),
-                ));
-                out.push(ev(
-                    "response.content_part.done",
-                    json!({"item_id": item_id,
-                    "output_index": i, "content_index": 0, "part": text_part(r, t)}),
-                ));
-            }
-            Block::ToolUse { .. } => {
-                let mut added = item.clone();
-                added["arguments"] = json!("");
-                added["status"] = json!("in_progress");
-                out.push(ev(
-                    "response.output_item.added",
-                    json!({"output_index": i, "item": added}),
-                ));
-                let args = item["arguments"].as_str().unwrap_or_default();
-                for p in pieces(args) {
-                    out.push(ev(
-                        "response.function_call_arguments.delta",
-                        json!({
-                        "item_id": item_id, "output_index": i, "delta": p}),
-                    ));
-                }
-                out.push(ev(
-                    "response.function_call_arguments.done",
-                    json!({
-                    "item_id": item_id, "output_index": i, "arguments": args}),
-                ));
-            }
+            Block::Thinking { .. } => ev.push(
+                "response.output_item.added",
+                json!({"output_index": i,
+                "item": {"id": item_id, "type": "reasoning", "summary": []}}),
+            ),
+            Block::Text(t) => text_item_events(&mut ev, r, i, &item_id, t),
+            Block::ToolUse { .. } => call_item_events(&mut ev, i, item),
         }
-        out.push(ev(
+        ev.push(
             "response.output_item.done",
             json!({"output_index": i, "item": item}),
-        ));
+        );
     }
     let (name, status) = if r.stop_reason == "max_tokens" {
         ("response.incomplete", "incomplete")
@@ -301,8 +255,71 @@ pub(crate) fn responses_events(r: &Reply) -> Vec<Bytes> {
         ("response.completed", "completed")
     };
     let done = response_obj(r, status, items, Some(responses_usage(r)));
-    out.push(ev(name, json!({"response": done})));
-    out
+    ev.push(name, json!({"response": done}));
+    ev.out
+}
+
+/// A message item's events up to (not including) its output_item.done: the text in pieces.
+fn text_item_events(ev: &mut Numbered, r: &Reply, i: usize, item_id: &Value, t: &str) {
+    ev.push(
+        "response.output_item.added",
+        json!({"output_index": i,
+        "item": {"id": item_id, "type": "message", "role": "assistant",
+                 "status": "in_progress", "content": []}}),
+    );
+    let kind = if r.stop_reason == "refusal" {
+        "refusal"
+    } else {
+        "output_text"
+    };
+    ev.push(
+        "response.content_part.added",
+        json!({"item_id": item_id,
+        "output_index": i, "content_index": 0, "part": text_part(r, "")}),
+    );
+    for p in pieces(t) {
+        ev.push(
+            &format!("response.{kind}.delta"),
+            json!({"item_id": item_id,
+            "output_index": i, "content_index": 0, "delta": p}),
+        );
+    }
+    ev.push(
+        &format!("response.{kind}.done"),
+        json!({"item_id": item_id,
+        "output_index": i, "content_index": 0, kind: t}),
+    );
+    ev.push(
+        "response.content_part.done",
+        json!({"item_id": item_id,
+        "output_index": i, "content_index": 0, "part": text_part(r, t)}),
+    );
+}
+
+/// A function call item's events up to (not including) its output_item.done: the arguments
+/// in pieces.
+fn call_item_events(ev: &mut Numbered, i: usize, item: &Value) {
+    let item_id = &item["id"];
+    let mut added = item.clone();
+    added["arguments"] = json!("");
+    added["status"] = json!("in_progress");
+    ev.push(
+        "response.output_item.added",
+        json!({"output_index": i, "item": added}),
+    );
+    let args = item["arguments"].as_str().unwrap_or_default();
+    for p in pieces(args) {
+        ev.push(
+            "response.function_call_arguments.delta",
+            json!({
+            "item_id": item_id, "output_index": i, "delta": p}),
+        );
+    }
+    ev.push(
+        "response.function_call_arguments.done",
+        json!({
+        "item_id": item_id, "output_index": i, "arguments": args}),
+    );
 }
 
 /// A whole Responses reply.
@@ -510,6 +527,7 @@ pub fn validate_responses(body: &Value) -> Result<(), String> {
         None => return Err("Missing required parameter: 'input'.".into()),
         Some(_) => return Err("Invalid 'input': expected a string or an array of items.".into()),
     };
+    // Each call id with whether an output answered it yet.
     let mut calls: Vec<(String, bool)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let at = format!("input[{i}]");
@@ -521,30 +539,7 @@ pub fn validate_responses(body: &Value) -> Result<(), String> {
                 ""
             });
         match kind {
-            "message" => {
-                let role = item["role"].as_str().unwrap_or("");
-                let allowed: &[&str] = match role {
-                    "user" | "system" | "developer" => &["input_text", "input_image"],
-                    "assistant" => &["output_text", "refusal"],
-                    other => return Err(format!("Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system' and 'developer'. ('{at}.role')")),
-                };
-                match &item["content"] {
-                    Value::String(_) => {}
-                    Value::Array(parts) => {
-                        for (k, p) in parts.iter().enumerate() {
-                            let t = p["type"].as_str().unwrap_or("");
-                            if !allowed.contains(&t) {
-                                return Err(format!("Invalid value: '{t}'. Supported values for role '{role}' are: {}. ('{at}.content[{k}].type')", allowed.join(", ")));
-                            }
-                        }
-                    }
-                    _ => {
-                        return Err(format!(
-                            "Invalid '{at}.content': expected a string or an array."
-                        ))
-                    }
-                }
-            }
+            "message" => check_input_message(item, &at)?,
             "function_call" => {
                 let id = item["call_id"].as_str().unwrap_or("");
                 if id.is_empty()
@@ -557,47 +552,96 @@ pub fn validate_responses(body: &Value) -> Result<(), String> {
                 }
                 calls.push((id.to_owned(), false));
             }
-            "function_call_output" => {
-                let id = item["call_id"].as_str().unwrap_or("");
-                match calls.iter_mut().find(|(c, _)| c == id) {
-                    Some(c) => c.1 = true,
-                    None => {
-                        return Err(format!(
-                            "No tool call found for function call output with call_id {id}."
-                        ))
-                    }
-                }
-                if !item["output"].is_string() && !item["output"].is_array() {
-                    return Err(format!("Invalid '{at}.output': expected a string."));
-                }
-            }
-            "reasoning" => {
-                if !stored {
-                    if let Some(id) = item.get("id").and_then(Value::as_str) {
-                        return Err(format!("Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."));
-                    }
-                }
-                let summary: String = item["summary"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|s| s["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
-                match item["encrypted_content"].as_str() {
-                    Some(enc) if enc == crate::validate::signature(&summary) => {}
-                    Some(_) => return Err(format!("The encrypted content for item {at} could not be verified.")),
-                    None => return Err(format!("Invalid '{at}': a reasoning item sent back without store needs its encrypted_content.")),
-                }
-                if items.get(i + 1).is_none_or(|n| n["type"] == "reasoning") {
-                    return Err(format!("Item '{at}' of type 'reasoning' was provided without its required following item."));
-                }
-            }
+            "function_call_output" => check_call_output(item, &at, &mut calls)?,
+            "reasoning" => check_reasoning(item, items.get(i + 1), &at, stored)?,
             other => return Err(format!("Invalid value: '{other}'. ('{at}.type')")),
         }
     }
     if let Some((id, _)) = calls.iter().find(|(_, answered)| !answered) {
         return Err(format!("No tool output found for function call {id}."));
+    }
+    Ok(())
+}
+
+/// A `message` input item: a known role, and content parts that role may send.
+fn check_input_message(item: &Value, at: &str) -> Result<(), String> {
+    let role = item["role"].as_str().unwrap_or("");
+    let allowed: &[&str] = match role {
+        "user" | "system" | "developer" => &["input_text", "input_image"],
+        "assistant" => &["output_text", "refusal"],
+        other => return Err(format!("Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system' and 'developer'. ('{at}.role')")),
+    };
+    match &item["content"] {
+        Value::String(_) => Ok(()),
+        Value::Array(parts) => {
+            for (k, p) in parts.iter().enumerate() {
+                let t = p["type"].as_str().unwrap_or("");
+                if !allowed.contains(&t) {
+                    return Err(format!("Invalid value: '{t}'. Supported values for role '{role}' are: {}. ('{at}.content[{k}].type')", allowed.join(", ")));
+                }
+            }
+            Ok(())
+        }
+        _ => Err(format!(
+            "Invalid '{at}.content': expected a string or an array."
+        )),
+    }
+}
+
+/// A `function_call_output` item: it answers an earlier call (marked answered) with output.
+fn check_call_output(item: &Value, at: &str, calls: &mut [(String, bool)]) -> Result<(), String> {
+    let id = item["call_id"].as_str().unwrap_or("");
+    match calls.iter_mut().find(|(c, _)| c == id) {
+        Some(c) => c.1 = true,
+        None => {
+            return Err(format!(
+                "No tool call found for function call output with call_id {id}."
+            ))
+        }
+    }
+    if !item["output"].is_string() && !item["output"].is_array() {
+        return Err(format!("Invalid '{at}.output': expected a string."));
+    }
+    Ok(())
+}
+
+/// A `reasoning` item: sent back whole (its encrypted content matching its summary) and
+/// followed (`next`) by the item it led to.
+fn check_reasoning(
+    item: &Value,
+    next: Option<&Value>,
+    at: &str,
+    stored: bool,
+) -> Result<(), String> {
+    if !stored {
+        if let Some(id) = item.get("id").and_then(Value::as_str) {
+            return Err(format!("Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."));
+        }
+    }
+    let summary: String = item["summary"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    match item["encrypted_content"].as_str() {
+        Some(enc) if enc == crate::validate::signature(&summary) => {}
+        Some(_) => {
+            return Err(format!(
+                "The encrypted content for item {at} could not be verified."
+            ))
+        }
+        None => {
+            return Err(format!(
+            "Invalid '{at}': a reasoning item sent back without store needs its encrypted_content."
+        ))
+        }
+    }
+    if next.is_none_or(|n| n["type"] == "reasoning") {
+        return Err(format!(
+            "Item '{at}' of type 'reasoning' was provided without its required following item."
+        ));
     }
     Ok(())
 }
@@ -608,63 +652,12 @@ pub fn validate_responses(body: &Value) -> Result<(), String> {
 /// The request in the Messages API's shape: system, messages (text, tool_use, tool_result and
 /// thinking blocks, roles alternating as the Messages API has them), tool names, model.
 pub fn view(d: Dialect, body: &Value) -> Value {
-    let mut system = Vec::new();
-    let mut messages: Vec<Value> = Vec::new();
-    let mut push = |role: &str, block: Value| match messages.last_mut() {
-        Some(m) if m["role"] == role => {
-            if let Some(c) = m["content"].as_array_mut() {
-                c.push(block);
-            }
-        }
-        _ => messages.push(json!({"role": role, "content": [block]})),
-    };
-    let text_of = |c: &Value| -> Vec<String> {
-        match c {
-            Value::String(s) => vec![s.clone()],
-            Value::Array(ps) => ps
-                .iter()
-                .filter_map(|p| p["text"].as_str().map(str::to_owned))
-                .collect(),
-            _ => vec![],
-        }
-    };
+    let mut parts = ViewParts::default();
     let tools: Vec<Value> = match d {
         Dialect::Messages | Dialect::Vertex | Dialect::Bedrock => return body.clone(),
         Dialect::Chat => {
             for m in body["messages"].as_array().into_iter().flatten() {
-                match m["role"].as_str().unwrap_or("") {
-                    "system" | "developer" => {
-                        for t in text_of(&m["content"]) {
-                            system.push(json!({"type": "text", "text": t}));
-                        }
-                    }
-                    "user" => {
-                        for t in text_of(&m["content"]) {
-                            push("user", json!({"type": "text", "text": t}));
-                        }
-                    }
-                    "assistant" => {
-                        for t in text_of(&m["content"]) {
-                            push("assistant", json!({"type": "text", "text": t}));
-                        }
-                        for c in m["tool_calls"].as_array().into_iter().flatten() {
-                            let args = c["function"]["arguments"].as_str().unwrap_or("{}");
-                            push(
-                                "assistant",
-                                json!({"type": "tool_use", "id": c["id"],
-                                "name": c["function"]["name"],
-                                "input": serde_json::from_str::<Value>(args).unwrap_or(Value::Null)}),
-                            );
-                        }
-                    }
-                    "tool" => push(
-                        "user",
-                        json!({"type": "tool_result",
-                        "tool_use_id": m["tool_call_id"],
-                        "content": text_of(&m["content"]).join("\n")}),
-                    ),
-                    _ => {}
-                }
+                parts.chat_message(m);
             }
             body["tools"]
                 .as_array()
@@ -675,7 +668,7 @@ pub fn view(d: Dialect, body: &Value) -> Value {
         }
         Dialect::Responses => {
             if let Some(i) = body["instructions"].as_str() {
-                system.push(json!({"type": "text", "text": i}));
+                parts.system.push(json!({"type": "text", "text": i}));
             }
             let input = match &body["input"] {
                 Value::String(s) => vec![json!({"type": "message", "role": "user", "content": s})],
@@ -683,43 +676,7 @@ pub fn view(d: Dialect, body: &Value) -> Value {
                 _ => vec![],
             };
             for item in &input {
-                match item["type"].as_str().unwrap_or("message") {
-                    "message" => {
-                        let role = match item["role"].as_str() {
-                            Some("assistant") => "assistant",
-                            Some("system" | "developer") => {
-                                for t in text_of(&item["content"]) {
-                                    system.push(json!({"type": "text", "text": t}));
-                                }
-                                continue;
-                            }
-                            _ => "user",
-                        };
-                        for t in text_of(&item["content"]) {
-                            push(role, json!({"type": "text", "text": t}));
-                        }
-                    }
-                    "function_call" => {
-                        let args = item["arguments"].as_str().unwrap_or("{}");
-                        push(
-                            "assistant",
-                            json!({"type": "tool_use", "id": item["call_id"],
-                            "name": item["name"],
-                            "input": serde_json::from_str::<Value>(args).unwrap_or(Value::Null)}),
-                        );
-                    }
-                    "function_call_output" => push(
-                        "user",
-                        json!({"type": "tool_result",
-                        "tool_use_id": item["call_id"], "content": text_of(&item["output"]).join("\n")}),
-                    ),
-                    "reasoning" => push(
-                        "assistant",
-                        json!({"type": "thinking",
-                        "thinking": item["summary"][0]["text"], "signature": item["encrypted_content"]}),
-                    ),
-                    _ => {}
-                }
+                parts.responses_item(item);
             }
             body["tools"]
                 .as_array()
@@ -729,12 +686,119 @@ pub fn view(d: Dialect, body: &Value) -> Value {
                 .collect()
         }
     };
-    let mut v = json!({"model": body["model"], "system": system, "messages": messages,
-                       "stream": body["stream"]});
+    let mut v = json!({"model": body["model"], "system": parts.system,
+                       "messages": parts.messages, "stream": body["stream"]});
     if !tools.is_empty() {
         v["tools"] = Value::Array(tools);
     }
     v
+}
+
+/// The system blocks and messages of a view, built up one request message or item at a time.
+#[derive(Default)]
+struct ViewParts {
+    system: Vec<Value>,
+    messages: Vec<Value>,
+}
+
+/// The texts of a content value: a string, or the `text` of each part of an array.
+fn text_of(c: &Value) -> Vec<String> {
+    match c {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(ps) => ps
+            .iter()
+            .filter_map(|p| p["text"].as_str().map(str::to_owned))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+impl ViewParts {
+    /// Add a block to the last message when it has this role, else start a message with it.
+    fn push(&mut self, role: &str, block: Value) {
+        match self.messages.last_mut() {
+            Some(m) if m["role"] == role => {
+                if let Some(c) = m["content"].as_array_mut() {
+                    c.push(block);
+                }
+            }
+            _ => self
+                .messages
+                .push(json!({"role": role, "content": [block]})),
+        }
+    }
+
+    /// Add the texts of `content` as system blocks.
+    fn system_texts(&mut self, content: &Value) {
+        for t in text_of(content) {
+            self.system.push(json!({"type": "text", "text": t}));
+        }
+    }
+
+    /// Add the texts of `content` as text blocks of `role`.
+    fn texts(&mut self, role: &str, content: &Value) {
+        for t in text_of(content) {
+            self.push(role, json!({"type": "text", "text": t}));
+        }
+    }
+
+    /// Add one Chat Completions message.
+    fn chat_message(&mut self, m: &Value) {
+        match m["role"].as_str().unwrap_or("") {
+            "system" | "developer" => self.system_texts(&m["content"]),
+            "user" => self.texts("user", &m["content"]),
+            "assistant" => {
+                self.texts("assistant", &m["content"]);
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    let args = c["function"]["arguments"].as_str().unwrap_or("{}");
+                    self.push(
+                        "assistant",
+                        json!({"type": "tool_use", "id": c["id"],
+                        "name": c["function"]["name"],
+                        "input": serde_json::from_str::<Value>(args).unwrap_or(Value::Null)}),
+                    );
+                }
+            }
+            "tool" => self.push(
+                "user",
+                json!({"type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": text_of(&m["content"]).join("\n")}),
+            ),
+            _ => {}
+        }
+    }
+
+    /// Add one Responses input item.
+    fn responses_item(&mut self, item: &Value) {
+        match item["type"].as_str().unwrap_or("message") {
+            "message" => match item["role"].as_str() {
+                Some("assistant") => self.texts("assistant", &item["content"]),
+                Some("system" | "developer") => self.system_texts(&item["content"]),
+                _ => self.texts("user", &item["content"]),
+            },
+            "function_call" => {
+                let args = item["arguments"].as_str().unwrap_or("{}");
+                self.push(
+                    "assistant",
+                    json!({"type": "tool_use", "id": item["call_id"],
+                    "name": item["name"],
+                    "input": serde_json::from_str::<Value>(args).unwrap_or(Value::Null)}),
+                );
+            }
+            "function_call_output" => self.push(
+                "user",
+                json!({"type": "tool_result",
+                "tool_use_id": item["call_id"], "content": text_of(&item["output"]).join("\n")}),
+            ),
+            "reasoning" => self.push(
+                "assistant",
+                json!({"type": "thinking",
+                "thinking": item["summary"][0]["text"], "signature": item["encrypted_content"]}),
+            ),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

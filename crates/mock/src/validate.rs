@@ -129,32 +129,11 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
         let m = m
             .as_object()
             .ok_or_else(|| format!("messages.{i}: each message must be an object"))?;
-        let role = match m.get("role").and_then(Value::as_str) {
-            Some(r @ ("user" | "assistant" | "system")) => r,
-            Some(other) => {
-                return Err(format!(
-                    "messages.{i}.role: must be \"user\" or \"assistant\", found \"{other}\""
-                ))
-            }
-            None => return Err(format!("messages.{i}.role: field required")),
-        };
-        if i == 0 && role != "user" {
-            return Err(format!(
-                "messages.0: the first message must use the \"user\" role, found \"{role}\""
-            ));
-        }
+        let role = message_role(m, i)?;
         let blocks = content_blocks(m, i)?;
 
         if role == "system" {
-            // The real CLI sends a mid-conversation `role: "system"` message (an environment
-            // block); it is text only and does not take part in alternation or tool pairing.
-            for (k, b) in blocks.iter().enumerate() {
-                if b.get("type").and_then(Value::as_str) != Some("text") {
-                    return Err(format!(
-                        "messages.{i}.content.{k}: system messages may only contain text blocks"
-                    ));
-                }
-            }
+            check_system_message(&blocks, i)?;
             continue;
         }
 
@@ -167,123 +146,7 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
             }
         }
 
-        let mut tool_uses = Vec::new();
-        let mut results: HashSet<&str> = HashSet::new();
-        for (k, b) in blocks.iter().enumerate() {
-            let at = format!("messages.{i}.content.{k}");
-            match b.get("type").and_then(Value::as_str) {
-                Some("text") => check_text(b, &at)?,
-                Some("tool_use") => {
-                    if role != "assistant" {
-                        return Err(format!(
-                            "{at}: tool_use blocks may only appear in assistant messages"
-                        ));
-                    }
-                    let id = match b.get("id") {
-                        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                        _ => return Err(format!("{at}.id: field required (a non-empty string)")),
-                    };
-                    if !matches!(b.get("name"), Some(Value::String(s)) if !s.is_empty()) {
-                        return Err(format!("{at}.name: field required (a non-empty string)"));
-                    }
-                    if !b.get("input").is_some_and(Value::is_object) {
-                        return Err(format!("{at}.input: must be a JSON object"));
-                    }
-                    if !seen_ids.insert(id.clone()) {
-                        return Err(format!(
-                            "{at}: tool_use ids must be unique; `{id}` is used more than once"
-                        ));
-                    }
-                    tool_uses.push(id);
-                }
-                Some("tool_result") => {
-                    if role != "user" {
-                        return Err(format!(
-                            "{at}: tool_result blocks may only appear in user messages"
-                        ));
-                    }
-                    let id = match b.get("tool_use_id") {
-                        Some(Value::String(s)) if !s.is_empty() => s.as_str(),
-                        _ => {
-                            return Err(format!(
-                                "{at}.tool_use_id: field required (a non-empty string)"
-                            ))
-                        }
-                    };
-                    let expected = pending
-                        .as_ref()
-                        .is_some_and(|p| p.ids.iter().any(|x| x == id));
-                    if !expected {
-                        return Err(format!(
-                            "{at}: unexpected tool_use_id found in tool_result blocks: {id}. \
-                             Each tool_result block must answer a tool_use block of the \
-                             previous message."
-                        ));
-                    }
-                    if let Some(Value::Array(inner)) = b.get("content") {
-                        for (n, c) in inner.iter().enumerate() {
-                            let at = format!("{at}.content.{n}");
-                            let c = c
-                                .as_object()
-                                .ok_or_else(|| format!("{at}: must be an object"))?;
-                            match c.get("type").and_then(Value::as_str) {
-                                Some("text") => check_text(c, &at)?,
-                                Some("image") => check_image(c, &at)?,
-                                other => {
-                                    return Err(format!(
-                                        "{at}.type: tool results may hold text and image blocks, found {other:?}"
-                                    ))
-                                }
-                            }
-                        }
-                    }
-                    if !results.insert(id) {
-                        return Err(format!(
-                            "{at}: each tool_use must have a single result; found more than one \
-                             tool_result for {id}"
-                        ));
-                    }
-                }
-                Some("thinking") => {
-                    if role != "assistant" {
-                        return Err(format!(
-                            "{at}: thinking blocks may only appear in assistant messages"
-                        ));
-                    }
-                    let thinking = b
-                        .get("thinking")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    match b.get("signature").and_then(Value::as_str) {
-                        Some(sig)
-                            if sig.starts_with(SIGNATURE_PREFIX) && sig != signature(thinking) =>
-                        {
-                            return Err(format!(
-                                "{at}.signature: invalid signature in thinking block: the thinking \
-                                 text or its signature was changed since the model wrote it"
-                            ))
-                        }
-                        Some(sig) if !sig.is_empty() => {}
-                        _ => return Err(format!("{at}.signature: field required")),
-                    }
-                }
-                Some("image") => {
-                    if role != "user" {
-                        return Err(format!(
-                            "{at}: image blocks may only appear in user messages"
-                        ));
-                    }
-                    check_image(b, &at)?;
-                }
-                Some("redacted_thinking") => {
-                    if !matches!(b.get("data"), Some(Value::String(d)) if !d.is_empty()) {
-                        return Err(format!("{at}.data: field required"));
-                    }
-                }
-                Some(_) => {}
-                None => return Err(format!("{at}.type: field required")),
-            }
-        }
+        let (tool_uses, results) = check_blocks(&blocks, i, role, pending.as_ref(), &mut seen_ids)?;
 
         if let Some(p) = pending.take() {
             let missing: Vec<&str> = p
@@ -309,6 +172,188 @@ fn check_messages(messages: &[Value]) -> Result<(), String> {
         return Err(unpaired(p.index, &ids));
     }
     Ok(())
+}
+
+/// The role of message `i`: user, assistant or system, and user for the first.
+fn message_role(m: &Map<String, Value>, i: usize) -> Result<&str, String> {
+    let role = match m.get("role").and_then(Value::as_str) {
+        Some(r @ ("user" | "assistant" | "system")) => r,
+        Some(other) => {
+            return Err(format!(
+                "messages.{i}.role: must be \"user\" or \"assistant\", found \"{other}\""
+            ))
+        }
+        None => return Err(format!("messages.{i}.role: field required")),
+    };
+    if i == 0 && role != "user" {
+        return Err(format!(
+            "messages.0: the first message must use the \"user\" role, found \"{role}\""
+        ));
+    }
+    Ok(role)
+}
+
+/// A mid-conversation `role: "system"` message, as the real CLI sends (an environment block):
+/// text only, and it takes no part in alternation or tool pairing.
+fn check_system_message(blocks: &[Map<String, Value>], i: usize) -> Result<(), String> {
+    for (k, b) in blocks.iter().enumerate() {
+        if b.get("type").and_then(Value::as_str) != Some("text") {
+            return Err(format!(
+                "messages.{i}.content.{k}: system messages may only contain text blocks"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check the blocks of message `i` (from `role`); returns the tool_use ids it asks for and the
+/// tool_use ids its tool_result blocks answer.
+fn check_blocks<'b>(
+    blocks: &'b [Map<String, Value>],
+    i: usize,
+    role: &str,
+    pending: Option<&Pending>,
+    seen_ids: &mut HashSet<String>,
+) -> Result<(Vec<String>, HashSet<&'b str>), String> {
+    let mut tool_uses = Vec::new();
+    let mut results: HashSet<&str> = HashSet::new();
+    for (k, b) in blocks.iter().enumerate() {
+        let at = format!("messages.{i}.content.{k}");
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => check_text(b, &at)?,
+            Some("tool_use") => tool_uses.push(check_tool_use(b, &at, role, seen_ids)?),
+            Some("tool_result") => {
+                let id = check_tool_result(b, &at, role, pending)?;
+                if !results.insert(id) {
+                    return Err(format!(
+                        "{at}: each tool_use must have a single result; found more than one \
+                         tool_result for {id}"
+                    ));
+                }
+            }
+            Some("thinking") => check_thinking(b, &at, role)?,
+            Some("image") => {
+                if role != "user" {
+                    return Err(format!(
+                        "{at}: image blocks may only appear in user messages"
+                    ));
+                }
+                check_image(b, &at)?;
+            }
+            Some("redacted_thinking") => {
+                if !matches!(b.get("data"), Some(Value::String(d)) if !d.is_empty()) {
+                    return Err(format!("{at}.data: field required"));
+                }
+            }
+            Some(_) => {}
+            None => return Err(format!("{at}.type: field required")),
+        }
+    }
+    Ok((tool_uses, results))
+}
+
+/// A tool_use block: in an assistant message, with a fresh id, a name and an object input.
+/// Returns its id, now remembered in `seen_ids`.
+fn check_tool_use(
+    b: &Map<String, Value>,
+    at: &str,
+    role: &str,
+    seen_ids: &mut HashSet<String>,
+) -> Result<String, String> {
+    if role != "assistant" {
+        return Err(format!(
+            "{at}: tool_use blocks may only appear in assistant messages"
+        ));
+    }
+    let id = match b.get("id") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return Err(format!("{at}.id: field required (a non-empty string)")),
+    };
+    if !matches!(b.get("name"), Some(Value::String(s)) if !s.is_empty()) {
+        return Err(format!("{at}.name: field required (a non-empty string)"));
+    }
+    if !b.get("input").is_some_and(Value::is_object) {
+        return Err(format!("{at}.input: must be a JSON object"));
+    }
+    if !seen_ids.insert(id.clone()) {
+        return Err(format!(
+            "{at}: tool_use ids must be unique; `{id}` is used more than once"
+        ));
+    }
+    Ok(id)
+}
+
+/// A tool_result block: in a user message, answering a tool_use of the previous message, its
+/// content text and image blocks. Returns the tool_use id it answers.
+fn check_tool_result<'b>(
+    b: &'b Map<String, Value>,
+    at: &str,
+    role: &str,
+    pending: Option<&Pending>,
+) -> Result<&'b str, String> {
+    if role != "user" {
+        return Err(format!(
+            "{at}: tool_result blocks may only appear in user messages"
+        ));
+    }
+    let id = match b.get("tool_use_id") {
+        Some(Value::String(s)) if !s.is_empty() => s.as_str(),
+        _ => {
+            return Err(format!(
+                "{at}.tool_use_id: field required (a non-empty string)"
+            ))
+        }
+    };
+    let expected = pending.is_some_and(|p| p.ids.iter().any(|x| x == id));
+    if !expected {
+        return Err(format!(
+            "{at}: unexpected tool_use_id found in tool_result blocks: {id}. \
+             Each tool_result block must answer a tool_use block of the \
+             previous message."
+        ));
+    }
+    if let Some(Value::Array(inner)) = b.get("content") {
+        for (n, c) in inner.iter().enumerate() {
+            let at = format!("{at}.content.{n}");
+            let c = c
+                .as_object()
+                .ok_or_else(|| format!("{at}: must be an object"))?;
+            match c.get("type").and_then(Value::as_str) {
+                Some("text") => check_text(c, &at)?,
+                Some("image") => check_image(c, &at)?,
+                other => {
+                    return Err(format!(
+                        "{at}.type: tool results may hold text and image blocks, found {other:?}"
+                    ))
+                }
+            }
+        }
+    }
+    Ok(id)
+}
+
+/// A thinking block: in an assistant message, with a signature that (when keel-mock wrote
+/// it) still matches the text.
+fn check_thinking(b: &Map<String, Value>, at: &str, role: &str) -> Result<(), String> {
+    if role != "assistant" {
+        return Err(format!(
+            "{at}: thinking blocks may only appear in assistant messages"
+        ));
+    }
+    let thinking = b
+        .get("thinking")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match b.get("signature").and_then(Value::as_str) {
+        Some(sig) if sig.starts_with(SIGNATURE_PREFIX) && sig != signature(thinking) => {
+            Err(format!(
+                "{at}.signature: invalid signature in thinking block: the thinking \
+                 text or its signature was changed since the model wrote it"
+            ))
+        }
+        Some(sig) if !sig.is_empty() => Ok(()),
+        _ => Err(format!("{at}.signature: field required")),
+    }
 }
 
 /// How keel-mock signs the thinking it writes, so that a changed thinking block is caught.

@@ -312,14 +312,7 @@ impl SessionBuilder {
             .as_ref()
             .map(|w| w.path().to_path_buf())
             .filter(|p| !p.as_os_str().is_empty());
-        let (tx, events) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
-        let mut emitter = Emitter::new(started.session_id.clone(), tx);
-        if let Some(w) = &started.writer {
-            emitter = emitter.with_persist(w.clone());
-        }
-        if let Some(m) = &o.mirror {
-            emitter = emitter.with_mirror(m.clone());
-        }
+        let (emitter, events) = session_emitter(o, &started);
         let limits = with_sandbox(
             with_spill_dir(limits, transcript_path.as_ref(), &started.session_id),
             sandbox,
@@ -569,6 +562,23 @@ fn remote_store(
             .map_err(|e| BuildError::Usage(format!("Error: {e}"))),
         None => Ok(None),
     }
+}
+
+/// The session's emitter and the receiving end of its events: persisted to the transcript
+/// (when there is one) and mirrored where the options ask.
+fn session_emitter(
+    o: &SessionOptions,
+    started: &start::SessionStart,
+) -> (Emitter, mpsc::Receiver<Emitted>) {
+    let (tx, events) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+    let mut emitter = Emitter::new(started.session_id.clone(), tx);
+    if let Some(w) = &started.writer {
+        emitter = emitter.with_persist(w.clone());
+    }
+    if let Some(m) = &o.mirror {
+        emitter = emitter.with_mirror(m.clone());
+    }
+    (emitter, events)
 }
 
 /// Bash runs in the OS sandbox, when there is one.

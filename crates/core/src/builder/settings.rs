@@ -341,12 +341,26 @@ fn read_provider(out: &mut SettingsRules, v: &Value, where_: &str) -> Result<(),
     }
 }
 
+/// Read one settings document `v` (from `where_`) into `out`: env, hooks, sandbox, permissions.
 fn apply(
     out: &mut SettingsRules,
     v: &Value,
     where_: &str,
     source: RuleSource,
 ) -> Result<(), BuildError> {
+    apply_env(out, v, where_)?;
+    if let Some(h) = v.get("hooks") {
+        let (hooks, notes) = crate::command_hooks::parse_settings_hooks(h, where_)
+            .map_err(|e| BuildError::Usage(format!("Error: settings {e}")))?;
+        out.hooks.extend(hooks);
+        out.hook_notes.extend(notes);
+    }
+    apply_sandbox(out, v, where_)?;
+    apply_permissions(out, v, where_, source)
+}
+
+/// `env`: the variables among keel's own tuning knobs; any value must be a scalar.
+fn apply_env(out: &mut SettingsRules, v: &Value, where_: &str) -> Result<(), BuildError> {
     match v.get("env") {
         None | Some(Value::Null) => {}
         Some(Value::Object(vars)) => {
@@ -375,12 +389,11 @@ fn apply(
             )))
         }
     }
-    if let Some(h) = v.get("hooks") {
-        let (hooks, notes) = crate::command_hooks::parse_settings_hooks(h, where_)
-            .map_err(|e| BuildError::Usage(format!("Error: settings {e}")))?;
-        out.hooks.extend(hooks);
-        out.hook_notes.extend(notes);
-    }
+    Ok(())
+}
+
+/// `sandbox`: a switch, or an object of enabled, network and writablePaths.
+fn apply_sandbox(out: &mut SettingsRules, v: &Value, where_: &str) -> Result<(), BuildError> {
     match v.get("sandbox") {
         None | Some(Value::Null) => {}
         Some(Value::Bool(b)) => out.sandbox_enabled = Some(*b),
@@ -438,6 +451,16 @@ fn apply(
             )))
         }
     }
+    Ok(())
+}
+
+/// `permissions`: allow, deny and ask rules, additional directories and the default mode.
+fn apply_permissions(
+    out: &mut SettingsRules,
+    v: &Value,
+    where_: &str,
+    source: RuleSource,
+) -> Result<(), BuildError> {
     let perms = match v.get("permissions") {
         None | Some(Value::Null) => return Ok(()),
         Some(p @ Value::Object(_)) => p,

@@ -571,42 +571,12 @@ impl Session {
                 return Ok(Taken::End(TurnEnd::Refused { text }));
             }
             "max_tokens" | "model_context_window_exceeded" => {
-                stats.cut_offs += 1;
-                stats.compact_next |= stop == "model_context_window_exceeded";
-                if stats.cut_offs > MAX_CUT_OFFS {
-                    stats.cut_text.push_str(&final_text);
-                    if let Some(p) = pending {
-                        self.close_unrun(p, |c| cut_off_text(&c.name), NonExecution::CutOff)
-                            .await?;
-                    }
-                    return Ok(Taken::End(TurnEnd::CutOff {
-                        text: std::mem::take(&mut stats.cut_text),
-                        times: stats.cut_offs - 1,
-                    }));
-                }
-                match pending.as_mut() {
-                    Some(p) => {
-                        if let Some(id) = &cut_call {
-                            let call = p.calls().iter().find(|c| &c.id == id).cloned();
-                            if let Some(call) = call {
-                                let block = ContentBlock::tool_result(
-                                    &call.id,
-                                    cut_off_text(&call.name),
-                                    true,
-                                );
-                                let _ = p.resolve(block.clone());
-                                self.emit_unrun(vec![block], NonExecution::CutOff).await?;
-                            }
-                        }
-                    }
-                    None => {
-                        // A text reply cut short: ask for the rest; the answer is the whole.
-                        stats.cut_text.push_str(&final_text);
-                        self.tell_model(vec![ContentBlock::text(CONTINUE_AFTER_CUT_OFF)])
-                            .await
-                            .map_err(TellError::into_emit)?;
-                        return Ok(Taken::Again);
-                    }
+                let cut_call = cut_call.as_deref();
+                let next = self
+                    .after_cut_off(&stop, &mut pending, cut_call, &final_text, stats)
+                    .await?;
+                if let Some(next) = next {
+                    return Ok(next);
                 }
             }
             "pause_turn" if pending.is_none() && stats.pauses < MAX_PAUSES => {
@@ -638,6 +608,47 @@ impl Session {
                 text: std::mem::take(&mut stats.cut_text) + &final_text,
             })),
         }
+    }
+
+    /// A reply cut off by the output or context limit: end the turn after too many in a row,
+    /// else close the call that was being written, or ask for the rest of a text reply.
+    /// `Some`: what comes next; `None`: go on with the reply's other calls.
+    async fn after_cut_off(
+        &mut self,
+        stop: &str,
+        pending: &mut Option<PendingResults>,
+        cut_call: Option<&str>,
+        final_text: &str,
+        stats: &mut TurnStats,
+    ) -> Result<Option<Taken>, EmitError> {
+        stats.cut_offs += 1;
+        stats.compact_next |= stop == "model_context_window_exceeded";
+        if stats.cut_offs > MAX_CUT_OFFS {
+            stats.cut_text.push_str(final_text);
+            if let Some(p) = pending.take() {
+                self.close_unrun(p, |c| cut_off_text(&c.name), NonExecution::CutOff)
+                    .await?;
+            }
+            return Ok(Some(Taken::End(TurnEnd::CutOff {
+                text: std::mem::take(&mut stats.cut_text),
+                times: stats.cut_offs - 1,
+            })));
+        }
+        let Some(p) = pending.as_mut() else {
+            // A text reply cut short: ask for the rest; the answer is the whole.
+            stats.cut_text.push_str(final_text);
+            self.tell_model(vec![ContentBlock::text(CONTINUE_AFTER_CUT_OFF)])
+                .await
+                .map_err(TellError::into_emit)?;
+            return Ok(Some(Taken::Again));
+        };
+        let call = cut_call.and_then(|id| p.calls().iter().find(|c| c.id == id).cloned());
+        if let Some(call) = call {
+            let block = ContentBlock::tool_result(&call.id, cut_off_text(&call.name), true);
+            let _ = p.resolve(block.clone());
+            self.emit_unrun(vec![block], NonExecution::CutOff).await?;
+        }
+        Ok(None)
     }
 
     /// Run the reply's calls and close their obligation. `Some(end)`: the turn is over.
