@@ -79,3 +79,70 @@ impl<T: TypedTool> Tool for T {
         self.prepare_call(input, tool_use_id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+    use crate::CancelToken;
+
+    /// Echo's input.
+    #[derive(Deserialize, JsonSchema)]
+    #[schemars(deny_unknown_fields)]
+    pub struct Input {
+        /// What to say back.
+        text: String,
+    }
+
+    /// Says its input back and counts how often its body ran.
+    struct Echo(AtomicUsize);
+
+    impl TypedTool for Echo {
+        type Input = Input;
+        const NAME: &'static str = "Echo";
+        const KIND: ToolKind = ToolKind::External;
+        const DESCRIPTION: &'static str = "Say the text back.";
+        const READ_ONLY: bool = true;
+
+        fn run<'a>(&'a self, input: Input, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move { ToolOutcome::ok(input.text) })
+        }
+    }
+
+    fn cx() -> ToolContext {
+        ToolContext::new(std::env::temp_dir(), CancelToken::new())
+    }
+
+    #[tokio::test]
+    async fn input_that_does_not_fit_never_reaches_the_body() {
+        let echo = Echo(AtomicUsize::new(0));
+        let got = echo.call(json!({"text": ["a list"]}), cx()).await;
+        let want = parse_input::<Input>("Echo", &json!({"text": ["a list"]}))
+            .err()
+            .unwrap();
+        assert_eq!(got, ToolOutcome::failed(want.to_string()));
+        assert!(
+            got.text().starts_with("Invalid input for Echo: `text`"),
+            "{got:?}"
+        );
+        assert_eq!(echo.0.load(Ordering::SeqCst), 0);
+        let ok = echo.call(json!({"text": "hi"}), cx()).await;
+        assert_eq!(ok, ToolOutcome::ok("hi"));
+        assert_eq!(echo.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_tool_is_offered_from_its_constants_and_input_type() {
+        let echo: &dyn Tool = &Echo(AtomicUsize::new(0));
+        assert_eq!((echo.name(), echo.kind()), ("Echo", ToolKind::External));
+        assert_eq!(echo.description(), "Say the text back.");
+        assert_eq!(echo.input_schema(), input_schema::<Input>());
+        assert_eq!(echo.input_schema()["required"], json!(["text"]));
+        assert!(echo.is_read_only(&json!({})));
+    }
+}
