@@ -5,14 +5,14 @@ use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::files::{
     check_fresh, decode, encode, open_for_read, replace_contents, FileStamp, ReadLedger,
 };
 use crate::fsutil::{job_failed, numbered, run_blocking, Cancelled};
-use crate::input::{input_schema, parse_input, InputError};
-use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+use crate::input::InputError;
+use crate::{show, BoxFuture, CancelToken, ToolContext, ToolOutcome};
 
 /// Replaces exact text in a file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -32,7 +32,7 @@ owner, mode and links. To create a new file, use Write.";
 /// Edit's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The file to edit: an absolute path, or one relative to the working directory.
     file_path: String,
     /// The exact text to replace.
@@ -43,32 +43,15 @@ struct Input {
     replace_all: Option<bool>,
 }
 
-impl Tool for EditTool {
-    fn name(&self) -> &'static str {
-        "Edit"
-    }
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::Edit
-    }
+impl crate::TypedTool for EditTool {
+    type Input = Input;
+    const NAME: &'static str = "Edit";
+    const KIND: crate::ToolKind = crate::ToolKind::Edit;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    const READ_ONLY: bool = false;
 
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        false
-    }
-
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match parse_input("Edit", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             if inp.old_string.is_empty() {
                 let rule = "`old_string` is empty. Give the exact text to replace; to create a \
                             new file, use Write.";
@@ -252,6 +235,7 @@ fn cut(line: &str, focus: Option<usize>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[test]
     fn schema_is_pinned() {

@@ -8,11 +8,11 @@ use std::time::SystemTime;
 use globset::{GlobBuilder, GlobMatcher};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::fsutil::{job_failed, run_blocking, Cancelled};
-use crate::input::{input_schema, parse_input, InputError};
-use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+use crate::input::InputError;
+use crate::{show, BoxFuture, CancelToken, ToolContext, ToolOutcome};
 
 /// Finds files by glob pattern.
 #[derive(Clone, Copy, Debug, Default)]
@@ -30,39 +30,22 @@ search file contents, use Grep.";
 /// Glob's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The glob to match against paths relative to `path`, e.g. `**/*.rs`.
     pattern: String,
     /// The directory to search in (default: the working directory).
     path: Option<String>,
 }
 
-impl Tool for GlobTool {
-    fn name(&self) -> &'static str {
-        "Glob"
-    }
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::Glob
-    }
+impl crate::TypedTool for GlobTool {
+    type Input = Input;
+    const NAME: &'static str = "Glob";
+    const KIND: crate::ToolKind = crate::ToolKind::Glob;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    const READ_ONLY: bool = true;
 
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match parse_input("Glob", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             if inp.pattern.trim().is_empty() {
                 let rule = "`pattern` is empty; give a glob such as `**/*.rs`.";
                 return InputError::rule("Glob", rule).into();
@@ -205,6 +188,7 @@ fn absolute(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[test]
     fn schema_is_pinned() {

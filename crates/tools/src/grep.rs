@@ -9,11 +9,11 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::fsutil::{job_failed, run_blocking, Cancelled};
-use crate::input::{input_schema, parse_input, InputError};
-use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+use crate::input::InputError;
+use crate::{show, BoxFuture, CancelToken, ToolContext, ToolOutcome};
 
 /// Searches file contents with a regular expression.
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,7 +33,7 @@ Use this instead of running grep or rg through Bash.";
 /// Grep's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The regular expression to search for.
     pattern: String,
     /// The file or directory to search (default: the working directory).
@@ -142,29 +142,16 @@ impl From<Option<Found>> for Searched {
 /// than needed.
 const BATCH: usize = 512;
 
-impl Tool for GrepTool {
-    fn name(&self) -> &'static str {
-        "Grep"
-    }
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::Grep
-    }
+impl crate::TypedTool for GrepTool {
+    type Input = Input;
+    const NAME: &'static str = "Grep";
+    const KIND: crate::ToolKind = crate::ToolKind::Grep;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    const READ_ONLY: bool = true;
 
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let search = match prepare(&input, &cx) {
+            let search = match prepare(inp, &cx) {
                 Ok(s) => s,
                 Err(e) => return ToolOutcome::failed(e.to_string()),
             };
@@ -204,8 +191,7 @@ fn nonneg(name: &str, v: Option<i64>) -> Result<Option<usize>, InputError> {
     }
 }
 
-fn prepare(input: &Value, cx: &ToolContext) -> Result<Search, PrepareError> {
-    let inp: Input = parse_input("Grep", input)?;
+fn prepare(inp: Input, cx: &ToolContext) -> Result<Search, PrepareError> {
     if inp.pattern.is_empty() {
         return Err(rule("`pattern` is empty; give a regular expression.").into());
     }
@@ -719,6 +705,7 @@ impl Sink for FileSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[test]
     fn schema_is_pinned() {

@@ -29,6 +29,7 @@ pub use keel_policy::shell;
 mod stamp;
 mod supervise;
 pub mod todo;
+mod typed;
 pub mod walk;
 pub mod web;
 pub mod write;
@@ -54,6 +55,7 @@ pub use read::ReadTool;
 use serde_json::Value;
 pub use shell::is_read_only_command;
 pub use todo::TodoWriteTool;
+pub use typed::TypedTool;
 pub use web::{WebFetchTool, WebSearchTool};
 pub use write::WriteTool;
 

@@ -16,10 +16,8 @@ use serde_json::{json, Map, Value};
 
 use crate::files::{check_fresh, open_for_read, refuse_kind, replace_contents, FileStamp};
 use crate::fsutil::{job_failed, run_blocking, Cancelled};
-use crate::input::{input_schema, parse_input, InputError};
-use crate::{
-    show, BoxFuture, CancelToken, Checkpoints, ReadLedger, Tool, ToolContext, ToolOutcome,
-};
+use crate::input::InputError;
+use crate::{show, BoxFuture, CancelToken, Checkpoints, ReadLedger, ToolContext, ToolOutcome};
 
 /// The largest notebook read or edited.
 pub const MAX_NOTEBOOK_BYTES: u64 = 32 * 1024 * 1024;
@@ -60,7 +58,7 @@ enum CellType {
 /// NotebookEdit's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The notebook: an absolute path, or one relative to the working directory.
     notebook_path: String,
     /// The cell to change (or to insert after): its id, or `cell-N` for the N-th cell from 0.
@@ -73,33 +71,15 @@ struct Input {
     edit_mode: Option<EditMode>,
 }
 
-impl Tool for NotebookEditTool {
-    fn name(&self) -> &'static str {
-        "NotebookEdit"
-    }
+impl crate::TypedTool for NotebookEditTool {
+    type Input = Input;
+    const NAME: &'static str = "NotebookEdit";
+    const KIND: crate::ToolKind = crate::ToolKind::NotebookEdit;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    const READ_ONLY: bool = false;
 
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::NotebookEdit
-    }
-
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        false
-    }
-
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match parse_input("NotebookEdit", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             let mode = inp.edit_mode.unwrap_or(EditMode::Replace);
             if mode == EditMode::Insert && inp.cell_type.is_none() {
                 let rule = "`cell_type` is required to insert a cell (code or markdown).";

@@ -11,9 +11,9 @@ use crate::files::{open_for_read, Encoding, FileStamp, ReadLedger};
 use crate::fsutil::{
     human_size, job_failed, looks_binary, numbered, run_blocking, Cancelled, SNIFF_BYTES,
 };
-use crate::input::{input_schema, parse_input, InputError};
+use crate::input::InputError;
 use crate::lineindex::{self, Found};
-use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+use crate::{show, BoxFuture, CancelToken, ToolContext, ToolOutcome};
 
 /// Reads a text file with line numbers.
 #[derive(Clone, Copy, Debug, Default)]
@@ -39,7 +39,7 @@ Read a file before editing it, so your edit matches its exact text.";
 /// Read's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The file to read: an absolute path, or one relative to the working directory.
     file_path: String,
     /// The line to start at, counting from 1 (default 1).
@@ -48,32 +48,15 @@ struct Input {
     limit: Option<i64>,
 }
 
-impl Tool for ReadTool {
-    fn name(&self) -> &'static str {
-        "Read"
-    }
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::Read
-    }
+impl crate::TypedTool for ReadTool {
+    type Input = Input;
+    const NAME: &'static str = "Read";
+    const KIND: crate::ToolKind = crate::ToolKind::Read;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    const READ_ONLY: bool = true;
 
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match parse_input("Read", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             let start = match inp.offset {
                 None | Some(0) => 1,
                 Some(n) if n < 0 => {
@@ -556,6 +539,7 @@ fn render(path: &Path, start: usize, w: Window) -> ToolOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[test]
     fn schema_is_pinned() {

@@ -9,10 +9,10 @@ use std::sync::Mutex;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::input::{input_schema, parse_input, InputError};
-use crate::{BoxFuture, Tool, ToolContext, ToolOutcome};
+use crate::input::InputError;
+use crate::{BoxFuture, ToolContext, ToolOutcome};
 
 /// The most items a list may hold.
 pub const MAX_TODOS: usize = 100;
@@ -71,7 +71,7 @@ pub struct Todo {
 /// TodoWrite's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The whole updated task list.
     todos: Vec<Todo>,
 }
@@ -102,34 +102,16 @@ fn check(todos: &[Todo]) -> Option<String> {
     None
 }
 
-impl Tool for TodoWriteTool {
-    fn name(&self) -> &'static str {
-        "TodoWrite"
-    }
-
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::TodoWrite
-    }
-
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
+impl crate::TypedTool for TodoWriteTool {
+    type Input = Input;
+    const NAME: &'static str = "TodoWrite";
+    const KIND: crate::ToolKind = crate::ToolKind::TodoWrite;
+    const DESCRIPTION: &'static str = DESCRIPTION;
     /// It changes no file and runs nothing: a list in memory.
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
+    const READ_ONLY: bool = true;
 
-    fn call<'a>(&'a self, input: Value, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match parse_input("TodoWrite", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             if let Some(why) = check(&inp.todos) {
                 return InputError::rule("TodoWrite", why).into();
             }
@@ -156,6 +138,8 @@ impl Tool for TodoWriteTool {
 mod tests {
     use super::*;
     use crate::CancelToken;
+    use crate::Tool;
+    use serde_json::Value;
 
     fn todo(content: &str, status: &str) -> Value {
         json!({"content": content, "status": status, "activeForm": format!("{content}ing")})

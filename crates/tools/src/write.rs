@@ -4,12 +4,11 @@ use std::io;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::files::{check_fresh, refuse_kind, replace_contents, FileStamp, ReadLedger};
 use crate::fsutil::{run_blocking, Cancelled};
-use crate::input::{input_schema, parse_input};
-use crate::{show, BoxFuture, CancelToken, Tool, ToolContext, ToolOutcome};
+use crate::{show, BoxFuture, CancelToken, ToolContext, ToolOutcome};
 
 /// Creates or overwrites a file.
 #[derive(Clone, Copy, Debug, Default)]
@@ -23,39 +22,22 @@ links. To change part of an existing file, prefer Edit.";
 /// Write's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The file to write: an absolute path, or one relative to the working directory.
     file_path: String,
     /// The full new content of the file.
     content: String,
 }
 
-impl Tool for WriteTool {
-    fn name(&self) -> &'static str {
-        "Write"
-    }
-    fn kind(&self) -> crate::ToolKind {
-        crate::ToolKind::Write
-    }
+impl crate::TypedTool for WriteTool {
+    type Input = Input;
+    const NAME: &'static str = "Write";
+    const KIND: crate::ToolKind = crate::ToolKind::Write;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    const READ_ONLY: bool = false;
 
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        false
-    }
-
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: Input = match parse_input("Write", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             let path = cx.target(&inp.file_path);
             let reads = cx.reads.clone();
             let checkpoints = cx.checkpoints.clone();
@@ -133,6 +115,7 @@ fn write_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
 
     #[test]
     fn schema_is_pinned() {

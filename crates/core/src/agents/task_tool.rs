@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use keel_protocol::{CancelReason, ContentBlock};
 use keel_tools::{
-    input_schema, parse_input, BoxFuture, CancelToken, Tool, ToolContext, ToolKind, ToolOutcome,
+    input_schema, BoxFuture, CancelToken, Tool, ToolContext, ToolKind, ToolOutcome, TypedTool,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -59,8 +59,9 @@ impl TaskTool {
     }
 }
 
+/// Task's input.
 #[derive(Debug, Deserialize, JsonSchema)]
-struct Input {
+pub struct Input {
     /// A short (3-5 word) label for the task.
     description: String,
     /// The task, complete and self-contained.
@@ -100,8 +101,9 @@ enum StartError {
     NotKept(String),
 }
 
-fn parse(input: &Value) -> Result<Input, StartError> {
-    let mut i: Input = parse_input("Task", input)?;
+/// Task's own rules on an input that fits its schema: a prompt with words in it; an empty
+/// `resume` or `model` counts as none.
+fn check(mut i: Input) -> Result<Input, StartError> {
     if i.prompt.trim().is_empty() {
         return Err(StartError::NoPrompt);
     }
@@ -110,17 +112,15 @@ fn parse(input: &Value) -> Result<Input, StartError> {
     Ok(i)
 }
 
-impl Tool for TaskTool {
-    fn name(&self) -> &'static str {
-        "Task"
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Task
-    }
-    fn description(&self) -> &'static str {
-        "Delegate a task to a subagent that works on its own and reports back. Give it a complete, self-contained prompt: it sees nothing of this conversation. Pick subagent_type from the available agent types (general-purpose for anything; Explore and Plan are read-only). run_in_background starts it as a background task and returns its id at once. resume continues an earlier subagent by its agent id, with its history."
-    }
-    fn input_schema(&self) -> Value {
+impl TypedTool for TaskTool {
+    type Input = Input;
+    const NAME: &'static str = "Task";
+    const KIND: ToolKind = ToolKind::Task;
+    const DESCRIPTION: &'static str = "Delegate a task to a subagent that works on its own and reports back. Give it a complete, self-contained prompt: it sees nothing of this conversation. Pick subagent_type from the available agent types (general-purpose for anything; Explore and Plan are read-only). run_in_background starts it as a background task and returns its id at once. resume continues an earlier subagent by its agent id, with its history.";
+    // A subagent's own calls are checked against the session's live permissions.
+    const READ_ONLY: bool = true;
+
+    fn schema(&self) -> Value {
         let mut schema = input_schema::<Input>();
         // The agent types change while a session runs (a host may add some): list them now.
         let types = format!(
@@ -130,13 +130,10 @@ impl Tool for TaskTool {
         schema["properties"]["subagent_type"]["description"] = json!(types);
         schema
     }
-    fn is_read_only(&self, _: &Value) -> bool {
-        // A subagent's own calls are checked against the session's live permissions.
-        true
-    }
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp = match parse(&input) {
+            let inp = match check(inp) {
                 Ok(i) => i,
                 Err(e) => return ToolOutcome::failed(e.to_string()),
             };
@@ -522,6 +519,7 @@ fn explain(s: &TaskStatus) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_tools::parse_input;
     use pretty_assertions::assert_eq;
 
     #[test]
@@ -530,12 +528,13 @@ mod tests {
             input_schema::<Input>()["required"],
             json!(["description", "prompt", "subagent_type"])
         );
-        let e = parse(&json!({"description": "d", "prompt": "  ", "subagent_type": "Plan"}))
+        let parse = |v: Value| check(parse_input::<Input>("Task", &v)?);
+        let e = parse(json!({"description": "d", "prompt": "  ", "subagent_type": "Plan"}))
             .err()
             .unwrap();
         assert!(matches!(e, StartError::NoPrompt), "{e}");
         let i = parse(
-            &json!({"description": "d", "prompt": "p", "subagent_type": "Plan",
+            json!({"description": "d", "prompt": "p", "subagent_type": "Plan",
             "run_in_background": "true", "resume": ""}),
         )
         .unwrap();

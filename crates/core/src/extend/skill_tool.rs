@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use keel_tools::{input_schema, parse_input, BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use keel_tools::{BoxFuture, ToolContext, ToolKind, ToolOutcome, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::Extensions;
 
@@ -16,8 +16,14 @@ pub const SKILL_TOOL: &str = "Skill";
 /// The most bytes of the tool's description (the skills' listing included).
 pub const LISTING_LIMIT: usize = 16 * 1024;
 
+/// What the description says before it lists the skills.
+const INTRO: &str = "Load a skill: a set of instructions (and files beside them) for a kind of \
+task. When a task matches a skill's description, load it before starting the task, then follow \
+what it says. The skill's text arrives in the next message. Skills available here:\n";
+
+/// The Skill tool's input.
 #[derive(Debug, Deserialize, JsonSchema)]
-struct SkillInput {
+pub(crate) struct SkillInput {
     /// The skill's name, as listed.
     skill: String,
     /// Arguments for the skill (they replace `$ARGUMENTS` in it).
@@ -33,11 +39,7 @@ pub(crate) struct SkillTool {
 impl SkillTool {
     /// The tool for the skills of `ext`; its description lists them (name and description).
     pub(crate) fn new(ext: Arc<Extensions>) -> Self {
-        let mut description = String::from(
-            "Load a skill: a set of instructions (and files beside them) for a kind of task. \
-When a task matches a skill's description, load it before starting the task, then follow what it \
-says. The skill's text arrives in the next message. Skills available here:\n",
-        );
+        let mut description = String::from(INTRO);
         // Bounded: hundreds of long descriptions would crowd every request.
         let mut left = ext.skills.len();
         for s in &ext.skills {
@@ -55,29 +57,21 @@ says. The skill's text arrives in the next message. Skills available here:\n",
     }
 }
 
-impl Tool for SkillTool {
-    fn name(&self) -> &str {
-        SKILL_TOOL
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::Skill
-    }
-    fn description(&self) -> &str {
+impl TypedTool for SkillTool {
+    type Input = SkillInput;
+    const NAME: &'static str = SKILL_TOOL;
+    const KIND: ToolKind = ToolKind::Skill;
+    const DESCRIPTION: &'static str = INTRO;
+    // It only adds text to the conversation, as memory files do.
+    const READ_ONLY: bool = true;
+
+    /// The introduction and the listing of this session's skills.
+    fn describe(&self) -> &str {
         &self.description
     }
-    fn input_schema(&self) -> Value {
-        input_schema::<SkillInput>()
-    }
-    // It only adds text to the conversation, as memory files do.
-    fn is_read_only(&self, _: &Value) -> bool {
-        true
-    }
-    fn call<'a>(&'a self, input: Value, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+
+    fn run<'a>(&'a self, inp: SkillInput, _cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: SkillInput = match parse_input(SKILL_TOOL, &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             let name = inp.skill.trim().trim_start_matches('/');
             let args = inp.args.unwrap_or_default();
             match self.ext.skill_text(name, &args) {
@@ -107,6 +101,7 @@ impl Tool for SkillTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use keel_tools::Tool;
 
     #[test]
     fn the_listing_is_bounded_and_says_what_it_left_out() {

@@ -14,7 +14,7 @@ mod tools;
 use log::{last_line, summary};
 pub(crate) use log::{read_log, shell_quote};
 
-pub use tools::{BackgroundBash, TaskOutputTool, TaskStopTool};
+pub use tools::{BackgroundBash, OutputInput, TaskOutputTool, TaskStopTool};
 
 use std::future::Future;
 use std::path::PathBuf;

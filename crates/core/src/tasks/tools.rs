@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_tools::{input_schema, parse_input, BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use keel_tools::{
+    input_schema, parse_input, BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome, TypedTool,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -22,8 +24,9 @@ pub struct TaskStopTool {
     pub kind: ToolKind,
 }
 
+/// TaskOutput's input.
 #[derive(Debug, Deserialize, JsonSchema)]
-struct OutputInput {
+pub struct OutputInput {
     /// The id the task was started with.
     task_id: String,
     /// Wait for the task to end (default true).
@@ -45,28 +48,15 @@ struct KillShellInput {
     shell_id: String,
 }
 
-impl Tool for TaskOutputTool {
-    fn name(&self) -> &'static str {
-        "TaskOutput"
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::TaskOutput
-    }
-    fn description(&self) -> &'static str {
-        "Get the status and output of a background task (a background shell or subagent). With block=true (the default) it waits until the task ends or the timeout passes, then reports; a task still running is reported as running."
-    }
-    fn input_schema(&self) -> Value {
-        input_schema::<OutputInput>()
-    }
-    fn is_read_only(&self, _: &Value) -> bool {
-        true
-    }
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+impl TypedTool for TaskOutputTool {
+    type Input = OutputInput;
+    const NAME: &'static str = "TaskOutput";
+    const KIND: ToolKind = ToolKind::TaskOutput;
+    const DESCRIPTION: &'static str = "Get the status and output of a background task (a background shell or subagent). With block=true (the default) it waits until the task ends or the timeout passes, then reports; a task still running is reported as running.";
+    const READ_ONLY: bool = true;
+
+    fn run<'a>(&'a self, inp: OutputInput, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
-            let inp: OutputInput = match parse_input("TaskOutput", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             let id = inp.task_id;
             let block = inp.block.unwrap_or(true);
             let ms = match inp.timeout {

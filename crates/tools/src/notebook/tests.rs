@@ -1,5 +1,5 @@
 use super::*;
-use crate::{CancelToken, ReadTool};
+use crate::{CancelToken, ReadTool, Tool};
 
 const NB: &str = r##"{
  "cells": [

@@ -6,14 +6,13 @@ use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::fetch::{
     effective_url, fetch, parse_url, rule_host, FetchCx, FetchLimits, Page, Resolver,
 };
 use super::{html, DigestRequest, HostPermit, WebError, WebHost, WebModelError};
-use crate::input::{input_schema, parse_input};
-use crate::{BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use crate::{BoxFuture, ToolContext, ToolKind, ToolOutcome};
 
 /// The longest URL accepted.
 pub const MAX_URL_CHARS: usize = 2000;
@@ -30,7 +29,7 @@ only HTML, text, markdown and JSON are read. Say in `prompt` exactly what you ne
 /// WebFetch's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// The URL to fetch (http or https).
     url: String,
     /// What to find out from the page.
@@ -88,31 +87,18 @@ fn cut(text: String, max: usize) -> (String, bool) {
 /// How long turning a fetched page into text may take.
 const CONVERT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-impl Tool for WebFetchTool {
-    fn name(&self) -> &'static str {
-        "WebFetch"
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::WebFetch
-    }
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-    fn is_read_only(&self, _input: &Value) -> bool {
-        // It changes nothing here, but what it sends (the URL) leaves the machine: it is
-        // decided by the WebFetch rules, never let through as a read.
-        false
-    }
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+impl crate::TypedTool for WebFetchTool {
+    type Input = Input;
+    const NAME: &'static str = "WebFetch";
+    const KIND: crate::ToolKind = ToolKind::WebFetch;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    /// It changes nothing here, but what it sends (the URL) leaves the machine: it is
+    /// decided by the WebFetch rules, never let through as a read.
+    const READ_ONLY: bool = false;
+
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let started = Instant::now();
-            let inp: Input = match parse_input("WebFetch", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             if let Err(o) = check(&inp) {
                 return o;
             }

@@ -8,8 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{SearchAnswer, SearchRequest, WebHost, WebModelError};
-use crate::input::{input_schema, parse_input};
-use crate::{BoxFuture, Tool, ToolContext, ToolKind, ToolOutcome};
+use crate::{BoxFuture, ToolContext, ToolKind, ToolOutcome};
 
 /// The most domains either list may hold.
 pub const MAX_DOMAINS: usize = 100;
@@ -25,7 +24,7 @@ pages to read with WebFetch; cite the URLs you use.";
 /// WebSearch's input.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     /// What to search for.
     query: String,
     /// Only results from these domains (e.g. "docs.rs").
@@ -110,30 +109,17 @@ fn render(query: &str, a: &SearchAnswer) -> String {
     out
 }
 
-impl Tool for WebSearchTool {
-    fn name(&self) -> &'static str {
-        "WebSearch"
-    }
-    fn kind(&self) -> ToolKind {
-        ToolKind::WebSearch
-    }
-    fn description(&self) -> &'static str {
-        DESCRIPTION
-    }
-    fn input_schema(&self) -> Value {
-        input_schema::<Input>()
-    }
-    fn is_read_only(&self, _input: &Value) -> bool {
-        // The query leaves the machine: decided by the WebSearch rules.
-        false
-    }
-    fn call<'a>(&'a self, input: Value, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
+impl crate::TypedTool for WebSearchTool {
+    type Input = Input;
+    const NAME: &'static str = "WebSearch";
+    const KIND: crate::ToolKind = ToolKind::WebSearch;
+    const DESCRIPTION: &'static str = DESCRIPTION;
+    /// The query leaves the machine: decided by the WebSearch rules.
+    const READ_ONLY: bool = false;
+
+    fn run<'a>(&'a self, inp: Input, cx: ToolContext) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             let started = Instant::now();
-            let inp: Input = match parse_input("WebSearch", &input) {
-                Ok(i) => i,
-                Err(e) => return e.into(),
-            };
             let req = match request(inp) {
                 Ok(r) => r,
                 Err(o) => return o,

@@ -5,5 +5,6 @@ mod files;
 mod glob;
 mod grep;
 mod inputs;
+mod offered;
 mod read_write;
 mod threads;
