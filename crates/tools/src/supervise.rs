@@ -190,6 +190,14 @@ pub(crate) fn start(
     // Blocked before the shell starts, so no SIGCHLD is lost; the shell starts with none blocked.
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&watched), None)?;
     let pid = spawn(shell)?;
+    // The shell has started with SIGPIPE at its default; the supervisor itself ignores it. Its
+    // writes to the report pipe fail once keel is gone (killed, its end closed), and SIGPIPE's
+    // default would end the supervisor there — in the middle of stopping what the command
+    // left behind, which would then outlive keel. A failed write is simply not reported.
+    // SAFETY: setting a disposition to "ignore" installs no handler; async-signal-safe.
+    #[allow(unsafe_code)]
+    let _ =
+        unsafe { nix::sys::signal::signal(Signal::SIGPIPE, nix::sys::signal::SigHandler::SigIgn) };
     Ok((pid, watched))
 }
 
