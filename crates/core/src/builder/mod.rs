@@ -277,36 +277,15 @@ impl SessionBuilder {
 
     fn build_blocking(self) -> Result<Built, BuildError> {
         let o = &self.options;
-        let Prepared {
-            env,
-            home,
-            limits,
-            web_limits,
-            structured,
-            requested,
-            settings_hooks,
-            trust_warnings,
-            sandbox,
-            providers,
-            permissions,
-            bypass,
-            system_prompt,
-            append,
-            model,
-            client,
-            base_tools,
-            mcp,
-            extra_agents,
-            remote,
-        } = self.prepare()?;
-        let env: &Env = &*env;
+        let p = self.prepare()?;
+        let env: &Env = &*p.env;
         // The session: new, resumed, continued or forked; its transcript is written ahead of
         // every consumer — unless the host asked for no persistence at all.
-        let started = start::open(o, env, &self.cwd, &model, remote.as_ref())?;
+        let started = start::open(o, env, &self.cwd, &p.model, p.remote.as_ref())?;
         // MCP servers start side by side, each within MCP_TIMEOUT, before the first request.
         // (SDK servers connect when the first turn starts: the host answers only then.)
         let mcp = tokio::runtime::Handle::current()
-            .block_on(crate::mcp::McpHub::start(&mcp.0, &self.cwd, mcp.1));
+            .block_on(crate::mcp::McpHub::start(&p.mcp.0, &self.cwd, p.mcp.1));
         let transcript_path = started
             .writer
             .as_ref()
@@ -314,16 +293,19 @@ impl SessionBuilder {
             .filter(|p| !p.as_os_str().is_empty());
         let (emitter, events) = session_emitter(o, &started);
         let limits = with_sandbox(
-            with_spill_dir(limits, transcript_path.as_ref(), &started.session_id),
-            sandbox,
+            with_spill_dir(p.limits, transcript_path.as_ref(), &started.session_id),
+            p.sandbox,
         );
-        let (registry, extensions, mut warnings) =
-            self.agents_and_extensions(home.as_deref(), extra_agents, system_prompt.is_none());
+        let (registry, extensions, mut warnings) = self.agents_and_extensions(
+            p.home.as_deref(),
+            p.extra_agents,
+            p.system_prompt.is_none(),
+        );
         let session_dir = transcript_path.as_ref().map(|p| p.with_extension(""));
         let tasks = TaskManager::new(emitter.clone(), session_dir.map(|d| d.join("tasks")));
-        let api_key_source = api_key_source(&providers, &model, env);
+        let api_key_source = api_key_source(&p.providers, &p.model, env);
         let remote = uploader(
-            remote,
+            p.remote,
             transcript_path.as_ref(),
             &emitter,
             &started.session_id,
@@ -331,11 +313,11 @@ impl SessionBuilder {
         let ctx = SessionContext::new(ContextParts {
             session_id: emitter.session_cell().clone(),
             cwd: self.cwd.clone(),
-            home,
-            client,
-            providers,
-            model,
-            permissions,
+            home: p.home,
+            client: p.client,
+            providers: p.providers,
+            model: p.model,
+            permissions: p.permissions,
             limits,
             tasks,
             registry,
@@ -343,25 +325,25 @@ impl SessionBuilder {
             include_partial_messages: o.include_partial_messages,
             api_key_source,
             additional_directories: o.add_dirs.clone(),
-            settings_hooks,
+            settings_hooks: p.settings_hooks,
             mcp,
             remote,
-            bypass,
+            bypass: p.bypass,
             extensions: extensions.clone(),
         });
-        let tools = self.session_tools(base_tools, &ctx, &emitter, web_limits, &extensions);
+        let tools = self.session_tools(p.base_tools, &ctx, &emitter, p.web_limits, &extensions);
         let scope = AgentScope {
             max_turns: ctx.limits.max_turns,
-            system_prompt,
-            append_system_prompt: append,
+            system_prompt: p.system_prompt,
+            append_system_prompt: p.append,
             ..AgentScope::default()
         };
         let mut session = Session::new(ctx, scope, tools, emitter, started.history);
-        if let Some(s) = structured {
+        if let Some(s) = p.structured {
             session.enable_structured_output(s);
         }
-        session.set_requested(requested);
-        warnings.extend(trust_warnings);
+        session.set_requested(p.requested);
+        warnings.extend(p.trust_warnings);
         warnings.extend(extensions.warnings());
         let notices = self.startup_notices(&mut session, warnings, &started.notices);
         Ok(Built {
