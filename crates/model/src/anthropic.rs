@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
+use eventsource_stream::EventStreamError;
 use futures_util::StreamExt;
 use keel_protocol::content::AssistantMessage;
 use keel_protocol::sse::ErrorEvent;
@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
+use crate::sse_body;
 use crate::{BoxFuture, EventStream, Model, SseEvent};
 
 /// The public API, used when `ANTHROPIC_BASE_URL` is not set.
@@ -275,7 +276,7 @@ where
         request_id: Option<String>,
     }
     let state = State {
-        events: Some(bytes.eventsource()),
+        events: Some(sse_body::events(bytes, sse_body::MAX_EVENT_BYTES)),
         idle,
         request_id,
     };
@@ -287,7 +288,7 @@ where
             Ok(ev) if !matches!(ev.event, StreamEvent::MessageStop(_)) => {}
             Ok(_) => {
                 if let Some(rest) = st.events.take() {
-                    drain_in_background(rest);
+                    sse_body::drain_in_background(rest);
                 }
             }
             Err(_) => st.events = None,
@@ -297,33 +298,6 @@ where
     Box::pin(stream)
 }
 
-/// How long, and how many events, the rest of a body is read after its message_stop.
-const DRAIN_TIME: Duration = Duration::from_secs(2);
-const DRAIN_EVENTS: usize = 16;
-
-/// Read what is left of a reply's body after its message_stop (normally only the end of the
-/// chunked body, which may arrive in a packet of its own) in the background, so that the
-/// connection goes back to the pool: a body dropped before its end closes its connection, and
-/// the next request would pay for a new one (and a new TLS handshake). Bounded in time and in
-/// events; outside a runtime the rest is simply dropped.
-fn drain_in_background<S>(mut rest: S)
-where
-    S: futures_util::Stream + Send + Unpin + 'static,
-{
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    runtime.spawn(async move {
-        let _ = tokio::time::timeout(DRAIN_TIME, async {
-            let mut left = DRAIN_EVENTS;
-            while left > 0 && rest.next().await.is_some() {
-                left -= 1;
-            }
-        })
-        .await;
-    });
-}
-
 /// The next typed event, or the error that ends the stream.
 async fn next_event<S, E>(
     events: &mut S,
@@ -331,7 +305,9 @@ async fn next_event<S, E>(
     request_id: &Option<String>,
 ) -> Result<SseEvent, ApiError>
 where
-    S: futures_util::Stream<Item = Result<eventsource_stream::Event, E>> + Unpin,
+    S: futures_util::Stream<
+            Item = Result<eventsource_stream::Event, EventStreamError<sse_body::BodyError<E>>>,
+        > + Unpin,
     E: std::fmt::Display,
 {
     loop {
@@ -350,12 +326,7 @@ where
                     "the stream ended before message_stop",
                 ))
             }
-            Some(Err(e)) => {
-                return Err(ApiError::new(
-                    ApiErrorKind::ConnectionLost,
-                    format!("the stream broke: {e}"),
-                ))
-            }
+            Some(Err(e)) => return Err(sse_body::fault(e)),
             Some(Ok(ev)) => ev,
         };
         if ev.data.is_empty() {
@@ -527,10 +498,6 @@ pub(crate) fn retry_after(h: &HeaderMap) -> Option<Duration> {
     let v = header_str(h, "retry-after").and_then(|v| v.trim().parse::<f64>().ok())?;
     secs(v)
 }
-
-#[cfg(test)]
-#[path = "anthropic_keep_alive_tests.rs"]
-mod keep_alive_tests;
 
 #[cfg(test)]
 mod tests {

@@ -10,9 +10,12 @@
 mod anthropic;
 pub mod cloud;
 mod error;
+#[cfg(test)]
+mod keep_alive_tests;
 pub mod openai;
 mod provider;
 mod request;
+mod sse_body;
 
 use std::pin::Pin;
 

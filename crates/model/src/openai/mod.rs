@@ -21,7 +21,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use keel_protocol::content::AssistantMessage;
 use keel_protocol::{ContentBlock, MessageContent, StreamEvent, ToolResultContent};
@@ -444,7 +443,8 @@ where
     E: std::fmt::Display + Send + 'static,
 {
     struct State<S> {
-        events: S,
+        // None once the reply is complete: what is left of the body is read in the background.
+        events: Option<S>,
         translate: Box<dyn Translate>,
         out: Out,
         idle: Duration,
@@ -452,7 +452,10 @@ where
         done: bool,
     }
     let state = State {
-        events: bytes.eventsource(),
+        events: Some(crate::sse_body::events(
+            bytes,
+            crate::sse_body::MAX_EVENT_BYTES,
+        )),
         translate,
         out: Out::default(),
         idle,
@@ -467,7 +470,8 @@ where
             if st.done || st.out.finished {
                 return None;
             }
-            let next = match tokio::time::timeout(st.idle, st.events.next()).await {
+            let events = st.events.as_mut()?;
+            let next = match tokio::time::timeout(st.idle, events.next()).await {
                 Err(_) => Err(ApiError::new(
                     ApiErrorKind::StreamIdle,
                     format!("the stream sent nothing for {} ms", st.idle.as_millis()),
@@ -482,10 +486,7 @@ where
                         ))
                     }
                 }),
-                Ok(Some(Err(e))) => Err(ApiError::new(
-                    ApiErrorKind::ConnectionLost,
-                    format!("the stream broke: {e}"),
-                )),
+                Ok(Some(Err(e))) => Err(crate::sse_body::fault(e)),
                 Ok(Some(Ok(ev))) => {
                     if ev.data.is_empty() {
                         continue;
@@ -503,6 +504,14 @@ where
                 // Events from earlier input were delivered; the failing input's are not.
                 st.out.queue.clear();
                 return Some((Err(e), st));
+            }
+            // The reply is whole: the consumer stops at its message_stop and drops this
+            // stream. The end of the body (a `[DONE]`, the chunked terminator) may still be on
+            // its way, and a body dropped before its end costs its connection.
+            if st.out.finished {
+                if let Some(rest) = st.events.take() {
+                    crate::sse_body::drain_in_background(rest);
+                }
             }
         }
     }))

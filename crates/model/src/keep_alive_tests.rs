@@ -1,6 +1,8 @@
-//! A reply whose chunked body ends in a packet after its message_stop must not cost the
+//! A reply whose chunked body ends in a packet after its last event must not cost the
 //! connection: keel reads the end of the body after handing message_stop on, so the connection
-//! goes back to the pool and the next request reuses it.
+//! goes back to the pool and the next request reuses it. For every streaming wire format that
+//! ends with a terminator the consumer does not wait for (the Messages API's message_stop, the
+//! Chat Completions API's `[DONE]`, the Responses API's response.completed).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +13,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
-use super::AnthropicClient;
+use crate::anthropic::AnthropicClient;
+use crate::openai::{OpenAiApi, OpenAiClient, OpenAiOptions};
 use crate::request::{ModelRequest, RequestMessage};
 use crate::{ClientConfig, Model};
 
-const EVENTS: &[(&str, &str)] = &[
+const MESSAGES_EVENTS: &[(&str, &str)] = &[
     (
         "message_start",
         r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}}"#,
@@ -38,6 +41,49 @@ const EVENTS: &[(&str, &str)] = &[
     ),
     ("message_stop", r#"{"type":"message_stop"}"#),
 ];
+
+const CHAT_EVENTS: &[(&str, &str)] = &[
+    (
+        "",
+        r#"{"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"}}]}"#,
+    ),
+    (
+        "",
+        r#"{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    ),
+    (
+        "",
+        r#"{"id":"c1","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+    ),
+    ("", "[DONE]"),
+];
+
+const RESPONSES_EVENTS: &[(&str, &str)] = &[
+    (
+        "response.created",
+        r#"{"type":"response.created","response":{"id":"r1","model":"m"}}"#,
+    ),
+    (
+        "response.output_text.delta",
+        r#"{"type":"response.output_text.delta","delta":"hi"}"#,
+    ),
+    (
+        "response.completed",
+        r#"{"type":"response.completed","response":{"id":"r1","model":"m","status":"completed","usage":{"input_tokens":1,"output_tokens":1}}}"#,
+    ),
+];
+
+/// The events as an SSE body (an event without a name is sent as `data:` alone).
+fn sse(events: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (name, data) in events {
+        if !name.is_empty() {
+            out.push_str(&format!("event: {name}\n"));
+        }
+        out.push_str(&format!("data: {data}\n\n"));
+    }
+    out
+}
 
 /// Read one request (headers and a content-length body) from `sock`; false at end of stream.
 async fn read_request(sock: &mut TcpStream) -> bool {
@@ -82,8 +128,10 @@ fn request() -> ModelRequest {
     }
 }
 
-#[tokio::test]
-async fn the_connection_is_reused_when_the_body_ends_after_message_stop() {
+/// A raw server that sends `body` as a chunked reply whose terminator comes only once the
+/// client has read up to message_stop and let go of the reply; the second request must come
+/// over the same connection. `client` is built for the server's URL.
+async fn the_connection_is_reused(body_sse: String, client: impl FnOnce(String) -> Box<dyn Model>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (dropped_tx, dropped_rx) = oneshot::channel::<()>();
@@ -92,12 +140,8 @@ async fn the_connection_is_reused_when_the_body_ends_after_message_stop() {
     tokio::spawn(async move {
         let (mut sock, _) = listener.accept().await.unwrap();
         assert!(read_request(&mut sock).await);
-        let mut sse = String::new();
-        for (name, data) in EVENTS {
-            sse.push_str(&format!("event: {name}\ndata: {data}\n\n"));
-        }
         let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-        let body = format!("{:x}\r\n{sse}\r\n", sse.len());
+        let body = format!("{:x}\r\n{body_sse}\r\n", body_sse.len());
         sock.write_all(format!("{head}{body}").as_bytes())
             .await
             .unwrap();
@@ -122,18 +166,13 @@ async fn the_connection_is_reused_when_the_body_ends_after_message_stop() {
             _ = listener.accept() => panic!("the client opened a second connection"),
             _ = tokio::time::sleep(Duration::from_secs(30)) => panic!("no second request within 30 s"),
         }
-        let body = format!("{:x}\r\n{sse}\r\n0\r\n\r\n", sse.len());
+        let body = format!("{:x}\r\n{body_sse}\r\n0\r\n\r\n", body_sse.len());
         sock.write_all(format!("{head}{body}").as_bytes())
             .await
             .unwrap();
     });
 
-    let client = AnthropicClient::new(ClientConfig {
-        base_url: url,
-        api_key: Some("k".into()),
-        ..ClientConfig::default()
-    })
-    .unwrap();
+    let client = client(url);
     let req = request();
     let mut events = client.stream(&req).await.unwrap();
     loop {
@@ -147,9 +186,46 @@ async fn the_connection_is_reused_when_the_body_ends_after_message_stop() {
     verdict_rx.await.unwrap().unwrap();
     again_tx.send(()).unwrap();
     let mut events = client.stream(&req).await.unwrap();
+    let mut stopped = false;
     while let Some(ev) = events.next().await {
         if matches!(ev.unwrap().event, StreamEvent::MessageStop(_)) {
+            stopped = true;
             break;
         }
     }
+    assert!(stopped, "the second reply ended without its message_stop");
+}
+
+fn config(url: String) -> ClientConfig {
+    ClientConfig {
+        base_url: url,
+        api_key: Some("k".into()),
+        ..ClientConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn the_connection_is_reused_when_the_body_ends_after_message_stop() {
+    the_connection_is_reused(sse(MESSAGES_EVENTS), |url| {
+        Box::new(AnthropicClient::new(config(url)).unwrap())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_connection_is_reused_when_a_chat_completions_body_ends_after_done() {
+    the_connection_is_reused(sse(CHAT_EVENTS), |url| {
+        Box::new(OpenAiClient::new(OpenAiApi::Chat, config(url), OpenAiOptions::default()).unwrap())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_connection_is_reused_when_a_responses_body_ends_after_completed() {
+    the_connection_is_reused(sse(RESPONSES_EVENTS), |url| {
+        Box::new(
+            OpenAiClient::new(OpenAiApi::Responses, config(url), OpenAiOptions::default()).unwrap(),
+        )
+    })
+    .await;
 }
