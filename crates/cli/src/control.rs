@@ -1,5 +1,5 @@
 //! The control server: answers the host's control requests (`initialize`, `interrupt`,
-//! `set_permission_mode`, `set_model`, `mcp_status`, `mcp_reconnect`, `mcp_toggle`,
+//! `set_permission_mode`, `set_model`, `set_max_thinking_tokens`, `mcp_status`, `mcp_reconnect`, `mcp_toggle`,
 //! `stop_task`, `rewind_files`; anything else is `unsupported_request`),
 //! and owns the keel → host side ([`host`]). Success and error envelopes are exactly the
 //! reference's; the texts are keel's.
@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_core::builder::options::{ThinkingBudget, MIN_THINKING_TOKENS};
 use keel_core::emit::{new_uuid, now_rfc3339};
 use keel_core::hooks::HookEvent;
 use keel_core::permissions::{PermissionMode, Rule, RuleSource};
 use keel_core::SessionHandle;
 use keel_protocol::control::{
-    HookMatcherConfig, InitializeRequest, InterruptRequest, Request, SetModelRequest,
-    SetPermissionModeRequest, StopTaskRequest,
+    HookMatcherConfig, InitializeRequest, InterruptRequest, Request, SetMaxThinkingTokensRequest,
+    SetModelRequest, SetPermissionModeRequest, StopTaskRequest,
 };
 use keel_protocol::frames::{ControlRequestFrame, ControlResponseFrame, UserMessage};
 use keel_protocol::{
@@ -124,6 +125,7 @@ impl Controller {
             Request::Initialize(r) => self.initialize(r).await,
             Request::SetPermissionMode(r) => self.set_permission_mode(&r).await,
             Request::SetModel(r) => self.set_model(r).await,
+            Request::SetMaxThinkingTokens(r) => self.set_max_thinking_tokens(&r),
             Request::McpStatus(_) => Ok(Reply::new(json!({
                 "mcpServers": self
                     .handle
@@ -383,6 +385,42 @@ impl Controller {
             }))
             .await;
         Ok(Reply::new(json!({ "model": model })))
+    }
+
+    /// `set_max_thinking_tokens{max_thinking_tokens}`: the thinking budget of every later
+    /// request, checked as `--max-thinking-tokens` is (0, or 1024 up to the output limit);
+    /// `null` returns to the launch budget. The answer says the budget now in force. A
+    /// `thinking_display` is refused rather than ignored: keel shows thinking as the API sends it.
+    fn set_max_thinking_tokens(&self, r: &SetMaxThinkingTokensRequest) -> Result<Reply, Refusal> {
+        if let Some(display) = &r.thinking_display {
+            return Err((
+                format!(
+                    "Cannot set thinking_display to {display:?}: keel shows thinking as the API \
+                     sends it; send thinking_display as null or leave it out"
+                ),
+                "unsupported_request",
+            ));
+        }
+        let ctx = self.handle.context();
+        let tokens = match r.max_thinking_tokens {
+            None => ctx.launch_thinking_tokens(),
+            Some(n) => ThinkingBudget::new(n)
+                .ok_or_else(|| {
+                    (
+                        format!(
+                            "Cannot set max_thinking_tokens to {n}: it must be 0 (no thinking) or \
+                         from {MIN_THINKING_TOKENS} to {}",
+                            ThinkingBudget::max_tokens()
+                        ),
+                        "invalid_request",
+                    )
+                })?
+                .tokens(),
+        };
+        let now = ctx.set_thinking_tokens(tokens);
+        Ok(Reply::new(
+            json!({ "max_thinking_tokens": now.unwrap_or(0) }),
+        ))
     }
 
     /// The truthful interrupt receipt: what was running, what was stopped, what never started,

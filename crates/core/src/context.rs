@@ -93,6 +93,8 @@ impl Default for Limits {
 struct Live {
     model: String,
     permissions: PermissionConfig,
+    /// The thinking budget of the next request (`set_max_thinking_tokens` changes it).
+    thinking_tokens: Option<u32>,
 }
 
 /// Subagents: the agent types and how many run.
@@ -267,6 +269,7 @@ impl SessionContext {
     }
 
     pub(crate) fn new(p: ContextParts) -> Arc<Self> {
+        let thinking_tokens = p.limits.context.thinking_tokens;
         let transcript_dir = p
             .transcript_path
             .as_ref()
@@ -296,6 +299,7 @@ impl SessionContext {
             live: RwLock::new(Live {
                 model: p.model,
                 permissions: p.permissions,
+                thinking_tokens,
             }),
             hooks: RwLock::new(None),
             checkpoints: RwLock::new(None),
@@ -393,6 +397,25 @@ impl SessionContext {
     /// Use `model` from every agent's next request on.
     pub fn set_model(&self, model: String) {
         write(&self.live).model = model;
+    }
+
+    /// The thinking budget of every agent's next request (`None`: no thinking).
+    pub fn thinking_tokens(&self) -> Option<u32> {
+        read(&self.live).thinking_tokens
+    }
+
+    /// The thinking budget the session was built with.
+    pub fn launch_thinking_tokens(&self) -> Option<u32> {
+        self.limits.context.thinking_tokens
+    }
+
+    /// Use a thinking budget of `tokens` (`None`: no thinking) from every agent's next request
+    /// on. The caller checks the range (`builder::options::ThinkingBudget`); the budget is kept
+    /// below the output limit, as at launch. Returns the budget now in force.
+    pub fn set_thinking_tokens(&self, tokens: Option<u32>) -> Option<u32> {
+        let tokens = tokens.map(|n| n.min(self.limits.max_tokens.saturating_sub(1)));
+        write(&self.live).thinking_tokens = tokens;
+        tokens
     }
 
     /// The permission mode in force.

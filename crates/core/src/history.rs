@@ -162,6 +162,31 @@ impl History {
         self.sealed.len() + usize::from(self.last.is_some())
     }
 
+    /// Whether the next request continues a tool loop (the last message carries tool
+    /// results) whose assistant message does not start with a thinking block. The API refuses
+    /// thinking there: it cannot be switched on inside an assistant turn. A budget set in the
+    /// middle of such a loop applies from the next prompt.
+    pub(crate) fn continues_a_loop_without_thinking(&self) -> bool {
+        let Some(last) = self.last.as_ref().filter(|m| m.role == Role::User) else {
+            return false;
+        };
+        let continues = match &last.content {
+            MessageContent::Blocks(b) => b.iter().any(|b| matches!(b, ContentBlock::ToolResult(_))),
+            MessageContent::Text(_) => false,
+        };
+        continues
+            && self.last_of(Role::Assistant).is_some_and(|a| {
+                let first = match &a.content {
+                    MessageContent::Blocks(b) => b.first(),
+                    MessageContent::Text(_) => None,
+                };
+                !matches!(
+                    first,
+                    Some(ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_))
+                )
+            })
+    }
+
     /// Every message but the last, as encoded.
     pub(crate) fn sealed(&self) -> &[EncodedMessage] {
         &self.sealed
@@ -524,6 +549,51 @@ mod tests {
         assert_eq!(repaired, vec!["b".to_string(), "c".to_string()]);
         assert_eq!(h.len(), 5);
         assert!(h.open_calls().is_empty());
+    }
+
+    #[test]
+    fn a_tool_loop_begun_without_thinking_is_seen_as_one() {
+        let thinking: ContentBlock = serde_json::from_value(
+            json!({"type": "thinking", "thinking": "hmm", "signature": "sig"}),
+        )
+        .unwrap();
+        let history = |assistant: Vec<ContentBlock>, last_user: Vec<ContentBlock>| {
+            let msgs = vec![
+                ApiMessage {
+                    role: Role::User,
+                    content: MessageContent::Text("go".into()),
+                },
+                ApiMessage {
+                    role: Role::Assistant,
+                    content: MessageContent::Blocks(assistant),
+                },
+                ApiMessage {
+                    role: Role::User,
+                    content: MessageContent::Blocks(last_user),
+                },
+            ];
+            History::rebuild(msgs, |_| "lost".into()).0
+        };
+        let result = || ContentBlock::tool_result("a", "ok", false);
+        // Tool results (with or without a prompt merged in) after a call made without
+        // thinking: the loop goes on without it.
+        assert!(history(vec![call("a")], vec![result()]).continues_a_loop_without_thinking());
+        assert!(history(
+            vec![call("a")],
+            vec![result(), ContentBlock::text("and now?")]
+        )
+        .continues_a_loop_without_thinking());
+        // A call made with thinking, or a new prompt after a text answer: thinking may go on
+        // or start.
+        assert!(
+            !history(vec![thinking, call("a")], vec![result()]).continues_a_loop_without_thinking()
+        );
+        assert!(!history(
+            vec![ContentBlock::text("done")],
+            vec![ContentBlock::text("next")]
+        )
+        .continues_a_loop_without_thinking());
+        assert!(!History::new().continues_a_loop_without_thinking());
     }
 }
 

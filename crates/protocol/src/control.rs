@@ -102,6 +102,21 @@ pub struct SetModelRequest {
     pub extra: Extra,
 }
 
+/// `set_max_thinking_tokens` (host → keel): the thinking budget of every later request;
+/// `null` returns to the budget the session started with, `0` turns thinking off.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetMaxThinkingTokensRequest {
+    /// The budget in tokens.
+    #[serde(default)]
+    pub max_thinking_tokens: Option<u64>,
+    /// How thinking is shown (`summarized`, `omitted`, `highlights`), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_display: Option<String>,
+    /// Other fields.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
 /// `rewind_files` (host → keel): put the files keel's tools wrote back as they were when the
 /// user message `user_message_id` came.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -253,6 +268,8 @@ pub enum Request {
     SetPermissionMode(SetPermissionModeRequest),
     /// `set_model`.
     SetModel(SetModelRequest),
+    /// `set_max_thinking_tokens`.
+    SetMaxThinkingTokens(SetMaxThinkingTokensRequest),
     /// `mcp_status`.
     McpStatus(Extra),
     /// `stop_task`.
@@ -325,6 +342,7 @@ impl Request {
             Request::Interrupt(_) => "interrupt",
             Request::SetPermissionMode(_) => "set_permission_mode",
             Request::SetModel(_) => "set_model",
+            Request::SetMaxThinkingTokens(_) => "set_max_thinking_tokens",
             Request::McpStatus(_) => "mcp_status",
             Request::StopTask(_) => "stop_task",
             Request::RewindFiles(_) => "rewind_files",
@@ -346,6 +364,7 @@ impl Request {
             "interrupt" => Request::Interrupt(fields_of(s, f)?),
             "set_permission_mode" => Request::SetPermissionMode(fields_of(s, f)?),
             "set_model" => Request::SetModel(fields_of(s, f)?),
+            "set_max_thinking_tokens" => Request::SetMaxThinkingTokens(fields_of(s, f)?),
             "mcp_status" => Request::McpStatus(f.clone()),
             "stop_task" => Request::StopTask(fields_of(s, f)?),
             "rewind_files" => Request::RewindFiles(fields_of(s, f)?),
@@ -368,6 +387,7 @@ impl Request {
             Request::Interrupt(r) => fields_from(r),
             Request::SetPermissionMode(r) => fields_from(r),
             Request::SetModel(r) => fields_from(r),
+            Request::SetMaxThinkingTokens(r) => fields_from(r),
             Request::McpStatus(f) => f.clone(),
             Request::StopTask(r) => fields_from(r),
             Request::RewindFiles(r) => fields_from(r),

@@ -106,6 +106,12 @@ impl Client {
         self.handle.set_permission_mode(mode).await
     }
 
+    /// Sets the thinking budget of later requests (`Some(0)`: no thinking; `None`: the
+    /// budget the session started with); returns the CLI's answer.
+    pub async fn set_max_thinking_tokens(&self, tokens: Option<u64>) -> Result<Value> {
+        self.handle.set_max_thinking_tokens(tokens).await
+    }
+
     /// Sends any control request and returns its `response` object.
     pub async fn control_request(&self, subtype: &str, fields: Extra) -> Result<Value> {
         self.handle.control_request(subtype, fields).await
@@ -252,6 +258,13 @@ impl ClientHandle {
         let mut f = Extra::new();
         f.insert("mode".into(), json!(mode));
         self.control_request("set_permission_mode", f).await
+    }
+
+    /// Sets the thinking budget of later requests (`None`: the launch budget).
+    pub async fn set_max_thinking_tokens(&self, tokens: Option<u64>) -> Result<Value> {
+        let mut f = Extra::new();
+        f.insert("max_thinking_tokens".into(), json!(tokens));
+        self.control_request("set_max_thinking_tokens", f).await
     }
 
     /// Sends any control request and returns its `response` object.

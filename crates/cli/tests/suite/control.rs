@@ -165,6 +165,92 @@ async fn set_model_replays_and_the_next_request_uses_it() {
 }
 
 #[tokio::test]
+async fn set_max_thinking_tokens_changes_the_next_requests_budget_and_null_restores_it() {
+    let h = Harness::from_json(
+        r#"{"on_exhausted":"repeat_last","steps":[{"kind":"text","text":"ok"}]}"#,
+    )
+    .await;
+    let mut s = Stream::start(&h, &["--max-thinking-tokens", "4096"], &[]);
+    s.user("at the launch budget").await;
+    s.result().await;
+    let r = s
+        .ask(
+            "t1",
+            json!({"subtype": "set_max_thinking_tokens", "max_thinking_tokens": 2048}),
+        )
+        .await;
+    assert_eq!(r["response"], json!({"max_thinking_tokens": 2048}));
+    s.user("at 2048").await;
+    s.result().await;
+    let r = s
+        .ask(
+            "t2",
+            json!({"subtype": "set_max_thinking_tokens", "max_thinking_tokens": 0}),
+        )
+        .await;
+    assert_eq!(r["response"], json!({"max_thinking_tokens": 0}));
+    s.user("without thinking").await;
+    s.result().await;
+    // Out of range, a fraction, a display keel cannot honour: refused, and nothing changes.
+    for (id, fields, code) in [
+        ("t3", json!({"max_thinking_tokens": 100}), "invalid_request"),
+        (
+            "t4",
+            json!({"max_thinking_tokens": 1_000_000}),
+            "invalid_request",
+        ),
+        (
+            "t5",
+            json!({"max_thinking_tokens": 2048.5}),
+            "invalid_request",
+        ),
+        ("t6", json!({"max_thinking_tokens": -1}), "invalid_request"),
+        (
+            "t7",
+            json!({"max_thinking_tokens": 2048, "thinking_display": "omitted"}),
+            "unsupported_request",
+        ),
+    ] {
+        let mut req = fields;
+        req["subtype"] = json!("set_max_thinking_tokens");
+        let r = s.ask(id, req).await;
+        assert_eq!(
+            (r["subtype"].as_str(), r["error_code"].as_str()),
+            (Some("error"), Some(code)),
+            "{id}: {r}"
+        );
+    }
+    s.user("still without thinking").await;
+    s.result().await;
+    let r = s
+        .ask(
+            "t8",
+            json!({"subtype": "set_max_thinking_tokens", "max_thinking_tokens": null}),
+        )
+        .await;
+    assert_eq!(r["response"], json!({"max_thinking_tokens": 4096}));
+    s.user("back at the launch budget").await;
+    s.result().await;
+    let run = s.finish().await;
+    assert_eq!(run.code, 0);
+    let budgets: Vec<Value> = h
+        .requests()
+        .iter()
+        .map(|r| r.body["thinking"]["budget_tokens"].clone())
+        .collect();
+    assert_eq!(
+        budgets,
+        [
+            json!(4096),
+            json!(2048),
+            Value::Null,
+            Value::Null,
+            json!(4096)
+        ]
+    );
+}
+
+#[tokio::test]
 async fn mcp_status_and_unknown_subtypes() {
     let h = Harness::from_json(r#"{"steps":[{"kind":"text","text":"unused"}]}"#).await;
     let mut s = Stream::start(&h, &[], &[]);

@@ -404,13 +404,12 @@ impl Session {
         Ok(None)
     }
 
-    /// The request's `thinking` field, when thinking was asked for.
+    /// The request's `thinking` field, when thinking was asked for (and the request does not
+    /// continue a tool loop begun without it, which the API refuses).
     fn thinking(&self) -> Option<serde_json::Value> {
-        self.ctx
-            .limits
-            .context
-            .thinking_tokens
-            .map(|n| serde_json::json!({"type": "enabled", "budget_tokens": n}))
+        let n = self.ctx.thinking_tokens()?;
+        (!self.history.continues_a_loop_without_thinking())
+            .then(|| serde_json::json!({"type": "enabled", "budget_tokens": n}))
     }
 
     fn budget_spent(&self) -> Option<TurnEnd> {

@@ -328,14 +328,28 @@ async fn a_client_interrupts_a_running_tool_then_runs_another_turn() {
         }
         other => panic!("expected ControlError, got {other:?}"),
     }
+    assert_eq!(
+        bounded(client.set_max_thinking_tokens(Some(2048)))
+            .await
+            .unwrap()["max_thinking_tokens"],
+        2048
+    );
     client.query("and now?").await.unwrap();
     let turn: Vec<_> = bounded(client.receive_response().collect::<Vec<_>>()).await;
     let text: String = turn
         .iter()
         .filter_map(|m| m.as_ref().ok().and_then(|m| m.assistant_text()))
         .collect();
-    assert_eq!(text, "second answer");
+    assert_eq!(text, "second answer", "{turn:?}");
     assert_eq!(k.mock.requests()[1].body["model"], "claude-other");
+    // The prompt goes into the interrupted call's tool-result message: the request continues
+    // a tool loop begun without thinking, where the API refuses it; the budget applies from
+    // the next prompt (keel-mock checks this as the API does).
+    assert!(
+        k.mock.requests()[1].body.get("thinking").is_none(),
+        "{}",
+        k.mock.requests()[1].body
+    );
     let closed = bounded(client.close()).await;
     assert_eq!(closed.escalation, Escalation::None);
 }
