@@ -24,10 +24,12 @@ cd "$(dirname "$0")/../../../.."
 target="${CARGO_TARGET_DIR:-target}"
 
 echo "building (release) …" >&2
-# The binaries as users install them first: built together with the example, they would take
-# its dev-dependencies' features, and the linker's code order (made for the plain build) would
-# no longer match their functions.
-cargo build --release -q -p keel-cli -p keel-mock
+# The binaries as users install them first, each alone, as `cargo install` builds it and as
+# order/make.sh recorded it: built together with another package or with the example (and its
+# dev-dependencies), shared crates get other features and so other symbol hashes, and the
+# linker's code order would no longer match their functions. The example does not relink them.
+cargo build --release -q -p keel-cli --bin keel
+cargo build --release -q -p keel-mock --bin keel-mock
 cargo build --release -q -p keel-cli --example bench
 cargo build --release -q -p keel-tools --example bench_files
 cargo build --release -q -p keel-core --example bench_resume
