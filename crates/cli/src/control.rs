@@ -392,12 +392,11 @@ impl Controller {
     /// `null` returns to the launch budget. The answer says the budget now in force. A
     /// `thinking_display` is refused rather than ignored: keel shows thinking as the API sends it.
     fn set_max_thinking_tokens(&self, r: &SetMaxThinkingTokensRequest) -> Result<Reply, Refusal> {
-        if let Some(display) = &r.thinking_display {
+        if r.thinking_display.is_some() {
             return Err((
-                format!(
-                    "Cannot set thinking_display to {display:?}: keel shows thinking as the API \
-                     sends it; send thinking_display as null or leave it out"
-                ),
+                "Cannot set thinking_display: keel shows thinking as the API sends it; send \
+                 thinking_display as null or leave it out"
+                    .to_owned(),
                 "unsupported_request",
             ));
         }

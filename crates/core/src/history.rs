@@ -487,6 +487,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn message(role: Role, blocks: Vec<ContentBlock>) -> ApiMessage {
+        ApiMessage {
+            role,
+            content: MessageContent::Blocks(blocks),
+        }
+    }
+
+    fn text_message(text: &str) -> ApiMessage {
+        ApiMessage {
+            role: Role::User,
+            content: MessageContent::Text(text.into()),
+        }
+    }
+
     fn call(id: &str) -> ContentBlock {
         ContentBlock::ToolUse(ToolUseBlock {
             id: id.into(),
@@ -528,22 +542,13 @@ mod tests {
     #[test]
     fn rebuild_repairs_dangling_calls() {
         let msgs = vec![
-            ApiMessage {
-                role: Role::User,
-                content: MessageContent::Text("go".into()),
-            },
-            ApiMessage {
-                role: Role::Assistant,
-                content: MessageContent::Blocks(vec![call("a"), call("b")]),
-            },
-            ApiMessage {
-                role: Role::User,
-                content: MessageContent::Blocks(vec![ContentBlock::tool_result("a", "ok", false)]),
-            },
-            ApiMessage {
-                role: Role::Assistant,
-                content: MessageContent::Blocks(vec![call("c")]),
-            },
+            text_message("go"),
+            message(Role::Assistant, vec![call("a"), call("b")]),
+            message(
+                Role::User,
+                vec![ContentBlock::tool_result("a", "ok", false)],
+            ),
+            message(Role::Assistant, vec![call("c")]),
         ];
         let (h, repaired) = History::rebuild(msgs, |_| "lost in a crash".into());
         assert_eq!(repaired, vec!["b".to_string(), "c".to_string()]);
@@ -559,18 +564,9 @@ mod tests {
         .unwrap();
         let history = |assistant: Vec<ContentBlock>, last_user: Vec<ContentBlock>| {
             let msgs = vec![
-                ApiMessage {
-                    role: Role::User,
-                    content: MessageContent::Text("go".into()),
-                },
-                ApiMessage {
-                    role: Role::Assistant,
-                    content: MessageContent::Blocks(assistant),
-                },
-                ApiMessage {
-                    role: Role::User,
-                    content: MessageContent::Blocks(last_user),
-                },
+                text_message("go"),
+                message(Role::Assistant, assistant),
+                message(Role::User, last_user),
             ];
             History::rebuild(msgs, |_| "lost".into()).0
         };
