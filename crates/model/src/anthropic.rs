@@ -379,7 +379,7 @@ pub(crate) fn truncate(s: &str, n: usize) -> &str {
 /// The body of a non-streaming answer as one Messages API message (every provider that speaks
 /// the Messages API answers its non-streaming call this way).
 pub(crate) async fn read_message(resp: reqwest::Response) -> Result<AssistantMessage, ApiError> {
-    let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
+    let bytes = sse_body::read_whole(resp, sse_body::MAX_REPLY_BYTES).await?;
     serde_json::from_slice(&bytes).map_err(|e| {
         ApiError::new(
             ApiErrorKind::Decode,

@@ -127,6 +127,37 @@ pub(crate) fn fault<E: std::fmt::Display>(e: EventStreamError<BodyError<E>>) -> 
     }
 }
 
+/// The most a whole (non-streamed) reply may hold: a full reply at the largest output cap is a
+/// few MB. A bigger body is not a reply keel can use, and is not read into memory.
+pub(crate) const MAX_REPLY_BYTES: usize = 64 << 20;
+
+/// A whole reply body, read up to `limit` bytes: a declared or actual length over it is a
+/// protocol error (retried like a garbled stream), a transport failure a lost connection.
+pub(crate) async fn read_whole(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let too_big = || {
+        ApiError::new(
+            ApiErrorKind::Protocol,
+            format!(
+                "the reply is over {} MiB; keel stopped reading it",
+                limit >> 20
+            ),
+        )
+    };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| crate::anthropic::transport_error(&e))?;
+        if body.len() + chunk.len() > limit {
+            return Err(too_big());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// How long, and how many events, the rest of a body is read after its reply is complete.
 const DRAIN_TIME: Duration = Duration::from_secs(2);
 const DRAIN_EVENTS: usize = 16;
@@ -219,6 +250,48 @@ mod tests {
             "the message says what happened: {}",
             err.message
         );
+    }
+
+    /// A response from a one-shot raw HTTP server that answers with `head` then `body`.
+    async fn response(head: &'static str, body: Vec<u8>) -> reqwest::Response {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(&body).await;
+        });
+        reqwest::get(url).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_whole_reply_under_the_bound_is_read_whole() {
+        let resp = response(
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n",
+            b"hello".to_vec(),
+        )
+        .await;
+        assert_eq!(read_whole(resp, 5).await.unwrap(), b"hello");
+    }
+
+    #[tokio::test]
+    async fn a_whole_reply_over_the_bound_is_refused_declared_or_not() {
+        // Declared too long: refused before a byte is read.
+        let resp = response("HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n", Vec::new()).await;
+        let err = read_whole(resp, 10).await.unwrap_err();
+        assert_eq!(err.kind, ApiErrorKind::Protocol);
+        // Not declared (the body ends when the connection closes): refused once past the bound.
+        let resp = response(
+            "HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n",
+            vec![b'x'; 100],
+        )
+        .await;
+        let err = read_whole(resp, 10).await.unwrap_err();
+        assert_eq!(err.kind, ApiErrorKind::Protocol);
+        assert!(err.message.contains("stopped reading"), "{}", err.message);
     }
 
     #[tokio::test]

@@ -292,12 +292,8 @@ impl Model for OpenAiClient {
                 let body = self.body(req, false)?;
                 let resp = post(&self.http, &self.url, body, self.cfg.idle_timeout).await?;
                 let rid = request_id(resp.headers());
-                let bytes = resp.bytes().await.map_err(|e| {
-                    ApiError::new(
-                        ApiErrorKind::ConnectionLost,
-                        format!("the reply broke: {e}"),
-                    )
-                })?;
+                let bytes =
+                    crate::sse_body::read_whole(resp, crate::sse_body::MAX_REPLY_BYTES).await?;
                 let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
                     ApiError::new(ApiErrorKind::Decode, format!("the reply is not JSON: {e}"))
                 })?;
