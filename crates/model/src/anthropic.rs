@@ -10,6 +10,7 @@ use keel_protocol::StreamEvent;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
+pub(crate) use crate::error::transport_error;
 use crate::error::{ApiError, ApiErrorKind};
 use crate::request::ModelRequest;
 use crate::sse_body;
@@ -386,24 +387,6 @@ pub(crate) async fn read_message(resp: reqwest::Response) -> Result<AssistantMes
             format!("the reply is not a Messages API message: {e}"),
         )
     })
-}
-
-pub(crate) fn transport_error(e: &reqwest::Error) -> ApiError {
-    let mut detail = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        detail.push_str(": ");
-        detail.push_str(&s.to_string());
-        src = s.source();
-    }
-    let kind = if e.is_connect() {
-        ApiErrorKind::Connect
-    } else if e.is_builder() {
-        ApiErrorKind::Config
-    } else {
-        ApiErrorKind::ConnectionLost
-    };
-    ApiError::new(kind, detail)
 }
 
 /// The request id a provider sent (`request-id`, or `x-request-id` as OpenAI names it).

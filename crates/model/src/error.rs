@@ -155,6 +155,26 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// The error a failed HTTP exchange is: a refused connection, a bad request built by keel, or
+/// a connection lost mid-way, with every cause in the chain.
+pub(crate) fn transport_error(e: &reqwest::Error) -> ApiError {
+    let mut detail = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        src = s.source();
+    }
+    let kind = if e.is_connect() {
+        ApiErrorKind::Connect
+    } else if e.is_builder() {
+        ApiErrorKind::Config
+    } else {
+        ApiErrorKind::ConnectionLost
+    };
+    ApiError::new(kind, detail)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,7 +149,7 @@ pub(crate) async fn read_whole(resp: reqwest::Response, limit: usize) -> Result<
     let mut body = Vec::new();
     let mut stream = resp.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| crate::anthropic::transport_error(&e))?;
+        let chunk = chunk.map_err(|e| crate::error::transport_error(&e))?;
         if body.len() + chunk.len() > limit {
             return Err(too_big());
         }
