@@ -169,24 +169,24 @@ impl BypassGate {
 pub struct SessionContext {
     /// Shared with the session's emitters; `/clear` switches it.
     pub(crate) session_id: crate::session_id::SessionId,
-    pub(crate) cwd: PathBuf,
-    pub(crate) home: Option<PathBuf>,
-    pub(crate) client: Arc<dyn Model>,
+    cwd: PathBuf,
+    home: Option<PathBuf>,
+    client: Arc<dyn Model>,
     /// Which provider serves which model.
-    pub(crate) providers: keel_model::ProviderChoice,
-    pub(crate) limits: Limits,
-    pub(crate) tasks: Arc<TaskManager>,
+    providers: keel_model::ProviderChoice,
+    limits: Limits,
+    tasks: Arc<TaskManager>,
     pub(crate) agents: Agents,
     transcript_path: RwLock<Option<PathBuf>>,
-    pub(crate) include_partial_messages: bool,
-    pub(crate) api_key_source: String,
-    pub(crate) additional_directories: Vec<PathBuf>,
+    include_partial_messages: bool,
+    api_key_source: String,
+    additional_directories: Vec<PathBuf>,
     /// The session's MCP servers.
-    pub(crate) mcp: Arc<crate::mcp::McpHub>,
+    mcp: Arc<crate::mcp::McpHub>,
     /// The copy of the transcript in object storage (`KEEL_TRANSCRIPT_URL`).
     remote: RwLock<Option<Arc<crate::remote::Uploader>>>,
     /// Skills and custom commands.
-    pub(crate) extensions: Arc<crate::extend::Extensions>,
+    extensions: Arc<crate::extend::Extensions>,
     initial_model: String,
     live: RwLock<Live>,
     hooks: RwLock<Option<Arc<dyn Hooks>>>,
@@ -320,6 +320,26 @@ impl SessionContext {
     /// The working directory.
     pub fn cwd(&self) -> &std::path::Path {
         &self.cwd
+    }
+
+    /// The home directory `~` means in paths (the session's, not necessarily the process's).
+    pub(crate) fn home(&self) -> Option<&std::path::Path> {
+        self.home.as_deref()
+    }
+
+    /// The client every model request of the session goes through.
+    pub(crate) fn client(&self) -> &Arc<dyn Model> {
+        &self.client
+    }
+
+    /// Whether partial messages (`stream_event` frames) are forwarded.
+    pub(crate) fn include_partial_messages(&self) -> bool {
+        self.include_partial_messages
+    }
+
+    /// The directories added to the project (`--add-dir`, settings).
+    pub(crate) fn additional_directories(&self) -> &[PathBuf] {
+        &self.additional_directories
     }
 
     /// The model the session started with (what `set_model(null)` returns to).

@@ -86,7 +86,7 @@ impl SessionWeb {
     fn request(&self, system: &str, text: String, max: u32, tools: Vec<ToolSpec>) -> ModelRequest {
         ModelRequest {
             model: self.ctx.model(),
-            max_tokens: self.ctx.limits.max_tokens.min(max),
+            max_tokens: self.ctx.limits().max_tokens.min(max),
             system: vec![json!({"type": "text", "text": system})],
             messages: vec![user(text).into()],
             tools: Arc::new(tools),
@@ -104,9 +104,9 @@ impl SessionWeb {
     ) -> Result<Reply, WebModelError> {
         let mut api_time = Duration::ZERO;
         let mut cx = CallCx {
-            client: self.ctx.client.as_ref(),
+            client: self.ctx.client().as_ref(),
             emitter: &self.emitter,
-            policy: &self.ctx.limits.retry,
+            policy: &self.ctx.limits().retry,
             include_partial: false,
             cancel,
             fallback_model: None,
@@ -297,7 +297,7 @@ impl CallGate {
         let hi = HookInput {
             event: HookEvent::PreToolUse,
             session_id: self.emitter.session_id(),
-            cwd: self.ctx.cwd.display().to_string(),
+            cwd: self.ctx.cwd().display().to_string(),
             permission_mode: self
                 .ctx
                 .permissions(self.plan_only)

@@ -40,7 +40,7 @@ pub(crate) fn session_tools(
     ctx: &Arc<SessionContext>,
     emitter: &Emitter,
 ) -> Vec<Arc<dyn Tool>> {
-    let tasks = ctx.tasks.clone();
+    let tasks = ctx.tasks().clone();
     let mut tools: Vec<Arc<dyn Tool>> = base
         .into_iter()
         .map(|t| -> Arc<dyn Tool> {

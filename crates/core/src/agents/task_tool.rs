@@ -144,7 +144,7 @@ impl TypedTool for TaskTool {
                     self.ctx.agent_names().join(", ")
                 ));
             };
-            let limits = &self.ctx.limits.subagents;
+            let limits = &self.ctx.limits().subagents;
             if self.depth >= limits.max_depth {
                 return ToolOutcome::failed(format!(
                     "A subagent may not start subagents here (the nesting limit is {}; set KEEL_SUBAGENT_MAX_DEPTH to allow more). Do the work yourself with your own tools.",
@@ -194,12 +194,12 @@ impl TaskTool {
             model: inp.model.clone().or_else(|| def.model.clone()),
             max_turns: def
                 .max_turns
-                .or(ctx.limits.subagents.default_max_turns)
-                .or(ctx.limits.max_turns),
+                .or(ctx.limits().subagents.default_max_turns)
+                .or(ctx.limits().max_turns),
             system_prompt: Some(format!(
                 "{}\n\n# Environment\n- Working directory: {}\n- Date: {}\n- You are subagent {agent_id} (type {}).",
                 def.prompt,
-                ctx.cwd.display(),
+                ctx.cwd().display(),
                 chrono::Local::now().format("%Y-%m-%d"),
                 def.name
             )),
@@ -235,7 +235,7 @@ impl TaskTool {
             Some(dir) => {
                 let path = dir.join(format!("agent-{agent_id}.jsonl"));
                 let resuming = inp.resume.is_some();
-                let (sid, cwd, model) = (ctx.session_id(), ctx.cwd.clone(), ctx.model());
+                let (sid, cwd, model) = (ctx.session_id(), ctx.cwd().to_path_buf(), ctx.model());
                 let id = agent_id.to_owned();
                 let meta = super::transcript::AgentMeta {
                     agent_id: agent_id.to_owned(),
@@ -280,7 +280,7 @@ impl TaskTool {
         let prompt = inp.prompt.clone();
         let spawned = self
             .ctx
-            .tasks
+            .tasks()
             .spawn(
                 TaskKind::Agent {
                     agent_type: def.name.clone(),
@@ -323,10 +323,10 @@ impl TaskTool {
         self.announce(agent_id, def, inp, &cx.tool_use_id, None)
             .await;
         let prompt = vec![ContentBlock::text(inp.prompt.clone())];
-        let (status, text) = if self.ctx.tasks.backgrounding() {
+        let (status, text) = if self.ctx.tasks().backgrounding() {
             // The user may move this agent to the background while it works: it runs under a
             // token of its own, and this call passes the turn's interrupt on.
-            let own = self.ctx.tasks.child_token();
+            let own = self.ctx.tasks().child_token();
             let token = own.clone();
             let kind = TaskKind::Agent {
                 agent_type: def.name.clone(),
@@ -338,7 +338,7 @@ impl TaskTool {
             });
             match self
                 .ctx
-                .tasks
+                .tasks()
                 .run_movable(&kind, &cx.tool_use_id, &cx.cancel, &own, None, run)
                 .await
             {
@@ -421,7 +421,7 @@ impl TaskTool {
         };
         match self
             .ctx
-            .tasks
+            .tasks()
             .start(kind, inp.description.clone(), Some(agent_id.to_owned()), own.clone(), None, work)
             .await
         {

@@ -333,7 +333,7 @@ impl SessionBuilder {
         });
         let tools = self.session_tools(p.base_tools, &ctx, &emitter, p.web_limits, &extensions);
         let scope = AgentScope {
-            max_turns: ctx.limits.max_turns,
+            max_turns: ctx.limits().max_turns,
             system_prompt: p.system_prompt,
             append_system_prompt: p.append,
             ..AgentScope::default()
@@ -420,7 +420,7 @@ impl SessionBuilder {
         let mut notices = Vec::new();
         let (style, style_warnings) = crate::output_style::resolve(&crate::output_style::Places {
             cwd: &self.cwd,
-            home: session.ctx.home.as_deref(),
+            home: session.ctx.home(),
             sources: o.setting_sources,
             flag_settings: o.settings.as_deref(),
         });

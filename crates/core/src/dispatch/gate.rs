@@ -47,7 +47,7 @@ struct HookVerdict {
 /// The live permission rules, with this session's own tool output readable.
 pub(super) fn live_permissions(cx: &DispatchCx<'_>) -> crate::permissions::PermissionConfig {
     let mut p = cx.ctx.permissions(cx.plan_only);
-    if let Some(d) = &cx.ctx.limits.tools.spill_dir {
+    if let Some(d) = &cx.ctx.limits().tools.spill_dir {
         p.roots.readable.push(d.clone());
     }
     p
@@ -271,7 +271,7 @@ fn approval_request(
             .then(|| tool.kind().path_field())
             .flatten()
             .and_then(|f| call.input.get(f).and_then(Value::as_str))
-            .map(|p| cx.ctx.cwd.join(p).display().to_string()),
+            .map(|p| cx.ctx.cwd().join(p).display().to_string()),
         suggestions: suggestions(perms, &call.name, tool.kind(), &call.input),
         reason,
         mode: perms.mode,

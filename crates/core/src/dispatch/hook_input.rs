@@ -16,7 +16,7 @@ pub(super) fn tool_hook_input(
     HookInput {
         event,
         session_id: cx.emitter.session_id(),
-        cwd: cx.ctx.cwd.display().to_string(),
+        cwd: cx.ctx.cwd().display().to_string(),
         permission_mode: mode.to_owned(),
         transcript_path: cx.transcript_path.clone(),
         tool: Some(ToolHookInput {

@@ -26,7 +26,7 @@ pub(super) async fn run_batch(
     if batch.is_empty() || cx.turn.is_cancelled() {
         return Ok(()); // the caller rejects what never started
     }
-    let limits = cx.ctx.limits.tools.clone();
+    let limits = cx.ctx.limits().tools.clone();
     let hidden = cx.ctx.permissions(cx.plan_only).read_filter();
     let checkpoints = cx.ctx.checkpoints();
     let mut running = futures_util::stream::FuturesUnordered::new();
@@ -36,7 +36,7 @@ pub(super) async fn run_batch(
         tokens.push((r.call.id.clone(), r.tool.kind(), token.clone()));
         cx.state.set_running(&r.call.id);
         r.tool.prepare(&r.call.input, &r.call.id);
-        let ctx = ToolContext::new(cx.ctx.cwd.clone(), token.clone())
+        let ctx = ToolContext::new(cx.ctx.cwd(), token.clone())
             .with_limits(limits.clone())
             .with_tool_use_id(r.call.id.clone())
             .with_processes(cx.processes.clone())
@@ -45,7 +45,7 @@ pub(super) async fn run_batch(
             .with_judged(r.judged.clone())
             .with_checkpoints(checkpoints.clone())
             .with_web_gate(web_gate(cx, &r))
-            .with_home(cx.ctx.home.clone());
+            .with_home(cx.ctx.home().map(std::path::Path::to_path_buf));
         let grace = limits.kill_grace + limits.drain_deadline + Duration::from_secs(2);
         running.push(async move {
             let started = Instant::now();

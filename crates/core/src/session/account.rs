@@ -33,7 +33,7 @@ impl Session {
             .iter()
             .map(crate::mcp::ServerStatus::to_json)
             .collect();
-        let sandbox = match &self.ctx.limits.tools.sandbox {
+        let sandbox = match &self.ctx.limits().tools.sandbox {
             Some(sb) => json!({"enabled": true, "network": sb.policy().network}),
             None => json!({"enabled": false}),
         };
@@ -50,7 +50,7 @@ impl Session {
         });
         // `skills` and `commands`: what was loaded, from where, and what could not be.
         if let (Some(a), Value::Object(ext)) =
-            (account.as_object_mut(), self.ctx.extensions.account())
+            (account.as_object_mut(), self.ctx.extensions().account())
         {
             a.extend(ext);
         }

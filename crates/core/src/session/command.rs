@@ -26,7 +26,7 @@ impl Session {
         if !self.scope.role.is_main() {
             return Ok(());
         }
-        let Some(expanded) = self.ctx.extensions.expand(prompt) else {
+        let Some(expanded) = self.ctx.extensions().expand(prompt) else {
             return Ok(());
         };
         let expanded = match expanded {

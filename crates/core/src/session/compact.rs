@@ -82,7 +82,7 @@ impl Session {
     /// The model's context window, from the settings or the model table.
     pub(crate) fn context_window(&self) -> u64 {
         self.ctx
-            .limits
+            .limits()
             .context
             .context_window
             .unwrap_or_else(|| price_of(&self.model()).0.context_window)
@@ -93,11 +93,11 @@ impl Session {
     pub(crate) fn compact_threshold(&self) -> u64 {
         let window = self.context_window();
         self.ctx
-            .limits
+            .limits()
             .context
             .compact_threshold
             .unwrap_or_else(|| {
-                let reply = u64::from(self.ctx.limits.max_tokens).min(window / 4);
+                let reply = u64::from(self.ctx.limits().max_tokens).min(window / 4);
                 window.saturating_sub(reply + window / 20)
             })
     }
@@ -207,7 +207,7 @@ impl Session {
     ) -> Result<Result<crate::reply::Reply, TurnEnd>, EmitError> {
         let mut req = ModelRequest {
             model: self.model(),
-            max_tokens: self.ctx.limits.max_tokens.min(SUMMARY_MAX_TOKENS),
+            max_tokens: self.ctx.limits().max_tokens.min(SUMMARY_MAX_TOKENS),
             system: self.system.clone(),
             messages: asked.iter().cloned().map(Into::into).collect(),
             tools: self.request_tools(),
@@ -215,13 +215,13 @@ impl Session {
             metadata: None,
             thinking: None,
         };
-        if self.ctx.limits.context.prompt_caching {
+        if self.ctx.limits().context.prompt_caching {
             req.mark_cache_breakpoints();
         }
         let mut cx = CallCx {
-            client: self.ctx.client.as_ref(),
+            client: self.ctx.client().as_ref(),
             emitter: &self.emitter,
-            policy: &self.ctx.limits.retry,
+            policy: &self.ctx.limits().retry,
             include_partial: false,
             cancel: turn,
             fallback_model: None,
@@ -269,7 +269,7 @@ impl Session {
     fn running_tasks_note(&self) -> Option<ContentBlock> {
         let running: Vec<String> = self
             .ctx
-            .tasks
+            .tasks()
             .statuses()
             .into_iter()
             .filter(|(_, s)| s.as_str() == "running")

@@ -239,7 +239,7 @@ impl SessionHandle {
     /// Ids of the background tasks still running.
     pub fn background_running(&self) -> Vec<String> {
         self.ctx
-            .tasks
+            .tasks()
             .statuses()
             .into_iter()
             .filter(|(_, s)| *s == TaskStatus::Running)
@@ -249,7 +249,7 @@ impl SessionHandle {
 
     /// Stop one background task on the user's behalf; its final status.
     pub async fn stop_task(&self, id: &str) -> Result<TaskStatus, TaskError> {
-        self.ctx.tasks.kill(id, KilledBy::User).await
+        self.ctx.tasks().kill(id, KilledBy::User).await
     }
 
     /// Move every running foreground command that can be moved (Bash, in a session whose
@@ -257,7 +257,7 @@ impl SessionHandle {
     /// background: each keeps running as a background task, its call answers the model with
     /// the task id, and the turn goes on. Returns the ids of the calls asked to move.
     pub fn background_running_calls(&self) -> Vec<String> {
-        self.ctx.tasks.move_to_background()
+        self.ctx.tasks().move_to_background()
     }
 
     /// Ids of the tool calls running right now.

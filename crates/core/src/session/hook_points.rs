@@ -39,7 +39,7 @@ impl Session {
         HookInput {
             event,
             session_id: self.emitter.session_id(),
-            cwd: self.ctx.cwd.display().to_string(),
+            cwd: self.ctx.cwd().display().to_string(),
             permission_mode: self
                 .ctx
                 .permissions(self.scope.plan_only)

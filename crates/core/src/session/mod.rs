@@ -178,7 +178,7 @@ impl Session {
     /// restarted, changed its list, was disabled): before each request, so the model is
     /// offered exactly what can be called.
     pub(crate) fn sync_mcp_tools(&mut self) {
-        let hub = self.ctx.mcp.clone();
+        let hub = self.ctx.mcp().clone();
         if hub.generation() == self.mcp_generation {
             return;
         }
@@ -357,10 +357,10 @@ impl Session {
                 let date = chrono::Local::now().format("%Y-%m-%d").to_string();
                 let specs = self.tool_specs();
                 default_prompt(&PromptContext {
-                    cwd: &self.ctx.cwd,
+                    cwd: self.ctx.cwd(),
                     tools: &specs,
                     date: &date,
-                    home: self.ctx.home.as_deref(),
+                    home: self.ctx.home(),
                 })
             }
         };
@@ -413,7 +413,7 @@ impl Session {
             }
         }
         if self.scope.role.is_main() {
-            for (id, status) in self.ctx.tasks.shutdown().await {
+            for (id, status) in self.ctx.tasks().shutdown().await {
                 tracing::info!(
                     "background task {id} stopped at the end of the session: {}",
                     status.describe()
@@ -433,7 +433,7 @@ impl Session {
             }
         }
         let procs = self.processes.clone();
-        let grace = self.ctx.limits.tools.kill_grace;
+        let grace = self.ctx.limits().tools.kill_grace;
         tokio::task::spawn_blocking(move || procs.kill_all_blocking(grace))
             .await
             .unwrap_or(0)

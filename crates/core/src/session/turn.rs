@@ -250,29 +250,29 @@ impl Session {
             // Servers an SDK host runs connect now that the host can answer; `init` lists
             // them with the rest.
             tokio::select! {
-                _ = self.ctx.mcp.connect_sdk() => {}
+                _ = self.ctx.mcp().connect_sdk() => {}
                 _ = turn.cancelled() => {}
             }
             self.sync_mcp_tools();
             let init = InitInfo {
-                cwd: self.ctx.cwd.clone(),
+                cwd: self.ctx.cwd().to_path_buf(),
                 tools: self.offered_tool_names(),
                 output_style: self.output_style.name.clone(),
                 account: self.capability_account(None),
                 model: self.model(),
                 provider: self.ctx.provider_of(&self.model()).name().to_owned(),
                 permission_mode: self.ctx.permission_mode().as_str().to_owned(),
-                api_key_source: self.ctx.api_key_source.clone(),
+                api_key_source: self.ctx.api_key_source().to_owned(),
                 agents: self.ctx.agent_names(),
-                additional_directories: self.ctx.additional_directories.clone(),
+                additional_directories: self.ctx.additional_directories().to_vec(),
                 mcp_servers: self
                     .ctx
                     .mcp_servers()
                     .iter()
                     .map(crate::mcp::ServerStatus::to_json)
                     .collect(),
-                skills: self.ctx.extensions.skill_names(),
-                slash_commands: self.ctx.extensions.command_names(),
+                skills: self.ctx.extensions().skill_names(),
+                slash_commands: self.ctx.extensions().command_names(),
             };
             // Sent even when it cannot be persisted, like the result: a run whose transcript
             // cannot be written still starts and ends visibly, with an error result.
@@ -382,7 +382,7 @@ impl Session {
             return Ok(Some(end));
         }
         if self.scope.role.is_main() {
-            let notes = self.ctx.tasks.take_notifications();
+            let notes = self.ctx.tasks().take_notifications();
             if !notes.is_empty() {
                 let blocks = notes.into_iter().map(ContentBlock::text).collect();
                 self.tell_model(blocks)
@@ -391,8 +391,8 @@ impl Session {
             }
             // MCP servers that said their tools changed are listed again; what changed in
             // the servers (a restart, a failure) is said.
-            self.ctx.mcp.refresh_lists().await;
-            for message in self.ctx.mcp.take_notices() {
+            self.ctx.mcp().refresh_lists().await;
+            for message in self.ctx.mcp().take_notices() {
                 let mut fields = keel_protocol::Extra::new();
                 fields.insert("source".into(), serde_json::json!("mcp"));
                 self.emitter
@@ -413,7 +413,7 @@ impl Session {
     }
 
     fn budget_spent(&self) -> Option<TurnEnd> {
-        let limit = self.ctx.limits.max_budget_usd?;
+        let limit = self.ctx.limits().max_budget_usd?;
         let spent = self.ctx.spent_usd();
         (spent >= limit).then_some(TurnEnd::Budget {
             limit_usd: limit,
@@ -431,7 +431,7 @@ impl Session {
         // larger than the threshold must not make every request a compaction.
         // Nor when the prefix alone takes half the threshold: summarizing cannot help then.
         let grown = self.history.len() > self.compacted_len.map_or(1, |n| n + 2);
-        let full = self.ctx.limits.context.auto_compact
+        let full = self.ctx.limits().context.auto_compact
             && grown
             && (std::mem::take(&mut stats.compact_next)
                 || self.tokens_in_use() > self.compact_threshold())
@@ -453,7 +453,7 @@ impl Session {
         let tools = self.request_tools();
         let mut req = ModelRequest {
             model: asked.clone(),
-            max_tokens: self.ctx.limits.max_tokens,
+            max_tokens: self.ctx.limits().max_tokens,
             system: self.system.clone(),
             messages: self.history.request_messages(),
             tools,
@@ -461,16 +461,16 @@ impl Session {
             metadata: None,
             thinking: self.thinking(),
         };
-        if self.ctx.limits.context.prompt_caching {
+        if self.ctx.limits().context.prompt_caching {
             req.mark_cache_breakpoints();
         }
         let mut cx = CallCx {
-            client: self.ctx.client.as_ref(),
+            client: self.ctx.client().as_ref(),
             emitter: &self.emitter,
-            policy: &self.ctx.limits.retry,
-            include_partial: self.ctx.include_partial_messages,
+            policy: &self.ctx.limits().retry,
+            include_partial: self.ctx.include_partial_messages(),
             cancel: turn,
-            fallback_model: self.ctx.limits.fallback_model.as_deref(),
+            fallback_model: self.ctx.limits().fallback_model.as_deref(),
             api_time: &mut stats.api_time,
         };
         let failure = match call_with_retry(&mut cx, &mut req).await {
@@ -546,7 +546,7 @@ impl Session {
         let mut pending = self.accept_reply(reply.message, reply.request_id).await?;
         if let Some(end) = self.budget_spent() {
             if let Some(pending) = pending {
-                let limit = self.ctx.limits.max_budget_usd.unwrap_or_default();
+                let limit = self.ctx.limits().max_budget_usd.unwrap_or_default();
                 self.close_unrun(
                     pending,
                     |c| format!("This {} call was not run: the session reached its cost budget (${limit}) with the reply that asked for it.", c.name),
@@ -678,7 +678,7 @@ impl Session {
         // Only the main agent has the Skill tool; a subagent it started in the same batch
         // must not take the text meant for its parent.
         let loaded = match self.scope.role.is_main() {
-            true => self.ctx.extensions.take_pending(),
+            true => self.ctx.extensions().take_pending(),
             false => Vec::new(),
         };
         if !loaded.is_empty() {
