@@ -174,3 +174,26 @@ fn a_read_deny_rule_without_a_usable_pattern_keeps_every_file_read_from_running_
         assert!(!allowed(&c, reads), "{deny}");
     }
 }
+
+#[test]
+fn git_reads_its_repository_even_when_no_operand_names_it() {
+    // `git config --list` and `git remote -v` print .git/config (remote URLs may carry
+    // tokens); `git status` reads the index and refs. None names a file.
+    let commands = [
+        "git status",
+        "git config --list",
+        "git config --get remote.origin.url",
+        "git remote -v",
+        "git log --oneline",
+    ];
+    for cmd in commands {
+        assert!(allowed(&cfg(PermissionMode::Default, &[]), cmd), "{cmd}");
+    }
+    for deny in ["Read", "Read(.git/**)", "Read(./.git)"] {
+        let mut c = cfg(PermissionMode::Default, &[]);
+        c.deny = vec![Rule::parse(deny, RuleSource::Flag).unwrap()];
+        for cmd in commands {
+            assert!(!allowed(&c, cmd), "{cmd} under deny {deny}");
+        }
+    }
+}

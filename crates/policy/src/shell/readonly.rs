@@ -1135,7 +1135,7 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
                 recursive: false,
             })
         }
-        "config" => return git_config(rest),
+        "config" => return git_config(rest).map(reads_the_repository),
         "--version" | "version" | "help" | "--help" => {
             return Ok(ReadOnly {
                 reads: Vec::new(),
@@ -1156,12 +1156,23 @@ fn git(cmd: &LoweredCommand) -> Result<ReadOnly, NotReadOnly> {
     ) {
         // These print file contents out of the history (`git show HEAD:.env`), which no
         // path argument reveals: they count as reading the whole repository.
+        // (The whole working tree includes `.git`.)
         r.reads = vec![Arg::Lit(".".to_owned())];
         r.recursive = true;
-    } else if s.pos == Pos::Paths && r.reads.is_empty() {
+        return Ok(r);
+    }
+    if s.pos == Pos::Paths && r.reads.is_empty() {
         r.recursive = false;
     }
-    Ok(r)
+    Ok(reads_the_repository(r))
+}
+
+/// Every git subcommand reads the repository's own files (`.git/config` with its remote URLs
+/// and credentials helpers, the refs, the index) whether or not an operand names them: they
+/// count as read, so a Read deny rule on `.git` (or on every file) asks before they run.
+fn reads_the_repository(mut r: ReadOnly) -> ReadOnly {
+    r.reads.push(Arg::Lit(".git".to_owned()));
+    r
 }
 
 /// Flags `git log` and its kin (`show`, `diff`, `shortlog`, `whatchanged`) take without a value.
