@@ -215,6 +215,7 @@ impl Spawn {
             report: Some(report),
             report_text: Vec::new(),
             ended: None,
+            supervisor_exited: false,
             armed: true,
         })
     }
@@ -368,6 +369,8 @@ pub struct Child {
     report: Option<Receiver>,
     report_text: Vec<u8>,
     ended: Option<Report>,
+    /// The report pipe reached its end: the supervisor has exited.
+    supervisor_exited: bool,
     armed: bool,
 }
 
@@ -403,7 +406,11 @@ impl Child {
         let mut buf = [0u8; 1024];
         while let Some(pipe) = self.report.as_mut() {
             match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => self.report = None,
+                Ok(0) => {
+                    self.report = None;
+                    self.supervisor_exited = true;
+                }
+                Err(_) => self.report = None,
                 Ok(n) => {
                     // Reports are a few short lines; a flood would be a bug, not a reason to
                     // grow.
@@ -430,6 +437,10 @@ impl Child {
     /// `grace` for the group to empty, then the supervisor kills everything it holds and the
     /// group. Returns how many processes were alive in the group, the supervisor included.
     pub async fn stop(&mut self, grace: Duration) -> usize {
+        if self.nothing_left() {
+            self.armed = false;
+            return 0;
+        }
         let n = crate::process::stop_group(self.pid, grace).await;
         self.armed = false;
         n
@@ -437,15 +448,64 @@ impl Child {
 
     /// Kill the whole tree now, without waiting (what dropping the handle does).
     pub fn kill(&mut self) {
-        // The supervisor said nothing was left when the process ended (it stays while anything
-        // runs, and nothing it no longer holds can appear): its pid may be another's by now.
-        let nothing_left = self
-            .ended
-            .as_ref()
-            .is_some_and(|r| r.running == Some(false));
-        if self.armed && !nothing_left {
-            crate::process::kill_supervised(self.pid);
+        if !self.armed || self.nothing_left() {
             self.armed = false;
+            return;
+        }
+        self.armed = false;
+        if self.supervisor_gone() {
+            // The supervisor was killed before it could finish: its pid may be another
+            // process's by now, so only its group (which keeps that id while any member
+            // lives) is signalled, never the pid itself.
+            crate::process::signal_group(self.pid, nix::sys::signal::Signal::SIGKILL);
+        } else {
+            crate::process::kill_supervised(self.pid);
+        }
+    }
+
+    /// Whether the supervisor said nothing was left when the process ended (it stays while
+    /// anything runs, and nothing it no longer holds can appear), reading a report that has
+    /// come without waiting for one. Its pid may be another process's by then.
+    fn nothing_left(&mut self) -> bool {
+        self.supervisor_gone();
+        self.ended
+            .as_ref()
+            .is_some_and(|r| r.running == Some(false))
+    }
+
+    /// Whether the supervisor has exited: its report pipe is at its end (only the supervisor
+    /// holds the write end). Reads what is pending without blocking (the pipe is
+    /// non-blocking) and keeps it for [`Child::wait`]; at the end, the report is parsed.
+    fn supervisor_gone(&mut self) -> bool {
+        let Some(pipe) = self.report.as_ref() else {
+            return self.supervisor_exited;
+        };
+        let mut buf = [0u8; 1024];
+        loop {
+            match nix::unistd::read(pipe.as_raw_fd(), &mut buf) {
+                Ok(0) => {
+                    self.report = None;
+                    self.supervisor_exited = true;
+                    let report = Report::parse(&String::from_utf8_lossy(&self.report_text));
+                    self.ended.get_or_insert(report);
+                    return true;
+                }
+                Ok(n) => {
+                    if self.report_text.len() < 64 * 1024 {
+                        self.report_text.extend_from_slice(&buf[..n]);
+                    }
+                    // A whole report ends the reading, as in `wait` (the supervisor may stay
+                    // while background jobs run).
+                    let text = String::from_utf8_lossy(&self.report_text);
+                    if Report::complete(&text) {
+                        self.ended = Some(Report::parse(&text));
+                        self.report = None;
+                        return false;
+                    }
+                }
+                // Empty for now (the supervisor is alive), or unreadable: not known to be gone.
+                Err(_) => return false,
+            }
         }
     }
 
@@ -537,6 +597,31 @@ mod tests {
         );
         let e = Spawn::shell("/bin/sh", "echo \0").spawn().unwrap_err();
         assert!(matches!(e, SpawnError::Nul("an argument")), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_handle_whose_supervisor_is_gone_knows_it_without_a_wait_and_signals_nothing() {
+        let mut child = Spawn::shell("/bin/sh", "exit 3")
+            .cwd("/")
+            .without_launcher()
+            .spawn()
+            .unwrap();
+        let pid = child.pgid();
+        // The supervisor ends (and is reaped): its pid is free for another process.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while alive(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the supervisor did not end"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // No `wait` was called: stopping reads the report that came, and sends nothing.
+        assert_eq!(child.stop(Duration::from_secs(1)).await, 0);
+        let ended = child.ended().expect("the report was read").clone();
+        assert_eq!(ended.status, Some(ExitStatus::Code(3)));
+        assert_eq!(ended.running, Some(false));
+        assert_eq!(child.wait().await.status, Some(ExitStatus::Code(3)));
     }
 
     #[tokio::test]
